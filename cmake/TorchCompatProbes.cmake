@@ -1,0 +1,59 @@
+# Feature probes of the LibTorch that find_package(Torch) found. Every LibTorch
+# difference the code cares about is decided here, by compiling a snippet
+# against the real headers, never by comparing version numbers. The results
+# land in accelerate_compat_config.h, read only by src/compat/.
+include(CheckCXXSourceCompiles)
+
+set(_torch_defs "")
+foreach(_t torch_cpu torch_cuda torch)
+  if(TARGET ${_t})
+    get_target_property(_d ${_t} INTERFACE_COMPILE_DEFINITIONS)
+    if(_d)
+      list(APPEND _torch_defs ${_d})
+    endif()
+  endif()
+endforeach()
+list(REMOVE_DUPLICATES _torch_defs)
+set(CMAKE_REQUIRED_INCLUDES ${TORCH_INCLUDE_DIRS})
+set(CMAKE_REQUIRED_FLAGS "${TORCH_CXX_FLAGS} -std=c++17")
+set(CMAKE_REQUIRED_DEFINITIONS "")
+foreach(_d ${_torch_defs})
+  list(APPEND CMAKE_REQUIRED_DEFINITIONS "-D${_d}")
+endforeach()
+set(CMAKE_REQUIRED_QUIET ON)
+
+# 2.0+: concrete process groups derive from c10d::Backend, not c10d::ProcessGroup.
+check_cxx_source_compiles([[
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <type_traits>
+static_assert(std::is_base_of<c10d::Backend, c10d::ProcessGroupGloo>::value, "");
+int main() { return 0; }
+]] ACCELERATE_COMPAT_BACKEND_BASE)
+
+# 2.x: TCPStoreOptions::useLibUV exists (and defaults to true even where
+# LibTorch was built without libuv, e.g. Debian's 2.6).
+check_cxx_source_compiles([[
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+int main() { c10d::TCPStoreOptions o; o.useLibUV = false; return 0; }
+]] ACCELERATE_COMPAT_TCPSTORE_USE_LIBUV)
+
+# NCCL process group compiled into this LibTorch (CUDA builds only). Linked,
+# not just compiled, because some CPU builds ship the header without NCCL.
+set(CMAKE_REQUIRED_LIBRARIES ${TORCH_LIBRARIES})
+check_cxx_source_compiles([[
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+int main() { auto o = c10d::ProcessGroupNCCL::Options::create(); return o ? 0 : 1; }
+]] ACCELERATE_COMPAT_HAS_NCCL)
+unset(CMAKE_REQUIRED_LIBRARIES)
+
+foreach(_probe ACCELERATE_COMPAT_BACKEND_BASE ACCELERATE_COMPAT_TCPSTORE_USE_LIBUV
+               ACCELERATE_COMPAT_HAS_NCCL)
+  if(${_probe})
+    set(${_probe} 1)
+  else()
+    set(${_probe} 0)
+  endif()
+  message(STATUS "accelerate compat probe ${_probe} = ${${_probe}}")
+endforeach()
+configure_file(${CMAKE_CURRENT_LIST_DIR}/accelerate_compat_config.h.in
+               ${CMAKE_CURRENT_BINARY_DIR}/generated/accelerate_compat_config.h @ONLY)

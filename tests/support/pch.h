@@ -1,0 +1,3 @@
+#pragma once
+#include <gtest/gtest.h>
+#include <torch/torch.h>
