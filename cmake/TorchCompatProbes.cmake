@@ -22,6 +22,17 @@ foreach(_d ${_torch_defs})
 endforeach()
 set(CMAKE_REQUIRED_QUIET ON)
 
+# Sanity: the probe set-up itself must compile c10d code, or every probe
+# below would silently report "absent".
+check_cxx_source_compiles([[
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+int main() { return 0; }
+]] ACCELERATE_COMPAT_PROBES_WORK)
+if(NOT ACCELERATE_COMPAT_PROBES_WORK)
+  message(FATAL_ERROR "accelerate: cannot compile against LibTorch's c10d/Gloo headers "
+                      "(is libgloo-dev installed?); see CMakeFiles/CMakeError.log")
+endif()
+
 # 2.0+: concrete process groups derive from c10d::Backend, not c10d::ProcessGroup.
 check_cxx_source_compiles([[
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
