@@ -21,6 +21,8 @@ foreach(_d ${_torch_defs})
   list(APPEND CMAKE_REQUIRED_DEFINITIONS "-D${_d}")
 endforeach()
 set(CMAKE_REQUIRED_QUIET ON)
+# Compile-only probes (no link) unless a probe asks for libraries below.
+set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)
 
 # Sanity: the probe set-up itself must compile c10d code, or every probe
 # below would silently report "absent".
@@ -50,6 +52,7 @@ int main() { c10d::TCPStoreOptions o; o.useLibUV = false; return 0; }
 
 # NCCL process group compiled into this LibTorch (CUDA builds only). Linked,
 # not just compiled, because some CPU builds ship the header without NCCL.
+set(CMAKE_TRY_COMPILE_TARGET_TYPE EXECUTABLE)
 set(CMAKE_REQUIRED_LIBRARIES ${TORCH_LIBRARIES})
 check_cxx_source_compiles([[
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
