@@ -1,1 +1,65 @@
-int main() { return 0; }
+// The `accelerate` command line. It links no LibTorch, so it starts in
+// milliseconds (Hugging Face's spends seconds importing torch: #1952).
+// Subcommands live in a table; each owns its flags and its error lines.
+#include <unistd.h>
+
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "launcher/launch_command.h"
+
+namespace {
+
+// Keep in step with project(... VERSION) in the top CMakeLists.txt.
+constexpr const char* kVersion = "accelerate-cpp 0.1.0";
+
+struct Subcommand {
+  const char* name;
+  const char* summary;
+  int (*run)(const std::vector<std::string>& args);
+};
+
+const Subcommand kSubcommands[] = {
+    {"launch", "start a program on several processes (see 'accelerate launch --help')",
+     accelerate::launcher::run_launch_command},
+};
+
+void print_help() {
+  std::cout << "usage: accelerate COMMAND [ARGS...]\n"
+               "       accelerate --help | --version\n\ncommands:\n";
+  for (const auto& command : kSubcommands) {
+    std::string name = command.name;
+    std::cout << "  " << name << std::string(name.size() < 10 ? 10 - name.size() : 1, ' ')
+              << command.summary << "\n";
+  }
+}
+
+int usage_error(const std::string& message) {
+  std::cerr << "accelerate: error: " << message << "\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) return usage_error("no command given; run 'accelerate --help' to list them");
+  const std::string& first = args[0];
+  if (first == "--help" || first == "-h" || first == "help") {
+    print_help();
+    return 0;
+  }
+  if (first == "--version" || first == "-V" || first == "version") {
+    std::cout << kVersion << "\n";
+    return 0;
+  }
+  for (const auto& command : kSubcommands) {
+    if (first == command.name) return command.run({args.begin() + 1, args.end()});
+  }
+  std::string known;
+  for (const auto& command : kSubcommands) known += (known.empty() ? "" : ", ") + std::string(command.name);
+  return usage_error("unknown command '" + first + "'; known commands: " + known +
+                     " (run 'accelerate --help')");
+}

@@ -1,0 +1,297 @@
+#include "accelerate/communicator.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <utility>
+
+#include <ATen/ATen.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+#include "accelerate/errors.h"
+#include "compat/c10d_compat.h"
+#include "distributed/failure_diagnosis.h"
+#include "distributed/network.h"
+
+namespace accelerate {
+
+JobState current_job_state(const JobOptions& options) {
+  Hardware hardware;
+  hardware.cuda_device_count = static_cast<int>(at::detail::getCUDAHooks().getNumGPUs());
+  hardware.nccl_available = compat::kHasNccl;
+  return JobState::from_environment(current_environment(), options, hardware);
+}
+
+const char* to_string(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kMean: return "mean";
+    case ReduceOp::kMax: return "max";
+    case ReduceOp::kMin: return "min";
+  }
+  return "?";
+}
+
+struct PendingCollective::State {
+  c10::intrusive_ptr<compat::Work> work;
+  std::function<void(const std::exception&)> on_failure;  // throws
+};
+
+PendingCollective::PendingCollective(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+void PendingCollective::wait() {
+  if (!state_) return;
+  auto state = std::move(state_);
+  try {
+    state->work->wait();
+  } catch (const std::exception& cause) {
+    state->on_failure(cause);
+  }
+}
+
+struct Communicator::Impl {
+  JobState job;
+  c10::intrusive_ptr<c10d::Store> store;  // null in a one-process job
+  c10::intrusive_ptr<compat::Backend> gloo;
+  c10::intrusive_ptr<compat::Backend> nccl;  // only for CUDA jobs with NCCL
+  std::unique_ptr<detail::FailureDiagnosis> diagnosis;
+  std::uint64_t sequence = 0;
+
+  bool single() const { return job.world_size == 1; }
+
+  // The process group that moves `tensor`, and whether it must be staged
+  // through host memory (a CUDA tensor without NCCL).
+  compat::Backend& backend_for(const at::Tensor& tensor, bool* stage_on_host) {
+    *stage_on_host = tensor.is_cuda() && !nccl;
+    return (tensor.is_cuda() && nccl) ? *nccl : *gloo;
+  }
+
+  // Runs one collective; any failure becomes a DistributedError that says
+  // what each peer was doing.
+  template <class Op>
+  void run(const std::string& what, Op&& op) {
+    const std::uint64_t number = ++sequence;
+    try {
+      op();
+    } catch (const DistributedError&) {
+      throw;
+    } catch (const std::exception& cause) {
+      throw DistributedError(
+          diagnosis->explain_collective(number, what, detail::first_line_of(cause)));
+    }
+  }
+};
+
+namespace {
+
+// Forms the process groups over an already reachable store.
+std::unique_ptr<Communicator::Impl> form_groups(JobState job,
+                                                c10::intrusive_ptr<c10d::Store> store,
+                                                const std::string& gloo_hostname) {
+  auto impl = std::make_unique<Communicator::Impl>();
+  impl->job = std::move(job);
+  impl->store = c10::make_intrusive<c10d::PrefixStore>("accelerate", std::move(store));
+  const JobState& j = impl->job;
+  impl->diagnosis = std::make_unique<detail::FailureDiagnosis>(impl->store, j.rank,
+                                                               j.world_size, j.timeout);
+  try {
+    impl->diagnosis->mark_arrived();
+    auto gloo_store = c10::make_intrusive<c10d::PrefixStore>("gloo", impl->store);
+    impl->gloo = compat::make_gloo(gloo_store, j.rank, j.world_size, j.timeout, gloo_hostname);
+    if (j.backend == "nccl") {
+      auto nccl_store = c10::make_intrusive<c10d::PrefixStore>("nccl", impl->store);
+      impl->nccl = compat::make_nccl(nccl_store, j.rank, j.world_size, j.timeout);
+      if (!impl->nccl) {
+        throw ConfigError("backend \"nccl\" requested but this LibTorch has no NCCL");
+      }
+    }
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const std::exception& cause) {
+    throw DistributedError(impl->diagnosis->explain_rendezvous(detail::first_line_of(cause)));
+  }
+  return impl;
+}
+
+std::string gloo_hostname_for(const JobState& job) {
+  if (detail::is_loopback_host(job.master_addr)) return "127.0.0.1";
+  // Bind where the route to the master leaves this machine: the machine's
+  // hostname may resolve to 127.0.1.1 (Debian's /etc/hosts), which peers on
+  // other machines cannot reach.
+  return detail::local_address_towards(job.master_addr, job.master_port);
+}
+
+c10::intrusive_ptr<c10d::Store> connect_store(const JobState& job) {
+  const bool is_server = job.rank == 0;
+  try {
+    return compat::make_tcp_store(job.master_addr, job.master_port, is_server,
+                                  job.world_size, job.timeout);
+  } catch (const std::exception& cause) {
+    const std::string reason = detail::first_line_of(cause);
+    const std::string where = job.master_addr + ":" + std::to_string(job.master_port);
+    if (is_server) {
+      throw DistributedError("rank 0: cannot host the rendezvous store on " + where + ": " +
+                             reason + " (is another job using MASTER_PORT " +
+                             std::to_string(job.master_port) + "? choose another port)");
+    }
+    throw DistributedError("rank " + std::to_string(job.rank) +
+                           ": could not reach the rendezvous store at " + where + " within " +
+                           std::to_string(job.timeout.count() / 1000.0) + " s: " + reason +
+                           " (is rank 0 running, and are MASTER_ADDR/MASTER_PORT right?)");
+  }
+}
+
+}  // namespace
+
+Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Communicator::~Communicator() = default;
+
+std::shared_ptr<Communicator> Communicator::connect(const JobState& job) {
+  if (job.world_size == 1) {
+    auto impl = std::make_unique<Impl>();
+    impl->job = job;
+    return std::shared_ptr<Communicator>(new Communicator(std::move(impl)));
+  }
+  auto store = connect_store(job);
+  return std::shared_ptr<Communicator>(
+      new Communicator(form_groups(job, std::move(store), gloo_hostname_for(job))));
+}
+
+std::shared_ptr<Communicator> Communicator::connect_through_file(const std::string& path,
+                                                                 const JobState& job,
+                                                                 const std::string& hostname) {
+  if (job.world_size == 1) return connect(job);
+  auto store = c10::make_intrusive<c10d::FileStore>(path, job.world_size);
+  store->setTimeout(job.timeout);
+  return std::shared_ptr<Communicator>(
+      new Communicator(form_groups(job, std::move(store), hostname)));
+}
+
+const JobState& Communicator::job() const { return impl_->job; }
+
+void Communicator::all_reduce(at::Tensor& tensor, ReduceOp op) {
+  if (op == ReduceOp::kMean && at::isIntegralType(tensor.scalar_type(), /*includeBool=*/true)) {
+    throw Error("reduce(mean) needs a floating-point tensor, got " +
+                std::string(c10::toString(tensor.scalar_type())));
+  }
+  if (impl_->single()) return;
+  impl_->run(std::string("all_reduce(") + to_string(op) + ")", [&] {
+    bool stage_on_host = false;
+    compat::Backend& backend = impl_->backend_for(tensor, &stage_on_host);
+    const bool via_gloo = &backend == impl_->gloo.get();
+    // Gloo has no bool or bfloat16 reductions: reduce a widened copy.
+    at::ScalarType wire_type = tensor.scalar_type();
+    if (via_gloo && wire_type == at::kBool) wire_type = at::kInt;
+    if (via_gloo && wire_type == at::kBFloat16) wire_type = at::kFloat;
+    at::Tensor wire = tensor;
+    if (stage_on_host || wire_type != tensor.scalar_type() || !tensor.is_contiguous()) {
+      wire = tensor.to(stage_on_host ? at::kCPU : tensor.device(), wire_type,
+                       /*non_blocking=*/false, /*copy=*/true)
+                 .contiguous();
+    }
+    c10d::AllreduceOptions options;
+    options.reduceOp = op == ReduceOp::kMax   ? c10d::ReduceOp::MAX
+                       : op == ReduceOp::kMin ? c10d::ReduceOp::MIN
+                                              : c10d::ReduceOp::SUM;  // mean: sum, then divide
+    std::vector<at::Tensor> tensors{wire};
+    backend.allreduce(tensors, options)->wait();
+    if (op == ReduceOp::kMean) wire.div_(impl_->job.world_size);
+    if (!wire.is_same(tensor)) tensor.copy_(wire);
+  });
+}
+
+PendingCollective Communicator::all_reduce_sum_async(at::Tensor& tensor, const std::string& what) {
+  if (impl_->single()) return {};
+  const std::uint64_t number = ++impl_->sequence;
+  bool stage_on_host = false;
+  compat::Backend& backend = impl_->backend_for(tensor, &stage_on_host);
+  if (stage_on_host || !tensor.is_contiguous()) {
+    throw Error("all_reduce_sum_async needs a contiguous tensor on a device its backend serves");
+  }
+  auto state = std::make_shared<PendingCollective::State>();
+  auto* diagnosis = impl_->diagnosis.get();
+  state->on_failure = [diagnosis, number, what](const std::exception& cause) {
+    throw DistributedError(
+        diagnosis->explain_collective(number, what, detail::first_line_of(cause)));
+  };
+  try {
+    std::vector<at::Tensor> tensors{tensor};
+    state->work = backend.allreduce(tensors, c10d::AllreduceOptions());
+  } catch (const std::exception& cause) {
+    state->on_failure(cause);
+  }
+  return PendingCollective(std::move(state));
+}
+
+std::vector<at::Tensor> Communicator::all_gather_same_shape(const at::Tensor& tensor) {
+  if (impl_->single()) return {tensor};
+  std::vector<at::Tensor> gathered;
+  impl_->run("all_gather", [&] {
+    bool stage_on_host = false;
+    compat::Backend& backend = impl_->backend_for(tensor, &stage_on_host);
+    at::Tensor source = stage_on_host ? tensor.cpu() : tensor;
+    // Moved as raw bytes, so every dtype works on every backend.
+    at::Tensor bytes = source.contiguous().reshape({-1}).view(at::kByte);
+    std::vector<at::Tensor> outputs;
+    for (int r = 0; r < impl_->job.world_size; ++r) outputs.push_back(at::empty_like(bytes));
+    if (bytes.numel() > 0) {
+      std::vector<std::vector<at::Tensor>> output_lists{outputs};
+      std::vector<at::Tensor> inputs{bytes};
+      backend.allgather(output_lists, inputs)->wait();
+      outputs = output_lists[0];
+    }
+    for (auto& out : outputs) {
+      gathered.push_back(
+          out.view(tensor.scalar_type()).reshape(tensor.sizes()).to(tensor.device()));
+    }
+  });
+  return gathered;
+}
+
+std::vector<std::string> Communicator::all_gather_bytes(const std::string& bytes) {
+  if (impl_->single()) return {bytes};
+  auto length = at::full({1}, static_cast<int64_t>(bytes.size()), at::kLong);
+  auto lengths = all_gather_same_shape(length);
+  int64_t longest = 0;
+  for (auto& l : lengths) longest = std::max(longest, l.item<int64_t>());
+  auto padded = at::zeros({longest}, at::kByte);
+  std::memcpy(padded.data_ptr(), bytes.data(), bytes.size());
+  auto gathered = all_gather_same_shape(padded);
+  std::vector<std::string> result;
+  for (size_t r = 0; r < gathered.size(); ++r) {
+    const auto* data = static_cast<const char*>(gathered[r].data_ptr());
+    result.emplace_back(data, static_cast<size_t>(lengths[r].item<int64_t>()));
+  }
+  return result;
+}
+
+void Communicator::broadcast(at::Tensor& tensor, int from_process) {
+  if (from_process < 0 || from_process >= world_size()) {
+    throw Error("broadcast from process " + std::to_string(from_process) +
+                ", but the job has processes 0.." + std::to_string(world_size() - 1));
+  }
+  if (impl_->single()) return;
+  impl_->run("broadcast from rank " + std::to_string(from_process), [&] {
+    bool stage_on_host = false;
+    compat::Backend& backend = impl_->backend_for(tensor, &stage_on_host);
+    at::Tensor wire = stage_on_host ? tensor.cpu() : tensor.contiguous();
+    at::Tensor bytes = wire.reshape({-1}).view(at::kByte);
+    if (bytes.numel() > 0) {
+      c10d::BroadcastOptions options;
+      options.rootRank = from_process;
+      std::vector<at::Tensor> tensors{bytes};
+      backend.broadcast(tensors, options)->wait();
+    }
+    if (!wire.is_same(tensor)) tensor.copy_(wire);
+  });
+}
+
+void Communicator::barrier() {
+  if (impl_->single()) return;
+  impl_->run("barrier", [&] { impl_->gloo->barrier()->wait(); });
+}
+
+}  // namespace accelerate

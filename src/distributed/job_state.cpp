@@ -1,0 +1,473 @@
+// Parses which process of which job this is from the variables its launcher
+// set (job_state.h lists the sources; REFERENCE.md §4 the variables users
+// rely on). Every error is a ConfigError whose one-line message quotes the
+// variable and its value, because a wrong topology otherwise shows up only as
+// a rendezvous that hangs until the timeout (REFERENCE.md §5.1, §5.3).
+#include "accelerate/job_state.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <climits>
+#include <initializer_list>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "accelerate/errors.h"
+
+namespace accelerate {
+namespace {
+
+[[noreturn]] void fail(const std::string& message) { throw ConfigError(message); }
+
+// Values are echoed into one-line messages; a stray newline or escape code in
+// a job script must not break the line.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (unsigned char c : text) out += std::isprint(c) ? static_cast<char>(c) : '?';
+  return out;
+}
+
+std::string quoted(std::string_view name, std::string_view value) {
+  return std::string(name) + "='" + printable(value) + "'";
+}
+
+// "a,b,,c" -> {"a", "b", "", "c"}: empty items stay so callers can reject them.
+std::vector<std::string_view> split(std::string_view text, char separator) {
+  std::vector<std::string_view> items;
+  for (size_t start = 0;;) {
+    const size_t end = text.find(separator, start);
+    items.push_back(text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
+    if (end == std::string_view::npos) return items;
+    start = end + 1;
+  }
+}
+
+bool all_digits(std::string_view text) {
+  return std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
+}
+
+// Digits only, no sign, no overflow: nullopt otherwise.
+std::optional<int> parse_digits(std::string_view text) {
+  if (text.empty() || !all_digits(text)) return std::nullopt;
+  int value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+// Strict on purpose: atoi would read "4x" as 4 and " " as 0.
+int parse_int(const std::string& name, const std::string& text) {
+  long long value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  const bool whole = error != std::errc::invalid_argument && end == text.data() + text.size();
+  if (!whole) fail(quoted(name, text) + " is not a whole number");
+  if (error == std::errc::result_out_of_range || value > INT_MAX || value < INT_MIN) {
+    fail(quoted(name, text) + " is too large");
+  }
+  return static_cast<int>(value);
+}
+
+// A number with where it came from, so that a check can quote both sides:
+// "RANK=5 is out of range for WORLD_SIZE=4".
+struct Setting {
+  int value = 0;
+  std::string origin;
+};
+
+std::optional<Setting> read_int(const Environment& env, const std::string& name) {
+  auto text = lookup(env, name);
+  if (!text) return std::nullopt;
+  return Setting{parse_int(name, *text), name + "=" + *text};
+}
+
+// The first of `names` that is set, with its name; Slurm has a step-level
+// and a job-level spelling of several values.
+std::optional<std::pair<std::string, std::string>> first_set(const Environment& env,
+                                                             std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    if (auto value = lookup(env, name)) return std::make_pair(std::string(name), *value);
+  }
+  return std::nullopt;
+}
+
+// Launchers set these in pairs; one without the other is a broken environment.
+void require_pair(const std::optional<Setting>& first, const char* first_name, const std::optional<Setting>& second,
+                  const char* second_name) {
+  if (first.has_value() == second.has_value()) return;
+  fail(std::string(first ? first_name : second_name) + " is set but " + (first ? second_name : first_name) +
+       " is not; the launcher sets both");
+}
+
+bool parse_flag(const std::string& name, const std::string& text) {
+  std::string lower;
+  for (unsigned char c : text) lower += static_cast<char>(std::tolower(c));
+  if (lower == "1" || lower == "true" || lower == "yes") return true;
+  if (lower == "0" || lower == "false" || lower == "no") return false;
+  fail(quoted(name, text) + " is not a boolean (use true/false, 1/0 or yes/no)");
+}
+
+// Seconds with an optional fraction ("300", "2.5"). Parsed by hand because
+// strtod follows the C locale's decimal separator.
+std::chrono::milliseconds parse_timeout(const std::string& name, const std::string& text) {
+  const bool negative = text[0] == '-';
+  const auto parts = split(std::string_view(text).substr(negative ? 1 : 0), '.');
+  const std::string_view whole = parts[0];
+  const std::string_view fraction = parts.size() > 1 ? parts[1] : "";
+  if (parts.size() > 2 || (whole.empty() && fraction.empty()) || !all_digits(whole) || !all_digits(fraction)) {
+    fail(quoted(name, text) + " is not a number of seconds (e.g. 300 or 2.5)");
+  }
+  if (whole.size() > 9) fail(quoted(name, text) + " is too large (over 30 years)");
+  long long millis = whole.empty() ? 0 : std::stoll(std::string(whole)) * 1000;
+  int digit_scale = 100;  // tenths of a second are 100 ms; finer than 1 ms is dropped
+  for (size_t i = 0; i < fraction.size() && digit_scale > 0; ++i, digit_scale /= 10) {
+    millis += (fraction[i] - '0') * digit_scale;
+  }
+  if (negative || millis <= 0) fail(quoted(name, text) + " must be a positive number of seconds (at least 0.001)");
+  return std::chrono::milliseconds(millis);
+}
+
+// ---- Slurm's compressed lists ------------------------------------------------
+
+// "07-09,12" (the inside of brackets): checks every range, returns "07".
+// The lower bound is kept as written because Slurm pads host numbers to it.
+std::string first_in_ranges(std::string_view ranges, const std::string& subject) {
+  if (ranges.empty()) fail(subject + " is malformed: empty '[]'");
+  std::string first;
+  for (std::string_view item : split(ranges, ',')) {
+    const size_t dash = item.find('-');
+    const std::string_view low = item.substr(0, dash);
+    const std::string_view high = dash == std::string_view::npos ? low : item.substr(dash + 1);
+    const auto low_value = parse_digits(low), high_value = parse_digits(high);
+    if (!low_value || !high_value || *low_value > *high_value) {
+      fail(subject + " is malformed: bad range '" + printable(item) + "'");
+    }
+    if (first.empty()) first = std::string(low);
+  }
+  return first;
+}
+
+std::string first_host_checked(const std::string& nodelist, const std::string& subject) {
+  if (nodelist.empty()) fail(subject + " is empty");
+  std::vector<std::string> hosts(1);  // first host of each comma-separated entry
+  bool in_brackets = false;
+  size_t open = 0;
+  for (size_t i = 0; i < nodelist.size(); ++i) {
+    const char c = nodelist[i];
+    if (c == '[') {
+      if (in_brackets) fail(subject + " is malformed: nested '['");
+      in_brackets = true;
+      open = i;
+    } else if (c == ']') {
+      if (!in_brackets) fail(subject + " is malformed: ']' without '['");
+      in_brackets = false;
+      hosts.back() += first_in_ranges(std::string_view(nodelist).substr(open + 1, i - open - 1), subject);
+    } else if (in_brackets) {
+      continue;  // checked as a whole at ']'
+    } else if (c == ',') {
+      if (hosts.back().empty()) fail(subject + " is malformed: empty host name");
+      hosts.emplace_back();
+    } else if (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_') {
+      hosts.back() += c;
+    } else {
+      fail(subject + " is malformed: unexpected character '" + printable(std::string(1, c)) + "'");
+    }
+  }
+  if (in_brackets) fail(subject + " is malformed: '[' is never closed");
+  if (hosts.back().empty()) fail(subject + " is malformed: empty host name");
+  return hosts.front();
+}
+
+int tasks_on_node_checked(const std::string& tasks_per_node, int node_id, const std::string& subject) {
+  if (tasks_per_node.empty()) fail(subject + " is empty");
+  if (node_id < 0) fail("node " + std::to_string(node_id) + " is negative; " + subject + " counts nodes from 0");
+  long long first_node = 0;  // of the current run of nodes
+  std::optional<int> found;
+  for (std::string_view item : split(tasks_per_node, ',')) {
+    // "2" or "2(x3)": 2 tasks on each of 3 nodes.
+    const size_t paren = item.find("(x");
+    const auto tasks = parse_digits(item.substr(0, paren));
+    std::optional<int> repeat = 1;
+    if (paren != std::string_view::npos) {
+      repeat = item.back() == ')' ? parse_digits(item.substr(paren + 2, item.size() - paren - 3)) : std::nullopt;
+    }
+    if (!tasks || !repeat || *tasks < 1 || *repeat < 1) {
+      fail(subject + " is malformed at '" + printable(item) + "' (expected counts like 2(x3),1)");
+    }
+    if (!found && node_id < first_node + *repeat) found = *tasks;
+    first_node += *repeat;
+  }
+  if (!found) {
+    fail(subject + " describes " + std::to_string(first_node) + " node(s), so it has no entry for node " +
+         std::to_string(node_id));
+  }
+  return *found;
+}
+
+// ---- Topology from each launcher ----------------------------------------------
+
+struct Topology {
+  Setting rank, world, local_rank, local_world, node_rank, num_nodes;
+  std::optional<std::string> launcher_master_addr;  // Slurm's first host
+  LaunchSource source = LaunchSource::kSingleProcess;
+};
+
+std::string count_of(int count, const std::string& noun) {
+  return std::to_string(count) + " " + noun + (count == 1 ? "" : "s");
+}
+
+void check_index(const Setting& index, const Setting& count, const char* plural) {
+  if (index.value < 0) fail(index.origin + " must not be negative");
+  if (index.value >= count.value) {
+    fail(index.origin + " is out of range for " + count.origin + " (" + plural + " are 0.." +
+         std::to_string(count.value - 1) + ")");
+  }
+}
+
+// Fills in what the launcher left out and checks the rest, in an order where
+// each message names the first inconsistent variable. Ranks are assumed to be
+// laid out node by node, which is what every supported launcher does.
+Topology complete(LaunchSource source, Setting rank, Setting world, std::optional<Setting> local_rank,
+                  std::optional<Setting> local_world, std::optional<Setting> node_rank,
+                  std::optional<Setting> num_nodes = std::nullopt) {
+  if (world.value < 1) fail(world.origin + " must be at least 1");
+  check_index(rank, world, "ranks");
+  if (!local_world) local_world = Setting{world.value, "local world size " + std::to_string(world.value)};
+  if (local_world->value < 1) fail(local_world->origin + " must be at least 1");
+  if (local_world->value > world.value) fail(local_world->origin + " is larger than " + world.origin);
+  if (!local_rank) {
+    const int derived = rank.value % local_world->value;
+    local_rank = Setting{derived, "local rank " + std::to_string(derived) + " (from " + rank.origin + ")"};
+  }
+  check_index(*local_rank, *local_world, "local ranks");
+  if (!num_nodes) {
+    const int nodes = (world.value + local_world->value - 1) / local_world->value;
+    num_nodes = Setting{nodes, count_of(nodes, "node") + " (" + world.origin + " over " + local_world->origin + ")"};
+  }
+  if (num_nodes->value < 1) fail(num_nodes->origin + " must be at least 1");
+  if (!node_rank) {
+    const int derived = rank.value / local_world->value;
+    node_rank = Setting{derived, "node rank " + std::to_string(derived) + " (from " + rank.origin + ")"};
+  }
+  check_index(*node_rank, *num_nodes, "node ranks");
+  return Topology{rank, world, *local_rank, *local_world, *node_rank, *num_nodes, std::nullopt, source};
+}
+
+// torchrun, and our own launcher, which sets the same variables.
+Topology parse_torchrun(const Environment& env) {
+  auto rank = read_int(env, "RANK");
+  auto world = read_int(env, "WORLD_SIZE");
+  require_pair(rank, "RANK", world, "WORLD_SIZE");
+  auto local_rank = read_int(env, "LOCAL_RANK");
+  auto local_world = read_int(env, "LOCAL_WORLD_SIZE");
+  auto group_rank = read_int(env, "GROUP_RANK");
+  // Without LOCAL_WORLD_SIZE only a single node can be described; guessing a
+  // layout for a job that evidently spans nodes would hang the rendezvous.
+  std::optional<Setting> sign_of_other_nodes;
+  if (local_rank && local_rank->value != rank->value) sign_of_other_nodes = local_rank;
+  if (group_rank && group_rank->value != 0) sign_of_other_nodes = group_rank;
+  if (!local_world && sign_of_other_nodes) {
+    fail(sign_of_other_nodes->origin + " with " + rank->origin + " means the job spans several nodes, but "
+         "LOCAL_WORLD_SIZE is not set; set it to the number of processes per node");
+  }
+  return complete(LaunchSource::kTorchrun, *rank, *world, local_rank, local_world, group_rank);
+}
+
+struct MpiFlavor {
+  const char* rank;
+  const char* size;
+  const char* local_rank;
+  const char* local_size;
+};
+constexpr MpiFlavor kMpiFlavors[] = {
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},  // MPICH and Intel MPI (Hydra)
+    {"MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE", "MV2_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_SIZE"},
+};
+
+// nullopt: the flavor gives no local ranks and Slurm's variables should be
+// used instead. srun --mpi=pmi2 sets only PMI_RANK and PMI_SIZE (Slurm's
+// src/plugins/mpi/pmi2/mpi_pmi2.c, and seen under slurm-wlm 22.05).
+std::optional<Topology> parse_mpi(const Environment& env, const MpiFlavor& mpi, bool in_srun_task) {
+  auto rank = read_int(env, mpi.rank);
+  auto size = read_int(env, mpi.size);
+  require_pair(rank, mpi.rank, size, mpi.size);
+  auto local_rank = read_int(env, mpi.local_rank);
+  auto local_size = read_int(env, mpi.local_size);
+  require_pair(local_rank, mpi.local_rank, local_size, mpi.local_size);
+  if (!local_rank && in_srun_task) return std::nullopt;
+  return complete(LaunchSource::kMpi, *rank, *size, local_rank, local_size, std::nullopt);
+}
+
+// srun sets SLURM_STEP_ID (and the older SLURM_STEPID) in every task it
+// starts: srun(1), OUTPUT ENVIRONMENT VARIABLES. sbatch(1)'s list for the
+// batch script has no step variables, although it does have SLURM_PROCID=0
+// and SLURM_NTASKS, which may be >1 while one process runs the script; taking
+// that for a distributed job would wait forever for the other ranks.
+bool in_srun_task(const Environment& env) {
+  return lookup(env, "SLURM_STEP_ID").has_value() || lookup(env, "SLURM_STEPID").has_value();
+}
+
+// srun sets all of these in every task (srun(1), OUTPUT ENVIRONMENT
+// VARIABLES), so a missing one means a hand-made environment.
+std::pair<std::string, std::string> require_slurm(const Environment& env, std::initializer_list<const char*> names) {
+  if (auto found = first_set(env, names)) return *found;
+  fail(std::string(*names.begin()) + " is not set although SLURM_STEP_ID is; srun sets both in every task");
+}
+
+Setting require_slurm_int(const Environment& env, std::initializer_list<const char*> names) {
+  auto [name, text] = require_slurm(env, names);
+  return Setting{parse_int(name, text), name + "=" + text};
+}
+
+// The step's own values come first: `srun -n 2` inside a larger allocation
+// runs on part of it, and its rank 0 is on the step's first node.
+Topology parse_slurm(const Environment& env) {
+  const Setting rank = require_slurm_int(env, {"SLURM_PROCID"});
+  const Setting world = require_slurm_int(env, {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"});
+  Setting nodes = require_slurm_int(env, {"SLURM_STEP_NUM_NODES", "SLURM_NNODES"});
+  if (nodes.value < 1) fail(nodes.origin + " must be at least 1");
+  nodes.origin = count_of(nodes.value, "node") + " (" + nodes.origin + ")";
+  const Setting node_id = require_slurm_int(env, {"SLURM_NODEID"});
+  check_index(node_id, nodes, "node ids");
+  const Setting local_rank = require_slurm_int(env, {"SLURM_LOCALID"});
+
+  const auto [tasks_name, tasks_text] = require_slurm(env, {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"});
+  const std::string tasks_subject = quoted(tasks_name, tasks_text);
+  const int local_size = tasks_on_node_checked(tasks_text, node_id.value, tasks_subject);
+  const Setting local_world{local_size, count_of(local_size, "task") + " on node " +
+                                            std::to_string(node_id.value) + " (" + tasks_subject + ")"};
+  Topology topology = complete(LaunchSource::kSlurm, rank, world, local_rank, local_world, node_id, nodes);
+  // One node needs no host name: 127.0.0.1 works even where names don't resolve.
+  if (nodes.value > 1 && !lookup(env, "MASTER_ADDR")) {
+    const auto [list_name, list] = require_slurm(env, {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST"});
+    topology.launcher_master_addr = first_host_checked(list, quoted(list_name, list));
+  }
+  return topology;
+}
+
+Topology detect_topology(const Environment& env) {
+  if (lookup(env, "RANK") || lookup(env, "WORLD_SIZE")) return parse_torchrun(env);
+  const bool srun_task = in_srun_task(env);
+  for (const MpiFlavor& mpi : kMpiFlavors) {
+    if (!lookup(env, mpi.rank) && !lookup(env, mpi.size)) continue;
+    if (auto topology = parse_mpi(env, mpi, srun_task)) return *topology;
+    break;
+  }
+  if (srun_task) return parse_slurm(env);
+  return complete(LaunchSource::kSingleProcess, Setting{0, "rank 0"}, Setting{1, "1 process"}, std::nullopt,
+                  std::nullopt, std::nullopt);
+}
+
+std::string choose_master_addr(const Environment& env, const Topology& topology) {
+  if (auto addr = lookup(env, "MASTER_ADDR")) return *addr;
+  if (topology.launcher_master_addr) return *topology.launcher_master_addr;
+  if (topology.num_nodes.value == 1) return "127.0.0.1";
+  fail(std::string("the ") + to_string(topology.source) + " job spans " + topology.num_nodes.origin +
+       " but MASTER_ADDR is not set; set it to the address of the host that runs rank 0");
+}
+
+int choose_master_port(const Environment& env) {
+  auto port = read_int(env, "MASTER_PORT");
+  if (!port) return kDefaultMasterPort;
+  if (port->value < 1 || port->value > 65535) fail(port->origin + " is outside 1..65535");
+  return port->value;
+}
+
+bool choose_flag(const std::optional<bool>& option, const Environment& env, const std::string& name) {
+  if (option) return *option;
+  auto text = lookup(env, name);
+  return text ? parse_flag(name, *text) : false;
+}
+
+std::chrono::milliseconds choose_timeout(const JobOptions& options, const Environment& env) {
+  if (options.timeout()) {
+    if (options.timeout()->count() <= 0) {
+      fail("JobOptions::timeout must be positive, got " + std::to_string(options.timeout()->count()) + " ms");
+    }
+    return *options.timeout();
+  }
+  auto text = lookup(env, "ACCELERATE_TIMEOUT");
+  return text ? parse_timeout("ACCELERATE_TIMEOUT", *text) : kDefaultTimeout;
+}
+
+DeviceSpec choose_device(bool use_cpu, const Hardware& hardware, const Setting& local_rank) {
+  if (use_cpu || hardware.cuda_device_count <= 0) return DeviceSpec{};
+  if (local_rank.value >= hardware.cuda_device_count) {
+    const std::string devices = std::to_string(hardware.cuda_device_count);
+    fail(local_rank.origin + " needs cuda:" + std::to_string(local_rank.value) + " but only " + devices +
+         " CUDA device(s) are visible; start at most " + devices + " process(es) per node, or set "
+         "ACCELERATE_USE_CPU=1");
+  }
+  return DeviceSpec{DeviceSpec::Type::kCUDA, local_rank.value};
+}
+
+std::string choose_backend(const JobOptions& options, const DeviceSpec& device, const Hardware& hardware,
+                           int world_size) {
+  const std::string& requested = options.backend();
+  // A typo is reported even on one process, where the backend is unused, so
+  // that it does not first surface on the cluster.
+  if (!requested.empty() && requested != "gloo" && requested != "nccl") {
+    fail("backend '" + printable(requested) + "' is not supported; use \"gloo\", \"nccl\" or \"\" (automatic)");
+  }
+  if (world_size == 1) return "none";
+  if (requested == "nccl") {
+    if (!device.is_cuda()) fail("backend 'nccl' needs CUDA, but this job runs on the CPU; use \"gloo\"");
+    if (!hardware.nccl_available) fail("backend 'nccl' was requested but this LibTorch has no NCCL; use \"gloo\"");
+    return "nccl";
+  }
+  if (requested == "gloo") return "gloo";
+  return device.is_cuda() && hardware.nccl_available ? "nccl" : "gloo";
+}
+
+}  // namespace
+
+std::string DeviceSpec::str() const { return is_cuda() ? "cuda:" + std::to_string(index) : "cpu"; }
+
+const char* to_string(LaunchSource source) {
+  switch (source) {
+    case LaunchSource::kSingleProcess: return "single process";
+    case LaunchSource::kTorchrun: return "torchrun";
+    case LaunchSource::kMpi: return "mpi";
+    case LaunchSource::kSlurm: return "slurm";
+  }
+  return "unknown";
+}
+
+JobState JobState::from_environment(const Environment& env, const JobOptions& options, const Hardware& hardware) {
+  const Topology topology = detect_topology(env);
+  JobState state;
+  state.rank = topology.rank.value;
+  state.world_size = topology.world.value;
+  state.local_rank = topology.local_rank.value;
+  state.local_world_size = topology.local_world.value;
+  state.node_rank = topology.node_rank.value;
+  state.num_nodes = topology.num_nodes.value;
+  state.source = topology.source;
+  state.master_addr = choose_master_addr(env, topology);
+  state.master_port = choose_master_port(env);
+  state.use_cpu = choose_flag(options.cpu(), env, "ACCELERATE_USE_CPU");
+  state.debug = choose_flag(options.debug(), env, "ACCELERATE_DEBUG_MODE");
+  state.timeout = choose_timeout(options, env);
+  state.device = choose_device(state.use_cpu, hardware, topology.local_rank);
+  state.backend = choose_backend(options, state.device, hardware, state.world_size);
+  return state;
+}
+
+std::string JobState::describe() const {
+  return "rank " + std::to_string(rank) + "/" + std::to_string(world_size) + " (local " +
+         std::to_string(local_rank) + "/" + std::to_string(local_world_size) + ", node " +
+         std::to_string(node_rank) + "/" + std::to_string(num_nodes) + ") " + device.str() + " " + backend +
+         " via " + to_string(source);
+}
+
+std::string first_host_in_slurm_nodelist(const std::string& nodelist) {
+  return first_host_checked(nodelist, "Slurm node list '" + printable(nodelist) + "'");
+}
+
+int slurm_tasks_on_node(const std::string& tasks_per_node, int node_id) {
+  return tasks_on_node_checked(tasks_per_node, node_id, "Slurm tasks per node '" + printable(tasks_per_node) + "'");
+}
+
+}  // namespace accelerate

@@ -1,0 +1,74 @@
+#include "launcher/child_environment.h"
+
+#include <algorithm>
+
+#include "launcher/program_resolution.h"
+
+namespace accelerate::launcher {
+
+int global_rank(const LaunchOptions& options, int local_rank) {
+  return options.machine_rank * options.num_processes + local_rank;
+}
+
+int default_threads_per_process(int usable_cores, int num_processes) {
+  return std::max(1, usable_cores / std::max(1, num_processes));
+}
+
+Environment build_child_environment(const LaunchOptions& options, int local_rank,
+                                    const Environment& launcher_environment, int usable_cores) {
+  Environment env = launcher_environment;
+  const int world_size = options.num_processes * options.num_machines;
+  const std::string rank = std::to_string(global_rank(options, local_rank));
+
+  // torchrun's names, so programs written for torchrun (and the library's
+  // JobState) find their place in the job without knowing who launched them.
+  // With a single role, the role rank and size equal the global ones.
+  env["RANK"] = rank;
+  env["LOCAL_RANK"] = std::to_string(local_rank);
+  env["WORLD_SIZE"] = std::to_string(world_size);
+  env["LOCAL_WORLD_SIZE"] = std::to_string(options.num_processes);
+  env["GROUP_RANK"] = std::to_string(options.machine_rank);
+  env["GROUP_WORLD_SIZE"] = std::to_string(options.num_machines);
+  env["ROLE_RANK"] = rank;
+  env["ROLE_WORLD_SIZE"] = std::to_string(world_size);
+  env["MASTER_ADDR"] = options.main_process_ip;
+  env["MASTER_PORT"] = std::to_string(options.main_process_port);
+  env["TORCHELASTIC_RESTART_COUNT"] = "0";
+
+  // Settings are written only when the user chose them, so a value exported
+  // in the launcher's shell still reaches the program otherwise.
+  if (options.cpu) env["ACCELERATE_USE_CPU"] = "true";
+  if (options.debug) env["ACCELERATE_DEBUG_MODE"] = "true";
+  if (options.mixed_precision) env["ACCELERATE_MIXED_PRECISION"] = *options.mixed_precision;
+  if (options.gradient_accumulation_steps) {
+    env["ACCELERATE_GRADIENT_ACCUMULATION_STEPS"] =
+        std::to_string(*options.gradient_accumulation_steps);
+  }
+
+  // Threads: N ranks each running a full-size OpenMP pool and OpenBLAS pool
+  // oversubscribe the cores badly, so each rank gets its share. The flag is an
+  // explicit request and wins; otherwise a value the user exported is kept.
+  for (const char* name : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
+    if (options.num_cpu_threads_per_process) {
+      env[name] = std::to_string(*options.num_cpu_threads_per_process);
+    } else if (!lookup(launcher_environment, name)) {
+      env[name] = std::to_string(default_threads_per_process(usable_cores, options.num_processes));
+    }
+  }
+  // Python buffers stdout in blocks when it is a pipe (ours), so progress
+  // lines would show up minutes late; ask for unbuffered output unless the
+  // user decided otherwise.
+  if (runs_with_python(options) && !lookup(launcher_environment, "PYTHONUNBUFFERED")) {
+    env["PYTHONUNBUFFERED"] = "1";
+  }
+  return env;
+}
+
+std::vector<std::string> to_envp_strings(const Environment& environment) {
+  std::vector<std::string> entries;
+  entries.reserve(environment.size());
+  for (const auto& [key, value] : environment) entries.push_back(key + "=" + value);
+  return entries;
+}
+
+}  // namespace accelerate::launcher

@@ -1,0 +1,102 @@
+// Communicator: this process's connection to its peers. It owns the
+// rendezvous store and the c10d process groups (Gloo for CPU tensors, NCCL for
+// CUDA tensors when LibTorch has it), and offers the primitive collectives the
+// rest of the library builds on. In a one-process job it connects to nothing
+// and every collective is the identity.
+//
+// Failures never hang past the job's timeout: a collective that fails (a peer
+// did not arrive in time, a connection broke) throws DistributedError naming
+// this rank, the operation and what each peer reported (see docs/launching.md,
+// "When something goes wrong").
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "accelerate/job_state.h"
+
+namespace accelerate {
+
+// This process's JobState: the current environment, `options`, and the CUDA
+// devices and NCCL support of this LibTorch build.
+JobState current_job_state(const JobOptions& options = {});
+
+// Reductions offered to users (Accelerate's "sum" | "mean" | "max") plus min.
+enum class ReduceOp { kSum, kMean, kMax, kMin };
+const char* to_string(ReduceOp op);
+
+// An all-reduce in flight; wait() blocks until it finished (or throws the same
+// DistributedError a blocking call would).
+class PendingCollective {
+ public:
+  struct State;
+  PendingCollective() = default;
+  explicit PendingCollective(std::shared_ptr<State> state);
+  void wait();
+  bool valid() const { return state_ != nullptr; }
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+class Communicator {
+ public:
+  // Joins the job described by `job`: rank 0 hosts a TCPStore at
+  // master_addr:master_port, everyone connects within job.timeout, then the
+  // process groups are formed. A one-process job connects to nothing.
+  // Throws DistributedError (unreachable master, port in use, peers missing).
+  static std::shared_ptr<Communicator> connect(const JobState& job);
+
+  // Joins through a c10d FileStore at `path` on a filesystem every rank sees
+  // (Python's file:// init method); used by tests that run ranks as threads.
+  // Gloo binds to `hostname` (127.0.0.1 for single-machine jobs).
+  static std::shared_ptr<Communicator> connect_through_file(
+      const std::string& path, const JobState& job,
+      const std::string& hostname = "127.0.0.1");
+
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  const JobState& job() const;
+  int rank() const { return job().rank; }
+  int world_size() const { return job().world_size; }
+  bool debug() const { return job().debug; }
+
+  // In-place all-reduce. Handles what a backend lacks (Gloo: mean, bf16,
+  // bool) by reducing a widened copy and writing the result back in the
+  // tensor's own dtype. Mean of an integer tensor is an error.
+  void all_reduce(at::Tensor& tensor, ReduceOp op);
+
+  // Asynchronous in-place SUM all-reduce of a contiguous float tensor, for
+  // overlapping gradient synchronisation with backward. `what` names it in
+  // error messages (e.g. "gradient bucket 3").
+  PendingCollective all_reduce_sum_async(at::Tensor& tensor, const std::string& what);
+
+  // Every rank's bytes, in rank order. Lengths may differ between ranks.
+  std::vector<std::string> all_gather_bytes(const std::string& bytes);
+
+  // All-gather of tensors with identical shape and dtype on every rank,
+  // returned in rank order. Any dtype (sent as raw bytes).
+  std::vector<at::Tensor> all_gather_same_shape(const at::Tensor& tensor);
+
+  // Overwrites `tensor` with process `from_process`'s. Shapes must match.
+  void broadcast(at::Tensor& tensor, int from_process);
+
+  // Blocks until every rank has called it (Accelerate's wait_for_everyone).
+  void barrier();
+
+  // Opaque; defined in communicator.cpp.
+  struct Impl;
+
+ private:
+  explicit Communicator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace accelerate

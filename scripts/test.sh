@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Builds accelerate-cpp and runs its tests against both LibTorch generations:
+#
+#   1. deps    scripts/install-deps.sh (near-instant when everything is there)
+#   2. native  LibTorch 1.13 from Debian 12, in build/
+#   3. torch2  LibTorch 2.6 from Debian 13, in a chroot, in build-torch2/
+#              (scripts/torch2-chroot.sh; the first time ~1-2 min and 1.7 GB)
+#
+# Phase 3 runs even when phase 2 failed; the exit status is non-zero when any
+# phase failed, and the last line names the failed phases.
+#
+# Environment:
+#   ACCELERATE_SKIP_TORCH2=1   skip phase 3 (quick local runs; CI never sets it)
+#   CCACHE_DIR                 default /var/cache/accelerate-cpp/ccache (native)
+#   CCACHE_MAXSIZE             default 5G
+set -euo pipefail
+
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+cd "$repo_root"
+
+export CCACHE_DIR=${CCACHE_DIR:-/var/cache/accelerate-cpp/ccache}
+export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
+# Cache hits across checkouts at different paths (CI clones afresh each time).
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$repo_root}
+export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
+
+CMAKE_ARGS=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+CTEST_ARGS=(--output-on-failure -j2 --timeout 300 --no-tests=error)
+
+t_start=$SECONDS
+failed=()
+summary=()
+
+fmt() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
+
+header() {
+  printf '\n==== %s ====\n' "$*"
+}
+
+# step NAME CMD...: runs CMD, prints its status and time; returns its status.
+step() {
+  local name=$1 t0=$SECONDS rc=0
+  shift
+  printf -- '---- %s: %s\n' "$name" "$*"
+  "$@" || rc=$?
+  if ((rc == 0)); then
+    printf -- '---- %s: ok (%s)\n' "$name" "$(fmt $((SECONDS - t0)))"
+  else
+    printf -- '---- %s: FAILED with status %d (%s)\n' "$name" "$rc" "$(fmt $((SECONDS - t0)))"
+  fi
+  return "$rc"
+}
+
+# finish PHASE T0 FAILED-STEP: records the outcome of a phase.
+finish() {
+  local phase=$1 t0=$2 bad=${3:-}
+  local took
+  took=$(fmt $((SECONDS - t0)))
+  if [[ -z "$bad" ]]; then
+    summary+=("$(printf '%-8s ok      %s' "$phase" "$took")")
+    printf '==== %s: ok (%s)\n' "$phase" "$took"
+  else
+    failed+=("$phase")
+    summary+=("$(printf '%-8s FAILED  %s  (at %s)' "$phase" "$took" "$bad")")
+    printf '==== %s: FAILED at %s (%s)\n' "$phase" "$bad" "$took"
+  fi
+}
+
+# A build directory configured for another generator or source path (e.g. by
+# hand) would make `cmake -G Ninja` fail: drop its cache, keep its objects.
+reset_stale_cache() {
+  local dir=$1 src=$2 cache=$1/CMakeCache.txt
+  [[ -f "$cache" ]] || return 0
+  if ! grep -qx 'CMAKE_GENERATOR:INTERNAL=Ninja' "$cache" ||
+     ! grep -qx "CMAKE_HOME_DIRECTORY:INTERNAL=$src" "$cache"; then
+    echo "note: $dir was configured for another generator or source path; clearing its CMake cache"
+    rm -f -- "$cache"
+    rm -rf -- "$dir/CMakeFiles"
+  fi
+}
+
+# ---- 1. dependencies ---------------------------------------------------------
+header "[1/3] deps: Debian packages"
+t0=$SECONDS
+if ! step install-deps bash scripts/install-deps.sh; then
+  finish deps "$t0" install-deps
+  echo "test.sh: FAILED: deps (cannot build without them)"
+  exit 1
+fi
+finish deps "$t0"
+
+# ---- 2. native build: LibTorch 1.13 ---------------------------------------------
+header "[2/3] native: LibTorch 1.13 (Debian 12), build/"
+t0=$SECONDS
+bad=
+mkdir -p "$CCACHE_DIR"
+reset_stale_cache build "$repo_root"
+step configure cmake -S . -B build "${CMAKE_ARGS[@]}" || bad=configure
+[[ -n "$bad" ]] || step build cmake --build build -j2 || bad=build
+[[ -n "$bad" ]] || step ctest ctest --test-dir build "${CTEST_ARGS[@]}" || bad=ctest
+finish native "$t0" "$bad"
+
+# ---- 3. LibTorch 2.6 in the Debian 13 chroot -------------------------------------
+if [[ "${ACCELERATE_SKIP_TORCH2:-0}" == 1 ]]; then
+  header "[3/3] torch2: SKIPPED (ACCELERATE_SKIP_TORCH2=1)"
+  summary+=("$(printf '%-8s SKIPPED (ACCELERATE_SKIP_TORCH2=1)' torch2)")
+else
+  header "[3/3] torch2: LibTorch 2.6 (Debian 13 chroot), build-torch2/"
+  t0=$SECONDS
+  bad=
+  chroot_run=(bash scripts/torch2-chroot.sh run)
+  step ensure-chroot bash scripts/torch2-chroot.sh ensure || bad=ensure-chroot
+  [[ -n "$bad" ]] || reset_stale_cache build-torch2 /src
+  [[ -n "$bad" ]] || step configure "${chroot_run[@]}" cmake -S . -B build-torch2 "${CMAKE_ARGS[@]}" || bad=configure
+  [[ -n "$bad" ]] || step build "${chroot_run[@]}" cmake --build build-torch2 -j2 || bad=build
+  [[ -n "$bad" ]] || step ctest "${chroot_run[@]}" ctest --test-dir build-torch2 "${CTEST_ARGS[@]}" || bad=ctest
+  finish torch2 "$t0" "$bad"
+fi
+
+# ---- summary ---------------------------------------------------------------------
+header "summary ($(fmt $((SECONDS - t_start))) in all)"
+printf '  %s\n' "${summary[@]}"
+if ((${#failed[@]})); then
+  echo "test.sh: FAILED: ${failed[*]}"
+  exit 1
+fi
+echo "test.sh: all phases passed"

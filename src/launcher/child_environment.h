@@ -1,0 +1,29 @@
+// The environment each rank starts with: the launcher's own environment plus
+// torchrun's variables and the ACCELERATE_* settings. A pure function of its
+// inputs, so every variable is unit-tested without starting a process.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "accelerate/environment.h"
+#include "launcher/launch_options.h"
+
+namespace accelerate::launcher {
+
+// Global rank of local process `local_rank` on this machine.
+int global_rank(const LaunchOptions& options, int local_rank);
+
+// OMP_NUM_THREADS / OPENBLAS_NUM_THREADS for each rank when no flag sets it:
+// the usable cores shared evenly, at least 1 (DESIGN.md §3 "Threads").
+int default_threads_per_process(int usable_cores, int num_processes);
+
+// Environment of local process `local_rank`. `options` must be resolved and
+// hold a concrete main_process_port (port 0 already replaced by a free port).
+Environment build_child_environment(const LaunchOptions& options, int local_rank,
+                                    const Environment& launcher_environment, int usable_cores);
+
+// "KEY=VALUE" strings, ready for execve's envp.
+std::vector<std::string> to_envp_strings(const Environment& environment);
+
+}  // namespace accelerate::launcher

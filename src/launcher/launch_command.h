@@ -1,0 +1,14 @@
+// `accelerate launch`: from the command line to a finished job. Every error
+// becomes one stderr line "accelerate launch: error: ..." and an exit code
+// (2 for usage, 1 for runtime problems); nothing here calls exit().
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace accelerate::launcher {
+
+// `args` are the arguments after "launch". Returns the process exit code.
+int run_launch_command(const std::vector<std::string>& args);
+
+}  // namespace accelerate::launcher

@@ -1,0 +1,42 @@
+// Copies one rank's stdout or stderr to the launcher's, one whole line at a
+// time with a "[rank3]: " prefix, so lines of different ranks never mix.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <utility>
+
+namespace accelerate::launcher {
+
+// A line longer than this without a newline is passed on in pieces, each
+// ended by a newline: memory stays bounded when a rank prints a progress
+// bar with '\r' or binary data.
+constexpr std::size_t kMaxBufferedLine = 64 * 1024;
+
+// Removes every complete line from `pending` and returns them with `prefix`
+// before each. At end of stream (`at_eof`) a final partial line is returned
+// too, with a newline added so the next rank's line starts on its own line.
+std::string take_complete_lines(std::string& pending, const std::string& prefix, bool at_eof);
+
+// Writes all of `text` to `fd`, retrying short writes and EINTR. Gives up
+// quietly when the reader is gone (EPIPE): the ranks keep running and their
+// exit codes still count.
+void write_fully(int fd, const std::string& text);
+
+class LineRelay {
+ public:
+  LineRelay(int destination_fd, std::string prefix)
+      : destination_fd_(destination_fd), prefix_(std::move(prefix)) {}
+
+  // Buffers `data` and writes every line it completes.
+  void feed(const char* data, std::size_t size);
+  // End of stream: writes what is left.
+  void finish();
+
+ private:
+  int destination_fd_;
+  std::string prefix_;
+  std::string pending_;
+};
+
+}  // namespace accelerate::launcher

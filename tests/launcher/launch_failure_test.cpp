@@ -1,0 +1,232 @@
+// End to end: what happens when a rank fails, when the launcher is told to
+// stop, and when the job cannot start. "Gone" means kill(pid, 0) fails with
+// ESRCH: the process was stopped and reaped, not left as a zombie.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "launcher/process_runner.h"
+
+namespace accelerate::launcher {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::LauncherProcess;
+using testing::read_pid_file;
+using testing::run_launcher;
+using testing::RunResult;
+using testing::split_lines;
+using testing::TemporaryFolder;
+using testing::wait_for_file;
+using testing::wait_until_gone;
+
+const std::string kProbe = LAUNCH_PROBE_PATH;
+
+std::vector<std::string> cpu_job(int ranks, std::vector<std::string> program) {
+  std::vector<std::string> args = {"launch", "--cpu", "--num_processes", std::to_string(ranks),
+                                   "--main_process_port", "0", "-q"};
+  args.insert(args.end(), program.begin(), program.end());
+  return args;
+}
+
+std::string rank_pid_file(const TemporaryFolder& folder, int rank) {
+  return folder.path() + "/rank" + std::to_string(rank) + ".pid";
+}
+
+// stderr must be exactly one line, starting with `start`.
+void expect_one_error_line(const RunResult& result, const std::string& start) {
+  auto lines = split_lines(result.err);
+  ASSERT_EQ(lines.size(), 1u) << result.err;
+  EXPECT_EQ(lines[0].rfind(start, 0), 0u) << lines[0];
+}
+
+TEST(LaunchFailure, FailingRankStopsTheOthersAndItsCodeIsTheExitCode) {
+  TemporaryFolder folder;
+  RunResult result = run_launcher(cpu_job(2, {kProbe, "fail-on-rank", "1", "3", folder.path()}));
+  EXPECT_EQ(result.exit_code, 3);
+  std::regex_match;  // (see below: the message is checked piece by piece)
+  auto lines = split_lines(result.err);
+  ASSERT_EQ(lines.size(), 1u) << result.err;
+  EXPECT_EQ(lines[0].rfind("accelerate launch: rank 1 (pid ", 0), 0u) << lines[0];
+  EXPECT_NE(lines[0].find(") failed with exit code 3; stopped the other 1 rank(s)"), std::string::npos)
+      << lines[0];
+  // The sleeping rank 0 was stopped by SIGTERM, well before its 30 s sleep
+  // and before the grace period would have escalated to SIGKILL.
+  pid_t sleeper = read_pid_file(rank_pid_file(folder, 0));
+  ASSERT_GT(sleeper, 0);
+  EXPECT_TRUE(wait_until_gone(sleeper, 1s));
+  EXPECT_LT(result.elapsed, 4s);
+}
+
+TEST(LaunchFailure, RankKilledBySignalIsNamed) {
+  TemporaryFolder folder;
+  RunResult result = run_launcher(cpu_job(2, {kProbe, "signal-on-rank", "0", "9", folder.path()}));
+  EXPECT_EQ(result.exit_code, 128 + 9);
+  auto lines = split_lines(result.err);
+  ASSERT_EQ(lines.size(), 1u) << result.err;
+  EXPECT_NE(lines[0].find("rank 0 (pid "), std::string::npos);
+  EXPECT_NE(lines[0].find(") was killed by signal 9 (SIGKILL); stopped the other 1 rank(s)"),
+            std::string::npos)
+      << lines[0];
+  EXPECT_TRUE(wait_until_gone(read_pid_file(rank_pid_file(folder, 1)), 1s));
+}
+
+TEST(LaunchFailure, SingleProcessExitCodePropagates) {
+  RunResult result = run_launcher(cpu_job(1, {kProbe, "exit", "7"}));
+  EXPECT_EQ(result.exit_code, 7);
+  expect_one_error_line(result, "accelerate launch: rank 0 (pid ");
+  EXPECT_NE(result.err.find("failed with exit code 7\n"), std::string::npos) << result.err;
+}
+
+TEST(LaunchFailure, ProcessesStartedByARankAreStoppedToo) {
+  TemporaryFolder folder;
+  RunResult result = run_launcher(cpu_job(2, {kProbe, "fail-on-rank", "1", "4", folder.path()}));
+  ASSERT_EQ(result.exit_code, 4);
+  // Rank 0 ran `sleep` (no child); now let rank 0 start a child of its own.
+  TemporaryFolder second;
+  LauncherProcess launcher(cpu_job(1, {kProbe, "sleep-with-child", second.path()}));
+  ASSERT_TRUE(wait_for_file(rank_pid_file(second, 0), 5s));
+  pid_t child = read_pid_file(second.path() + "/child0.pid");
+  ASSERT_GT(child, 0);
+  kill(launcher.pid(), SIGTERM);
+  RunResult stopped = launcher.wait(8s);
+  EXPECT_EQ(stopped.exit_code, 128 + SIGTERM);
+  // The child was reparented when its rank died, so an init that does not
+  // reap may leave it a zombie: dead either way.
+  EXPECT_TRUE(wait_until_gone(child, 2s, /*zombie_counts_as_gone=*/true));
+}
+
+TEST(LaunchSignals, SigtermStopsEveryRankAndExitsWith143) {
+  TemporaryFolder folder;
+  LauncherProcess launcher(cpu_job(3, {kProbe, "sleep", folder.path()}));
+  std::vector<pid_t> ranks;
+  for (int rank = 0; rank < 3; ++rank) {
+    ASSERT_TRUE(wait_for_file(rank_pid_file(folder, rank), 5s)) << "rank " << rank << " never started";
+    ranks.push_back(read_pid_file(rank_pid_file(folder, rank)));
+  }
+  kill(launcher.pid(), SIGTERM);
+  RunResult result = launcher.wait(8s);
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_EQ(result.exit_code, 143);
+  EXPECT_LT(result.elapsed, 5s);  // the ranks obey SIGTERM: no grace period needed
+  for (pid_t pid : ranks) EXPECT_TRUE(wait_until_gone(pid, 1s)) << "rank pid " << pid << " survived";
+}
+
+TEST(LaunchSignals, SigintIsForwardedAndGivesExitCode130) {
+  TemporaryFolder folder;
+  LauncherProcess launcher(cpu_job(2, {kProbe, "sleep", folder.path()}));
+  ASSERT_TRUE(wait_for_file(rank_pid_file(folder, 0), 5s));
+  ASSERT_TRUE(wait_for_file(rank_pid_file(folder, 1), 5s));
+  pid_t rank1 = read_pid_file(rank_pid_file(folder, 1));
+  kill(launcher.pid(), SIGINT);
+  RunResult result = launcher.wait(8s);
+  EXPECT_EQ(result.exit_code, 130);
+  EXPECT_TRUE(wait_until_gone(rank1, 1s));
+}
+
+// The one slow test: a rank that ignores SIGTERM is SIGKILLed after the 5 s
+// grace period, and not much later.
+TEST(LaunchSignals, RankIgnoringSigtermIsKilledAfterTheGracePeriod) {
+  TemporaryFolder folder;
+  LauncherProcess launcher(cpu_job(1, {kProbe, "sleep-ignoring-term", folder.path()}));
+  ASSERT_TRUE(wait_for_file(rank_pid_file(folder, 0), 5s));
+  pid_t rank0 = read_pid_file(rank_pid_file(folder, 0));
+  auto sent = std::chrono::steady_clock::now();
+  kill(launcher.pid(), SIGTERM);
+  RunResult result = launcher.wait(9s);
+  auto took = std::chrono::steady_clock::now() - sent;
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_EQ(result.exit_code, 143);
+  EXPECT_GE(took, 4900ms);
+  EXPECT_LT(took, 7s);
+  EXPECT_TRUE(wait_until_gone(rank0, 1s));
+}
+
+TEST(LaunchErrors, MissingProgramIsOneLineBeforeAnythingStarts) {
+  RunResult result = run_launcher({"launch", "--cpu", "no_such_program_for_accelerate_test"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.err,
+            "accelerate launch: error: program 'no_such_program_for_accelerate_test' not found (not a "
+            "file and not on PATH)\n");
+  EXPECT_EQ(result.out, "");
+}
+
+TEST(LaunchErrors, NonExecutableProgramIsOneLine) {
+  TemporaryFolder folder;
+  std::string path = folder.path() + "/script";
+  std::ofstream(path) << "#!/bin/sh\necho hi\n";
+  chmod(path.c_str(), 0644);
+  RunResult result = run_launcher({"launch", "--cpu", path});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.err, "accelerate launch: error: program '" + path +
+                            "' is not executable (chmod +x it, or put its interpreter first)\n");
+}
+
+TEST(LaunchErrors, PortInUseIsNamedBeforeAnyRankStarts) {
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(listen(listener, 1), 0);
+  socklen_t length = sizeof(address);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  const std::string port = std::to_string(ntohs(address.sin_port));
+
+  RunResult result = run_launcher({"launch", "--cpu", "--num_processes", "2", "--main_process_port", port,
+                                   kProbe, "env", "RANK"});
+  close(listener);
+  EXPECT_EQ(result.exit_code, 1);
+  expect_one_error_line(result, "accelerate launch: error: port " + port + " is already in use");
+  EXPECT_NE(result.err.find("--main_process_port"), std::string::npos);
+  EXPECT_EQ(result.out, "");  // no rank ran
+}
+
+TEST(LaunchErrors, UsageErrorsExitWith2) {
+  RunResult unknown = run_launcher({"launch", "--num_proceses", "2", kProbe});
+  EXPECT_EQ(unknown.exit_code, 2);
+  expect_one_error_line(unknown, "accelerate launch: error: unknown flag '--num_proceses'; did you mean "
+                                 "--num_processes?");
+  RunResult bad_value = run_launcher({"launch", "--num_processes", "0", kProbe});
+  EXPECT_EQ(bad_value.exit_code, 2);
+  expect_one_error_line(bad_value, "accelerate launch: error: --num_processes expects a whole number >= 1");
+  RunResult subcommand = run_launcher({"lunch"});
+  EXPECT_EQ(subcommand.exit_code, 2);
+  expect_one_error_line(subcommand, "accelerate: error: unknown command 'lunch'");
+  RunResult nothing = run_launcher({});
+  EXPECT_EQ(nothing.exit_code, 2);
+}
+
+TEST(LaunchErrors, HelpAndVersion) {
+  RunResult version = run_launcher({"--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.out, "accelerate-cpp 0.1.0\n");
+  RunResult help = run_launcher({"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("launch"), std::string::npos);
+  RunResult launch_help = run_launcher({"launch", "--help"});
+  EXPECT_EQ(launch_help.exit_code, 0);
+  EXPECT_NE(launch_help.out.find("--num_processes N"), std::string::npos);
+  EXPECT_NE(launch_help.out.find("--main_process_port P"), std::string::npos);
+}
+
+TEST(LaunchPython, PyScriptRunsWithPython3) {
+  if (!testing::find_python3()) GTEST_SKIP() << "python3 is not on PATH";
+  TemporaryFolder folder;
+  std::string script = folder.path() + "/print_rank.py";
+  std::ofstream(script) << "import os\nprint('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'])\n";
+  RunResult result = run_launcher(cpu_job(2, {script}));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  auto lines = split_lines(result.out);
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(lines, (std::vector<std::string>{"[rank0]: rank 0 of 2", "[rank1]: rank 1 of 2"}));
+}
+
+}  // namespace
+}  // namespace accelerate::launcher

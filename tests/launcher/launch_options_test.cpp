@@ -1,0 +1,175 @@
+// Parsing and resolving `accelerate launch` flags: pure functions, no processes.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "launcher/launch_errors.h"
+#include "launcher/launch_options.h"
+
+namespace accelerate::launcher {
+namespace {
+
+LaunchOptions parse(const std::vector<std::string>& args) {
+  return parse_launch_arguments(args).options;
+}
+
+// The message of the UsageError that parsing (and resolving) `args` throws.
+std::string usage_error_of(const std::vector<std::string>& args, const MachineFacts& facts = {}) {
+  try {
+    LaunchOptions options = parse(args);
+    resolve_launch_options(options, facts);
+  } catch (const UsageError& error) {
+    return error.what();
+  }
+  return "(no error)";
+}
+
+TEST(LaunchOptions, BothSpellingsAndBothValueForms) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--num_processes", "3", "prog"},
+           {"--num-processes", "3", "prog"},
+           {"--num_processes=3", "prog"},
+           {"--num-processes=3", "prog"}}) {
+    LaunchOptions options = parse(args);
+    EXPECT_EQ(options.num_processes, 3) << args[0];
+    EXPECT_EQ(options.source_of("num_processes"), OptionSource::kFlag);
+    EXPECT_EQ(options.program, "prog");
+  }
+  LaunchOptions options =
+      parse({"--main-process-port=1234", "--mixed_precision", "bf16", "--gradient-accumulation-steps=4",
+             "--num_cpu_threads_per_process", "2", "--cpu", "--debug", "-q", "prog"});
+  EXPECT_EQ(options.main_process_port, 1234);
+  EXPECT_EQ(options.mixed_precision, "bf16");
+  EXPECT_EQ(options.gradient_accumulation_steps, 4);
+  EXPECT_EQ(options.num_cpu_threads_per_process, 2);
+  EXPECT_TRUE(options.cpu);
+  EXPECT_TRUE(options.debug);
+  EXPECT_TRUE(options.quiet);
+}
+
+TEST(LaunchOptions, DefaultsAreRecordedAsDefaults) {
+  LaunchOptions options = parse({"--cpu", "prog"});
+  EXPECT_EQ(options.source_of("cpu"), OptionSource::kFlag);
+  EXPECT_EQ(options.source_of("num_machines"), OptionSource::kDefault);
+  EXPECT_EQ(options.source_of("main_process_port"), OptionSource::kDefault);
+  EXPECT_EQ(options.num_machines, 1);
+  EXPECT_EQ(options.machine_rank, 0);
+  EXPECT_EQ(options.main_process_ip, "127.0.0.1");
+  EXPECT_EQ(options.main_process_port, 29500);
+  EXPECT_FALSE(options.mixed_precision.has_value());
+  auto lines = describe_effective_settings(options);
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "cpu = true (flag)"), lines.end());
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "main_process_port = 29500 (default)"), lines.end());
+}
+
+TEST(LaunchOptions, FlagsStopAtProgramAndTheRestIsUntouched) {
+  LaunchOptions options = parse({"-m", "pkg.train", "--num_processes", "8", "--", "-x"});
+  EXPECT_TRUE(options.module);
+  EXPECT_EQ(options.num_processes, 0);  // the 8 belongs to the program
+  EXPECT_EQ(options.program, "pkg.train");
+  EXPECT_EQ(options.program_args, (std::vector<std::string>{"--num_processes", "8", "--", "-x"}));
+
+  LaunchOptions after_separator = parse({"--cpu", "--", "-weird-name", "a"});
+  EXPECT_EQ(after_separator.program, "-weird-name");
+  EXPECT_EQ(after_separator.program_args, std::vector<std::string>{"a"});
+}
+
+TEST(LaunchOptions, HelpIsRecognised) {
+  EXPECT_TRUE(parse_launch_arguments({"--help"}).show_help);
+  EXPECT_TRUE(parse_launch_arguments({"--cpu", "-h"}).show_help);
+  std::string help = launch_help_text();
+  for (const auto& spec : launch_flag_table()) {
+    EXPECT_NE(help.find("--" + std::string(spec.name)), std::string::npos) << spec.name;
+  }
+}
+
+TEST(LaunchOptions, BadValuesNameTheFlagAndTheExpectation) {
+  EXPECT_EQ(usage_error_of({"--num_processes", "0", "p"}),
+            "--num_processes expects a whole number >= 1, got '0'");
+  EXPECT_EQ(usage_error_of({"--num-processes=two", "p"}),
+            "--num-processes expects a whole number >= 1, got 'two'");
+  EXPECT_EQ(usage_error_of({"--num_processes", "2x", "p"}),
+            "--num_processes expects a whole number >= 1, got '2x'");
+  EXPECT_EQ(usage_error_of({"--main_process_port", "70000", "p"}),
+            "--main_process_port expects a port number 1..65535 (or 0 for any free port), got '70000'");
+  EXPECT_EQ(usage_error_of({"--mixed_precision", "fp8", "p"}),
+            "--mixed_precision expects one of no, bf16, fp16, got 'fp8'");
+  EXPECT_EQ(usage_error_of({"--gradient_accumulation_steps", "-1", "p"}),
+            "--gradient_accumulation_steps expects a whole number >= 1, got '-1'");
+  EXPECT_EQ(usage_error_of({"--num_cpu_threads_per_process", "", "p"}),
+            "--num_cpu_threads_per_process expects a whole number >= 1, got ''");
+  EXPECT_EQ(usage_error_of({"--cpu=yes", "p"}), "--cpu takes no value, got 'yes'");
+  EXPECT_EQ(usage_error_of({"--num_processes"}), "--num_processes needs a value (N)");
+  EXPECT_EQ(usage_error_of({"--cpu"}),
+            "no program given; usage: accelerate launch [flags] PROGRAM [ARGS...]");
+}
+
+TEST(LaunchOptions, UnknownFlagSuggestsTheClosestOne) {
+  std::string message = usage_error_of({"--num_process", "2", "p"});
+  EXPECT_EQ(message.rfind("unknown flag '--num_process'; did you mean --num_processes?", 0), 0u) << message;
+  message = usage_error_of({"--frobnicate", "p"});
+  EXPECT_EQ(message.rfind("unknown flag '--frobnicate'; see 'accelerate launch --help'", 0), 0u) << message;
+  EXPECT_EQ(usage_error_of({"-z", "p"}).rfind("unknown flag '-z'", 0), 0u);
+}
+
+TEST(LaunchOptions, MachineRankMustBeBelowMachineCount) {
+  EXPECT_EQ(usage_error_of({"--num_machines", "2", "--machine_rank", "2", "--main_process_ip", "10.0.0.1", "p"}),
+            "--machine_rank 2 is out of range for --num_machines 2 (machine ranks are 0..1)");
+  EXPECT_EQ(usage_error_of({"--machine_rank", "1", "p"}),
+            "--machine_rank 1 is out of range for --num_machines 1 (machine ranks are 0..0)");
+  EXPECT_EQ(usage_error_of({"--num_machines", "2", "--machine_rank", "1", "--main_process_ip", "10.0.0.1", "p"}),
+            "(no error)");
+}
+
+TEST(LaunchOptions, SeveralMachinesNeedAnAddressAndAFixedPort) {
+  EXPECT_EQ(usage_error_of({"--num_machines", "2", "p"}),
+            "--main_process_ip is required when --num_machines is 2: give the address of machine "
+            "rank 0, reachable from every machine");
+  EXPECT_EQ(usage_error_of({"--num_machines", "2", "--main_process_ip", "10.0.0.1", "--main_process_port",
+                            "0", "p"}),
+            "--main_process_port 0 (pick a free port) works only with one machine; with "
+            "--num_machines 2 give every machine the same fixed port");
+  EXPECT_EQ(usage_error_of({"--main_process_port", "0", "p"}), "(no error)");
+}
+
+TEST(LaunchOptions, ModuleAndNoPythonConflict) {
+  EXPECT_EQ(usage_error_of({"-m", "--no_python", "p"}),
+            "--module and --no_python conflict: a module always runs with python3");
+}
+
+TEST(LaunchOptions, ProcessCountDefaultsToVisibleGpusUnlessCpu) {
+  MachineFacts four_gpus;
+  four_gpus.visible_gpus = 4;
+  LaunchOptions gpu = parse({"p"});
+  resolve_launch_options(gpu, four_gpus);
+  EXPECT_EQ(gpu.num_processes, 4);
+  EXPECT_EQ(gpu.source_of("num_processes"), OptionSource::kDefault);
+
+  LaunchOptions cpu = parse({"--cpu", "p"});
+  resolve_launch_options(cpu, four_gpus);
+  EXPECT_EQ(cpu.num_processes, 1);
+
+  LaunchOptions no_gpus = parse({"p"});
+  resolve_launch_options(no_gpus, MachineFacts{});
+  EXPECT_EQ(no_gpus.num_processes, 1);
+
+  // --cpu with an explicit count really gets that count (HF issue #2741).
+  LaunchOptions explicit_count = parse({"--cpu", "--num_processes", "2", "p"});
+  resolve_launch_options(explicit_count, four_gpus);
+  EXPECT_EQ(explicit_count.num_processes, 2);
+}
+
+TEST(MachineFacts, VisibleGpusFollowCudaVisibleDevices) {
+  EXPECT_EQ(count_visible_gpus(4, std::nullopt), 4);
+  EXPECT_EQ(count_visible_gpus(4, std::string("1,3")), 2);
+  EXPECT_EQ(count_visible_gpus(4, std::string("")), 0);
+  EXPECT_EQ(count_visible_gpus(4, std::string("0,-1,2")), 1);  // CUDA stops at the first invalid
+  EXPECT_EQ(count_visible_gpus(4, std::string("0,7")), 1);
+  EXPECT_EQ(count_visible_gpus(2, std::string("GPU-aa,GPU-bb,GPU-cc")), 2);
+  EXPECT_EQ(count_visible_gpus(0, std::string("0")), 0);
+  EXPECT_EQ(count_nvidia_gpus("/nonexistent/driver/folder"), 0);
+  EXPECT_GE(count_usable_cpu_cores(), 1);
+}
+
+}  // namespace
+}  // namespace accelerate::launcher

@@ -1,0 +1,73 @@
+// Runs the real `accelerate` executable as a child of the test and captures
+// what it prints, so end-to-end tests check exactly what a user would see.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace accelerate::launcher::testing {
+
+struct RunResult {
+  int exit_code = -1;        // 128+N when the launcher died of signal N
+  bool timed_out = false;    // it was SIGKILLed by the test
+  std::string out;
+  std::string err;
+  std::chrono::milliseconds elapsed{0};
+};
+
+// A running launcher. Environment: the test's own, with `changes` applied
+// (a nullopt value removes the variable).
+class LauncherProcess {
+ public:
+  using EnvironmentChanges = std::map<std::string, std::optional<std::string>>;
+
+  explicit LauncherProcess(const std::vector<std::string>& args, const EnvironmentChanges& changes = {});
+  ~LauncherProcess();
+  LauncherProcess(const LauncherProcess&) = delete;
+  LauncherProcess& operator=(const LauncherProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // Collects output until the launcher exits; SIGKILLs it after `timeout`.
+  RunResult wait(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+ private:
+  pid_t pid_ = -1;
+  int out_fd_ = -1;
+  int err_fd_ = -1;
+  bool waited_ = false;
+  std::chrono::steady_clock::time_point started_;
+};
+
+// Starts the launcher and waits for it.
+RunResult run_launcher(const std::vector<std::string>& args,
+                       const LauncherProcess::EnvironmentChanges& changes = {},
+                       std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+// Splits text into lines (without their newlines).
+std::vector<std::string> split_lines(const std::string& text);
+
+// Waits until `path` exists, at most `timeout`.
+bool wait_for_file(const std::string& path, std::chrono::milliseconds timeout);
+// The pid written by launch_probe into `path`, or -1.
+pid_t read_pid_file(const std::string& path);
+// True once `pid` no longer exists (a zombie left to an init that does not
+// reap counts as gone when `zombie_counts_as_gone`), polling up to `timeout`.
+bool wait_until_gone(pid_t pid, std::chrono::milliseconds timeout, bool zombie_counts_as_gone = false);
+
+// A fresh temporary folder, removed with the object.
+class TemporaryFolder {
+ public:
+  TemporaryFolder();
+  ~TemporaryFolder();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace accelerate::launcher::testing

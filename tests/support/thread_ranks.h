@@ -1,0 +1,77 @@
+// Runs a function as every rank of a job whose ranks are threads of this test
+// process, meeting through a fresh c10d FileStore: real Gloo collectives over
+// 127.0.0.1, no mocks.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "accelerate/communicator.h"
+
+namespace accelerate {
+namespace testing {
+
+inline JobState thread_rank_job(int rank, int world_size,
+                                std::chrono::milliseconds timeout = std::chrono::seconds(30),
+                                bool debug = false) {
+  JobState job;
+  job.rank = rank;
+  job.world_size = world_size;
+  job.local_rank = rank;
+  job.local_world_size = world_size;
+  job.backend = world_size > 1 ? "gloo" : "none";
+  job.timeout = timeout;
+  job.debug = debug;
+  return job;
+}
+
+inline std::string fresh_store_path() {
+  static std::atomic<int> counter{0};
+  std::string path = "/tmp/accelerate-test-store-" + std::to_string(getpid()) + "-" +
+                     std::to_string(counter++);
+  ::unlink(path.c_str());
+  return path;
+}
+
+struct RankOptions {
+  std::chrono::milliseconds timeout = std::chrono::seconds(30);
+  bool debug = false;
+};
+
+// Calls body(comm) on `world_size` threads; a failed EXPECT in any thread
+// fails the test, and an exception escaping a rank is reported with its rank.
+inline void run_ranks(int world_size, const std::function<void(Communicator&)>& body,
+                      RankOptions options = {}) {
+  const std::string path = fresh_store_path();
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(world_size);
+  for (int rank = 0; rank < world_size; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        auto comm = Communicator::connect_through_file(
+            path, thread_rank_job(rank, world_size, options.timeout, options.debug));
+        body(*comm);
+      } catch (const std::exception& error) {
+        errors[rank] = error.what();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  ::unlink(path.c_str());
+  for (int rank = 0; rank < world_size; ++rank) {
+    EXPECT_EQ(errors[rank], "") << "rank " << rank << " threw";
+  }
+}
+
+}  // namespace testing
+}  // namespace accelerate
