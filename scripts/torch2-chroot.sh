@@ -69,7 +69,8 @@ say()  { printf 'torch2-chroot: %s\n' "$*" >&2; }
 die()  { printf 'torch2-chroot: error: %s\n' "$*" >&2; exit 1; }
 
 usage() {
-  sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$script_path" >&2
+  sed -n '5,6s/^# \{0,1\}//p' "$script_path" >&2
+  printf '(details in the header of %s)\n' "$script_path" >&2
   exit 2
 }
 
@@ -173,11 +174,32 @@ provision() {
     say "TorchConfig.cmake missing in the chroot after installing libtorch-dev"; return 1; }
 }
 
+# Per-run roots left by killed runs (mounts only without unshare; otherwise
+# empty directories). Call only with the lock held exclusively: no run is
+# active then.
+clean_stale_runs() {
+  local d m
+  for d in "$RUNS_DIR"/*/; do
+    [[ -d "$d" ]] || continue
+    d=${d%/}
+    for m in $(mounts_under "$d"); do
+      say "unmounting stale $m"
+      umount -- "$m" 2>/dev/null || umount -l -- "$m"
+    done
+    assert_no_mounts "$d"
+    rmdir -- "$d" 2>/dev/null || say "warning: could not remove stale run directory $d (not empty)"
+  done
+}
+
 cmd_ensure() {
   require_root
   open_lock
   flock -s 9
   if is_ready; then
+    # Tidy up after killed runs, but only when no run is active right now.
+    if flock -n -x 9; then
+      clean_stale_runs
+    fi
     say "ready: $CHROOT_DIR"
     return 0
   fi
@@ -191,19 +213,7 @@ cmd_ensure() {
   trap 'say "interrupted; the partial chroot in $TMP_DIR is resumed or rebuilt next time"; exit 130' INT
   trap 'say "terminated; the partial chroot in $TMP_DIR is resumed or rebuilt next time"; exit 143' TERM
 
-  # Per-run roots left by killed runs (only possible without unshare, or as
-  # empty directories): no run is active now, we hold the lock exclusively.
-  local d m
-  for d in "$RUNS_DIR"/*/; do
-    [[ -d "$d" ]] || continue
-    d=${d%/}
-    for m in $(mounts_under "$d"); do
-      say "unmounting stale $m"
-      umount "$m" 2>/dev/null || umount -l "$m"
-    done
-    assert_no_mounts "$d"
-    rmdir "$d" 2>/dev/null || say "warning: could not remove stale run directory $d (not empty)"
-  done
+  clean_stale_runs
 
   if [[ -e "$CHROOT_DIR" ]]; then
     assert_no_mounts "$CHROOT_DIR"

@@ -130,7 +130,10 @@ c10::intrusive_ptr<c10d::Store> connect_store(const JobState& job) {
     return compat::make_tcp_store(job.master_addr, job.master_port, is_server,
                                   job.world_size, job.timeout);
   } catch (const std::exception& cause) {
-    const std::string reason = detail::first_line_of(cause);
+    std::string reason = detail::first_line_of(cause);
+    if (reason.find("Address already in use") != std::string::npos) {
+      reason = "address already in use";
+    }
     const std::string where = job.master_addr + ":" + std::to_string(job.master_port);
     if (is_server) {
       throw DistributedError("rank 0: cannot host the rendezvous store on " + where + ": " +
@@ -139,7 +142,7 @@ c10::intrusive_ptr<c10d::Store> connect_store(const JobState& job) {
     }
     throw DistributedError("rank " + std::to_string(job.rank) +
                            ": could not reach the rendezvous store at " + where + " within " +
-                           std::to_string(job.timeout.count() / 1000.0) + " s: " + reason +
+                           detail::format_seconds(job.timeout) + ": " + reason +
                            " (is rank 0 running, and are MASTER_ADDR/MASTER_PORT right?)");
   }
 }

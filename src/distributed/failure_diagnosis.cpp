@@ -24,12 +24,6 @@ std::string join_ranks(const std::vector<int>& ranks) {
   return out.str();
 }
 
-std::string seconds(std::chrono::milliseconds duration) {
-  std::ostringstream out;
-  out << duration.count() / 1000.0 << " s";
-  return out.str();
-}
-
 // Polls until every key exists or `window` passes; returns which exist.
 std::vector<bool> wait_for_keys(c10d::Store& store, const std::vector<std::string>& keys,
                                 std::chrono::milliseconds window) {
@@ -47,6 +41,12 @@ std::vector<bool> wait_for_keys(c10d::Store& store, const std::vector<std::strin
 }
 
 }  // namespace
+
+std::string format_seconds(std::chrono::milliseconds duration) {
+  std::ostringstream out;
+  out << duration.count() / 1000.0 << " s";
+  return out.str();
+}
 
 std::string first_line_of(const std::exception& error) {
   std::string text;
@@ -128,7 +128,7 @@ void FailureDiagnosis::mark_arrived() const {
 std::string FailureDiagnosis::explain_rendezvous(const std::string& cause) const {
   std::ostringstream line;
   line << "rank " << rank_ << ": rendezvous of " << world_size_ << " ranks failed within "
-       << seconds(timeout_) << ": " << cause;
+       << format_seconds(timeout_) << ": " << cause;
   try {
     std::vector<std::string> keys;
     for (int peer = 0; peer < world_size_; ++peer) {

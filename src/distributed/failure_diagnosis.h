@@ -19,6 +19,9 @@ namespace detail {
 // The first line of an exception's message, without LibTorch's backtrace.
 std::string first_line_of(const std::exception& error);
 
+// "1.5 s"
+std::string format_seconds(std::chrono::milliseconds duration);
+
 class FailureDiagnosis {
  public:
   FailureDiagnosis(c10::intrusive_ptr<c10d::Store> store, int rank, int world_size,

@@ -313,7 +313,9 @@ bool in_srun_task(const Environment& env) {
 // VARIABLES), so a missing one means a hand-made environment.
 std::pair<std::string, std::string> require_slurm(const Environment& env, std::initializer_list<const char*> names) {
   if (auto found = first_set(env, names)) return *found;
-  fail(std::string(*names.begin()) + " is not set although SLURM_STEP_ID is; srun sets both in every task");
+  std::string wanted = *names.begin();
+  if (names.size() > 1) wanted += std::string(" (or ") + names.begin()[1] + ")";
+  fail(wanted + " is not set although SLURM_STEP_ID is; srun sets both in every task");
 }
 
 Setting require_slurm_int(const Environment& env, std::initializer_list<const char*> names) {

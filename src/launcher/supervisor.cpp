@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,7 +57,16 @@ std::string describe_end(int wait_status) {
 
 class Supervisor {
  public:
-  explicit Supervisor(const SupervisorSettings& settings) : settings_(settings) {}
+  // As a child subreaper, the launcher adopts what a rank leaves behind when
+  // it dies (instead of init), so it can reap those processes and tell when
+  // a rank's process group is really empty.
+  explicit Supervisor(const SupervisorSettings& settings) : settings_(settings) {
+    prctl(PR_GET_CHILD_SUBREAPER, &was_subreaper_);
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+  }
+  ~Supervisor() { prctl(PR_SET_CHILD_SUBREAPER, was_subreaper_); }
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
 
   int run() {
     start_ranks();
@@ -217,20 +227,28 @@ class Supervisor {
     begin_stop(signal_number);  // forward the same signal; the ranks may handle it
   }
 
+  // Reaps every ended child: the ranks, and (as a subreaper) whatever they
+  // started and left behind, so no zombie keeps a process group "alive".
   void reap_ranks() {
-    for (auto& rank : ranks_) {
-      if (rank.exited) continue;
+    for (;;) {
       int status = 0;
-      pid_t result = waitpid(rank.pid, &status, WNOHANG);
-      if (result == 0 || (result < 0 && errno == EINTR)) continue;
-      rank.exited = true;
-      rank.wait_status = result == rank.pid ? status : 0;
-      if (result == rank.pid && failed(status) && !stopping_) {
-        first_failure_ = &rank;
-        running_at_failure_ = 0;
-        for (const auto& other : ranks_) running_at_failure_ += other.exited ? 0 : 1;
-        begin_stop(SIGTERM);
+      pid_t pid = waitpid(-1, &status, WNOHANG);
+      if (pid < 0 && errno == EINTR) continue;
+      if (pid <= 0) return;  // 0: nothing more has ended; ECHILD: no children left
+      for (auto& rank : ranks_) {
+        if (rank.pid == pid && !rank.exited) on_rank_exit(rank, status);
       }
+    }
+  }
+
+  void on_rank_exit(RankProcess& rank, int status) {
+    rank.exited = true;
+    rank.wait_status = status;
+    if (failed(status) && !stopping_) {
+      first_failure_ = &rank;
+      running_at_failure_ = 0;
+      for (const auto& other : ranks_) running_at_failure_ += other.exited ? 0 : 1;
+      begin_stop(SIGTERM);
     }
   }
 
@@ -287,6 +305,7 @@ class Supervisor {
   int running_at_failure_ = 0;
   std::optional<int> launcher_signal_;
   std::string start_error_;
+  int was_subreaper_ = 0;
 };
 
 }  // namespace

@@ -222,6 +222,8 @@ TEST(JobStateSources, SlurmOneNodeUsesLoopbackAndMasterVariablesOverride) {
       parse(with(srun_task_3_of_4(), {{"MASTER_ADDR", "10.1.1.1"}, {"MASTER_PORT", "31337"}}));
   EXPECT_EQ(overridden.master_addr, "10.1.1.1");
   EXPECT_EQ(overridden.master_port, 31337);
+  // The node list is only read for the address, so with MASTER_ADDR it may be odd.
+  EXPECT_EQ(parse(with(srun_task_3_of_4(), {{"MASTER_ADDR", "h"}, {"SLURM_STEP_NODELIST", "x[1"}})).master_addr, "h");
 }
 
 TEST(JobStatePrecedence, TorchrunBeatsMpiAndSlurm) {

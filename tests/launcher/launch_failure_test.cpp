@@ -9,9 +9,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "launcher/process_runner.h"
+#include "launcher/program_resolution.h"
 
 namespace accelerate::launcher {
 namespace {
@@ -50,7 +52,6 @@ TEST(LaunchFailure, FailingRankStopsTheOthersAndItsCodeIsTheExitCode) {
   TemporaryFolder folder;
   RunResult result = run_launcher(cpu_job(2, {kProbe, "fail-on-rank", "1", "3", folder.path()}));
   EXPECT_EQ(result.exit_code, 3);
-  std::regex_match;  // (see below: the message is checked piece by piece)
   auto lines = split_lines(result.err);
   ASSERT_EQ(lines.size(), 1u) << result.err;
   EXPECT_EQ(lines[0].rfind("accelerate launch: rank 1 (pid ", 0), 0u) << lines[0];
@@ -61,7 +62,12 @@ TEST(LaunchFailure, FailingRankStopsTheOthersAndItsCodeIsTheExitCode) {
   pid_t sleeper = read_pid_file(rank_pid_file(folder, 0));
   ASSERT_GT(sleeper, 0);
   EXPECT_TRUE(wait_until_gone(sleeper, 1s));
-  EXPECT_LT(result.elapsed, 4s);
+  EXPECT_LT(result.elapsed, 2s);  // SIGTERM works at once; no grace period used
+  // So was the process rank 0 had started: the whole process group is
+  // signalled, and the launcher (a subreaper) reaps it too.
+  pid_t child = read_pid_file(folder.path() + "/child0.pid");
+  ASSERT_GT(child, 0);
+  EXPECT_TRUE(wait_until_gone(child, 1s));
 }
 
 TEST(LaunchFailure, RankKilledBySignalIsNamed) {
@@ -82,24 +88,6 @@ TEST(LaunchFailure, SingleProcessExitCodePropagates) {
   EXPECT_EQ(result.exit_code, 7);
   expect_one_error_line(result, "accelerate launch: rank 0 (pid ");
   EXPECT_NE(result.err.find("failed with exit code 7\n"), std::string::npos) << result.err;
-}
-
-TEST(LaunchFailure, ProcessesStartedByARankAreStoppedToo) {
-  TemporaryFolder folder;
-  RunResult result = run_launcher(cpu_job(2, {kProbe, "fail-on-rank", "1", "4", folder.path()}));
-  ASSERT_EQ(result.exit_code, 4);
-  // Rank 0 ran `sleep` (no child); now let rank 0 start a child of its own.
-  TemporaryFolder second;
-  LauncherProcess launcher(cpu_job(1, {kProbe, "sleep-with-child", second.path()}));
-  ASSERT_TRUE(wait_for_file(rank_pid_file(second, 0), 5s));
-  pid_t child = read_pid_file(second.path() + "/child0.pid");
-  ASSERT_GT(child, 0);
-  kill(launcher.pid(), SIGTERM);
-  RunResult stopped = launcher.wait(8s);
-  EXPECT_EQ(stopped.exit_code, 128 + SIGTERM);
-  // The child was reparented when its rank died, so an init that does not
-  // reap may leave it a zombie: dead either way.
-  EXPECT_TRUE(wait_until_gone(child, 2s, /*zombie_counts_as_gone=*/true));
 }
 
 TEST(LaunchSignals, SigtermStopsEveryRankAndExitsWith143) {
@@ -217,7 +205,9 @@ TEST(LaunchErrors, HelpAndVersion) {
 }
 
 TEST(LaunchPython, PyScriptRunsWithPython3) {
-  if (!testing::find_python3()) GTEST_SKIP() << "python3 is not on PATH";
+  if (!find_on_path("python3", lookup(current_environment(), "PATH"))) {
+    GTEST_SKIP() << "python3 is not on PATH";
+  }
   TemporaryFolder folder;
   std::string script = folder.path() + "/print_rank.py";
   std::ofstream(script) << "import os\nprint('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'])\n";

@@ -135,20 +135,10 @@ pid_t read_pid_file(const std::string& path) {
   return pid;
 }
 
-namespace {
-bool is_zombie(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string content((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  auto paren = content.rfind(')');
-  return paren != std::string::npos && paren + 2 < content.size() && content[paren + 2] == 'Z';
-}
-}  // namespace
-
-bool wait_until_gone(pid_t pid, std::chrono::milliseconds timeout, bool zombie_counts_as_gone) {
+bool wait_until_gone(pid_t pid, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     if (kill(pid, 0) != 0 && errno == ESRCH) return true;
-    if (zombie_counts_as_gone && is_zombie(pid)) return true;
     if (std::chrono::steady_clock::now() >= deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

@@ -55,9 +55,9 @@ std::vector<std::string> split_lines(const std::string& text);
 bool wait_for_file(const std::string& path, std::chrono::milliseconds timeout);
 // The pid written by launch_probe into `path`, or -1.
 pid_t read_pid_file(const std::string& path);
-// True once `pid` no longer exists (a zombie left to an init that does not
-// reap counts as gone when `zombie_counts_as_gone`), polling up to `timeout`.
-bool wait_until_gone(pid_t pid, std::chrono::milliseconds timeout, bool zombie_counts_as_gone = false);
+// True once `pid` no longer exists (kill(pid, 0) fails with ESRCH, so a
+// zombie still counts as there), polling up to `timeout`.
+bool wait_until_gone(pid_t pid, std::chrono::milliseconds timeout);
 
 // A fresh temporary folder, removed with the object.
 class TemporaryFolder {

@@ -13,7 +13,7 @@
 //                              DIR/child{RANK}.pid and sleeps too
 //   fail-on-rank R CODE DIR    rank R waits until every other local rank has
 //                              written its pid file, then exits CODE; the
-//                              others run `sleep DIR`
+//                              others run `sleep-with-child DIR`
 //   signal-on-rank R SIG DIR   same, but rank R kills itself with SIG
 #include <signal.h>
 #include <unistd.h>
@@ -63,6 +63,20 @@ std::string pid_file(const std::string& dir, const std::string& kind, int number
 [[noreturn]] void sleep_mode(const std::string& dir) {
   write_pid_file(pid_file(dir, "rank", rank()));
   sleep_and_exit(30);
+}
+
+[[noreturn]] void sleep_with_child(const std::string& dir) {
+  if (fork() == 0) {
+    write_pid_file(pid_file(dir, "child", rank()));
+    sleep_and_exit(30);
+  }
+  // The rank's pid file promises the child's is there too.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (access(pid_file(dir, "child", rank()).c_str(), F_OK) != 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  sleep_mode(dir);
 }
 
 // Waits (at most 5 s) until every other local rank has written its pid file,
@@ -127,21 +141,9 @@ int main(int argc, char** argv) {
     signal(SIGTERM, SIG_IGN);
     sleep_mode(argv[2]);
   }
-  if (mode == "sleep-with-child" && argc == 3) {
-    if (fork() == 0) {
-      write_pid_file(pid_file(argv[2], "child", rank()));
-      sleep_and_exit(30);
-    }
-    // The rank's pid file promises the child's is there too.
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (access(pid_file(argv[2], "child", rank()).c_str(), F_OK) != 0 &&
-           std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    sleep_mode(argv[2]);
-  }
+  if (mode == "sleep-with-child" && argc == 3) sleep_with_child(argv[2]);
   if ((mode == "fail-on-rank" || mode == "signal-on-rank") && argc == 5) {
-    if (rank() != std::atoi(argv[2])) sleep_mode(argv[4]);
+    if (rank() != std::atoi(argv[2])) sleep_with_child(argv[4]);
     wait_for_other_ranks(argv[4]);
     if (mode == "signal-on-rank") raise(std::atoi(argv[3]));
     return std::atoi(argv[3]);
