@@ -5,12 +5,15 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
+#include <thread>
 
 #include "launcher/process_runner.h"
 #include "launcher/program_resolution.h"
@@ -136,6 +139,53 @@ TEST(LaunchSignals, RankIgnoringSigtermIsKilledAfterTheGracePeriod) {
   EXPECT_TRUE(wait_until_gone(rank0, 1s));
 }
 
+TEST(LaunchSignals, SecondSignalKillsAtOnce) {
+  TemporaryFolder folder;
+  LauncherProcess launcher(cpu_job(2, {kProbe, "sleep-ignoring-term", folder.path()}));
+  ASSERT_TRUE(wait_for_file(rank_pid_file(folder, 0), 5s));
+  ASSERT_TRUE(wait_for_file(rank_pid_file(folder, 1), 5s));
+  auto sent = std::chrono::steady_clock::now();
+  kill(launcher.pid(), SIGTERM);
+  std::this_thread::sleep_for(100ms);
+  kill(launcher.pid(), SIGTERM);  // out of patience: no grace period
+  RunResult result = launcher.wait(9s);
+  EXPECT_EQ(result.exit_code, 143);
+  EXPECT_LT(std::chrono::steady_clock::now() - sent, 2s);
+  EXPECT_TRUE(wait_until_gone(read_pid_file(rank_pid_file(folder, 0)), 1s));
+  EXPECT_TRUE(wait_until_gone(read_pid_file(rank_pid_file(folder, 1)), 1s));
+}
+
+// A SIGKILLed launcher cannot clean up; PR_SET_PDEATHSIG kills the ranks.
+// The test becomes a subreaper so the orphaned ranks come to it and can be
+// reaped here (an init that never reaps would keep them as zombies).
+TEST(LaunchSignals, RanksDieWithASigkilledLauncher) {
+  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  TemporaryFolder folder;
+  LauncherProcess launcher(cpu_job(2, {kProbe, "sleep", folder.path()}));
+  ASSERT_TRUE(wait_for_file(rank_pid_file(folder, 0), 5s));
+  ASSERT_TRUE(wait_for_file(rank_pid_file(folder, 1), 5s));
+  std::vector<pid_t> ranks = {read_pid_file(rank_pid_file(folder, 0)), read_pid_file(rank_pid_file(folder, 1))};
+  kill(launcher.pid(), SIGKILL);
+  EXPECT_EQ(launcher.wait(5s).exit_code, 128 + SIGKILL);
+  for (pid_t rank : ranks) {
+    int status = 0;
+    // Blocks only until the rank dies; a survivor would hang here, so bound it.
+    auto deadline = std::chrono::steady_clock::now() + 3s;
+    pid_t reaped = 0;
+    while (reaped == 0 && std::chrono::steady_clock::now() < deadline) {
+      reaped = waitpid(rank, &status, WNOHANG);
+      if (reaped == 0) std::this_thread::sleep_for(10ms);
+    }
+    EXPECT_EQ(reaped, rank) << "rank pid " << rank << " survived its launcher";
+    if (reaped == rank) {
+      EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    } else {
+      kill(rank, SIGKILL);
+    }
+  }
+  prctl(PR_SET_CHILD_SUBREAPER, 0);
+}
+
 TEST(LaunchErrors, MissingProgramIsOneLineBeforeAnythingStarts) {
   RunResult result = run_launcher({"launch", "--cpu", "no_such_program_for_accelerate_test"});
   EXPECT_EQ(result.exit_code, 1);
@@ -216,6 +266,19 @@ TEST(LaunchPython, PyScriptRunsWithPython3) {
   auto lines = split_lines(result.out);
   std::sort(lines.begin(), lines.end());
   EXPECT_EQ(lines, (std::vector<std::string>{"[rank0]: rank 0 of 2", "[rank1]: rank 1 of 2"}));
+}
+
+TEST(LaunchPython, ModuleRunsWithPython3DashM) {
+  if (!find_on_path("python3", lookup(current_environment(), "PATH"))) {
+    GTEST_SKIP() << "python3 is not on PATH";
+  }
+  TemporaryFolder folder;
+  std::ofstream(folder.path() + "/rank_module.py")
+      << "import os, sys\nprint(os.environ['LOCAL_RANK'], os.environ['PYTHONUNBUFFERED'], sys.argv[1:])\n";
+  RunResult result =
+      run_launcher(cpu_job(1, {"-m", "rank_module", "--flag", "x"}), {{"PYTHONPATH", folder.path()}});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, "0 1 ['--flag', 'x']\n");
 }
 
 }  // namespace
