@@ -323,12 +323,13 @@ cleanup_mounts() {
 session_pids() {
   local pid stat
   if command -v ps >/dev/null 2>&1; then
-    ps -o pid=,stat= --sid "$1" 2>/dev/null | while read -r pid stat; do
+    { ps -o pid=,stat= --sid "$1" 2>/dev/null || true; } | while read -r pid stat; do
       [[ "$stat" == Z* ]] || printf '%s\n' "$pid"
     done
   elif kill -0 -- "-$1" 2>/dev/null; then
     printf '%s\n' "$1"       # no ps: at least the process group is alive
   fi
+  return 0
 }
 
 # signal_session SIG SID: signals the process group and every process of the

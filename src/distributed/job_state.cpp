@@ -93,8 +93,8 @@ std::optional<std::pair<std::string, std::string>> first_set(const Environment& 
 }
 
 // Launchers set these in pairs; one without the other is a broken environment.
-void require_pair(const std::optional<Setting>& first, const char* first_name, const std::optional<Setting>& second,
-                  const char* second_name) {
+void require_pair(const std::optional<Setting>& first, const char* first_name,
+                  const std::optional<Setting>& second, const char* second_name) {
   if (first.has_value() == second.has_value()) return;
   fail(std::string(first ? first_name : second_name) + " is set but " + (first ? second_name : first_name) +
        " is not; the launcher sets both");
@@ -115,7 +115,8 @@ std::chrono::milliseconds parse_timeout(const std::string& name, const std::stri
   const auto parts = split(std::string_view(text).substr(negative ? 1 : 0), '.');
   const std::string_view whole = parts[0];
   const std::string_view fraction = parts.size() > 1 ? parts[1] : "";
-  if (parts.size() > 2 || (whole.empty() && fraction.empty()) || !all_digits(whole) || !all_digits(fraction)) {
+  const bool empty = whole.empty() && fraction.empty();
+  if (parts.size() > 2 || empty || !all_digits(whole) || !all_digits(fraction)) {
     fail(quoted(name, text) + " is not a number of seconds (e.g. 300 or 2.5)");
   }
   if (whole.size() > 9) fail(quoted(name, text) + " is too large (over 30 years)");
@@ -124,7 +125,9 @@ std::chrono::milliseconds parse_timeout(const std::string& name, const std::stri
   for (size_t i = 0; i < fraction.size() && digit_scale > 0; ++i, digit_scale /= 10) {
     millis += (fraction[i] - '0') * digit_scale;
   }
-  if (negative || millis <= 0) fail(quoted(name, text) + " must be a positive number of seconds (at least 0.001)");
+  if (negative || millis <= 0) {
+    fail(quoted(name, text) + " must be a positive number of seconds (at least 0.001)");
+  }
   return std::chrono::milliseconds(millis);
 }
 
@@ -181,7 +184,7 @@ std::string first_host_checked(const std::string& nodelist, const std::string& s
 
 int tasks_on_node_checked(const std::string& tasks_per_node, int node_id, const std::string& subject) {
   if (tasks_per_node.empty()) fail(subject + " is empty");
-  if (node_id < 0) fail("node " + std::to_string(node_id) + " is negative; " + subject + " counts nodes from 0");
+  if (node_id < 0) fail("node " + std::to_string(node_id) + " is negative; " + subject + " counts from 0");
   long long first_node = 0;  // of the current run of nodes
   std::optional<int> found;
   for (std::string_view item : split(tasks_per_node, ',')) {
@@ -190,7 +193,8 @@ int tasks_on_node_checked(const std::string& tasks_per_node, int node_id, const 
     const auto tasks = parse_digits(item.substr(0, paren));
     std::optional<int> repeat = 1;
     if (paren != std::string_view::npos) {
-      repeat = item.back() == ')' ? parse_digits(item.substr(paren + 2, item.size() - paren - 3)) : std::nullopt;
+      const std::string_view count = item.substr(paren + 2, item.size() - paren - 3);
+      repeat = item.back() == ')' ? parse_digits(count) : std::nullopt;
     }
     if (!tasks || !repeat || *tasks < 1 || *repeat < 1) {
       fail(subject + " is malformed at '" + printable(item) + "' (expected counts like 2(x3),1)");
@@ -243,13 +247,11 @@ Topology complete(LaunchSource source, Setting rank, Setting world, std::optiona
   check_index(*local_rank, *local_world, "local ranks");
   if (!num_nodes) {
     const int nodes = (world.value + local_world->value - 1) / local_world->value;
-    num_nodes = Setting{nodes, count_of(nodes, "node") + " (" + world.origin + " over " + local_world->origin + ")"};
+    num_nodes = Setting{nodes, count_of(nodes, "node") + " (" + world.origin + " over " +
+                                   local_world->origin + ")"};
   }
   if (num_nodes->value < 1) fail(num_nodes->origin + " must be at least 1");
-  if (!node_rank) {
-    const int derived = rank.value / local_world->value;
-    node_rank = Setting{derived, "node rank " + std::to_string(derived) + " (from " + rank.origin + ")"};
-  }
+  if (!node_rank) node_rank = Setting{rank.value / local_world->value, "the node rank"};
   check_index(*node_rank, *num_nodes, "node ranks");
   return Topology{rank, world, *local_rank, *local_world, *node_rank, *num_nodes, std::nullopt, source};
 }
@@ -275,15 +277,14 @@ Topology parse_torchrun(const Environment& env) {
 }
 
 struct MpiFlavor {
-  const char* rank;
-  const char* size;
-  const char* local_rank;
-  const char* local_size;
+  const char *rank, *size, *local_rank, *local_size;
 };
 constexpr MpiFlavor kMpiFlavors[] = {
-    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE"},
     {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},  // MPICH and Intel MPI (Hydra)
-    {"MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE", "MV2_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_SIZE"},
+    {"MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE", "MV2_COMM_WORLD_LOCAL_RANK",
+     "MV2_COMM_WORLD_LOCAL_SIZE"},
 };
 
 // nullopt: the flavor gives no local ranks and Slurm's variables should be
@@ -311,7 +312,8 @@ bool in_srun_task(const Environment& env) {
 
 // srun sets all of these in every task (srun(1), OUTPUT ENVIRONMENT
 // VARIABLES), so a missing one means a hand-made environment.
-std::pair<std::string, std::string> require_slurm(const Environment& env, std::initializer_list<const char*> names) {
+std::pair<std::string, std::string> require_slurm(const Environment& env,
+                                                  std::initializer_list<const char*> names) {
   if (auto found = first_set(env, names)) return *found;
   std::string wanted = *names.begin();
   if (names.size() > 1) wanted += std::string(" (or ") + names.begin()[1] + ")";
@@ -335,7 +337,8 @@ Topology parse_slurm(const Environment& env) {
   check_index(node_id, nodes, "node ids");
   const Setting local_rank = require_slurm_int(env, {"SLURM_LOCALID"});
 
-  const auto [tasks_name, tasks_text] = require_slurm(env, {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"});
+  const auto [tasks_name, tasks_text] =
+      require_slurm(env, {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"});
   const std::string tasks_subject = quoted(tasks_name, tasks_text);
   const int local_size = tasks_on_node_checked(tasks_text, node_id.value, tasks_subject);
   const Setting local_world{local_size, count_of(local_size, "task") + " on node " +
@@ -411,12 +414,15 @@ std::string choose_backend(const JobOptions& options, const DeviceSpec& device, 
   // A typo is reported even on one process, where the backend is unused, so
   // that it does not first surface on the cluster.
   if (!requested.empty() && requested != "gloo" && requested != "nccl") {
-    fail("backend '" + printable(requested) + "' is not supported; use \"gloo\", \"nccl\" or \"\" (automatic)");
+    fail("backend '" + printable(requested) +
+         "' is not supported; use \"gloo\", \"nccl\" or \"\" (automatic)");
   }
   if (world_size == 1) return "none";
   if (requested == "nccl") {
     if (!device.is_cuda()) fail("backend 'nccl' needs CUDA, but this job runs on the CPU; use \"gloo\"");
-    if (!hardware.nccl_available) fail("backend 'nccl' was requested but this LibTorch has no NCCL; use \"gloo\"");
+    if (!hardware.nccl_available) {
+      fail("backend 'nccl' was requested but this LibTorch has no NCCL; use \"gloo\"");
+    }
     return "nccl";
   }
   if (requested == "gloo") return "gloo";
@@ -437,7 +443,8 @@ const char* to_string(LaunchSource source) {
   return "unknown";
 }
 
-JobState JobState::from_environment(const Environment& env, const JobOptions& options, const Hardware& hardware) {
+JobState JobState::from_environment(const Environment& env, const JobOptions& options,
+                                   const Hardware& hardware) {
   const Topology topology = detect_topology(env);
   JobState state;
   state.rank = topology.rank.value;
@@ -469,7 +476,8 @@ std::string first_host_in_slurm_nodelist(const std::string& nodelist) {
 }
 
 int slurm_tasks_on_node(const std::string& tasks_per_node, int node_id) {
-  return tasks_on_node_checked(tasks_per_node, node_id, "Slurm tasks per node '" + printable(tasks_per_node) + "'");
+  const std::string subject = "Slurm tasks per node '" + printable(tasks_per_node) + "'";
+  return tasks_on_node_checked(tasks_per_node, node_id, subject);
 }
 
 }  // namespace accelerate

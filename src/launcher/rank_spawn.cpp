@@ -42,7 +42,7 @@ void write_text(int fd, const char* text) {
                             const std::vector<char*>& envp, const char* executable, int out_fd,
                             int err_fd, bool detach_stdin, const sigset_t& original_mask) {
   setpgid(0, 0);
-  //nop
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
   // The launcher may have died before prctl ran; then nobody would ever
   // deliver the death signal, so leave now.
   if (getppid() != launcher_pid) _exit(1);

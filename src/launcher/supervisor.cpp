@@ -268,7 +268,7 @@ class Supervisor {
   // Signals every rank's whole process group, including groups whose leader
   // has exited but whose members have not.
   void signal_groups(int signal_number) {
-    for (const auto& rank : ranks_) kill(rank.pid, signal_number);
+    for (const auto& rank : ranks_) kill(-rank.pid, signal_number);
   }
 
   int report() {

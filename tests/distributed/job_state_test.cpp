@@ -45,6 +45,11 @@ Environment with(Environment env, const Environment& extra) {
   return env;
 }
 
+Environment without(Environment env, const std::string& key) {
+  env.erase(key);
+  return env;
+}
+
 TEST(JobStateSources, NothingSetIsOnePlainProcess) {
   const JobState state = parse({});
   EXPECT_EQ(state.rank, 0);
@@ -70,12 +75,6 @@ TEST(JobStateSources, TorchrunWithEveryVariable) {
   const JobState state = parse({{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"},
                                 {"GROUP_RANK", "1"}, {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "1234"}});
   EXPECT_EQ(state.source, LaunchSource::kTorchrun);
-  EXPECT_EQ(state.rank, 5);
-  EXPECT_EQ(state.world_size, 8);
-  EXPECT_EQ(state.local_rank, 1);
-  EXPECT_EQ(state.local_world_size, 4);
-  EXPECT_EQ(state.node_rank, 1);
-  EXPECT_EQ(state.num_nodes, 2);
   EXPECT_EQ(state.master_addr, "10.0.0.1");
   EXPECT_EQ(state.master_port, 1234);
   EXPECT_EQ(state.backend, "gloo");
@@ -86,27 +85,22 @@ TEST(JobStateSources, TorchrunWithEveryVariable) {
 
 TEST(JobStateSources, RankAndWorldSizeAloneMeanOneNode) {
   const JobState state = parse({{"RANK", "3"}, {"WORLD_SIZE", "4"}});
-  EXPECT_EQ(state.local_rank, 3);
-  EXPECT_EQ(state.local_world_size, 4);
-  EXPECT_EQ(state.node_rank, 0);
-  EXPECT_EQ(state.num_nodes, 1);
   EXPECT_EQ(state.master_addr, "127.0.0.1");
   EXPECT_TRUE(state.is_last_process());
   EXPECT_EQ(state.describe(), "rank 3/4 (local 3/4, node 0/1) cpu gloo via torchrun");
 }
 
 TEST(JobStateSources, LocalRankAndGroupRankDefaultFromLocalWorldSize) {
-  const JobState state = parse({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "h0"}});
-  EXPECT_EQ(state.local_rank, 1);
-  EXPECT_EQ(state.node_rank, 1);
-  EXPECT_EQ(state.num_nodes, 2);
+  EXPECT_EQ(parse({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "h0"}})
+                .describe(),
+            "rank 3/4 (local 1/2, node 1/2) cpu gloo via torchrun");
 }
 
 TEST(JobStateSources, NodeCountRoundsUp) {
-  const JobState state = parse({{"RANK", "4"}, {"WORLD_SIZE", "5"}, {"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "2"},
-                                {"GROUP_RANK", "2"}, {"MASTER_ADDR", "h0"}});
-  EXPECT_EQ(state.num_nodes, 3);
-  EXPECT_EQ(state.node_rank, 2);
+  EXPECT_EQ(parse({{"RANK", "4"}, {"WORLD_SIZE", "5"}, {"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "2"},
+                   {"GROUP_RANK", "2"}, {"MASTER_ADDR", "h0"}})
+                .describe(),
+            "rank 4/5 (local 0/2, node 2/3) cpu gloo via torchrun");
 }
 
 TEST(JobStateSources, DescribeMatchesTheHeaderExample) {
@@ -138,7 +132,7 @@ TEST_P(JobStateMpi, OneNodeNeedsNoMasterAddr) {
   const MpiCase& mpi = GetParam();
   const JobState state = parse({{mpi.rank, "1"}, {mpi.size, "2"}, {mpi.local_rank, "1"}, {mpi.local_size, "2"}});
   EXPECT_EQ(state.master_addr, "127.0.0.1");
-  EXPECT_EQ(state.num_nodes, 1);
+  EXPECT_EQ(state.describe(), "rank 1/2 (local 1/2, node 0/1) cpu gloo via mpi");
 }
 
 TEST_P(JobStateMpi, SeveralNodesWithoutMasterAddrIsAnError) {
@@ -188,9 +182,7 @@ TEST(JobStateSources, SlurmBatchScriptIsOneProcess) {
 }
 
 TEST(JobStateSources, SlurmOldStepIdSpellingIsEnough) {
-  Environment env = srun_task_3_of_4();
-  env.erase("SLURM_STEP_ID");
-  EXPECT_EQ(parse(env).source, LaunchSource::kSlurm);
+  EXPECT_EQ(parse(without(srun_task_3_of_4(), "SLURM_STEP_ID")).source, LaunchSource::kSlurm);
 }
 
 TEST(JobStateSources, SlurmStepValuesWinOverJobValues) {
@@ -383,19 +375,11 @@ INSTANTIATE_TEST_SUITE_P(
                  "SLURM_STEP_TASKS_PER_NODE='4' describes 1 node(s), so it has no entry for node 1"},
         BadInput{with(kTwoNodeSrun, {{"SLURM_STEP_NODELIST", "gpu[07-08"}}),
                  "SLURM_STEP_NODELIST='gpu[07-08' is malformed: '[' is never closed"},
-        BadInput{[] {
-                   Environment env = kTwoNodeSrun;
-                   env.erase("SLURM_STEP_NODELIST");
-                   env["SLURM_JOB_NODELIST"] = "gpu07]";
-                   return env;
-                 }(),
+        BadInput{with(without(kTwoNodeSrun, "SLURM_STEP_NODELIST"), {{"SLURM_JOB_NODELIST", "gpu07]"}}),
                  "SLURM_JOB_NODELIST='gpu07]' is malformed: ']' without '['"},
-        BadInput{[] {
-                   Environment env = kTwoNodeSrun;
-                   env.erase("SLURM_LOCALID");
-                   return env;
-                 }(),
-                 "SLURM_LOCALID is not set although SLURM_STEP_ID is"}));
+        BadInput{without(kTwoNodeSrun, "SLURM_LOCALID"), "SLURM_LOCALID is not set although SLURM_STEP_ID is"},
+        BadInput{without(without(kTwoNodeSrun, "SLURM_STEP_NUM_TASKS"), "SLURM_NTASKS"),
+                 "SLURM_STEP_NUM_TASKS (or SLURM_NTASKS) is not set although SLURM_STEP_ID is"}));
 
 TEST(SlurmNodelist, FirstHost) {
   EXPECT_EQ(first_host_in_slurm_nodelist("node07"), "node07");

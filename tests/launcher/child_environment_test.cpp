@@ -20,7 +20,7 @@ LaunchOptions resolved(const std::vector<std::string>& args) {
   return options;
 }
 
-TEST(ChildEnvironment, TwoRanksGetTorchrunVariables) {
+TEST(LaunchChildEnvironment, TwoRanksGetTorchrunVariables) {
   LaunchOptions options = resolved({"--cpu", "--num_processes", "2", "--main_process_port", "29601", "p"});
   Environment parent = {{"HOME", "/home/me"}, {"RANK", "stale"}};
   for (int local_rank = 0; local_rank < 2; ++local_rank) {
@@ -45,7 +45,7 @@ TEST(ChildEnvironment, TwoRanksGetTorchrunVariables) {
   }
 }
 
-TEST(ChildEnvironment, ThreeRanksOnTheSecondMachine) {
+TEST(LaunchChildEnvironment, ThreeRanksOnTheSecondMachine) {
   LaunchOptions options = resolved({"--num_processes", "3", "--num_machines", "2", "--machine_rank", "1",
                                     "--main_process_ip", "10.1.2.3", "p"});
   const char* expected_ranks[] = {"3", "4", "5"};
@@ -65,14 +65,14 @@ TEST(ChildEnvironment, ThreeRanksOnTheSecondMachine) {
   }
 }
 
-TEST(ChildEnvironment, ThreadShareDividesTheCores) {
+TEST(LaunchChildEnvironment, ThreadShareDividesTheCores) {
   EXPECT_EQ(default_threads_per_process(16, 4), 4);
   EXPECT_EQ(default_threads_per_process(7, 2), 3);
   EXPECT_EQ(default_threads_per_process(2, 3), 1);
   EXPECT_EQ(default_threads_per_process(1, 1), 1);
 }
 
-TEST(ChildEnvironment, UserThreadSettingsAreKeptUnlessTheFlagIsGiven) {
+TEST(LaunchChildEnvironment, UserThreadSettingsAreKeptUnlessTheFlagIsGiven) {
   Environment parent = {{"OMP_NUM_THREADS", "7"}};
   Environment kept = build_child_environment(resolved({"--num_processes", "2", "p"}), 0, parent, 8);
   EXPECT_EQ(kept.at("OMP_NUM_THREADS"), "7");
@@ -84,7 +84,7 @@ TEST(ChildEnvironment, UserThreadSettingsAreKeptUnlessTheFlagIsGiven) {
   EXPECT_EQ(flag.at("OPENBLAS_NUM_THREADS"), "3");
 }
 
-TEST(ChildEnvironment, FlagsBecomeAccelerateVariables) {
+TEST(LaunchChildEnvironment, FlagsBecomeAccelerateVariables) {
   LaunchOptions options = resolved({"--mixed_precision", "fp16", "--gradient_accumulation_steps", "4",
                                     "--debug", "p"});
   Environment env = build_child_environment(options, 0, {{"ACCELERATE_MIXED_PRECISION", "bf16"}}, 4);
@@ -98,7 +98,7 @@ TEST(ChildEnvironment, FlagsBecomeAccelerateVariables) {
   EXPECT_EQ(inherited.at("ACCELERATE_MIXED_PRECISION"), "bf16");
 }
 
-TEST(ChildEnvironment, PythonProgramsAreUnbuffered) {
+TEST(LaunchChildEnvironment, PythonProgramsAreUnbuffered) {
   EXPECT_EQ(build_child_environment(resolved({"train.py"}), 0, {}, 4).at("PYTHONUNBUFFERED"), "1");
   EXPECT_EQ(build_child_environment(resolved({"-m", "pkg"}), 0, {}, 4).at("PYTHONUNBUFFERED"), "1");
   EXPECT_EQ(build_child_environment(resolved({"./train"}), 0, {}, 4).count("PYTHONUNBUFFERED"), 0u);
@@ -106,11 +106,11 @@ TEST(ChildEnvironment, PythonProgramsAreUnbuffered) {
             0u);
 }
 
-TEST(ChildEnvironment, EnvpStringsAreKeyEqualsValue) {
+TEST(LaunchChildEnvironment, EnvpStringsAreKeyEqualsValue) {
   EXPECT_EQ(to_envp_strings({{"A", "1"}, {"B", "x=y"}}), (std::vector<std::string>{"A=1", "B=x=y"}));
 }
 
-TEST(OutputRelay, CompleteLinesGetThePrefixAndPartialOnesWait) {
+TEST(LaunchOutputRelay, CompleteLinesGetThePrefixAndPartialOnesWait) {
   std::string pending = "one\ntw";
   EXPECT_EQ(take_complete_lines(pending, "[rank1]: ", false), "[rank1]: one\n");
   EXPECT_EQ(pending, "tw");
@@ -122,14 +122,14 @@ TEST(OutputRelay, CompleteLinesGetThePrefixAndPartialOnesWait) {
   EXPECT_EQ(take_complete_lines(pending, "", false), "\n\n");
 }
 
-TEST(OutputRelay, OverlongLinesArePassedOnInPieces) {
+TEST(LaunchOutputRelay, OverlongLinesArePassedOnInPieces) {
   std::string pending(kMaxBufferedLine + 10, 'a');
   std::string out = take_complete_lines(pending, "> ", false);
   EXPECT_EQ(out, "> " + std::string(kMaxBufferedLine, 'a') + "\n");
   EXPECT_EQ(pending.size(), 10u);
 }
 
-class ProgramResolution : public ::testing::Test {
+class LaunchProgramResolution : public ::testing::Test {
  protected:
   std::string write_file(const std::string& name, mode_t mode) {
     std::string path = folder_.path() + "/" + name;
@@ -148,7 +148,7 @@ class ProgramResolution : public ::testing::Test {
   testing::TemporaryFolder folder_;
 };
 
-TEST_F(ProgramResolution, BareNamesAreLookedUpOnPath) {
+TEST_F(LaunchProgramResolution, BareNamesAreLookedUpOnPath) {
   std::string tool = write_file("my-tool", 0755);
   write_file("not-runnable", 0644);
   Environment env = {{"PATH", "/nonexistent:" + folder_.path()}};
@@ -161,7 +161,7 @@ TEST_F(ProgramResolution, BareNamesAreLookedUpOnPath) {
             "program 'no-such-tool-xyz' not found (not a file and not on PATH)");
 }
 
-TEST_F(ProgramResolution, PathsMustBeExecutableFiles) {
+TEST_F(LaunchProgramResolution, PathsMustBeExecutableFiles) {
   std::string plain = write_file("plain", 0644);
   Environment env = {{"PATH", "/usr/bin:/bin"}};
   EXPECT_EQ(failure_of(parse_launch_arguments({plain}).options, env),
@@ -172,7 +172,7 @@ TEST_F(ProgramResolution, PathsMustBeExecutableFiles) {
             "program '" + folder_.path() + "' is a directory, not a program");
 }
 
-TEST_F(ProgramResolution, PythonScriptsAndModulesRunWithPython3) {
+TEST_F(LaunchProgramResolution, PythonScriptsAndModulesRunWithPython3) {
   std::string python = write_file("python3", 0755);
   std::string script = write_file("train.py", 0644);  // scripts need not be executable
   Environment env = {{"PATH", folder_.path()}};

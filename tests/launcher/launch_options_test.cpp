@@ -159,7 +159,7 @@ TEST(LaunchOptions, ProcessCountDefaultsToVisibleGpusUnlessCpu) {
   EXPECT_EQ(explicit_count.num_processes, 2);
 }
 
-TEST(MachineFacts, VisibleGpusFollowCudaVisibleDevices) {
+TEST(LaunchMachineFacts, VisibleGpusFollowCudaVisibleDevices) {
   EXPECT_EQ(count_visible_gpus(4, std::nullopt), 4);
   EXPECT_EQ(count_visible_gpus(4, std::string("1,3")), 2);
   EXPECT_EQ(count_visible_gpus(4, std::string("")), 0);

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the built project into a temporary prefix, builds a separate
+# consumer project with find_package(accelerate), and runs it.
+# Usage: check_install.sh BUILD_DIR SOURCE_DIR
+set -euo pipefail
+build=$1
+source=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cmake --install "$build" --prefix "$work/prefix" >/dev/null
+test -x "$work/prefix/bin/accelerate" || { echo "FAIL: accelerate not installed"; exit 1; }
+cmake -S "$source/tests/install/consumer" -B "$work/consumer" -G Ninja \
+  -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$work/consumer" >/dev/null
+out=$(LD_LIBRARY_PATH="$work/prefix/lib:${LD_LIBRARY_PATH:-}" "$work/consumer/consumer")
+echo "$out"
+grep -q "consumer ok: 0.1.0 rank 0/1" <<<"$out"

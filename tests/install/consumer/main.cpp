@@ -1,0 +1,15 @@
+// Built against an installed accelerate-cpp by tests/install/check_install.sh.
+#include <iostream>
+
+#include <ATen/ATen.h>
+
+#include <accelerate/accelerate.h>
+
+int main() {
+  auto job = accelerate::current_job_state();
+  auto comm = accelerate::Communicator::connect(job);
+  auto gathered = accelerate::gather(*comm, at::ones({2}));
+  std::cout << "consumer ok: " << accelerate::kVersion << " " << job.describe() << " gathered "
+            << gathered.numel() << std::endl;
+  return gathered.numel() == 2 ? 0 : 1;
+}
