@@ -61,7 +61,7 @@ MIRROR=${ACCELERATE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 BASE_RECIPE=1
 RECIPE=1
 PACKAGES=(libtorch-dev libgloo-dev g++ cmake ninja-build ccache lld libgtest-dev libgmock-dev
-          libopenblas0-pthread python3 procps)
+          libopenblas0-pthread python3 procps iproute2)
 CHILD_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 STOP_GRACE_S=10
 

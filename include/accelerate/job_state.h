@@ -11,6 +11,11 @@
 //      MV2_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE} (MVAPICH)
 //   3. Slurm job steps (srun): SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
 //      SLURM_NNODES, SLURM_NODEID, SLURM_JOB_NODELIST, SLURM_TASKS_PER_NODE
+//      (the SLURM_STEP_* spellings first). Only tasks that srun started
+//      count, recognised by SLURM_STEP_ID: an sbatch script has SLURM_PROCID
+//      and SLURM_NTASKS too but is one process. An MPI launcher that gives no
+//      local ranks under srun (srun --mpi=pmi2 sets only PMI_RANK/PMI_SIZE)
+//      defers to Slurm.
 //   4. nothing: a plain single process with no rendezvous.
 // Settings read in every case: ACCELERATE_USE_CPU, ACCELERATE_DEBUG_MODE,
 // ACCELERATE_TIMEOUT (seconds), and MASTER_ADDR / MASTER_PORT overrides.
@@ -109,6 +114,7 @@ struct JobState {
 std::string first_host_in_slurm_nodelist(const std::string& nodelist);
 
 // Tasks on node `node_id` from SLURM_TASKS_PER_NODE ("2(x3),1" -> 2,2,2,1).
+// Throws ConfigError for a malformed value or a node it does not describe.
 int slurm_tasks_on_node(const std::string& tasks_per_node, int node_id);
 
 }  // namespace accelerate

@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "accelerate/version.h"
 #include "launcher/launch_command.h"
 
 namespace {
 
 // Keep in step with project(... VERSION) in the top CMakeLists.txt.
-constexpr const char* kVersion = "accelerate-cpp 0.1.0";
 
 struct Subcommand {
   const char* name;
@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (first == "--version" || first == "-V" || first == "version") {
-    std::cout << kVersion << "\n";
+    std::cout << "accelerate-cpp " << accelerate::kVersion << "\n";
     return 0;
   }
   for (const auto& command : kSubcommands) {

@@ -119,8 +119,9 @@ std::chrono::milliseconds parse_timeout(const std::string& name, const std::stri
   if (parts.size() > 2 || empty || !all_digits(whole) || !all_digits(fraction)) {
     fail(quoted(name, text) + " is not a number of seconds (e.g. 300 or 2.5)");
   }
-  if (whole.size() > 9) fail(quoted(name, text) + " is too large (over 30 years)");
-  long long millis = whole.empty() ? 0 : std::stoll(std::string(whole)) * 1000;
+  const std::optional<int> seconds = whole.empty() ? 0 : parse_digits(whole);
+  if (!seconds) fail(quoted(name, text) + " is too large");
+  long long millis = *seconds * 1000LL;
   int digit_scale = 100;  // tenths of a second are 100 ms; finer than 1 ms is dropped
   for (size_t i = 0; i < fraction.size() && digit_scale > 0; ++i, digit_scale /= 10) {
     millis += (fraction[i] - '0') * digit_scale;

@@ -24,6 +24,8 @@ using Clock = std::chrono::steady_clock;
 // started may still run in its process group: a process we did not start
 // sends us no SIGCHLD, so we look again at this pace until the grace ends.
 constexpr std::chrono::milliseconds kGroupCheckInterval(50);
+// After SIGKILL, how long to wait for the groups to empty before giving up.
+constexpr std::chrono::milliseconds kWaitAfterKill(1000);
 
 struct RankProcess {
   int global_rank = 0;
@@ -76,7 +78,6 @@ class Supervisor {
       reap_ranks();
       enforce_deadlines();
     }
-    if (stopping_) signal_groups(SIGKILL);  // anything a rank started and left behind
     return report();
   }
 
@@ -130,7 +131,12 @@ class Supervisor {
 
   bool finished() {
     if (!all_exited()) return false;
-    if (stopping_ && !killed_ && any_group_alive()) return false;
+    // While stopping, also wait for what the ranks started; after SIGKILL
+    // only briefly (a process stuck in the kernel cannot be waited out).
+    if (stopping_ && any_group_alive() &&
+        (!killed_ || Clock::now() < killed_at_ + kWaitAfterKill)) {
+      return false;
+    }
     if (!any_pipe_open()) return true;
     // Every rank is gone but a pipe is still open (held by something the
     // rank started in the background): relay a little longer, then let go.
@@ -143,9 +149,10 @@ class Supervisor {
   // How long poll() may sleep: forever unless a deadline is pending.
   int poll_timeout_ms() const {
     std::optional<Clock::time_point> wake;
-    if (stopping_ && !killed_) {
-      wake = kill_deadline_;
-      if (all_exited()) wake = std::min(*wake, Clock::now() + kGroupCheckInterval);
+    if (stopping_ && !killed_) wake = kill_deadline_;
+    if (stopping_ && all_exited()) {
+      auto check = Clock::now() + kGroupCheckInterval;
+      wake = wake ? std::min(*wake, check) : check;
     }
     if (all_exited_at_) {
       auto drain_end = *all_exited_at_ + kDrainAfterExit;
@@ -218,8 +225,7 @@ class Supervisor {
     if (signal_number == SIGCHLD) return;  // reap_ranks() runs after every wake-up
     if (stopping_) {
       // Asked again while stopping: the user is out of patience.
-      signal_groups(SIGKILL);
-      killed_ = true;
+      kill_now();
       if (!launcher_signal_) launcher_signal_ = signal_number;
       return;
     }
@@ -259,10 +265,13 @@ class Supervisor {
   }
 
   void enforce_deadlines() {
-    if (stopping_ && !killed_ && Clock::now() >= kill_deadline_) {
-      signal_groups(SIGKILL);
-      killed_ = true;
-    }
+    if (stopping_ && !killed_ && Clock::now() >= kill_deadline_) kill_now();
+  }
+
+  void kill_now() {
+    signal_groups(SIGKILL);
+    killed_ = true;
+    killed_at_ = Clock::now();
   }
 
   // Signals every rank's whole process group, including groups whose leader
@@ -300,6 +309,7 @@ class Supervisor {
   bool stopping_ = false;
   bool killed_ = false;
   Clock::time_point kill_deadline_;
+  Clock::time_point killed_at_;
   std::optional<Clock::time_point> all_exited_at_;
   const RankProcess* first_failure_ = nullptr;
   int running_at_failure_ = 0;

@@ -72,8 +72,9 @@ TEST(JobStateSources, NothingSetIsOnePlainProcess) {
 }
 
 TEST(JobStateSources, TorchrunWithEveryVariable) {
-  const JobState state = parse({{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"},
-                                {"GROUP_RANK", "1"}, {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "1234"}});
+  const JobState state = parse({{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"},
+                                {"LOCAL_WORLD_SIZE", "4"}, {"GROUP_RANK", "1"},
+                                {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "1234"}});
   EXPECT_EQ(state.source, LaunchSource::kTorchrun);
   EXPECT_EQ(state.master_addr, "10.0.0.1");
   EXPECT_EQ(state.master_port, 1234);
@@ -130,14 +131,16 @@ TEST_P(JobStateMpi, ReadsRanksAndDerivesTheNode) {
 
 TEST_P(JobStateMpi, OneNodeNeedsNoMasterAddr) {
   const MpiCase& mpi = GetParam();
-  const JobState state = parse({{mpi.rank, "1"}, {mpi.size, "2"}, {mpi.local_rank, "1"}, {mpi.local_size, "2"}});
+  const JobState state =
+      parse({{mpi.rank, "1"}, {mpi.size, "2"}, {mpi.local_rank, "1"}, {mpi.local_size, "2"}});
   EXPECT_EQ(state.master_addr, "127.0.0.1");
   EXPECT_EQ(state.describe(), "rank 1/2 (local 1/2, node 0/1) cpu gloo via mpi");
 }
 
 TEST_P(JobStateMpi, SeveralNodesWithoutMasterAddrIsAnError) {
   const MpiCase& mpi = GetParam();
-  const std::string message = error_of({{mpi.rank, "0"}, {mpi.size, "8"}, {mpi.local_rank, "0"}, {mpi.local_size, "4"}});
+  const std::string message =
+      error_of({{mpi.rank, "0"}, {mpi.size, "8"}, {mpi.local_rank, "0"}, {mpi.local_size, "4"}});
   EXPECT_TRUE(contains(message, "MASTER_ADDR is not set")) << message;
   EXPECT_TRUE(contains(message, std::string(mpi.size) + "=8")) << message;
   EXPECT_TRUE(contains(message, "2 nodes")) << message;
@@ -189,7 +192,8 @@ TEST(JobStateSources, SlurmStepValuesWinOverJobValues) {
   // srun -n 3 on nodes 3-4 of a 4-node, 16-task allocation.
   const JobState state = parse(with(srun_task_3_of_4(), {{"SLURM_NTASKS", "16"}, {"SLURM_STEP_NUM_TASKS", "3"},
                                                          {"SLURM_PROCID", "2"}, {"SLURM_LOCALID", "0"},
-                                                         {"SLURM_NNODES", "4"}, {"SLURM_JOB_NODELIST", "a[1-4]"},
+                                                         {"SLURM_NNODES", "4"},
+                                                         {"SLURM_JOB_NODELIST", "a[1-4]"},
                                                          {"SLURM_STEP_NODELIST", "a[3-4]"},
                                                          {"SLURM_TASKS_PER_NODE", "4(x4)"},
                                                          {"SLURM_STEP_TASKS_PER_NODE", "2,1"}}));
@@ -215,22 +219,24 @@ TEST(JobStateSources, SlurmOneNodeUsesLoopbackAndMasterVariablesOverride) {
   EXPECT_EQ(overridden.master_addr, "10.1.1.1");
   EXPECT_EQ(overridden.master_port, 31337);
   // The node list is only read for the address, so with MASTER_ADDR it may be odd.
-  EXPECT_EQ(parse(with(srun_task_3_of_4(), {{"MASTER_ADDR", "h"}, {"SLURM_STEP_NODELIST", "x[1"}})).master_addr, "h");
+  const Environment odd_list = {{"MASTER_ADDR", "h"}, {"SLURM_STEP_NODELIST", "x[1"}};
+  EXPECT_EQ(parse(with(srun_task_3_of_4(), odd_list)).master_addr, "h");
 }
 
 TEST(JobStatePrecedence, TorchrunBeatsMpiAndSlurm) {
-  const JobState state = parse(with(srun_task_3_of_4(), {{"RANK", "1"}, {"WORLD_SIZE", "2"},
-                                                         {"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "4"}}));
+  const Environment torchrun_and_mpi = {{"RANK", "1"}, {"WORLD_SIZE", "2"},
+                                        {"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "4"}};
+  const JobState state = parse(with(srun_task_3_of_4(), torchrun_and_mpi));
   EXPECT_EQ(state.source, LaunchSource::kTorchrun);
   EXPECT_EQ(state.describe(), "rank 1/2 (local 1/2, node 0/1) cpu gloo via torchrun");
 }
 
 TEST(JobStatePrecedence, MpiWithLocalRanksBeatsSlurm) {
-  // mpirun inside an allocation starts its daemons with srun, so the ranks
-  // inherit a step whose SLURM_PROCID numbers daemons, not ranks.
-  const JobState state = parse(with(srun_task_3_of_4(), {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"},
-                                                         {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
-                                                         {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}));
+  // mpirun across several nodes of an allocation starts its daemons with
+  // srun, so the ranks inherit a step whose SLURM_PROCID numbers daemons.
+  const Environment mpirun = {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"},
+                              {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}};
+  const JobState state = parse(with(srun_task_3_of_4(), mpirun));
   EXPECT_EQ(state.describe(), "rank 0/2 (local 0/2, node 0/1) cpu gloo via mpi");
 }
 
@@ -242,7 +248,8 @@ TEST(JobStatePrecedence, SrunPmi2WithoutLocalRanksUsesSlurm) {
 
 TEST(JobStateSettings, BooleansAcceptCommonSpellings) {
   const std::vector<std::pair<std::string, bool>> spellings = {
-      {"1", true}, {"true", true}, {"TRUE", true}, {"Yes", true}, {"0", false}, {"false", false}, {"No", false}};
+      {"1", true},  {"true", true},   {"TRUE", true}, {"Yes", true},
+      {"0", false}, {"false", false}, {"No", false}};
   for (const auto& [text, expected] : spellings) {
     EXPECT_EQ(parse({{"ACCELERATE_USE_CPU", text}}).use_cpu, expected) << text;
     EXPECT_EQ(parse({{"ACCELERATE_DEBUG_MODE", text}}).debug, expected) << text;
@@ -253,6 +260,8 @@ TEST(JobStateSettings, TimeoutInSecondsWithDecimals) {
   EXPECT_EQ(parse({{"ACCELERATE_TIMEOUT", "30"}}).timeout, milliseconds(30000));
   EXPECT_EQ(parse({{"ACCELERATE_TIMEOUT", "2.5"}}).timeout, milliseconds(2500));
   EXPECT_EQ(parse({{"ACCELERATE_TIMEOUT", "0.125"}}).timeout, milliseconds(125));
+  EXPECT_EQ(parse({{"ACCELERATE_TIMEOUT", "007.5"}}).timeout, milliseconds(7500));
+  EXPECT_EQ(parse({{"ACCELERATE_TIMEOUT", "86400"}}).timeout, std::chrono::hours(24));
 }
 
 TEST(JobStateSettings, OptionsWinOverTheEnvironment) {
@@ -274,8 +283,9 @@ TEST(JobStateSettings, OptionsWinOverTheEnvironment) {
 }
 
 TEST(JobStateDevice, CudaDeviceIsTheLocalRank) {
-  const JobState state = parse({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}},
-                               {}, Hardware{2, true});
+  const Environment env = {
+      {"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}};
+  const JobState state = parse(env, {}, Hardware{2, true});
   EXPECT_EQ(state.device, (DeviceSpec{DeviceSpec::Type::kCUDA, 1}));
   EXPECT_EQ(state.device.str(), "cuda:1");
   EXPECT_EQ(state.backend, "nccl");
@@ -286,9 +296,11 @@ TEST(JobStateDevice, CudaDeviceIsTheLocalRank) {
 
 TEST(JobStateDevice, MoreLocalRanksThanGpusIsAnError) {
   const std::string message =
-      error_of({{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "4"}}, {}, Hardware{2, true});
-  EXPECT_EQ(message, "LOCAL_RANK=2 needs cuda:2 but only 2 CUDA device(s) are visible; start at most 2 process(es) "
-                     "per node, or set ACCELERATE_USE_CPU=1");
+      error_of({{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "4"}},
+               {}, Hardware{2, true});
+  EXPECT_EQ(message,
+            "LOCAL_RANK=2 needs cuda:2 but only 2 CUDA device(s) are visible; start at most 2 "
+            "process(es) per node, or set ACCELERATE_USE_CPU=1");
 }
 
 TEST(JobStateBackend, AutomaticChoice) {
@@ -335,7 +347,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{{{"RANK", "0"}, {"WORLD_SIZE", "99999999999"}}, "WORLD_SIZE='99999999999' is too large"},
         BadInput{{{"RANK", "0"}, {"WORLD_SIZE", "0"}}, "WORLD_SIZE=0 must be at least 1"},
         BadInput{{{"RANK", "-1"}, {"WORLD_SIZE", "4"}}, "RANK=-1 must not be negative"},
-        BadInput{{{"RANK", "5"}, {"WORLD_SIZE", "4"}}, "RANK=5 is out of range for WORLD_SIZE=4 (ranks are 0..3)"},
+        BadInput{{{"RANK", "5"}, {"WORLD_SIZE", "4"}},
+                 "RANK=5 is out of range for WORLD_SIZE=4 (ranks are 0..3)"},
         BadInput{{{"RANK", "1"}}, "RANK is set but WORLD_SIZE is not"},
         BadInput{{{"WORLD_SIZE", "2"}}, "WORLD_SIZE is set but RANK is not"},
         BadInput{{{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"},
@@ -349,18 +362,22 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{{{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}},
                  "LOCAL_RANK=1 with RANK=3 means the job spans several nodes, but LOCAL_WORLD_SIZE is not set"},
         BadInput{{{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}},
-                 "the torchrun job spans 2 nodes (WORLD_SIZE=4 over LOCAL_WORLD_SIZE=2) but MASTER_ADDR is not set"},
+                 "the torchrun job spans 2 nodes (WORLD_SIZE=4 over LOCAL_WORLD_SIZE=2) but "
+                 "MASTER_ADDR is not set"},
         BadInput{{{"MASTER_PORT", "0"}}, "MASTER_PORT=0 is outside 1..65535"},
         BadInput{{{"MASTER_PORT", "70000"}}, "MASTER_PORT=70000 is outside 1..65535"},
         BadInput{{{"MASTER_PORT", "http"}}, "MASTER_PORT='http' is not a whole number"},
         BadInput{{{"ACCELERATE_USE_CPU", "maybe"}}, "ACCELERATE_USE_CPU='maybe' is not a boolean"},
         BadInput{{{"ACCELERATE_DEBUG_MODE", "on"}}, "ACCELERATE_DEBUG_MODE='on' is not a boolean"},
         BadInput{{{"ACCELERATE_TIMEOUT", "0"}}, "ACCELERATE_TIMEOUT='0' must be a positive number of seconds"},
-        BadInput{{{"ACCELERATE_TIMEOUT", "-5"}}, "ACCELERATE_TIMEOUT='-5' must be a positive number of seconds"},
+        BadInput{{{"ACCELERATE_TIMEOUT", "-5"}},
+                 "ACCELERATE_TIMEOUT='-5' must be a positive number of seconds"},
         BadInput{{{"ACCELERATE_TIMEOUT", "2.5s"}}, "ACCELERATE_TIMEOUT='2.5s' is not a number of seconds"},
         BadInput{{{"ACCELERATE_TIMEOUT", "1.2.3"}}, "ACCELERATE_TIMEOUT='1.2.3' is not a number of seconds"},
-        BadInput{{{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "2"},
-                  {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}, {"MASTER_ADDR", "h"}},
+        BadInput{{{"ACCELERATE_TIMEOUT", "99999999999"}}, "ACCELERATE_TIMEOUT='99999999999' is too large"},
+        BadInput{{{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+                  {"OMPI_COMM_WORLD_LOCAL_RANK", "2"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                  {"MASTER_ADDR", "h"}},
                  "OMPI_COMM_WORLD_LOCAL_RANK=2 is out of range for OMPI_COMM_WORLD_LOCAL_SIZE=2"},
         BadInput{{{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}, {"MPI_LOCALRANKID", "0"}},
                  "MPI_LOCALRANKID is set but MPI_LOCALNRANKS is not"},
@@ -417,13 +434,15 @@ TEST(SlurmTasksPerNode, ExpandsRepeats) {
 TEST(SlurmTasksPerNode, OutOfRangeAndMalformedAreErrors) {
   EXPECT_THROW(slurm_tasks_on_node("2(x3),1", 4), ConfigError);
   EXPECT_THROW(slurm_tasks_on_node("2(x3),1", -1), ConfigError);
-  for (const std::string bad : {"", "2(x3", "2(3)", "x", "2,,1", "0", "2(x0)", "-1", "2(x)", "2 (x3)", "2(x3)1"}) {
+  for (const std::string bad :
+       {"", "2(x3", "2(3)", "x", "2,,1", "0", "2(x0)", "-1", "2(x)", "2 (x3)", "2(x3)1"}) {
     EXPECT_THROW(slurm_tasks_on_node(bad, 0), ConfigError) << bad;
   }
   try {
     slurm_tasks_on_node("2(x3),1", 4);
   } catch (const ConfigError& error) {
-    EXPECT_STREQ(error.what(), "Slurm tasks per node '2(x3),1' describes 4 node(s), so it has no entry for node 4");
+    EXPECT_STREQ(error.what(),
+                 "Slurm tasks per node '2(x3),1' describes 4 node(s), so it has no entry for node 4");
   }
 }
 

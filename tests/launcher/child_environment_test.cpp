@@ -8,7 +8,7 @@
 #include "launcher/child_environment.h"
 #include "launcher/launch_errors.h"
 #include "launcher/output_relay.h"
-#include "launcher/process_runner.h"
+#include "support/launcher_process.h"
 #include "launcher/program_resolution.h"
 
 namespace accelerate::launcher {

@@ -1,32 +1,24 @@
-// End to end: the real `accelerate` executable starts real launch_probe
-// processes. Every test bounds its own time; none needs more than a few
-// seconds except the SIGKILL escalation, which waits the 5 s grace period.
+// End to end, when all goes well: the real `accelerate` executable starts
+// real launch_probe processes, and the tests read what they print. Failures,
+// signals and start-up errors are in launch_failure_test.cpp.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <fstream>
+#include <algorithm>
 #include <regex>
 #include <set>
 
-#include "launcher/process_runner.h"
+#include "support/launcher_process.h"
 
 namespace accelerate::launcher {
 namespace {
 
-using namespace std::chrono_literals;
-using testing::LauncherProcess;
-using testing::read_pid_file;
 using testing::run_launcher;
 using testing::RunResult;
 using testing::split_lines;
-using testing::TemporaryFolder;
-using testing::wait_for_file;
-using testing::wait_until_gone;
 
 const std::string kProbe = LAUNCH_PROBE_PATH;
 
@@ -49,10 +41,6 @@ std::vector<std::string> cpu_job(int ranks, std::vector<std::string> program) {
                                    "--main_process_port", "0", "-q"};
   args.insert(args.end(), program.begin(), program.end());
   return args;
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 // Values printed by `launch_probe env`, per prefixed rank: "[rank1]: RANK=1".

@@ -15,7 +15,7 @@
 #include <fstream>
 #include <thread>
 
-#include "launcher/process_runner.h"
+#include "support/launcher_process.h"
 #include "launcher/program_resolution.h"
 
 namespace accelerate::launcher {

@@ -3,6 +3,8 @@
 // TCPStore and checks REFERENCE.md §3's collective values for its world size.
 //   collectives_probe check     run the checks, print "rank R: collectives ok"
 //   collectives_probe connect   only join the job and meet at a barrier
+//   collectives_probe desert    like connect, but the last rank leaves
+//                               right after the rendezvous
 // Any failure prints one line on stderr and exits 1.
 #include <cstdlib>
 #include <iostream>
@@ -56,6 +58,8 @@ int main(int argc, char** argv) {
       check_collectives(*comm);
       std::cout << "rank " << job.rank << ": collectives ok (" << job.describe() << ")"
                 << std::endl;
+    } else if (mode == "desert" && job.is_last_process()) {
+      std::cout << "rank " << job.rank << ": leaving without the barrier" << std::endl;
     } else {
       comm->barrier();
       std::cout << "rank " << job.rank << ": connected" << std::endl;

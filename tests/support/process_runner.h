@@ -1,5 +1,6 @@
-// Runs the real `accelerate` executable as a child of the test and captures
-// what it prints, so end-to-end tests check exactly what a user would see.
+// Runs a real program (the `accelerate` executable, a probe) as a child of
+// the test and captures what it prints, so end-to-end tests check exactly
+// what a user would see.
 #pragma once
 
 #include <sys/types.h>
@@ -10,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace accelerate::launcher::testing {
+namespace accelerate::testing {
 
 struct RunResult {
   int exit_code = -1;        // 128+N when the launcher died of signal N
@@ -20,19 +21,19 @@ struct RunResult {
   std::chrono::milliseconds elapsed{0};
 };
 
-// A running launcher. Environment: the test's own, with `changes` applied
-// (a nullopt value removes the variable).
-class LauncherProcess {
+// A running program; argv[0] is its path. Environment: the test's own, with
+// `changes` applied (a nullopt value removes the variable).
+class ChildProcess {
  public:
   using EnvironmentChanges = std::map<std::string, std::optional<std::string>>;
 
-  explicit LauncherProcess(const std::vector<std::string>& args, const EnvironmentChanges& changes = {});
-  ~LauncherProcess();
-  LauncherProcess(const LauncherProcess&) = delete;
-  LauncherProcess& operator=(const LauncherProcess&) = delete;
+  explicit ChildProcess(const std::vector<std::string>& argv, const EnvironmentChanges& changes = {});
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
 
   pid_t pid() const { return pid_; }
-  // Collects output until the launcher exits; SIGKILLs it after `timeout`.
+  // Collects output until the program exits; SIGKILLs it after `timeout`.
   RunResult wait(std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
  private:
@@ -43,10 +44,10 @@ class LauncherProcess {
   std::chrono::steady_clock::time_point started_;
 };
 
-// Starts the launcher and waits for it.
-RunResult run_launcher(const std::vector<std::string>& args,
-                       const LauncherProcess::EnvironmentChanges& changes = {},
-                       std::chrono::milliseconds timeout = std::chrono::seconds(10));
+// Starts a program and waits for it.
+RunResult run_program(const std::vector<std::string>& argv,
+                      const ChildProcess::EnvironmentChanges& changes = {},
+                      std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
 // Splits text into lines (without their newlines).
 std::vector<std::string> split_lines(const std::string& text);
@@ -70,4 +71,4 @@ class TemporaryFolder {
   std::string path_;
 };
 
-}  // namespace accelerate::launcher::testing
+}  // namespace accelerate::testing

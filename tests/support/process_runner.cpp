@@ -1,4 +1,4 @@
-#include "launcher/process_runner.h"
+#include "support/process_runner.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -15,9 +15,9 @@
 
 #include "accelerate/environment.h"
 
-namespace accelerate::launcher::testing {
+namespace accelerate::testing {
 
-LauncherProcess::LauncherProcess(const std::vector<std::string>& args, const EnvironmentChanges& changes) {
+ChildProcess::ChildProcess(const std::vector<std::string>& argv_strings_in, const EnvironmentChanges& changes) {
   Environment env = current_environment();
   for (const auto& [key, value] : changes) {
     if (value) {
@@ -28,8 +28,7 @@ LauncherProcess::LauncherProcess(const std::vector<std::string>& args, const Env
   }
   std::vector<std::string> env_strings;
   for (const auto& [key, value] : env) env_strings.push_back(key + "=" + value);
-  std::vector<std::string> argv_strings = {ACCELERATE_CLI_PATH};
-  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+  std::vector<std::string> argv_strings = argv_strings_in;
   std::vector<char*> argv;
   for (auto& s : argv_strings) argv.push_back(s.data());
   argv.push_back(nullptr);
@@ -58,11 +57,11 @@ LauncherProcess::LauncherProcess(const std::vector<std::string>& args, const Env
   err_fd_ = err_pipe[0];
 }
 
-LauncherProcess::~LauncherProcess() {
+ChildProcess::~ChildProcess() {
   if (!waited_) wait(std::chrono::milliseconds(0));
 }
 
-RunResult LauncherProcess::wait(std::chrono::milliseconds timeout) {
+RunResult ChildProcess::wait(std::chrono::milliseconds timeout) {
   RunResult result;
   waited_ = true;
   auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -100,10 +99,10 @@ RunResult LauncherProcess::wait(std::chrono::milliseconds timeout) {
   return result;
 }
 
-RunResult run_launcher(const std::vector<std::string>& args,
-                       const LauncherProcess::EnvironmentChanges& changes,
-                       std::chrono::milliseconds timeout) {
-  LauncherProcess process(args, changes);
+RunResult run_program(const std::vector<std::string>& argv,
+                      const ChildProcess::EnvironmentChanges& changes,
+                      std::chrono::milliseconds timeout) {
+  ChildProcess process(argv, changes);
   return process.wait(timeout);
 }
 
@@ -155,4 +154,4 @@ TemporaryFolder::~TemporaryFolder() {
   std::filesystem::remove_all(path_, ignored);
 }
 
-}  // namespace accelerate::launcher::testing
+}  // namespace accelerate::testing
