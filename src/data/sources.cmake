@@ -1,0 +1,1 @@
+# Sources of the library's data area (target_sources on 'accelerate').

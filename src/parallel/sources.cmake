@@ -1,0 +1,1 @@
+# Sources of the library's parallel area (target_sources on 'accelerate').
