@@ -58,10 +58,17 @@ check_cxx_source_compiles([[
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 int main() { auto o = c10d::ProcessGroupNCCL::Options::create(); return o ? 0 : 1; }
 ]] ACCELERATE_COMPAT_HAS_NCCL)
+
+# CUDA's caching allocator (c10_cuda), to release cached blocks after an
+# out-of-memory error. Linked, like the NCCL probe.
+check_cxx_source_compiles([[
+#include <c10/cuda/CUDACachingAllocator.h>
+int main() { c10::cuda::CUDACachingAllocator::emptyCache(); return 0; }
+]] ACCELERATE_COMPAT_HAS_CUDA_ALLOCATOR)
 unset(CMAKE_REQUIRED_LIBRARIES)
 
 foreach(_probe ACCELERATE_COMPAT_BACKEND_BASE ACCELERATE_COMPAT_TCPSTORE_USE_LIBUV
-               ACCELERATE_COMPAT_HAS_NCCL)
+               ACCELERATE_COMPAT_HAS_NCCL ACCELERATE_COMPAT_HAS_CUDA_ALLOCATOR)
   if(${_probe})
     set(${_probe} 1)
   else()

@@ -1,1 +1,4 @@
-# Sources of the library's accelerator area (target_sources on 'accelerate').
+# Sources of the library's accelerator area.
+target_sources(accelerate PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/random.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/memory.cpp)

@@ -1,0 +1,51 @@
+// GradientState: the facts about the current step that the Accelerator, the
+// prepared optimizers and schedulers, and the data loaders share. One per
+// Accelerator, held by shared_ptr so a wrapper may outlive the Accelerator
+// without dangling.
+#pragma once
+
+#include <cstdint>
+
+namespace accelerate {
+
+class DataLoaderBase;
+
+class GradientState {
+ public:
+  // Gradients are being synchronised this step (Accelerate's
+  // sync_gradients): the optimizer really steps and schedulers advance.
+  bool sync_gradients() const { return sync_gradients_; }
+  void set_sync_gradients(bool sync) { sync_gradients_ = sync; }
+
+  int num_steps() const { return num_steps_; }  // gradient_accumulation_steps
+  void set_num_steps(int steps) { num_steps_ = steps; }
+
+  // Whether schedulers advance only with real optimizer steps
+  // (GradientAccumulationPlugin.adjust_scheduler).
+  bool adjust_scheduler() const { return adjust_scheduler_; }
+  void set_adjust_scheduler(bool adjust) { adjust_scheduler_ = adjust; }
+
+  // The loader being iterated (the innermost, if loops nest), or nullptr.
+  const DataLoaderBase* active_dataloader() const { return active_dataloader_; }
+  void set_active_dataloader(const DataLoaderBase* loader) { active_dataloader_ = loader; }
+  // True while the batch just yielded by the active loader is its last.
+  bool end_of_dataloader() const;
+
+  // Set by a prepared optimizer after each call to step(): false when it
+  // stepped, true when it skipped (no sync step, or inf/nan gradients).
+  bool optimizer_step_was_skipped() const { return optimizer_step_was_skipped_; }
+  void set_optimizer_step_was_skipped(bool skipped) { optimizer_step_was_skipped_ = skipped; }
+  // Real optimizer steps so far, over all prepared optimizers' first.
+  int64_t optimizer_steps() const { return optimizer_steps_; }
+  void count_optimizer_step() { ++optimizer_steps_; }
+
+ private:
+  bool sync_gradients_ = true;
+  int num_steps_ = 1;
+  bool adjust_scheduler_ = true;
+  const DataLoaderBase* active_dataloader_ = nullptr;
+  bool optimizer_step_was_skipped_ = false;
+  int64_t optimizer_steps_ = 0;
+};
+
+}  // namespace accelerate

@@ -1,0 +1,194 @@
+#include "accelerate/accelerator.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+#include <ATen/Parallel.h>
+#include <torch/nn/utils/clip_grad.h>
+
+#include "accelerate/errors.h"
+
+namespace accelerate {
+namespace {
+
+int accumulation_steps_from(const AcceleratorOptions& options, const Environment& env) {
+  if (options.gradient_accumulation_steps()) return *options.gradient_accumulation_steps();
+  if (auto text = lookup(env, "ACCELERATE_GRADIENT_ACCUMULATION_STEPS")) {
+    char* end = nullptr;
+    long steps = std::strtol(text->c_str(), &end, 10);
+    if (end == text->c_str() || *end != '\0' || steps < 1) {
+      throw ConfigError("ACCELERATE_GRADIENT_ACCUMULATION_STEPS='" + *text +
+                        "' must be a whole number of at least 1");
+    }
+    return static_cast<int>(steps);
+  }
+  return options.gradient_accumulation_plugin().num_steps();
+}
+
+std::string mixed_precision_from(const AcceleratorOptions& options, const Environment& env) {
+  std::string mode = options.mixed_precision().value_or(
+      lookup(env, "ACCELERATE_MIXED_PRECISION").value_or("no"));
+  if (mode == "no") return mode;
+  if (mode == "bf16" || mode == "fp16") {
+    throw ConfigError("mixed_precision '" + mode +
+                      "' is not available in this version of accelerate-cpp yet; use 'no'");
+  }
+  throw ConfigError("mixed_precision '" + mode + "' is not one of no, bf16, fp16");
+}
+
+// Intra-op threads: the launcher's OMP_NUM_THREADS share, else the cores
+// divided among this machine's processes. Debian's LibTorch otherwise uses
+// one thread when OMP_NUM_THREADS is unset (DESIGN.md §3).
+void set_thread_count(const JobState& job, const Environment& env) {
+  int threads = 0;
+  if (auto text = lookup(env, "OMP_NUM_THREADS")) threads = std::atoi(text->c_str());
+  if (threads < 1) {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    threads = std::max(1, cores / std::max(1, job.local_world_size));
+  }
+  at::set_num_threads(threads);
+}
+
+}  // namespace
+
+Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(options)) {
+  const Environment env = current_environment();
+  JobOptions job_options = options_.job_options();
+  if (options_.cpu()) job_options.cpu(*options_.cpu());
+  job_ = std::make_shared<const JobState>(current_job_state(job_options));
+  mixed_precision_ = mixed_precision_from(options_, env);
+  const int steps = accumulation_steps_from(options_, env);
+  gradient_state_->set_num_steps(steps);
+  gradient_state_->set_adjust_scheduler(options_.gradient_accumulation_plugin().adjust_scheduler() &&
+                                        options_.step_scheduler_with_optimizer());
+  set_thread_count(*job_, env);
+  comm_ = Communicator::connect(*job_);
+}
+
+Accelerator::~Accelerator() = default;
+
+torch::Device Accelerator::device() const {
+  if (job_->device.is_cuda()) return torch::Device(torch::kCUDA, job_->device.index);
+  return torch::Device(torch::kCPU);
+}
+
+std::string Accelerator::distributed_type() const {
+  if (!job_->is_distributed()) return "NO";
+  return job_->device.is_cuda() ? "MULTI_GPU" : "MULTI_CPU";
+}
+
+// ---- prepare -----------------------------------------------------------------
+
+void Accelerator::prepare_module(torch::nn::Module& module) {
+  if (std::find(prepared_modules_.begin(), prepared_modules_.end(), &module) !=
+      prepared_modules_.end()) {
+    return;
+  }
+  if (options_.device_placement()) module.to(device());
+  if (job_->is_distributed()) {
+    // Every rank starts from rank 0's weights, then gradients stay in sync.
+    broadcast_module_state(*comm_, module, /*include_buffers=*/true);
+    reducers_.push_back(std::make_unique<GradientReducer>(
+        comm_, module.parameters(/*recurse=*/true), options_.ddp_options()));
+  }
+  prepared_modules_.push_back(&module);
+}
+
+void Accelerator::prepare_one(PreparedOptimizerBase& optimizer) {
+  if (optimizer.is_prepared()) return;
+  optimizer.attach(gradient_state_);
+}
+
+void Accelerator::prepare_one(torch::optim::Optimizer& optimizer) {
+  (void)optimizer;
+  // A plain optimizer cannot skip its steps on accumulation micro-batches.
+  if (gradient_accumulation_steps() > 1) {
+    throw ConfigError(
+        "gradient_accumulation_steps is " + std::to_string(gradient_accumulation_steps()) +
+        ": declare the optimizer as accelerate::Optimizer<YourOptimizer> so that it skips "
+        "steps while gradients accumulate");
+  }
+}
+
+void Accelerator::prepare_one(PreparedSchedulerBase& scheduler) {
+  if (scheduler.is_prepared()) return;
+  scheduler.attach(gradient_state_);
+}
+
+void Accelerator::prepare_one(DataLoaderBase& loader) {
+  if (std::find(loaders_.begin(), loaders_.end(), &loader) != loaders_.end()) return;
+  loader.configure_sharding(comm_, options_.dataloader_config());
+  if (options_.device_placement()) loader.set_device(device());
+  loader.set_gradient_state(gradient_state_);
+  loaders_.push_back(&loader);
+}
+
+// ---- The step ------------------------------------------------------------------
+
+void Accelerator::set_models_sync(bool sync) {
+  for (auto& reducer : reducers_) reducer->set_sync_enabled(sync);
+}
+
+void Accelerator::begin_micro_step() {
+  const auto& plugin = options_.gradient_accumulation_plugin();
+  if (plugin.sync_with_dataloader() && gradient_state_->end_of_dataloader()) {
+    // The loader's last batch completes the accumulation, whatever the count.
+    step_ = 0;
+    gradient_state_->set_sync_gradients(true);
+  } else {
+    ++step_;
+    gradient_state_->set_sync_gradients(step_ % gradient_accumulation_steps() == 0);
+  }
+  set_models_sync(gradient_state_->sync_gradients() || plugin.sync_each_batch());
+}
+
+void Accelerator::end_micro_step() { set_models_sync(!in_no_sync_); }
+
+Accelerator::AccumulateScope Accelerator::accumulate() {
+  begin_micro_step();
+  return AccumulateScope(this);
+}
+
+Accelerator::NoSyncScope Accelerator::no_sync() {
+  in_no_sync_ = true;
+  set_models_sync(false);
+  return NoSyncScope(this);
+}
+
+Accelerator::NoSyncScope::~NoSyncScope() {
+  if (!accelerator_) return;
+  accelerator_->in_no_sync_ = false;
+  accelerator_->set_models_sync(true);
+}
+
+void Accelerator::trigger_sync_in_backward() { force_sync_ = true; }
+
+void Accelerator::backward(const at::Tensor& loss) {
+  if (force_sync_) set_models_sync(true);
+  at::Tensor scaled = gradient_accumulation_steps() > 1 ? loss / gradient_accumulation_steps() : loss;
+  scaled.backward();
+  for (auto& reducer : reducers_) reducer->finalize_backward();
+  if (force_sync_) {
+    force_sync_ = false;
+    set_models_sync(!in_no_sync_ && gradient_state_->sync_gradients());
+  }
+}
+
+double Accelerator::clip_grad_norm_(const std::vector<at::Tensor>& parameters, double max_norm,
+                                    double norm_type) {
+  return torch::nn::utils::clip_grad_norm_(parameters, max_norm, norm_type);
+}
+
+void Accelerator::clip_grad_value_(const std::vector<at::Tensor>& parameters, double clip_value) {
+  torch::nn::utils::clip_grad_value_(parameters, clip_value);
+}
+
+at::Tensor Accelerator::gather_for_metrics(const at::Tensor& tensor) {
+  at::Tensor gathered = accelerate::gather(*comm_, tensor);
+  const DataLoaderBase* loader = gradient_state_->active_dataloader();
+  if (loader == nullptr || !loader->end_of_dataloader()) return gathered;
+  return truncate_for_metrics(gathered, *loader);
+}
+
+}  // namespace accelerate
