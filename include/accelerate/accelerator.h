@@ -81,7 +81,13 @@ struct AcceleratorOptions {
 
 class Accelerator {
  public:
+  // Settings from the environment (launcher, torchrun, Slurm, MPI) and
+  // `options`; connects to the job's other processes.
   explicit Accelerator(AcceleratorOptions options = {});
+  // Joins an existing communicator instead (tests that run ranks as threads,
+  // custom rendezvous); its JobState is used as is.
+  explicit Accelerator(std::shared_ptr<Communicator> communicator,
+                       AcceleratorOptions options = {});
   ~Accelerator();
   Accelerator(const Accelerator&) = delete;
   Accelerator& operator=(const Accelerator&) = delete;
@@ -191,6 +197,7 @@ class Accelerator {
   std::enable_if_t<std::is_base_of<DataLoaderBase, T>::value> prepare_one(T& loader) {
     prepare_one(static_cast<DataLoaderBase&>(loader));
   }
+  void configure_from(const Environment& env);
   void set_models_sync(bool sync);
   void begin_micro_step();
   void end_micro_step();

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace accelerate {
 
@@ -26,8 +27,12 @@ class GradientState {
   void set_adjust_scheduler(bool adjust) { adjust_scheduler_ = adjust; }
 
   // The loader being iterated (the innermost, if loops nest), or nullptr.
-  const DataLoaderBase* active_dataloader() const { return active_dataloader_; }
-  void set_active_dataloader(const DataLoaderBase* loader) { active_dataloader_ = loader; }
+  // Prepared loaders report the start and end of each pass here.
+  const DataLoaderBase* active_dataloader() const {
+    return active_dataloaders_.empty() ? nullptr : active_dataloaders_.back();
+  }
+  void loader_began(const DataLoaderBase* loader) { active_dataloaders_.push_back(loader); }
+  void loader_ended(const DataLoaderBase* loader);
   // True while the batch just yielded by the active loader is its last.
   bool end_of_dataloader() const;
 
@@ -43,7 +48,7 @@ class GradientState {
   bool sync_gradients_ = true;
   int num_steps_ = 1;
   bool adjust_scheduler_ = true;
-  const DataLoaderBase* active_dataloader_ = nullptr;
+  std::vector<const DataLoaderBase*> active_dataloaders_;
   bool optimizer_step_was_skipped_ = false;
   int64_t optimizer_steps_ = 0;
 };

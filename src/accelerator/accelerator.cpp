@@ -57,13 +57,22 @@ Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(option
   JobOptions job_options = options_.job_options();
   if (options_.cpu()) job_options.cpu(*options_.cpu());
   job_ = std::make_shared<const JobState>(current_job_state(job_options));
-  mixed_precision_ = mixed_precision_from(options_, env);
-  const int steps = accumulation_steps_from(options_, env);
-  gradient_state_->set_num_steps(steps);
-  gradient_state_->set_adjust_scheduler(options_.gradient_accumulation_plugin().adjust_scheduler() &&
-                                        options_.step_scheduler_with_optimizer());
+  configure_from(env);
   set_thread_count(*job_, env);
   comm_ = Communicator::connect(*job_);
+}
+
+Accelerator::Accelerator(std::shared_ptr<Communicator> communicator, AcceleratorOptions options)
+    : options_(std::move(options)), comm_(std::move(communicator)) {
+  job_ = std::make_shared<const JobState>(comm_->job());
+  configure_from(current_environment());
+}
+
+void Accelerator::configure_from(const Environment& env) {
+  mixed_precision_ = mixed_precision_from(options_, env);
+  gradient_state_->set_num_steps(accumulation_steps_from(options_, env));
+  gradient_state_->set_adjust_scheduler(options_.gradient_accumulation_plugin().adjust_scheduler() &&
+                                        options_.step_scheduler_with_optimizer());
 }
 
 Accelerator::~Accelerator() = default;
@@ -89,8 +98,7 @@ void Accelerator::prepare_module(torch::nn::Module& module) {
   if (job_->is_distributed()) {
     // Every rank starts from rank 0's weights, then gradients stay in sync.
     broadcast_module_state(*comm_, module, /*include_buffers=*/true);
-    reducers_.push_back(std::make_unique<GradientReducer>(
-        comm_, module.parameters(/*recurse=*/true), options_.ddp_options()));
+    reducers_.push_back(GradientReducer::for_module(comm_, module, options_.ddp_options()));
   }
   prepared_modules_.push_back(&module);
 }
@@ -120,7 +128,14 @@ void Accelerator::prepare_one(DataLoaderBase& loader) {
   if (std::find(loaders_.begin(), loaders_.end(), &loader) != loaders_.end()) return;
   loader.configure_sharding(comm_, options_.dataloader_config());
   if (options_.device_placement()) loader.set_device(device());
-  loader.set_gradient_state(gradient_state_);
+  // The observer holds the state, not the Accelerator: either may go first.
+  loader.add_iteration_observer([state = gradient_state_](DataLoaderBase& l, IterationEvent event) {
+    if (event == IterationEvent::kBegin) {
+      state->loader_began(&l);
+    } else {
+      state->loader_ended(&l);
+    }
+  });
   loaders_.push_back(&loader);
 }
 
@@ -167,8 +182,17 @@ void Accelerator::trigger_sync_in_backward() { force_sync_ = true; }
 void Accelerator::backward(const at::Tensor& loss) {
   if (force_sync_) set_models_sync(true);
   at::Tensor scaled = gradient_accumulation_steps() > 1 ? loss / gradient_accumulation_steps() : loss;
+  if (options_.ddp_options().find_unused_parameters()) {
+    for (auto& reducer : reducers_) reducer->prepare_for_backward({scaled});
+  }
   scaled.backward();
-  for (auto& reducer : reducers_) reducer->finalize_backward();
+  for (auto& reducer : reducers_) {
+    const bool synced = reducer->sync_enabled();
+    reducer->finalize_backward();
+    // DDP broadcasts buffers before each forward; after a synced backward is
+    // the same point in the loop (before the next forward).
+    if (synced) reducer->broadcast_buffers();
+  }
   if (force_sync_) {
     force_sync_ = false;
     set_models_sync(!in_no_sync_ && gradient_state_->sync_gradients());

@@ -50,17 +50,17 @@ struct RankOptions {
 
 // Calls body(comm) on `world_size` threads; a failed EXPECT in any thread
 // fails the test, and an exception escaping a rank is reported with its rank.
-inline void run_ranks(int world_size, const std::function<void(Communicator&)>& body,
-                      RankOptions options = {}) {
+inline void run_rank_communicators(
+    int world_size, const std::function<void(std::shared_ptr<Communicator>)>& body,
+    RankOptions options = {}) {
   const std::string path = fresh_store_path();
   std::vector<std::thread> threads;
   std::vector<std::string> errors(world_size);
   for (int rank = 0; rank < world_size; ++rank) {
     threads.emplace_back([&, rank] {
       try {
-        auto comm = Communicator::connect_through_file(
-            path, thread_rank_job(rank, world_size, options.timeout, options.debug));
-        body(*comm);
+        body(Communicator::connect_through_file(
+            path, thread_rank_job(rank, world_size, options.timeout, options.debug)));
       } catch (const std::exception& error) {
         errors[rank] = error.what();
       }
@@ -71,6 +71,12 @@ inline void run_ranks(int world_size, const std::function<void(Communicator&)>& 
   for (int rank = 0; rank < world_size; ++rank) {
     EXPECT_EQ(errors[rank], "") << "rank " << rank << " threw";
   }
+}
+
+inline void run_ranks(int world_size, const std::function<void(Communicator&)>& body,
+                      RankOptions options = {}) {
+  run_rank_communicators(
+      world_size, [&](std::shared_ptr<Communicator> comm) { body(*comm); }, options);
 }
 
 }  // namespace testing

@@ -1,0 +1,147 @@
+// GradientReducer: data-parallel gradient synchronisation (the role DDP's
+// reducer plays in PyTorch), written on public LibTorch APIs.
+//
+// Gradients are averaged over the job's processes in buckets: parameters are
+// grouped, in reverse registration order (the order backward produces their
+// gradients), into flat buffers of at most bucket_cap_mb. A hook on each
+// parameter's gradient accumulator notices when its gradient is final; once a
+// whole bucket is final it is copied into its buffer and an asynchronous SUM
+// all-reduce starts, while backward is still computing earlier layers.
+// finalize_backward(), called right after backward returns, starts whatever
+// is left, waits, divides by the number of processes and writes the averages
+// back into each parameter's .grad. See docs/gradient-sync.md.
+//
+// Every process must build its reducer from the same parameters (same count,
+// shapes, dtypes and requires_grad, in the same order); the constructor checks
+// this with one collective and throws Error on a mismatch.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "accelerate/arg.h"
+#include "accelerate/communicator.h"
+
+namespace torch {
+namespace nn {
+class Module;
+}  // namespace nn
+}  // namespace torch
+
+namespace accelerate {
+
+// Accelerate's DistributedDataParallelKwargs, the subset this reducer honours.
+struct GradientSyncOptions {
+  // Largest bucket, in MiB of data sent (float32 for bf16/fp16 gradients).
+  // A single parameter larger than this gets a bucket of its own.
+  ACCELERATE_ARG(double, bucket_cap_mb) = 25.0;
+  // Cap of the first bucket of each dtype: the last layers' gradients, ready
+  // first, so a small bucket lets communication start early (DDP uses 1 MiB).
+  ACCELERATE_ARG(double, first_bucket_cap_mb) = 1.0;
+  // false: a parameter that gets no gradient in a synced step is averaged as
+  // zero and a warning (once) suggests setting this.
+  // true: no warning; parameters that got no gradient on ANY process since
+  // the last sync keep their .grad untouched (an undefined .grad stays
+  // undefined, so optimizers skip them), at the cost of one small extra
+  // all-reduce per synced step; and prepare_for_backward() finds parameters
+  // the coming backward cannot reach, so their buckets need not wait for
+  // finalize_backward().
+  ACCELERATE_ARG(bool, find_unused_parameters) = false;
+  // Whether broadcast_buffers() copies process 0's buffers to everyone
+  // (DDP does it before every forward; the Accelerator calls
+  // broadcast_buffers() at sync steps).
+  ACCELERATE_ARG(bool, broadcast_buffers) = true;
+};
+
+// One bucket: which parameters (indices into the constructor's list) share
+// one flat buffer and one all-reduce.
+struct GradientBucket {
+  std::vector<std::size_t> parameter_indices;  // in buffer order
+  std::int64_t bytes = 0;                       // size of the buffer sent
+  at::ScalarType gradient_dtype = at::kFloat;   // the parameters' dtype
+  at::ScalarType wire_dtype = at::kFloat;       // the buffer's dtype
+  c10::Device device = c10::Device(c10::kCPU);  // where the buffer lives
+};
+
+// What the last synced step's communication cost and how much of it ran while
+// backward was still computing.
+struct GradientSyncStats {
+  std::int64_t synced_steps = 0;  // finalize_backward() calls that synced
+  int bucket_count = 0;
+  // Buckets whose all-reduce started before finalize_backward(), i.e. from
+  // the gradient hooks, overlapping backward.
+  int buckets_launched_during_backward = 0;
+  // From the first all-reduce's start to the end of the last wait: how long
+  // communication was in flight (an upper bound of the pure transfer time).
+  double communication_seconds = 0;
+  // Time finalize_backward() spent blocked waiting for all-reduces.
+  double exposed_wait_seconds = 0;
+  // Whole finalize_backward(): launches, waits, division and copies back.
+  double finalize_seconds = 0;
+  // Share of the in-flight time that overlapped backward:
+  // 1 - exposed_wait / communication (0 when nothing was sent).
+  double hidden_fraction() const;
+};
+
+class GradientReducer {
+ public:
+  // `parameters` in registration order (Module::parameters()); those that do
+  // not require grad are never synced. `buffers` are what broadcast_buffers()
+  // sends. Hooks are installed only when the job has more than one process.
+  GradientReducer(std::shared_ptr<Communicator> communicator, std::vector<at::Tensor> parameters,
+                  GradientSyncOptions options = {}, std::vector<at::Tensor> buffers = {});
+  // The same for a module's parameters and buffers (recursively).
+  static std::unique_ptr<GradientReducer> for_module(std::shared_ptr<Communicator> communicator,
+                                                     torch::nn::Module& module,
+                                                     GradientSyncOptions options = {});
+  // Removes the hooks. Must not run while a backward pass is in progress.
+  ~GradientReducer();
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+
+  // Optional, before backward; acts only with find_unused_parameters: walks
+  // the autograd graph from `outputs` and marks parameters it cannot reach as
+  // ready, so their buckets start during backward.
+  void prepare_for_backward(const std::vector<at::Tensor>& outputs);
+
+  // Right after backward returns: starts the buckets still waiting (a
+  // parameter without a gradient counts as zero, or as its .grad accumulated
+  // in no_sync steps), waits for all, and writes the average into every
+  // synced parameter's .grad (creating it where undefined). Does nothing
+  // when sync is disabled or the job has one process.
+  void finalize_backward();
+
+  // no_sync / gradient accumulation: while disabled, the hooks do nothing,
+  // gradients accumulate locally and finalize_backward() is a no-op; the
+  // next synced step averages the accumulated gradients.
+  void set_sync_enabled(bool enabled);
+  bool sync_enabled() const;
+
+  // Overwrites every buffer with process 0's (one coalesced broadcast) when
+  // options().broadcast_buffers(); returns whether it did. Every process must
+  // call it at the same point.
+  bool broadcast_buffers();
+
+  const GradientSyncOptions& options() const;
+  // Buckets in launch order (the same on every process).
+  const std::vector<GradientBucket>& buckets() const;
+  GradientSyncStats last_step_stats() const;
+  // How many times the unused-parameter warning was printed (0 or 1).
+  int unused_parameter_warnings() const;
+
+  struct State;  // defined in src/parallel/gradient_reducer.cpp
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+// Overwrites every parameter (and, with include_buffers, every buffer) of
+// `module` with process 0's, without recording autograd history. Every
+// process must call it; module structures must match.
+void broadcast_module_state(Communicator& communicator, torch::nn::Module& module,
+                            bool include_buffers = true);
+
+}  // namespace accelerate

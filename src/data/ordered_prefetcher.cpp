@@ -1,0 +1,181 @@
+#include "data/ordered_prefetcher.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <exception>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace accelerate {
+namespace detail {
+
+namespace {
+constexpr size_t kNoEnd = std::numeric_limits<size_t>::max();
+
+struct Outcome {
+  OrderedPrefetcher::Result result;
+  std::exception_ptr error;
+};
+}  // namespace
+
+struct OrderedPrefetcher::Shared {
+  Claim claim;
+  size_t capacity = 1;
+
+  // Serialises claims so that sequence numbers follow claim order.
+  std::mutex claim_mutex;
+  size_t next_sequence = 0;  // guarded by claim_mutex
+
+  std::mutex mutex;  // guards everything below
+  std::condition_variable worker_wakeup;    // room for another job, or stop
+  std::condition_variable consumer_wakeup;  // a result arrived, or the end is known
+  bool stopping = false;
+  bool exhausted = false;  // no more claims: the sequence ended or failed
+  size_t end = kNoEnd;     // first sequence number without a result
+  size_t consumed = 0;     // next sequence number next() hands out
+  size_t reserved = 0;     // jobs claimed (or being claimed) but not consumed
+  std::map<size_t, Outcome> ready;
+
+  bool inline_finished = false;  // num_workers == 0 only
+  std::vector<std::thread> workers;
+
+  void work();
+  Result next_inline();
+  Result next_from_workers();
+  void stop_and_join();
+};
+
+void OrderedPrefetcher::Shared::work() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      worker_wakeup.wait(lock, [&] { return stopping || exhausted || reserved < capacity; });
+      if (stopping || exhausted) return;
+      ++reserved;
+    }
+    size_t sequence = 0;
+    std::optional<Job> job;
+    {
+      std::lock_guard<std::mutex> claim_lock(claim_mutex);
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (stopping || exhausted) {
+          --reserved;
+          return;
+        }
+      }
+      sequence = next_sequence++;
+      std::exception_ptr error;
+      try {
+        job = claim();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      if (!job) {
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          exhausted = true;
+          if (error) {
+            ready[sequence] = Outcome{nullptr, error};
+            end = sequence + 1;
+          } else {
+            --reserved;
+            end = sequence;
+          }
+        }
+        consumer_wakeup.notify_all();
+        worker_wakeup.notify_all();
+        return;
+      }
+    }
+    Outcome outcome;
+    try {
+      outcome.result = (*job)();
+    } catch (...) {
+      outcome.error = std::current_exception();
+    }
+    job.reset();  // release what the job captured before publishing
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      ready.emplace(sequence, std::move(outcome));
+    }
+    consumer_wakeup.notify_all();
+  }
+}
+
+OrderedPrefetcher::Result OrderedPrefetcher::Shared::next_inline() {
+  if (inline_finished) return nullptr;
+  try {
+    auto job = claim();
+    if (!job) {
+      inline_finished = true;
+      return nullptr;
+    }
+    return (*job)();
+  } catch (...) {
+    inline_finished = true;
+    throw;
+  }
+}
+
+OrderedPrefetcher::Result OrderedPrefetcher::Shared::next_from_workers() {
+  std::unique_lock<std::mutex> lock(mutex);
+  consumer_wakeup.wait(lock, [&] { return consumed >= end || ready.count(consumed) > 0; });
+  if (consumed >= end) return nullptr;
+  auto found = ready.find(consumed);
+  Outcome outcome = std::move(found->second);
+  ready.erase(found);
+  ++consumed;
+  --reserved;
+  if (outcome.error) {
+    // Nothing after a failure is delivered: the epoch is over.
+    exhausted = true;
+    end = consumed;
+    lock.unlock();
+    worker_wakeup.notify_all();
+    std::rethrow_exception(outcome.error);
+  }
+  lock.unlock();
+  worker_wakeup.notify_one();
+  return std::move(outcome.result);
+}
+
+void OrderedPrefetcher::Shared::stop_and_join() {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    stopping = true;
+  }
+  worker_wakeup.notify_all();
+  for (auto& worker : workers) {
+    if (worker.joinable()) worker.join();
+  }
+  workers.clear();
+}
+
+OrderedPrefetcher::OrderedPrefetcher(Claim claim, size_t num_workers, size_t capacity)
+    : shared_(std::make_shared<Shared>()) {
+  shared_->claim = std::move(claim);
+  shared_->capacity = std::max<size_t>(capacity, 1);
+  try {
+    for (size_t i = 0; i < num_workers; ++i) {
+      Shared* shared = shared_.get();
+      shared_->workers.emplace_back([shared] { shared->work(); });
+    }
+  } catch (...) {
+    shared_->stop_and_join();
+    throw;
+  }
+}
+
+OrderedPrefetcher::~OrderedPrefetcher() { shared_->stop_and_join(); }
+
+OrderedPrefetcher::Result OrderedPrefetcher::next() {
+  return shared_->workers.empty() ? shared_->next_inline() : shared_->next_from_workers();
+}
+
+}  // namespace detail
+}  // namespace accelerate

@@ -1,0 +1,212 @@
+#include "accelerate/gradient_reducer.h"
+
+#include <algorithm>
+#include <sstream>
+#include <utility>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/variable.h>
+#include <torch/nn/module.h>
+
+#include "accelerate/errors.h"
+#include "parallel/autograd_reach.h"
+#include "parallel/bucket_assignment.h"
+#include "parallel/reducer_state.h"
+#include "parallel/state_broadcast.h"
+
+namespace accelerate {
+
+namespace {
+
+// One line per parameter that every process must agree on; compared once at
+// construction, because a mismatch would otherwise hang or mix up gradients.
+std::string parameter_signature(const std::vector<at::Tensor>& parameters) {
+  std::ostringstream out;
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    const at::Tensor& p = parameters[i];
+    out << i << ' ' << describe_shape(p) << ' ' << c10::toString(p.scalar_type()) << ' '
+        << (p.requires_grad() ? "trainable" : "frozen") << '\n';
+  }
+  return out.str();
+}
+
+std::string first_difference(const std::string& mine, const std::string& theirs) {
+  std::istringstream a(mine), b(theirs);
+  std::string line_a, line_b;
+  while (true) {
+    const bool more_a = static_cast<bool>(std::getline(a, line_a));
+    const bool more_b = static_cast<bool>(std::getline(b, line_b));
+    if (!more_a && !more_b) return "";
+    if (!more_a) return "more parameters, starting with \"" + line_b + "\"";
+    if (!more_b) return "fewer parameters (this process also has \"" + line_a + "\")";
+    if (line_a != line_b) return "\"" + line_b + "\" where this process has \"" + line_a + "\"";
+  }
+}
+
+// A bucket's buffer lives where the backend can reduce it: CUDA buffers need
+// NCCL; without it they are staged in host memory and reduced by Gloo.
+c10::Device buffer_device_for(const Communicator& communicator, c10::Device parameter_device) {
+  if (parameter_device.is_cuda() && communicator.job().backend != "nccl") return c10::kCPU;
+  return parameter_device;
+}
+
+}  // namespace
+
+double GradientSyncStats::hidden_fraction() const {
+  if (communication_seconds <= 0) return 0;
+  return std::clamp(1.0 - exposed_wait_seconds / communication_seconds, 0.0, 1.0);
+}
+
+namespace {
+
+// Tells the reducer that a parameter's .grad is final for this backward.
+// AccumulateGrad runs its post hooks after it has updated .grad.
+class GradientReadyHook : public torch::autograd::FunctionPostHook {
+ public:
+  GradientReadyHook(GradientReducer::State* state, std::size_t index)
+      : state_(state), index_(index) {}
+  torch::autograd::variable_list operator()(
+      const torch::autograd::variable_list& outputs,
+      const torch::autograd::variable_list& /*inputs*/) override {
+    state_->on_gradient_ready(index_);
+    return outputs;
+  }
+
+ private:
+  GradientReducer::State* state_;
+  std::size_t index_;
+};
+
+}  // namespace
+
+GradientReducer::GradientReducer(std::shared_ptr<Communicator> communicator,
+                                 std::vector<at::Tensor> parameters, GradientSyncOptions options,
+                                 std::vector<at::Tensor> buffers)
+    : state_(std::make_unique<State>()) {
+  if (!communicator) throw Error("GradientReducer needs a communicator");
+  State& s = *state_;
+  s.communicator = std::move(communicator);
+  s.options = std::move(options);
+  s.parameters = std::move(parameters);
+  s.buffers = std::move(buffers);
+  const Communicator& comm = *s.communicator;
+  s.buckets = detail::assign_buckets(s.parameters, detail::bucket_caps_from(s.options),
+                                     [&comm](c10::Device d) { return buffer_device_for(comm, d); });
+
+  s.slots.resize(s.parameters.size());
+  s.progress.resize(s.buckets.size());
+  for (std::size_t b = 0; b < s.buckets.size(); ++b) {
+    std::int64_t offset = 0;
+    for (std::size_t index : s.buckets[b].parameter_indices) {
+      s.slots[index].bucket = static_cast<int>(b);
+      s.slots[index].offset = offset;
+      offset += s.parameters[index].numel();
+    }
+    s.progress[b].buffer =
+        at::empty({offset}, at::TensorOptions().dtype(s.buckets[b].wire_dtype).device(s.buckets[b].device));
+  }
+  s.ready.assign(s.parameters.size(), 0);
+  s.used_since_sync.assign(s.parameters.size(), 0);
+  s.reset_step();
+  if (!s.distributed()) return;
+
+  const std::string mine = parameter_signature(s.parameters);
+  const auto everyone = s.communicator->all_gather_bytes(mine);
+  for (std::size_t r = 0; r < everyone.size(); ++r) {
+    if (everyone[r] != mine) {
+      throw Error("gradient sync: rank " + std::to_string(comm.rank()) +
+                  " and rank " + std::to_string(r) +
+                  " registered different parameters: rank " + std::to_string(r) + " has " +
+                  first_difference(mine, everyone[r]));
+    }
+  }
+  for (std::size_t index = 0; index < s.parameters.size(); ++index) {
+    State::Slot& slot = s.slots[index];
+    if (slot.bucket < 0) continue;
+    slot.accumulator = torch::autograd::impl::grad_accumulator(s.parameters[index]);
+    if (!slot.accumulator) {
+      throw Error("gradient sync: parameter " + std::to_string(index) +
+                  " is not a leaf tensor (it has a grad_fn); pass the module's parameters");
+    }
+    slot.hook_key =
+        slot.accumulator->add_post_hook(std::make_unique<GradientReadyHook>(&s, index));
+  }
+}
+
+std::unique_ptr<GradientReducer> GradientReducer::for_module(
+    std::shared_ptr<Communicator> communicator, torch::nn::Module& module,
+    GradientSyncOptions options) {
+  return std::make_unique<GradientReducer>(std::move(communicator), module.parameters(true),
+                                           std::move(options), module.buffers(true));
+}
+
+GradientReducer::~GradientReducer() {
+  for (auto& slot : state_->slots) {
+    if (slot.accumulator) slot.accumulator->del_post_hook(slot.hook_key);
+  }
+}
+
+void GradientReducer::prepare_for_backward(const std::vector<at::Tensor>& outputs) {
+  State& s = *state_;
+  if (!s.distributed() || !s.options.find_unused_parameters()) return;
+  const auto reachable = detail::nodes_reachable_from(outputs);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.sync_enabled) return;
+  for (std::size_t index = 0; index < s.slots.size(); ++index) {
+    const State::Slot& slot = s.slots[index];
+    if (slot.bucket >= 0 && !s.ready[index] && reachable.count(slot.accumulator.get()) == 0) {
+      s.mark_ready(index);
+    }
+  }
+  s.launch_ready_buckets(/*from_backward=*/true);
+}
+
+void GradientReducer::finalize_backward() {
+  State& s = *state_;
+  if (!s.distributed()) return;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.sync_enabled) return;
+  s.finalize();
+}
+
+void GradientReducer::set_sync_enabled(bool enabled) {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (enabled == s.sync_enabled) return;
+  if (s.step_in_progress()) {
+    throw Error("gradient sync: set_sync_enabled(" + std::string(enabled ? "true" : "false") +
+                ") during a synced backward pass; call finalize_backward() first");
+  }
+  s.sync_enabled = enabled;
+}
+
+bool GradientReducer::sync_enabled() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->sync_enabled;
+}
+
+bool GradientReducer::broadcast_buffers() {
+  State& s = *state_;
+  if (!s.options.broadcast_buffers()) return false;
+  detail::broadcast_coalesced(*s.communicator, s.buffers);
+  return true;
+}
+
+const GradientSyncOptions& GradientReducer::options() const { return state_->options; }
+
+const std::vector<GradientBucket>& GradientReducer::buckets() const { return state_->buckets; }
+
+GradientSyncStats GradientReducer::last_step_stats() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  GradientSyncStats stats = state_->stats;
+  stats.bucket_count = static_cast<int>(state_->buckets.size());
+  return stats;
+}
+
+int GradientReducer::unused_parameter_warnings() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->unused_warnings;
+}
+
+}  // namespace accelerate

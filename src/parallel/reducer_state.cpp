@@ -1,0 +1,187 @@
+#include "parallel/reducer_state.h"
+
+#include <algorithm>
+#include <iostream>
+#include <sstream>
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include "accelerate/errors.h"
+
+namespace accelerate {
+
+namespace {
+
+double seconds_between(GradientReducer::State::Clock::time_point from,
+                       GradientReducer::State::Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+}  // namespace
+
+std::string describe_shape(const at::Tensor& tensor) {
+  std::ostringstream out;
+  out << tensor.sizes();
+  return out.str();
+}
+
+at::Tensor GradientReducer::State::bucket_view(std::size_t parameter_index) {
+  const Slot& slot = slots[parameter_index];
+  const at::Tensor& parameter = parameters[parameter_index];
+  return progress[slot.bucket]
+      .buffer.narrow(0, slot.offset, parameter.numel())
+      .view(parameter.sizes());
+}
+
+void GradientReducer::State::mark_ready(std::size_t parameter_index) {
+  ready[parameter_index] = 1;
+  --progress[slots[parameter_index].bucket].waiting_for;
+}
+
+// Copies the bucket's gradients (zero where none) into its buffer and starts
+// its all-reduce.
+void GradientReducer::State::launch(std::size_t b) {
+  if (b == 0) first_launch = Clock::now();
+  c10::NoGradGuard no_grad;
+  for (std::size_t index : buckets[b].parameter_indices) {
+    const at::Tensor& grad = parameters[index].grad();
+    at::Tensor view = bucket_view(index);
+    if (grad.defined() && grad.layout() != at::kStrided) {
+      throw Error("gradient sync: parameter " + std::to_string(index) +
+                  " has a sparse gradient, which bucketed sync does not support");
+    }
+    if (grad.defined()) {
+      view.copy_(grad);
+    } else {
+      view.zero_();
+    }
+  }
+  progress[b].collective =
+      communicator->all_reduce_sum_async(progress[b].buffer, "gradient bucket " + std::to_string(b));
+}
+
+// Gloo matches collectives by issue order, so a complete bucket waits until
+// every earlier bucket has started.
+void GradientReducer::State::launch_ready_buckets(bool from_backward) {
+  while (next_to_launch < buckets.size() && progress[next_to_launch].waiting_for == 0) {
+    launch(next_to_launch);
+    ++next_to_launch;
+    if (from_backward) ++launched_during_backward;
+  }
+}
+
+void GradientReducer::State::on_gradient_ready(std::size_t index) {
+  std::lock_guard<std::mutex> lock(mutex);
+  used_since_sync[index] = 1;
+  if (!sync_enabled) return;
+  if (ready[index]) {
+    throw Error("gradient sync: parameter " + std::to_string(index) + " (shape " +
+                describe_shape(parameters[index]) +
+                ") got a gradient twice in one synced step: call finalize_backward() after "
+                "every backward pass (Accelerator::backward does), and pass every output the "
+                "backward starts from to prepare_for_backward()");
+  }
+  mark_ready(index);
+  launch_ready_buckets(/*from_backward=*/true);
+}
+
+bool GradientReducer::State::step_in_progress() const {
+  return next_to_launch > 0 || std::any_of(ready.begin(), ready.end(), [](char r) { return r; });
+}
+
+void GradientReducer::State::reset_step() {
+  std::fill(ready.begin(), ready.end(), 0);
+  std::fill(used_since_sync.begin(), used_since_sync.end(), 0);
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
+    progress[b].waiting_for = buckets[b].parameter_indices.size();
+    progress[b].collective = PendingCollective();
+  }
+  next_to_launch = 0;
+  launched_during_backward = 0;
+}
+
+void GradientReducer::State::warn_once_about_unused() {
+  if (options.find_unused_parameters() || unused_warnings > 0) return;
+  std::vector<std::size_t> unused;
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i].bucket >= 0 && !used_since_sync[i]) unused.push_back(i);
+  }
+  if (unused.empty()) return;
+  constexpr std::size_t kNamed = 5;
+  std::ostringstream message;
+  message << "accelerate: warning: rank " << communicator->rank() << ": parameter"
+          << (unused.size() > 1 ? "s " : " ");
+  for (std::size_t k = 0; k < std::min(unused.size(), kNamed); ++k) {
+    message << (k ? ", " : "") << unused[k] << " (shape " << describe_shape(parameters[unused[k]])
+            << ")";
+  }
+  if (unused.size() > kNamed) message << " and " << unused.size() - kNamed << " more";
+  message << " received no gradient since the last synced step; zero (or the existing .grad) "
+             "was averaged in its place. If some parameters do not take part in every forward "
+             "pass, set find_unused_parameters=true "
+             "(GradientSyncOptions::find_unused_parameters). This warning is printed once.\n";
+  std::cerr << message.str() << std::flush;
+  ++unused_warnings;
+}
+
+// find_unused_parameters: which synced parameters got a gradient on at least
+// one process since the last sync. Issued after every bucket, in the same
+// order everywhere.
+PendingCollective GradientReducer::State::start_usage_exchange(at::Tensor* usage) {
+  *usage = at::zeros({static_cast<std::int64_t>(slots.size())}, at::kFloat);
+  float* data = usage->data_ptr<float>();
+  for (std::size_t i = 0; i < slots.size(); ++i) data[i] = used_since_sync[i] ? 1.0f : 0.0f;
+  return communicator->all_reduce_sum_async(*usage, "gradient usage map");
+}
+
+void GradientReducer::State::finalize() {
+  const Clock::time_point start = Clock::now();
+  // Whatever happens below, the next step starts from a clean slate.
+  struct ResetOnExit {
+    State* state;
+    ~ResetOnExit() { state->reset_step(); }
+  } reset_on_exit{this};
+
+  warn_once_about_unused();
+  const int during_backward = launched_during_backward;
+  for (std::size_t b = next_to_launch; b < buckets.size(); ++b) progress[b].waiting_for = 0;
+  launch_ready_buckets(/*from_backward=*/false);
+  at::Tensor usage;
+  PendingCollective usage_exchange;
+  if (options.find_unused_parameters()) usage_exchange = start_usage_exchange(&usage);
+
+  double waited = 0;
+  for (auto& bucket : progress) {
+    const Clock::time_point before = Clock::now();
+    bucket.collective.wait();
+    waited += seconds_between(before, Clock::now());
+  }
+  const Clock::time_point before_usage = Clock::now();
+  usage_exchange.wait();
+  const Clock::time_point communication_done = Clock::now();
+  waited += seconds_between(before_usage, communication_done);
+
+  c10::NoGradGuard no_grad;
+  const float* used_anywhere = usage.defined() ? usage.data_ptr<float>() : nullptr;
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
+    progress[b].buffer.div_(communicator->world_size());
+    for (std::size_t index : buckets[b].parameter_indices) {
+      // Left as it is, as DDP does: no process computed a gradient for it.
+      if (used_anywhere != nullptr && used_anywhere[index] == 0.0f) continue;
+      const at::Tensor& parameter = parameters[index];
+      at::Tensor& grad = parameter.mutable_grad();
+      if (!grad.defined()) grad = at::empty_like(parameter, at::MemoryFormat::Preserve);
+      grad.copy_(bucket_view(index));
+    }
+  }
+
+  stats.synced_steps += 1;
+  stats.bucket_count = static_cast<int>(buckets.size());
+  stats.buckets_launched_during_backward = during_backward;
+  stats.communication_seconds = seconds_between(first_launch, communication_done);
+  stats.exposed_wait_seconds = waited;
+  stats.finalize_seconds = seconds_between(start, Clock::now());
+}
+
+}  // namespace accelerate

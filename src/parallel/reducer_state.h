@@ -1,0 +1,77 @@
+// The reducer's working state: where each gradient lives in the bucket
+// buffers, which gradients are final this step, which buckets have started.
+// Private to src/parallel.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <torch/csrc/autograd/function.h>
+
+#include "accelerate/communicator.h"
+#include "accelerate/gradient_reducer.h"
+
+namespace accelerate {
+
+// Hooks run on autograd threads and finalize() on the caller's: `mutex`
+// guards every member after it.
+struct GradientReducer::State {
+  using Clock = std::chrono::steady_clock;
+
+  struct Slot {
+    int bucket = -1;  // -1: frozen, never synced
+    std::int64_t offset = 0;
+    std::shared_ptr<torch::autograd::Node> accumulator;  // the tensor holds it only weakly
+    std::uintptr_t hook_key = 0;
+  };
+  struct BucketProgress {
+    at::Tensor buffer;
+    std::size_t waiting_for = 0;  // parameters not yet ready this step
+    PendingCollective collective;
+  };
+
+  std::shared_ptr<Communicator> communicator;
+  GradientSyncOptions options;
+  std::vector<at::Tensor> parameters;
+  std::vector<at::Tensor> buffers;
+  std::vector<GradientBucket> buckets;
+  std::vector<Slot> slots;
+
+  mutable std::mutex mutex;
+  bool sync_enabled = true;
+  std::vector<char> ready;            // gradient final this synced step
+  std::vector<char> used_since_sync;  // hook fired since the last sync
+  std::vector<BucketProgress> progress;
+  std::size_t next_to_launch = 0;  // buckets launch strictly in order
+  int launched_during_backward = 0;
+  Clock::time_point first_launch;
+  GradientSyncStats stats;
+  int unused_warnings = 0;
+
+  bool distributed() const { return communicator->world_size() > 1; }
+  // A parameter's slice of its bucket buffer, shaped like the parameter.
+  at::Tensor bucket_view(std::size_t parameter_index);
+  void mark_ready(std::size_t parameter_index);
+  // Starts, in bucket order, every bucket whose gradients are all final.
+  void launch_ready_buckets(bool from_backward);
+  // The gradient accumulator hook's work.
+  void on_gradient_ready(std::size_t parameter_index);
+  bool step_in_progress() const;
+  void reset_step();
+  // Launches what is left, waits, averages, writes .grad, records stats.
+  void finalize();
+
+ private:
+  void launch(std::size_t bucket);
+  void warn_once_about_unused();
+  PendingCollective start_usage_exchange(at::Tensor* usage);
+};
+
+std::string describe_shape(const at::Tensor& tensor);
+
+}  // namespace accelerate
