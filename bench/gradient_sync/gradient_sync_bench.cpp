@@ -193,6 +193,7 @@ int main(int argc, char** argv) {
           auto comm = accelerate::Communicator::connect_through_file(
               store, forked_job(rank, settings.ranks));
           run_rank(*comm, comm, settings);
+          std::fflush(stdout);  // _Exit skips the stdio flush
           std::_Exit(0);
         } catch (const std::exception& error) {
           std::cerr << "rank " << rank << ": " << error.what() << "\n";

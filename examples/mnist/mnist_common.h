@@ -1,0 +1,98 @@
+// What the plain and the accelerated MNIST programs share: the seed
+// documents' BasicNet, command-line flags, and the per-epoch report, so that
+// the two programs differ only in the lines accelerate-cpp changes.
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include <torch/torch.h>
+
+namespace mnist {
+
+// Conv2d 1→32→64 (3×3), max-pool, dropout 0.25, Linear 9216→128, dropout
+// 0.5, Linear 128→10, log-softmax.
+struct BasicNetImpl : torch::nn::Module {
+  BasicNetImpl()
+      : conv1(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 32, 3)))),
+        conv2(register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3)))),
+        dropout1(register_module("dropout1", torch::nn::Dropout(0.25))),
+        dropout2(register_module("dropout2", torch::nn::Dropout(0.5))),
+        fc1(register_module("fc1", torch::nn::Linear(9216, 128))),
+        fc2(register_module("fc2", torch::nn::Linear(128, 10))) {}
+
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::relu(conv1(x));
+    x = torch::relu(conv2(x));
+    x = dropout1(torch::max_pool2d(x, 2)).flatten(1);
+    x = dropout2(torch::relu(fc1(x)));
+    return torch::log_softmax(fc2(x), 1);
+  }
+
+  torch::nn::Conv2d conv1, conv2;
+  torch::nn::Dropout dropout1, dropout2;
+  torch::nn::Linear fc1, fc2;
+};
+TORCH_MODULE(BasicNet);
+
+struct Args {
+  std::string data_dir = "data/mnist";
+  int epochs = 3;
+  size_t batch_size = 64;
+  double lr = 1e-3;
+  uint64_t seed = 42;
+};
+
+inline Args parse_args(int argc, char** argv) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) {
+      std::cerr << "mnist: error: " << flag << " needs a value\n";
+      std::exit(2);
+    }
+    const std::string value = argv[++i];
+    if (flag == "--data_dir") args.data_dir = value;
+    else if (flag == "--epochs") args.epochs = std::stoi(value);
+    else if (flag == "--batch_size") args.batch_size = std::stoul(value);
+    else if (flag == "--lr") args.lr = std::stod(value);
+    else if (flag == "--seed") args.seed = std::stoull(value);
+    else {
+      std::cerr << "mnist: error: unknown flag " << flag
+                << " (known: --data_dir --epochs --batch_size --lr --seed)\n";
+      std::exit(2);
+    }
+  }
+  // Same intra-op threads as the launcher's share (Debian's LibTorch would
+  // otherwise use one thread).
+  if (const char* threads = std::getenv("OMP_NUM_THREADS")) torch::set_num_threads(std::atoi(threads));
+  torch::manual_seed(args.seed);
+  return args;
+}
+
+// Times the training steps of one epoch.
+class EpochClock {
+ public:
+  void step() { ++steps_; }
+  double ms_per_step() const {
+    auto elapsed = std::chrono::steady_clock::now() - start_;
+    return std::chrono::duration<double, std::milli>(elapsed).count() / std::max<int64_t>(1, steps_);
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  int64_t steps_ = 0;
+};
+
+inline void report(int epoch, int64_t correct, int64_t total, const EpochClock& clock) {
+  char line[160];
+  std::snprintf(line, sizeof(line), "epoch %d: test accuracy %.2f%% (%lld/%lld), %.1f ms/step",
+                epoch, 100.0 * static_cast<double>(correct) / static_cast<double>(total),
+                static_cast<long long>(correct), static_cast<long long>(total), clock.ms_per_step());
+  std::cout << line << std::endl;
+}
+
+}  // namespace mnist

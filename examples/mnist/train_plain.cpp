@@ -1,0 +1,46 @@
+// The seed's MNIST recipe as a plain LibTorch loop, on one process.
+// train.cpp is the same program accelerated: `diff train_plain.cpp train.cpp`.
+#include <torch/torch.h>
+
+#include <accelerate/accelerate.h>
+
+#include "mnist_common.h"
+
+int main(int argc, char** argv) try {
+  const auto args = mnist::parse_args(argc, argv);
+  mnist::BasicNet model;
+  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(args.lr));
+  torch::optim::StepLR scheduler(optimizer, /*step_size=*/30, /*gamma=*/0.1);
+  accelerate::DataLoader train(accelerate::MnistDataset(args.data_dir, accelerate::MnistSplit::kTrain),
+                               accelerate::DataLoaderOptions(args.batch_size).shuffle(true));
+  accelerate::DataLoader test(accelerate::MnistDataset(args.data_dir, accelerate::MnistSplit::kTest),
+                              accelerate::DataLoaderOptions(1000));
+
+  for (int epoch = 1; epoch <= args.epochs; ++epoch) {
+    model->train();
+    mnist::EpochClock clock;
+    for (auto& batch : train) {
+      optimizer.zero_grad();
+      auto loss = torch::nll_loss(model->forward(batch.data), batch.target);
+      loss.backward();
+      optimizer.step();
+      clock.step();
+    }
+    scheduler.step();
+
+    model->eval();
+    torch::NoGradGuard no_grad;
+    int64_t correct = 0, total = 0;
+    for (auto& batch : test) {
+      auto predictions = model->forward(batch.data).argmax(1);
+      auto matches = predictions.eq(batch.target);
+      correct += matches.sum().item<int64_t>();
+      total += matches.numel();
+    }
+    mnist::report(epoch, correct, total, clock);
+  }
+  return 0;
+} catch (const std::exception& error) {
+  std::cerr << "mnist: error: " << error.what() << std::endl;
+  return 1;
+}
