@@ -9,7 +9,10 @@
 //   overlap   forward + backward + finalize_backward() with the reducer
 // hidden = (blocking - overlap) / communication: the share of communication
 // that overlap removed from the step. The reducer's own statistics
-// (GradientSyncStats) are printed beside it.
+// (GradientSyncStats) are printed beside it, and so is when backward
+// returned in the overlapped step: where ranks share few cores, Gloo's
+// copies compete with backward for them, backward slows down by about what
+// the wait shrinks, and step time does not improve (docs/gradient-sync.md).
 //
 // Usage: gradient_sync_bench [--ranks N] [--depth D] [--width W] [--batch B]
 //          [--steps S] [--bucket-cap-mb MB] [--threads T]
@@ -115,7 +118,8 @@ void run_rank(accelerate::Communicator& comm_ref, std::shared_ptr<accelerate::Co
     for (auto& p : params) p.mutable_grad().reset();
     model->forward(x).pow(2).mean().backward();
   };
-  std::vector<double> compute, blocking, communication, overlap, hidden_by_stats, exposed;
+  std::vector<double> compute, blocking, communication, overlap, overlap_backward,
+      hidden_by_stats, exposed;
   for (int i = 0; i < s.steps + 2; ++i) {  // two warm-up steps
     const bool record = i >= 2;
     reducer.set_sync_enabled(false);
@@ -137,9 +141,11 @@ void run_rank(accelerate::Communicator& comm_ref, std::shared_ptr<accelerate::Co
     comm_ref.barrier();
     start = Clock::now();
     step();
+    const double backward_done = since(start);
     reducer.finalize_backward();
     if (record) {
       overlap.push_back(since(start));
+      overlap_backward.push_back(backward_done);
       const auto stats = reducer.last_step_stats();
       hidden_by_stats.push_back(stats.hidden_fraction());
       exposed.push_back(stats.exposed_wait_seconds);
@@ -155,8 +161,9 @@ void run_rank(accelerate::Communicator& comm_ref, std::shared_ptr<accelerate::Co
   std::printf("  compute only        %8.2f ms/step\n", t_compute * 1e3);
   std::printf("  blocking sync       %8.2f ms/step (all-reduce alone %.2f ms)\n", t_blocking * 1e3,
               t_comm * 1e3);
-  std::printf("  overlapped reducer  %8.2f ms/step (waited %.2f ms in finalize)\n", t_overlap * 1e3,
-              median(exposed) * 1e3);
+  std::printf("  overlapped reducer  %8.2f ms/step (backward returned at %.2f ms, then waited %.2f ms"
+              " in finalize)\n",
+              t_overlap * 1e3, median(overlap_backward) * 1e3, median(exposed) * 1e3);
   std::printf("  communication hidden: %.0f%% (step times); reducer stats say %.0f%% of in-flight time\n",
               100 * hidden, 100 * median(hidden_by_stats));
 }
