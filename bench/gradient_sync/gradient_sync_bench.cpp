@@ -19,6 +19,7 @@
 // Started without WORLD_SIZE it forks N ranks that meet through a FileStore;
 // under `accelerate launch` (or torchrun) it joins that job instead.
 #include <sys/wait.h>
+#include <torch/torch.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,8 +29,6 @@
 #include <iostream>
 #include <string>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "accelerate/communicator.h"
 #include "accelerate/gradient_reducer.h"
@@ -51,13 +50,20 @@ Settings parse(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const char* value = argv[i + 1];
-    if (flag == "--ranks") s.ranks = std::atoi(value);
-    else if (flag == "--depth") s.depth = std::atoi(value);
-    else if (flag == "--width") s.width = std::atoi(value);
-    else if (flag == "--batch") s.batch = std::atoi(value);
-    else if (flag == "--steps") s.steps = std::atoi(value);
-    else if (flag == "--bucket-cap-mb") s.bucket_cap_mb = std::atof(value);
-    else if (flag == "--threads") s.threads = std::atoi(value);
+    if (flag == "--ranks")
+      s.ranks = std::atoi(value);
+    else if (flag == "--depth")
+      s.depth = std::atoi(value);
+    else if (flag == "--width")
+      s.width = std::atoi(value);
+    else if (flag == "--batch")
+      s.batch = std::atoi(value);
+    else if (flag == "--steps")
+      s.steps = std::atoi(value);
+    else if (flag == "--bucket-cap-mb")
+      s.bucket_cap_mb = std::atof(value);
+    else if (flag == "--threads")
+      s.threads = std::atoi(value);
     else {
       std::cerr << "gradient_sync_bench: unknown flag " << flag << "\n";
       std::exit(2);
@@ -111,15 +117,15 @@ void run_rank(accelerate::Communicator& comm_ref, std::shared_ptr<accelerate::Co
   auto model = make_model(s);
   accelerate::broadcast_module_state(comm_ref, *model);
   auto params = model->parameters();
-  accelerate::GradientReducer reducer(comm, params,
-                                      accelerate::GradientSyncOptions().bucket_cap_mb(s.bucket_cap_mb));
+  accelerate::GradientReducer reducer(
+      comm, params, accelerate::GradientSyncOptions().bucket_cap_mb(s.bucket_cap_mb));
   auto x = torch::randn({s.batch, s.width});
   auto step = [&] {
     for (auto& p : params) p.mutable_grad().reset();
     model->forward(x).pow(2).mean().backward();
   };
-  std::vector<double> compute, blocking, communication, overlap, overlap_backward,
-      hidden_by_stats, exposed;
+  std::vector<double> compute, blocking, communication, overlap, overlap_backward, hidden_by_stats,
+      exposed;
   for (int i = 0; i < s.steps + 2; ++i) {  // two warm-up steps
     const bool record = i >= 2;
     reducer.set_sync_enabled(false);
@@ -155,17 +161,20 @@ void run_rank(accelerate::Communicator& comm_ref, std::shared_ptr<accelerate::Co
   const double t_compute = median(compute), t_blocking = median(blocking);
   const double t_comm = median(communication), t_overlap = median(overlap);
   const double hidden = t_comm > 0 ? std::clamp((t_blocking - t_overlap) / t_comm, 0.0, 1.0) : 0;
-  std::printf("ranks %d, %d x Linear(%d,%d), batch %d, %d threads/rank, %zu buckets (cap %.1f MiB)\n",
-              comm_ref.world_size(), s.depth, s.width, s.width, s.batch, s.threads,
-              reducer.buckets().size(), s.bucket_cap_mb);
+  std::printf(
+      "ranks %d, %d x Linear(%d,%d), batch %d, %d threads/rank, %zu buckets (cap %.1f MiB)\n",
+      comm_ref.world_size(), s.depth, s.width, s.width, s.batch, s.threads,
+      reducer.buckets().size(), s.bucket_cap_mb);
   std::printf("  compute only        %8.2f ms/step\n", t_compute * 1e3);
   std::printf("  blocking sync       %8.2f ms/step (all-reduce alone %.2f ms)\n", t_blocking * 1e3,
               t_comm * 1e3);
-  std::printf("  overlapped reducer  %8.2f ms/step (backward returned at %.2f ms, then waited %.2f ms"
-              " in finalize)\n",
-              t_overlap * 1e3, median(overlap_backward) * 1e3, median(exposed) * 1e3);
-  std::printf("  communication hidden: %.0f%% (step times); reducer stats say %.0f%% of in-flight time\n",
-              100 * hidden, 100 * median(hidden_by_stats));
+  std::printf(
+      "  overlapped reducer  %8.2f ms/step (backward returned at %.2f ms, then waited %.2f ms"
+      " in finalize)\n",
+      t_overlap * 1e3, median(overlap_backward) * 1e3, median(exposed) * 1e3);
+  std::printf(
+      "  communication hidden: %.0f%% (step times); reducer stats say %.0f%% of in-flight time\n",
+      100 * hidden, 100 * median(hidden_by_stats));
 }
 
 accelerate::JobState forked_job(int rank, int world_size) {

@@ -169,7 +169,9 @@ at::Tensor truncate_for_metrics(const at::Tensor& gathered, const DataLoaderBase
 template <class T>
 std::vector<T> truncate_for_metrics(std::vector<T> gathered, const DataLoaderBase& loader) {
   const int64_t keep = loader.end_of_dataloader() ? loader.remainder() : 0;
-  if (keep > 0 && static_cast<size_t>(keep) < gathered.size()) gathered.resize(keep);
+  if (keep > 0 && static_cast<size_t>(keep) < gathered.size()) {
+    gathered.erase(gathered.begin() + keep, gathered.end());
+  }
   return gathered;
 }
 

@@ -16,11 +16,11 @@
 // this with one collective and throws Error on a mismatch.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <memory>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "accelerate/arg.h"
 #include "accelerate/communicator.h"
@@ -59,7 +59,7 @@ struct GradientSyncOptions {
 // One bucket: which parameters (indices into the constructor's list) share
 // one flat buffer and one all-reduce.
 struct GradientBucket {
-  std::vector<std::size_t> parameter_indices;  // in buffer order
+  std::vector<std::size_t> parameter_indices;   // in buffer order
   std::int64_t bytes = 0;                       // size of the buffer sent
   at::ScalarType gradient_dtype = at::kFloat;   // the parameters' dtype
   at::ScalarType wire_dtype = at::kFloat;       // the buffer's dtype
@@ -82,7 +82,9 @@ struct GradientSyncStats {
   // Whole finalize_backward(): launches, waits, division and copies back.
   double finalize_seconds = 0;
   // Share of the in-flight time that overlapped backward:
-  // 1 - exposed_wait / communication (0 when nothing was sent).
+  // 1 - exposed_wait / communication (0 when nothing was sent). An upper
+  // bound of the communication hidden: in-flight time includes idle gaps
+  // between buckets. bench/gradient_sync measures the step-time saving.
   double hidden_fraction() const;
 };
 

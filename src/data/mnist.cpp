@@ -41,14 +41,14 @@ std::vector<int64_t> idx_dimensions(const std::string& path, const std::string& 
                                     uint32_t magic, const char* kind) {
   const size_t rank = magic & 0xff;
   const size_t header = 4 + 4 * rank;
-  if (bytes.size() < header) {
-    fail(path, "truncated: " + std::to_string(bytes.size()) + " bytes, shorter than the " +
-                   std::to_string(header) + "-byte header of an IDX " + kind + " file");
-  }
-  const uint32_t found = big_endian_at(bytes, 0);
+  const uint32_t found = bytes.size() >= 4 ? big_endian_at(bytes, 0) : magic;
   if (found != magic) {
     fail(path, "not an IDX " + std::string(kind) + " file: magic number " +
                    std::to_string(found) + ", expected " + std::to_string(magic));
+  }
+  if (bytes.size() < header) {
+    fail(path, "truncated: " + std::to_string(bytes.size()) + " bytes, shorter than the " +
+                   std::to_string(header) + "-byte header of an IDX " + kind + " file");
   }
   std::vector<int64_t> dims;
   size_t expected = header;

@@ -1,11 +1,11 @@
 // Which autograd nodes a backward pass from some outputs can run.
 #pragma once
 
-#include <unordered_set>
-#include <vector>
-
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/autograd/function.h>
+
+#include <unordered_set>
+#include <vector>
 
 namespace accelerate {
 namespace detail {

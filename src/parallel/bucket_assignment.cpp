@@ -60,8 +60,10 @@ std::vector<GradientBucket> assign_buckets(
                        static_cast<int>(parameter.device().index())};
     OpenBucket& current = open[key];
     const at::ScalarType wire = wire_dtype_for(dtype);
-    const std::int64_t bytes = parameter.numel() * static_cast<std::int64_t>(c10::elementSize(wire));
-    const std::int64_t cap = current.closed_before == 0 ? caps.first_bucket_bytes : caps.bucket_bytes;
+    const std::int64_t bytes =
+        parameter.numel() * static_cast<std::int64_t>(c10::elementSize(wire));
+    const std::int64_t cap =
+        current.closed_before == 0 ? caps.first_bucket_bytes : caps.bucket_bytes;
     if (!current.bucket.parameter_indices.empty() && current.bucket.bytes + bytes > cap) {
       closed.emplace_back(current.first_position, std::move(current.bucket));
       current.bucket = GradientBucket();

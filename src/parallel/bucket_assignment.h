@@ -2,11 +2,11 @@
 // so every process computes the same buckets from the same parameters.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <functional>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "accelerate/gradient_reducer.h"
 

@@ -1,13 +1,13 @@
 #include "accelerate/gradient_reducer.h"
 
-#include <algorithm>
-#include <sstream>
-#include <utility>
-
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/nn/module.h>
+
+#include <algorithm>
+#include <sstream>
+#include <utility>
 
 #include "accelerate/errors.h"
 #include "parallel/autograd_reach.h"
@@ -103,8 +103,9 @@ GradientReducer::GradientReducer(std::shared_ptr<Communicator> communicator,
       s.slots[index].offset = offset;
       offset += s.parameters[index].numel();
     }
-    s.progress[b].buffer =
-        at::empty({offset}, at::TensorOptions().dtype(s.buckets[b].wire_dtype).device(s.buckets[b].device));
+    const auto where =
+        at::TensorOptions().dtype(s.buckets[b].wire_dtype).device(s.buckets[b].device);
+    s.progress[b].buffer = at::empty({offset}, where);
   }
   s.ready.assign(s.parameters.size(), 0);
   s.used_since_sync.assign(s.parameters.size(), 0);
@@ -115,12 +116,13 @@ GradientReducer::GradientReducer(std::shared_ptr<Communicator> communicator,
   const auto everyone = s.communicator->all_gather_bytes(mine);
   for (std::size_t r = 0; r < everyone.size(); ++r) {
     if (everyone[r] != mine) {
-      throw Error("gradient sync: rank " + std::to_string(comm.rank()) +
-                  " and rank " + std::to_string(r) +
-                  " registered different parameters: rank " + std::to_string(r) + " has " +
-                  first_difference(mine, everyone[r]));
+      throw Error("gradient sync: rank " + std::to_string(comm.rank()) + " and rank " +
+                  std::to_string(r) + " registered different parameters: rank " +
+                  std::to_string(r) + " has " + first_difference(mine, everyone[r]));
     }
   }
+  // Every accumulator first, hooks after: a constructor that throws runs no
+  // destructor, so no hook may exist yet when it does.
   for (std::size_t index = 0; index < s.parameters.size(); ++index) {
     State::Slot& slot = s.slots[index];
     if (slot.bucket < 0) continue;
@@ -129,8 +131,11 @@ GradientReducer::GradientReducer(std::shared_ptr<Communicator> communicator,
       throw Error("gradient sync: parameter " + std::to_string(index) +
                   " is not a leaf tensor (it has a grad_fn); pass the module's parameters");
     }
-    slot.hook_key =
-        slot.accumulator->add_post_hook(std::make_unique<GradientReadyHook>(&s, index));
+  }
+  for (std::size_t index = 0; index < s.parameters.size(); ++index) {
+    State::Slot& slot = s.slots[index];
+    if (!slot.accumulator) continue;
+    slot.hook_key = slot.accumulator->add_post_hook(std::make_unique<GradientReadyHook>(&s, index));
   }
 }
 

@@ -1,11 +1,11 @@
 #include "parallel/reducer_state.h"
 
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
 #include <algorithm>
 #include <iostream>
 #include <sstream>
-
-#include <ATen/ATen.h>
-#include <c10/core/GradMode.h>
 
 #include "accelerate/errors.h"
 
@@ -57,8 +57,8 @@ void GradientReducer::State::launch(std::size_t b) {
       view.zero_();
     }
   }
-  progress[b].collective =
-      communicator->all_reduce_sum_async(progress[b].buffer, "gradient bucket " + std::to_string(b));
+  progress[b].collective = communicator->all_reduce_sum_async(
+      progress[b].buffer, "gradient bucket " + std::to_string(b));
 }
 
 // Gloo matches collectives by issue order, so a complete bucket waits until

@@ -3,15 +3,15 @@
 // Private to src/parallel.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+#include <torch/csrc/autograd/function.h>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
-#include <torch/csrc/autograd/function.h>
 
 #include "accelerate/communicator.h"
 #include "accelerate/gradient_reducer.h"

@@ -1,11 +1,11 @@
 #include "parallel/state_broadcast.h"
 
-#include <map>
-#include <tuple>
-
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 #include <torch/nn/module.h>
+
+#include <map>
+#include <tuple>
 
 #include "accelerate/gradient_reducer.h"
 

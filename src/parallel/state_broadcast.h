@@ -1,10 +1,10 @@
 // Broadcasting many tensors with few collectives.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "accelerate/communicator.h"
 

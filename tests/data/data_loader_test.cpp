@@ -33,6 +33,18 @@ TEST(DataLoader, BatchesInOrderWithAShortLastBatch) {
   EXPECT_EQ(loader.remainder(), 0);  // one process: nothing padded
 }
 
+TEST(DataLoader, ReadsLikeTheDesignSketch) {
+  // Built in place (loaders do not move: prepare() and running passes point
+  // at them), with the batch type deduced from the dataset.
+  auto loader = accelerate::DataLoader(TensorDataset(torch::ones({5, 3}), torch::zeros({5})),
+                                       accelerate::DataLoaderOptions(2).shuffle(true));
+  static_assert(std::is_same<decltype(loader)::BatchType, Example>::value, "");
+  static_assert(!std::is_move_constructible<decltype(loader)>::value, "");
+  size_t rows = 0;
+  for (auto& batch : loader) rows += batch.data.size(0);
+  EXPECT_EQ(rows, 5u);
+}
+
 TEST(DataLoader, DropLastDropsTheShortBatch) {
   DataLoader loader(IndexDataset(10), DataLoaderOptions(4).drop_last(true));
   EXPECT_EQ(loader.size(), 2u);

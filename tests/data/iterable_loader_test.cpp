@@ -48,7 +48,9 @@ TEST(IterableLoader, KnowsTheLastBatchOneAhead) {
     expected.back() = true;
     EXPECT_EQ(ends, expected) << length << " items";
     EXPECT_EQ(remainders.back(), 0) << "one process pads nothing";
-    if (remainders.size() > 1) EXPECT_EQ(remainders.front(), -1) << "not known before the end";
+    if (remainders.size() > 1) {
+      EXPECT_EQ(remainders.front(), -1) << "not known before the end";
+    }
   }
 }
 

@@ -1,8 +1,7 @@
 // broadcast_module_state() and GradientReducer::broadcast_buffers(): every
 // rank ends with rank 0's values, without autograd history.
-#include <torch/torch.h>
-
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 
 #include "accelerate/gradient_reducer.h"
 #include "parallel/parallel_test_support.h"
@@ -99,14 +98,14 @@ TEST(Broadcast, ManyTensorsOfMixedDtypesInSmallChunks) {
     const double r = comm.rank();
     auto of_rank = [](double rank) {
       return std::vector<torch::Tensor>{
-          torch::full({1000}, rank + 1),                          // 4000 B
-          torch::full({700}, rank + 2),                           // 2800 B: 2nd chunk
-          torch::full({3, 3}, static_cast<int64_t>(rank) + 3),    // long
-          torch::full({9}, rank == 0, torch::kBool),              // bool
-          torch::full({300}, rank + 4, torch::kBFloat16),        // bf16
-          torch::full({2000}, rank + 5),                          // larger than a chunk
-          torch::zeros({0}),                                      // empty
-          torch::full({8, 2}, rank + 6).t()};                     // non-contiguous
+          torch::full({1000}, rank + 1),                        // 4000 B
+          torch::full({700}, rank + 2),                         // 2800 B: 2nd chunk
+          torch::full({3, 3}, static_cast<int64_t>(rank) + 3),  // long
+          torch::full({9}, rank == 0, torch::kBool),            // bool
+          torch::full({300}, rank + 4, torch::kBFloat16),       // bf16
+          torch::full({2000}, rank + 5),                        // larger than a chunk
+          torch::zeros({0}),                                    // empty
+          torch::full({8, 2}, rank + 6).t()};                   // non-contiguous
     };
     auto mine = of_rank(r);
     accelerate::detail::broadcast_coalesced(comm, mine, /*chunk_bytes=*/5000);

@@ -1,12 +1,12 @@
 // Bucket assignment: reverse registration order, caps, the small first
 // bucket, one dtype per bucket, frozen parameters left out.
-#include <torch/torch.h>
+#include "parallel/bucket_assignment.h"
 
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 
 #include "accelerate/errors.h"
 #include "accelerate/gradient_reducer.h"
-#include "parallel/bucket_assignment.h"
 #include "support/thread_ranks.h"
 
 using accelerate::Communicator;
@@ -39,9 +39,8 @@ std::vector<int64_t> sizes_of(const std::vector<GradientBucket>& buckets) {
 
 // Six float parameters of known sizes, registration order p0..p5.
 std::vector<torch::Tensor> six_parameters() {
-  return {parameter_of_bytes(1 * kMiB), parameter_of_bytes(4 * kKiB),
-          parameter_of_bytes(4 * kMiB), parameter_of_bytes(256),
-          parameter_of_bytes(2 * kMiB), parameter_of_bytes(64)};
+  return {parameter_of_bytes(1 * kMiB), parameter_of_bytes(4 * kKiB), parameter_of_bytes(4 * kMiB),
+          parameter_of_bytes(256),      parameter_of_bytes(2 * kMiB), parameter_of_bytes(64)};
 }
 
 std::shared_ptr<Communicator> borrow(Communicator& comm) {
@@ -98,8 +97,9 @@ TEST(BucketAssignment, CapIsInclusiveAndAnOversizedParameterIsAlone) {
   std::vector<torch::Tensor> params{parameter_of_bytes(512 * kKiB), parameter_of_bytes(3 * kMiB),
                                     parameter_of_bytes(512 * kKiB), parameter_of_bytes(512 * kKiB)};
   auto buckets = accelerate::detail::assign_buckets(
-      params, accelerate::detail::bucket_caps_from(
-                  GradientSyncOptions().bucket_cap_mb(2).first_bucket_cap_mb(1)),
+      params,
+      accelerate::detail::bucket_caps_from(
+          GradientSyncOptions().bucket_cap_mb(2).first_bucket_cap_mb(1)),
       [](c10::Device d) { return d; });
   EXPECT_EQ(layout(buckets), (std::vector<std::vector<size_t>>{{3, 2}, {1}, {0}}));
 }
@@ -109,8 +109,9 @@ TEST(BucketAssignment, FrozenParametersAreLeftOut) {
   params[2].set_requires_grad(false);  // the 4 MiB one
   params[5].set_requires_grad(false);
   auto buckets = accelerate::detail::assign_buckets(
-      params, accelerate::detail::bucket_caps_from(
-                  GradientSyncOptions().bucket_cap_mb(5).first_bucket_cap_mb(1)),
+      params,
+      accelerate::detail::bucket_caps_from(
+          GradientSyncOptions().bucket_cap_mb(5).first_bucket_cap_mb(1)),
       [](c10::Device d) { return d; });
   // Reverse order p4 p3 p1 p0: p4 (2 MiB) is larger than the first cap, so
   // it fills the first bucket alone; p3, p1 and p0 share a 5 MiB bucket.

@@ -12,11 +12,10 @@
 // difference from the oracle is within what reordering a float32 sum can
 // cause: two orders of n terms differ by at most 2(n-1)u * sum|terms|
 // (u = 2^-24), plus one rounding of the division (docs/gradient-sync.md).
-#include <tuple>
-
+#include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <gtest/gtest.h>
+#include <tuple>
 
 #include "accelerate/gradient_reducer.h"
 #include "parallel/parallel_test_support.h"
@@ -47,12 +46,17 @@ const BucketCase kEveryParameterAlone{"many_buckets", 1e-9, 1e-9, 8};
 
 enum class Branch { kEverywhere, kRankZeroOnly, kNowhere };
 const char* name_of(Branch b) {
-  return b == Branch::kEverywhere ? "branch_everywhere"
-         : b == Branch::kRankZeroOnly ? "branch_on_rank0" : "branch_nowhere";
+  return b == Branch::kEverywhere     ? "branch_everywhere"
+         : b == Branch::kRankZeroOnly ? "branch_on_rank0"
+                                      : "branch_nowhere";
 }
 bool uses_branch(Branch b, int rank) {
   return b == Branch::kEverywhere || (b == Branch::kRankZeroOnly && rank == 0);
 }
+
+// Readable parameter names in gtest and ctest output.
+void PrintTo(const BucketCase& c, std::ostream* out) { *out << c.name; }
+void PrintTo(Branch b, std::ostream* out) { *out << name_of(b); }
 
 using Case = std::tuple<int, BucketCase, Branch>;
 
@@ -99,7 +103,8 @@ TEST_P(MatchesBlockingAllReduce, OverSeveralSteps) {
         } else {
           const double u = 1.0 / (1 << 24);
           auto bound = magnitude[i].mul(2.0 * (world - 1) * u / world) + expected[i].abs().mul(u);
-          auto excess = (got[i].grad() - expected[i]).abs().to(torch::kDouble) - bound.to(torch::kDouble);
+          auto excess =
+              (got[i].grad() - expected[i]).abs().to(torch::kDouble) - bound.to(torch::kDouble);
           EXPECT_LE(excess.max().item<double>(), 0.0) << ulps << " ulps apart";
         }
         // Whatever the order of additions, every rank holds the same bits.
@@ -108,15 +113,20 @@ TEST_P(MatchesBlockingAllReduce, OverSeveralSteps) {
         }
       }
     }
-    EXPECT_EQ(reducer.last_step_stats().synced_steps, 3);
+    const auto stats = reducer.last_step_stats();
+    EXPECT_EQ(stats.synced_steps, 3);
+    if (branch == Branch::kEverywhere) {
+      // The frozen layer holds nothing back: every bucket starts in backward.
+      EXPECT_EQ(stats.buckets_launched_during_backward, stats.bucket_count);
+    }
   });
   std::cout << "[ measured ] world " << world << " " << buckets.name << " " << name_of(branch)
             << ": largest distance from the per-tensor oracle " << worst_ulps[0] << " ulp\n";
 }
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  return std::to_string(std::get<0>(info.param)) + "_ranks_" + std::get<1>(info.param).name +
-         "_" + name_of(std::get<2>(info.param));
+  return std::to_string(std::get<0>(info.param)) + "_ranks_" + std::get<1>(info.param).name + "_" +
+         name_of(std::get<2>(info.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -140,7 +150,8 @@ TEST(LowPrecisionGradients, BFloat16ReducesThroughFloat32) {
     auto x = rank_data(comm.rank(), 0, {6, 8}).to(torch::kBFloat16);
     net->forward(x, true).pow(2).mean().backward();
     std::vector<torch::Tensor> local;
-    for (auto& p : net->parameters()) local.push_back(p.grad().defined() ? p.grad().clone() : p.grad());
+    for (auto& p : net->parameters())
+      local.push_back(p.grad().defined() ? p.grad().clone() : p.grad());
     reducer.finalize_backward();
     auto params = net->parameters();
     for (size_t i = 0; i < params.size(); ++i) {

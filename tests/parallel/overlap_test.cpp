@@ -1,11 +1,10 @@
 // Overlap, observed through the statistics rather than timed: with six
 // Linear(1024, 1024) layers on two ranks, buckets start from the gradient
 // hooks, i.e. before backward returns.
-#include <iostream>
-
+#include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <gtest/gtest.h>
+#include <iostream>
 
 #include "accelerate/gradient_reducer.h"
 #include "parallel/parallel_test_support.h"
@@ -38,9 +37,8 @@ void expect_buckets_start_during_backward(const GradientSyncOptions& options,
   torch::set_num_threads(1);
   run_ranks(2, [&](Communicator& comm) {
     DeepLinear model(6);
-    GradientReducer reducer(
-        std::shared_ptr<Communicator>(std::shared_ptr<Communicator>(), &comm),
-        model->parameters(), options);
+    GradientReducer reducer(std::shared_ptr<Communicator>(std::shared_ptr<Communicator>(), &comm),
+                            model->parameters(), options);
     EXPECT_EQ(static_cast<int>(reducer.buckets().size()), expected_buckets);
     auto x = rank_data(comm.rank(), 0, {32, 1024});
     for (int step = 0; step < 3; ++step) {

@@ -4,11 +4,11 @@
 // data from a private generator per rank.
 #pragma once
 
-#include <string>
-#include <vector>
-
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
+
+#include <string>
+#include <vector>
 
 #include "accelerate/communicator.h"
 #include "accelerate/gradient_reducer.h"
@@ -21,7 +21,8 @@ inline void fill_deterministic(torch::nn::Module& module, double salt = 0) {
   torch::NoGradGuard no_grad;
   int k = 0;
   for (auto& p : module.parameters()) {
-    auto values = torch::arange(p.numel(), torch::kDouble).mul(0.37).add(1.3 * k + salt).sin().mul(0.5);
+    auto values =
+        torch::arange(p.numel(), torch::kDouble).mul(0.37).add(1.3 * k + salt).sin().mul(0.5);
     p.copy_(values.view(p.sizes()).to(p.scalar_type()));
     ++k;
   }

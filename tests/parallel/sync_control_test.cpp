@@ -1,9 +1,8 @@
 // no_sync (gradient accumulation), and the misuses the reducer reports
 // instead of hanging: mismatched parameters across ranks, toggling sync in
 // the middle of a step, two backward passes without finalize_backward().
-#include <torch/torch.h>
-
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 
 #include "accelerate/errors.h"
 #include "accelerate/gradient_reducer.h"
@@ -131,9 +130,7 @@ TEST(Reducer, FreeingTheReducerRemovesItsHooks) {
   torch::set_num_threads(1);
   run_ranks(2, [](Communicator& comm) {
     BranchyNet net;
-    {
-      GradientReducer reducer(borrow(comm), net->parameters());
-    }
+    { GradientReducer reducer(borrow(comm), net->parameters()); }
     // With hooks left behind this would touch freed memory or launch
     // collectives that the other rank never matches.
     branchy_loss(net, comm.rank(), 0, true).backward();

@@ -1,11 +1,10 @@
 // Parameters without a gradient: never a deadlock, one warning, and what
 // find_unused_parameters changes (globally unused gradients left untouched;
 // prepare_for_backward() lets their buckets start during backward).
-#include <chrono>
-
+#include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <gtest/gtest.h>
+#include <chrono>
 
 #include "accelerate/gradient_reducer.h"
 #include "parallel/parallel_test_support.h"
@@ -136,8 +135,8 @@ TEST(FindUnusedParameters, ExistingGradOfAParameterNobodyUsedIsKept) {
         net->branch->weight.mutable_grad() = torch::full({16, 16}, 1.0 + comm.rank());
         branchy_loss(net, comm.rank(), 0, false).backward();
         reducer.finalize_backward();
-        EXPECT_TRUE(torch::equal(net->branch->weight.grad(),
-                                 torch::full({16, 16}, 1.0 + comm.rank())));
+        EXPECT_TRUE(
+            torch::equal(net->branch->weight.grad(), torch::full({16, 16}, 1.0 + comm.rank())));
       },
       short_timeout());
 }
