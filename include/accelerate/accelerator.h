@@ -145,6 +145,15 @@ class Accelerator {
                          double norm_type = 2.0);
   void clip_grad_value_(const std::vector<at::Tensor>& parameters, double clip_value);
 
+  // Resumes mid-epoch: the loader's next pass starts at batch `num_batches`
+  // (Accelerate's skip_first_batches; here the loader itself is returned).
+  template <class Loader>
+  Loader& skip_first_batches(Loader& loader, size_t num_batches) {
+    static_assert(std::is_base_of<DataLoaderBase, Loader>::value, "needs an accelerate::DataLoader");
+    loader.skip_first_batches(num_batches);
+    return loader;
+  }
+
   // The model itself: prepare() does not wrap models.
   template <class Model>
   Model& unwrap_model(Model& model) { return model; }

@@ -177,3 +177,47 @@ TEST(Prepare, PlainOptimizerWithAccumulationIsAClearError) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(ClipGradNorm, ReturnsTheGlobalNormOnEveryRank) {
+  accelerate::testing::run_rank_communicators(2, [](std::shared_ptr<Communicator> comm) {
+    Accelerator accelerator(comm);
+    torch::nn::Linear model(torch::nn::LinearOptions(2, 1).bias(false));
+    {
+      torch::NoGradGuard no_grad;
+      model->weight.fill_(0.0);
+    }
+    accelerator.prepare(model);
+    // d(sum(w·x))/dw = x: rank 0 has x = (3, 0), rank 1 has x = (0, 4); the
+    // synced gradient is their mean (1.5, 2), whose norm is 2.5.
+    auto x = (comm->rank() == 0 ? torch::tensor({3.0f, 0.0f}) : torch::tensor({0.0f, 4.0f})).reshape({1, 2});
+    accelerator.backward(model->forward(x).sum());
+    const double norm = accelerator.clip_grad_norm_(model->parameters(), /*max_norm=*/1.0);
+    EXPECT_NEAR(norm, 2.5, 1e-6);
+    EXPECT_NEAR(model->weight.grad().norm().item<double>(), 1.0, 1e-5);
+    accelerator.clip_grad_value_(model->parameters(), 0.1);
+    EXPECT_LE(model->weight.grad().abs().max().item<float>(), 0.1f + 1e-7f);
+  });
+}
+
+TEST(SkipFirstBatches, ResumesInsideTheEpoch) {
+  accelerate::testing::run_rank_communicators(1, [](std::shared_ptr<Communicator> comm) {
+    Accelerator accelerator(comm);
+    auto index = at::arange(16, at::kFloat).reshape({-1, 1});
+    accelerate::DataLoader loader(accelerate::TensorDataset(index, index),
+                                  accelerate::DataLoaderOptions(4));
+    accelerator.prepare(loader);
+    std::vector<float> resumed;
+    for (auto& batch : accelerator.skip_first_batches(loader, 2)) {
+      resumed.push_back(batch.data[0][0].item<float>());
+    }
+    EXPECT_EQ(resumed, (std::vector<float>{8, 12}));
+    // The skip applied to one pass only; the next pass starts at 0 again.
+    std::vector<float> next;
+    for (auto& batch : loader) next.push_back(batch.data[0][0].item<float>());
+    EXPECT_EQ(next, (std::vector<float>{0, 4, 8, 12}));
+  });
+}
+
+}  // namespace
