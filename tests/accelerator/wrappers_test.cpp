@@ -98,7 +98,8 @@ TEST(FindExecutableBatchSize, ShrinksByTenPercentUntilItFits) {
   auto result = accelerate::find_executable_batch_size(
       [&](int64_t batch_size) {
         tried.push_back(batch_size);
-        if (batch_size > 50) throw c10::Error("CUDA out of memory. Tried to allocate 2 GiB", "");
+        // The type LibTorch's allocators throw (same macro on 1.13 and 2.x).
+        TORCH_CHECK_WITH(OutOfMemoryError, batch_size <= 50, "CUDA out of memory. Tried to allocate 2 GiB");
         return batch_size * 2;
       },
       128);
