@@ -2,10 +2,12 @@
 # The training benchmark of issue 3 (docs/performance.md): one run that times,
 # side by side on this machine, two workloads
 #
-#   mnist   BasicNet on data/mnist (examples/mnist: mnist_plain and mnist,
-#           and bench/python/mnist_reference.py); ms/step of the last epoch
-#   linear  6 x (Linear(1024,1024) + ReLU), batch 32, synthetic data
-#           (bench/linear/linear_bench and bench/python/linear_ddp.py);
+#   mnist   BasicNet on data/mnist, the seed's recipe (AdamW, batch 64 per
+#           process): bench/linear/mnist_profile (examples/mnist's training
+#           loop with clocks around it) and bench/python/mnist_reference.py;
+#           mean ms/step over the last epoch's training loop
+#   linear  6 x (Linear(1024,1024) + ReLU), batch 32, synthetic data, SGD:
+#           bench/linear/linear_bench and bench/python/linear_ddp.py;
 #           median ms/step over the timed steps
 #
 # in five configurations
@@ -18,17 +20,19 @@
 #           (bench/python/launch.sh 2)
 #   py1     PyTorch's Python loop, 1 process (for reference only)
 #
+# and, as a cross-check, the example programs themselves (examples/mnist:
+# mnist_plain, mnist on 1 and 2 processes) with the ms/step they print.
+#
 # REPEATS rounds; each round runs every measurement once (the order reversed
 # on every other round, so load drifts hit all alike), and the table shows
 # the median over rounds. Then the goal ratios: acc1/plain1 (goal <= 1.02)
-# and acc2/ddp2 (goal <= 1.00) for each workload, and the share of all-reduce
-# time hidden behind backward (the reducer's GradientSyncStats, from
-# linear_bench and bench/linear/mnist_profile on 2 processes).
+# and acc2/ddp2 (goal <= 1.00) for each workload, the share of all-reduce
+# time hidden behind backward (the reducer's GradientSyncStats), and where
+# the step time goes (data, forward, backward, sync, optimizer).
 #
 # Usage: bash bench/run_training_bench.sh [BUILD_DIR]     (default: build)
-#   needs, in BUILD_DIR: examples/mnist, examples/mnist_plain, bin/accelerate,
-#   bench/linear/linear_bench (and bench/linear/mnist_profile for the MNIST
-#   hidden fraction and phase profile; skipped when absent), e.g.
+#   needs, in BUILD_DIR: bench/linear/linear_bench, bench/linear/mnist_profile,
+#   bin/accelerate, examples/mnist, examples/mnist_plain, e.g.
 #     cmake --build build --target linear_bench mnist_profile mnist mnist_plain accelerate_cli
 #   and data/mnist (scripts/fetch-mnist.sh), /usr/bin/python3 with python3-torch.
 #
@@ -38,11 +42,13 @@
 #   THREADS_2P [nproc/2]   the same for each of the 2 processes
 #   MNIST_EPOCHS [2]       epochs per MNIST run; the last one is timed
 #   LINEAR_STEPS [100]     timed steps per linear run, after LINEAR_WARMUP [10]
-#   PROFILE [1]            also run mnist_profile plain/acc1 (phase breakdown)
+#   EXAMPLES [1]           also run the examples/mnist programs (cross-check)
 #   MAX_LOAD [unset]       before each round, wait (up to 15 min) until the
 #                          1-minute load average is below this
 #   PYTHON [/usr/bin/python3], DATA_DIR [data/mnist]
 #   LOG_DIR [a new temporary folder]  every run's full output is kept there
+#   GLIBC_TUNABLES         passed on to every run (C++ and Python alike); see
+#                          docs/performance.md on glibc malloc and page faults
 #
 # Not part of CI: it takes several minutes and its figures depend on the
 # machine and its load.
@@ -64,7 +70,7 @@ THREADS_2P="${THREADS_2P:-$t2}"
 MNIST_EPOCHS="${MNIST_EPOCHS:-2}"
 LINEAR_STEPS="${LINEAR_STEPS:-100}"
 LINEAR_WARMUP="${LINEAR_WARMUP:-10}"
-PROFILE="${PROFILE:-1}"
+EXAMPLES="${EXAMPLES:-1}"
 PYTHON="${PYTHON:-/usr/bin/python3}"
 DATA_DIR="${DATA_DIR:-data/mnist}"
 LOG_DIR="${LOG_DIR:-$(mktemp -d /tmp/training-bench.XXXXXX)}"
@@ -79,11 +85,11 @@ mnist_acc="$build/examples/mnist"
 launcher="$build/bin/accelerate"
 linear="$build/bench/linear/linear_bench"
 profile="$build/bench/linear/mnist_profile"
-for f in "$mnist_plain" "$mnist_acc" "$launcher" "$linear"; do
+needed=("$launcher" "$linear" "$profile")
+[[ "$EXAMPLES" == 1 ]] && needed+=("$mnist_plain" "$mnist_acc")
+for f in "${needed[@]}"; do
   [[ -x "$f" ]] || die "$f not found: build it first (cmake --build $build --target linear_bench mnist_profile mnist mnist_plain accelerate_cli)"
 done
-have_profile=0
-[[ -x "$profile" ]] && have_profile=1
 for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
   [[ -f "$DATA_DIR/$f" ]] || die "$DATA_DIR/$f not found: run scripts/fetch-mnist.sh"
 done
@@ -127,7 +133,10 @@ python_linear_ms() {
 }
 
 declare -A vals   # "workload.config" -> values, one per round, space separated
-add() { vals["$1"]="${vals[$1]:-} $2"; }
+add() {
+  [[ -n "$2" ]] || die "no value for $1 (round $round; see the logs in $LOG_DIR)"
+  vals["$1"]="${vals[$1]:-} $2"
+}
 
 launch2() {  # our launcher, 2 CPU processes, a free port
   "$launcher" launch -q --cpu --num_processes 2 --main_process_port 0 \
@@ -138,25 +147,20 @@ pylaunch2() { bash bench/python/launch.sh 2 "$@"; }
 linear_args=(--steps "$LINEAR_STEPS" --warmup "$LINEAR_WARMUP")
 mnist_args=(--epochs "$MNIST_EPOCHS" --data_dir "$DATA_DIR")
 
-m_mnist_plain1() { run mnist.plain1 "$THREADS_1P" "$mnist_plain" "${mnist_args[@]}"; add mnist.plain1 "$(epoch_ms "$last_log")"; }
-m_mnist_acc1()   { run mnist.acc1 "$THREADS_1P" "$mnist_acc" "${mnist_args[@]}"; add mnist.acc1 "$(epoch_ms "$last_log")"; }
-m_mnist_acc2()   { run mnist.acc2 "$THREADS_2P" launch2 "$mnist_acc" "${mnist_args[@]}"; add mnist.acc2 "$(epoch_ms "$last_log")"; }
+profile_fields() {  # keeps the figures of an mnist_profile run
+  local key="$1" f
+  add "$key" "$(field "$last_log" ms_per_step)"
+  for f in data_ms fwd_ms bwd_ms sync_ms opt_ms comm_ms exposed_ms hidden_fraction; do
+    add "$key.$f" "$(field "$last_log" "$f")"; done
+}
+m_mnist_plain1() { run mnist.plain1 "$THREADS_1P" "$profile" --mode plain "${mnist_args[@]}"; profile_fields mnist.plain1; }
+m_mnist_acc1()   { run mnist.acc1 "$THREADS_1P" "$profile" --mode accelerated "${mnist_args[@]}"; profile_fields mnist.acc1; }
+m_mnist_acc2()   { run mnist.acc2 "$THREADS_2P" launch2 "$profile" --mode accelerated "${mnist_args[@]}"; profile_fields mnist.acc2; }
 m_mnist_ddp2()   { run mnist.ddp2 "$THREADS_2P" pylaunch2 bench/python/mnist_reference.py --epochs "$MNIST_EPOCHS" --data "$DATA_DIR"; add mnist.ddp2 "$(epoch_ms "$last_log")"; }
 m_mnist_py1()    { run mnist.py1 "$THREADS_1P" "$PYTHON" bench/python/mnist_reference.py --epochs "$MNIST_EPOCHS" --data "$DATA_DIR"; add mnist.py1 "$(epoch_ms "$last_log")"; }
-m_mnist_prof2()  {
-  run mnist.prof2 "$THREADS_2P" launch2 "$profile" --mode accelerated "${mnist_args[@]}"
-  add mnist.prof2 "$(field "$last_log" ms_per_step)"
-  local f; for f in data_ms fwd_ms bwd_ms sync_ms opt_ms comm_ms exposed_ms hidden_fraction; do
-    add "mnist.prof2.$f" "$(field "$last_log" "$f")"; done
-}
-m_mnist_profplain1() {
-  run mnist.profplain1 "$THREADS_1P" "$profile" --mode plain "${mnist_args[@]}"
-  local f; for f in ms_per_step data_ms fwd_ms bwd_ms opt_ms; do add "mnist.profplain1.$f" "$(field "$last_log" "$f")"; done
-}
-m_mnist_profacc1() {
-  run mnist.profacc1 "$THREADS_1P" "$profile" --mode accelerated "${mnist_args[@]}"
-  local f; for f in ms_per_step data_ms fwd_ms bwd_ms opt_ms; do add "mnist.profacc1.$f" "$(field "$last_log" "$f")"; done
-}
+m_example_plain1() { run example.plain1 "$THREADS_1P" "$mnist_plain" "${mnist_args[@]}"; add example.plain1 "$(epoch_ms "$last_log")"; }
+m_example_acc1()   { run example.acc1 "$THREADS_1P" "$mnist_acc" "${mnist_args[@]}"; add example.acc1 "$(epoch_ms "$last_log")"; }
+m_example_acc2()   { run example.acc2 "$THREADS_2P" launch2 "$mnist_acc" "${mnist_args[@]}"; add example.acc2 "$(epoch_ms "$last_log")"; }
 linear_fields() {  # keeps the phase figures of a linear_bench run
   local key="$1" f
   add "$key" "$(field "$last_log" ms_per_step)"
@@ -171,10 +175,7 @@ m_linear_py1()    { run linear.py1 "$THREADS_1P" "$PYTHON" bench/python/linear_d
 
 measurements=(m_mnist_plain1 m_mnist_acc1 m_mnist_acc2 m_mnist_ddp2 m_mnist_py1
               m_linear_plain1 m_linear_acc1 m_linear_acc2 m_linear_ddp2 m_linear_py1)
-if ((have_profile)); then
-  measurements+=(m_mnist_prof2)
-  [[ "$PROFILE" == 1 ]] && measurements+=(m_mnist_profplain1 m_mnist_profacc1)
-fi
+[[ "$EXAMPLES" == 1 ]] && measurements+=(m_example_plain1 m_example_acc1 m_example_acc2)
 
 # ---- statistics ----------------------------------------------------------------
 median() { tr ' ' '\n' | grep -v -e '^$' -e '^na$' | sort -g | awk '{v[NR]=$1} END {if (NR == 0) print "na"; else if (NR % 2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
@@ -195,6 +196,7 @@ echo "training benchmark: $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), $cores 
 echo "  build $build; logs in $LOG_DIR"
 echo "  $REPEATS rounds; threads: 1 process $THREADS_1P, 2 processes $THREADS_2P each (OMP_NUM_THREADS = OPENBLAS_NUM_THREADS)"
 echo "  mnist: $MNIST_EPOCHS epochs per run, last epoch timed; linear: $LINEAR_WARMUP warm-up + $LINEAR_STEPS timed steps, median"
+echo "  GLIBC_TUNABLES=${GLIBC_TUNABLES:-(unset)}"
 echo "  load average at start: $(loadavg)"
 loads=()
 start_s=$SECONDS
@@ -253,39 +255,37 @@ for w in mnist linear; do
     "$(printf '%s' "$rr2" | median)" "$(printf '%s' "$rr2" | minmax 3)"
 done
 
-echo
-echo "all-reduce hidden behind backward, Accelerator on 2 processes (GradientSyncStats:"
-echo "1 - time blocked in finalize_backward / time communication was in flight; median over rounds)"
-printf '  linear: %s  (in flight %s ms/step, exposed wait %s ms/step; finalize_backward %s ms/step)\n' \
-  "$(fmt "$(med linear.acc2.hidden_fraction)" 3)" "$(fmt "$(med linear.acc2.comm_ms)")" \
-  "$(fmt "$(med linear.acc2.exposed_ms)")" "$(fmt "$(med linear.acc2.sync_ms)")"
-if ((have_profile)); then
-  printf '  mnist:  %s  (in flight %s ms/step, exposed wait %s ms/step; finalize_backward %s ms/step; from mnist_profile)\n' \
-    "$(fmt "$(med mnist.prof2.hidden_fraction)" 3)" "$(fmt "$(med mnist.prof2.comm_ms)")" \
-    "$(fmt "$(med mnist.prof2.exposed_ms)")" "$(fmt "$(med mnist.prof2.sync_ms)")"
-else
-  echo "  mnist:  not measured ($profile not built)"
+if [[ "$EXAMPLES" == 1 ]]; then
+  echo
+  echo "cross-check: the ms/step examples/mnist prints for its last epoch (median over rounds)."
+  echo "It stops its clock after the epoch's evaluation, so it includes test-set time; the mnist"
+  echo "rows above time the training loop alone, as mnist_reference.py does."
+  printf '  mnist_plain, 1 process %s [%s]; mnist, 1 process %s [%s]; mnist, 2 processes %s [%s]\n' \
+    "$(fmt "$(med example.plain1)")" "$(printf '%s' "${vals[example.plain1]}" | minmax)" \
+    "$(fmt "$(med example.acc1)")" "$(printf '%s' "${vals[example.acc1]}" | minmax)" \
+    "$(fmt "$(med example.acc2)")" "$(printf '%s' "${vals[example.acc2]}" | minmax)"
 fi
 
 echo
-echo "phase profile, ms per step (medians over rounds; bwd includes the gradient sync, sync = finalize_backward)"
-printf '%-30s %8s %8s %8s %8s %8s %8s\n' run step data fwd bwd sync opt
-for c in plain1 acc1 acc2; do
-  printf '%-30s %8s %8s %8s %8s %8s %8s\n' "linear $c (linear_bench)" "$(fmt "$(med linear.$c)")" "-" \
-    "$(fmt "$(med linear.$c.fwd_ms)")" "$(fmt "$(med linear.$c.bwd_ms)")" \
-    "$(fmt "$(med linear.$c.sync_ms)")" "$(fmt "$(med linear.$c.opt_ms)")"
+echo "all-reduce hidden behind backward, Accelerator on 2 processes (GradientSyncStats:"
+echo "1 - time blocked in finalize_backward / time communication was in flight; median over rounds)"
+for w in linear mnist; do
+  printf '  %-7s %s  (in flight %s ms/step, exposed wait %s ms/step; finalize_backward %s ms/step)\n' "$w:" \
+    "$(fmt "$(med $w.acc2.hidden_fraction)" 3)" "$(fmt "$(med $w.acc2.comm_ms)")" \
+    "$(fmt "$(med $w.acc2.exposed_ms)")" "$(fmt "$(med $w.acc2.sync_ms)")"
 done
-if ((have_profile)); then
-  for c in profplain1 profacc1; do
-    [[ -n "${vals[mnist.$c.ms_per_step]:-}" ]] || continue
-    printf '%-30s %8s %8s %8s %8s %8s %8s\n' "mnist ${c#prof} (mnist_profile)" "$(fmt "$(med mnist.$c.ms_per_step)")" \
-      "$(fmt "$(med mnist.$c.data_ms)")" "$(fmt "$(med mnist.$c.fwd_ms)")" \
-      "$(fmt "$(med mnist.$c.bwd_ms)")" "na" "$(fmt "$(med mnist.$c.opt_ms)")"
+
+echo
+echo "phase profile, ms per step (medians over rounds; bwd includes the gradient sync, sync = finalize_backward)"
+printf '%-14s %8s %8s %8s %8s %8s %8s\n' run step data fwd bwd sync opt
+for w in linear mnist; do
+  for c in plain1 acc1 acc2; do
+    data="-"; [[ "$w" == mnist ]] && data="$(fmt "$(med $w.$c.data_ms)")"
+    printf '%-14s %8s %8s %8s %8s %8s %8s\n' "$w $c" "$(fmt "$(med $w.$c)")" "$data" \
+      "$(fmt "$(med $w.$c.fwd_ms)")" "$(fmt "$(med $w.$c.bwd_ms)")" \
+      "$(fmt "$(med $w.$c.sync_ms)")" "$(fmt "$(med $w.$c.opt_ms)")"
   done
-  printf '%-30s %8s %8s %8s %8s %8s %8s\n' "mnist acc2 (mnist_profile)" "$(fmt "$(med mnist.prof2)")" \
-    "$(fmt "$(med mnist.prof2.data_ms)")" "$(fmt "$(med mnist.prof2.fwd_ms)")" \
-    "$(fmt "$(med mnist.prof2.bwd_ms)")" "$(fmt "$(med mnist.prof2.sync_ms)")" "$(fmt "$(med mnist.prof2.opt_ms)")"
-fi
+done
 echo
 echo "1-min load per round (start-end): ${loads[*]}"
 echo "raw values per round:"

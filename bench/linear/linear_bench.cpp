@@ -24,6 +24,9 @@
 // (communication in flight, wait blocked in finalize, and 1 - exposed/comm)
 // averaged over the timed steps; "na" with one process.
 //
+// --bucket_cap_mb / --first_bucket_cap_mb set the reducer's bucket caps
+// (GradientSyncOptions) for experiments.
+//
 // Threads: torch::set_num_threads(OMP_NUM_THREADS) when it is set (the
 // Accelerator does the same); set OPENBLAS_NUM_THREADS alike (DESIGN.md §3).
 #include <ATen/CPUGeneratorImpl.h>
@@ -53,12 +56,16 @@ struct Settings {
   int width = 1024;
   double lr = 0.01;
   uint64_t seed = 0;
+  // Reducer bucket caps for experiments (0: the library's defaults).
+  double bucket_cap_mb = 0;
+  double first_bucket_cap_mb = 0;
 };
 
 [[noreturn]] void usage_error(const std::string& message) {
   std::cerr << "linear_bench: error: " << message
             << "\nusage: linear_bench --mode plain|accelerated [--steps N] [--warmup N] "
-               "[--batch B] [--layers L] [--width W] [--lr LR] [--seed S]\n";
+               "[--batch B] [--layers L] [--width W] [--lr LR] [--seed S]\n"
+               "       [--bucket_cap_mb MB] [--first_bucket_cap_mb MB]   (accelerated only)\n";
   std::exit(2);
 }
 
@@ -76,6 +83,8 @@ Settings parse(int argc, char** argv) {
     else if (flag == "--width") s.width = std::stoi(value);
     else if (flag == "--lr") s.lr = std::stod(value);
     else if (flag == "--seed") s.seed = std::stoull(value);
+    else if (flag == "--bucket_cap_mb") s.bucket_cap_mb = std::stod(value);
+    else if (flag == "--first_bucket_cap_mb") s.first_bucket_cap_mb = std::stod(value);
     else usage_error("unknown flag " + flag);
   }
   if (s.mode != "plain" && s.mode != "accelerated") usage_error("--mode must be plain or accelerated");
@@ -184,7 +193,11 @@ void run_plain(const Settings& s) {
 // The same loop through the Accelerator (the lines a user changes: the
 // Accelerator, accelerate::Optimizer, prepare, accelerator.backward).
 void run_accelerated(const Settings& s) {
-  accelerate::Accelerator accelerator;  // sets threads from OMP_NUM_THREADS too
+  accelerate::GradientSyncOptions sync;
+  if (s.bucket_cap_mb > 0) sync.bucket_cap_mb(s.bucket_cap_mb);
+  if (s.first_bucket_cap_mb > 0) sync.first_bucket_cap_mb(s.first_bucket_cap_mb);
+  // Sets the threads from OMP_NUM_THREADS too.
+  accelerate::Accelerator accelerator(accelerate::AcceleratorOptions().ddp_options(sync));
   torch::manual_seed(s.seed);
   auto model = make_model(s);
   accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(), torch::optim::SGDOptions(s.lr));

@@ -14,4 +14,5 @@ echo "$out"
 final=$(grep '^\[rank0\]: epoch 3: test accuracy' <<<"$out" || grep '^epoch 3: test accuracy' <<<"$out")
 accuracy=$(sed -E 's/.*test accuracy ([0-9.]+)%.*/\1/' <<<"$final")
 echo "final accuracy on $processes process(es): $accuracy% (bar: $minimum%)"
+# assert accuracy >= minimum
 awk -v a="$accuracy" -v m="$minimum" 'BEGIN { exit !(a + 0 >= m + 0) }'

@@ -8,10 +8,13 @@ source=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
-test -x "$work/prefix/bin/accelerate" || { echo "FAIL: accelerate not installed"; exit 1; }
+assert_file() { test -e "$1" || { echo "FAIL: $1 was not installed"; exit 1; }; }
+assert_file "$work/prefix/bin/accelerate"
+assert_file "$work/prefix/include/accelerate/accelerate.h"
 cmake -S "$source/tests/install/consumer" -B "$work/consumer" -G Ninja \
   -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$work/consumer" >/dev/null
 out=$(LD_LIBRARY_PATH="$work/prefix/lib:${LD_LIBRARY_PATH:-}" "$work/consumer/consumer")
 echo "$out"
-grep -q "consumer ok: 0.1.0 rank 0/1" <<<"$out"
+# assert: the consumer ran against the installed library
+grep -q "consumer ok: 0.1.0 rank 0/1" <<<"$out" || { echo "FAIL: unexpected consumer output"; exit 1; }

@@ -16,7 +16,7 @@
 
 namespace {
 
-void require(bool condition, const std::string& what) {
+void assert_true(bool condition, const std::string& what) {
   if (!condition) throw accelerate::Error("check failed: " + what);
 }
 
@@ -24,26 +24,26 @@ void check_collectives(accelerate::Communicator& comm) {
   const int n = comm.world_size();
   const int r = comm.rank();
   auto gathered = accelerate::gather(comm, at::arange(n, at::kLong) + 1 + n * r);
-  require(at::equal(gathered, at::arange(1, n * n + 1, at::kLong)), "gather = 1..N^2");
+  assert_true(at::equal(gathered, at::arange(1, n * n + 1, at::kLong)), "gather = 1..N^2");
 
   std::vector<int> expected_ranks;
   for (int q = 0; q < n; ++q) expected_ranks.push_back(q);
-  require(accelerate::gather_object(comm, std::vector<int>{r}) == expected_ranks,
+  assert_true(accelerate::gather_object(comm, std::vector<int>{r}) == expected_ranks,
           "gather_object([rank]) = [0..N-1]");
 
   auto padded = accelerate::pad_across_processes(comm, at::ones({r == 0 ? n + 1 : n}, at::kInt));
-  require(padded.size(0) == n + 1 && padded.scalar_type() == at::kInt, "pad to N+1, dtype kept");
-  if (r != 0) require(padded[n].item<int>() == 0, "padded ranks end in 0");
+  assert_true(padded.size(0) == n + 1 && padded.scalar_type() == at::kInt, "pad to N+1, dtype kept");
+  if (r != 0) assert_true(padded[n].item<int>() == 0, "padded ranks end in 0");
 
   auto mine = at::arange(2, at::kFloat) + 1 + 2 * r;  // rank 0 [1,2], rank 1 [3,4], ...
   auto sum = accelerate::reduce(comm, mine, accelerate::ReduceOp::kSum);
   auto max = accelerate::reduce(comm, mine, accelerate::ReduceOp::kMax);
-  require(max[1].item<float>() == 2.0f * n, "reduce max");
-  require(sum[0].item<float>() == static_cast<float>(n * n), "reduce sum");
+  assert_true(max[1].item<float>() == 2.0f * n, "reduce max");
+  assert_true(sum[0].item<float>() == static_cast<float>(n * n), "reduce sum");
 
   accelerate::Trigger trigger;
   if (r == n - 1) trigger.set();
-  require(trigger.check(comm) && !trigger.check(comm), "trigger fires once everywhere");
+  assert_true(trigger.check(comm) && !trigger.check(comm), "trigger fires once everywhere");
   accelerate::wait_for_everyone(comm);
 }
 

@@ -11,5 +11,6 @@ int main() {
   auto gathered = accelerate::gather(*comm, at::ones({2}));
   std::cout << "consumer ok: " << accelerate::kVersion << " " << job.describe() << " gathered "
             << gathered.numel() << std::endl;
+  // assert: one process gathers its own two elements
   return gathered.numel() == 2 ? 0 : 1;
 }
