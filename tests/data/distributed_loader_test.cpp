@@ -15,6 +15,8 @@
 #include "support/thread_ranks.h"
 
 namespace accelerate {
+using accelerate::testing::borrow;
+
 namespace {
 
 using accelerate::testing::run_ranks;
@@ -22,10 +24,6 @@ using testing::DatasetProbe;
 using testing::IndexDataset;
 using testing::IndexStream;
 using Batches = std::vector<std::vector<int64_t>>;
-
-std::shared_ptr<Communicator> borrow(Communicator& comm) {
-  return std::shared_ptr<Communicator>(&comm, [](Communicator*) {});
-}
 
 struct LoaderSetup {
   size_t length = 0;

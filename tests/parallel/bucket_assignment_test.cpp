@@ -15,6 +15,8 @@ using accelerate::GradientReducer;
 using accelerate::GradientSyncOptions;
 using accelerate::testing::run_ranks;
 
+using accelerate::testing::borrow;
+
 namespace {
 
 constexpr int64_t kKiB = 1024;
@@ -43,9 +45,6 @@ std::vector<torch::Tensor> six_parameters() {
           parameter_of_bytes(256),      parameter_of_bytes(2 * kMiB), parameter_of_bytes(64)};
 }
 
-std::shared_ptr<Communicator> borrow(Communicator& comm) {
-  return std::shared_ptr<Communicator>(std::shared_ptr<Communicator>(), &comm);
-}
 
 TEST(BucketAssignment, ReverseOrderWithSmallFirstBucketAndCaps) {
   // Reverse order p5 p4 p3 p2 p1 p0. First cap 1 MiB: p5 (64 B) fits, p4

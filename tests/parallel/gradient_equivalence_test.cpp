@@ -28,9 +28,6 @@ using namespace accelerate::testing;
 
 namespace {
 
-std::shared_ptr<Communicator> borrow(Communicator& comm) {
-  return std::shared_ptr<Communicator>(std::shared_ptr<Communicator>(), &comm);
-}
 
 struct BucketCase {
   const char* name;

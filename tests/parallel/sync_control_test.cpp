@@ -16,9 +16,6 @@ using namespace accelerate::testing;
 
 namespace {
 
-std::shared_ptr<Communicator> borrow(Communicator& comm) {
-  return std::shared_ptr<Communicator>(std::shared_ptr<Communicator>(), &comm);
-}
 
 bool same_on_every_rank(Communicator& comm, const torch::Tensor& t) {
   for (const auto& theirs : comm.all_gather_same_shape(t)) {

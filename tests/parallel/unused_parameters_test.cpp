@@ -18,9 +18,6 @@ using namespace accelerate::testing;
 
 namespace {
 
-std::shared_ptr<Communicator> borrow(Communicator& comm) {
-  return std::shared_ptr<Communicator>(std::shared_ptr<Communicator>(), &comm);
-}
 
 // Every parameter alone: the branch's buckets sit in the middle of the order.
 GradientSyncOptions one_parameter_per_bucket() {

@@ -73,6 +73,12 @@ inline void run_rank_communicators(
   }
 }
 
+// A non-owning shared_ptr to a rank's communicator, for APIs that take one
+// (the communicator outlives the body that uses it).
+inline std::shared_ptr<Communicator> borrow(Communicator& comm) {
+  return std::shared_ptr<Communicator>(std::shared_ptr<Communicator>(), &comm);
+}
+
 inline void run_ranks(int world_size, const std::function<void(Communicator&)>& body,
                       RankOptions options = {}) {
   run_rank_communicators(
