@@ -218,7 +218,6 @@ class Accelerator {
   std::string mixed_precision_ = "no";
   std::vector<const torch::nn::Module*> prepared_modules_;
   std::vector<std::unique_ptr<GradientReducer>> reducers_;
-  std::vector<const void*> prepared_others_;
   std::vector<DataLoaderBase*> loaders_;
   Trigger trigger_;
   int64_t step_ = 0;

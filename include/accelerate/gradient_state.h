@@ -40,7 +40,7 @@ class GradientState {
   // stepped, true when it skipped (no sync step, or inf/nan gradients).
   bool optimizer_step_was_skipped() const { return optimizer_step_was_skipped_; }
   void set_optimizer_step_was_skipped(bool skipped) { optimizer_step_was_skipped_ = skipped; }
-  // Real optimizer steps so far, over all prepared optimizers' first.
+  // Real optimizer steps so far, counted over every prepared optimizer.
   int64_t optimizer_steps() const { return optimizer_steps_; }
   void count_optimizer_step() { ++optimizer_steps_; }
 
