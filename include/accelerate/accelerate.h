@@ -21,6 +21,7 @@
 #include "accelerate/gradient_state.h"
 #include "accelerate/job_state.h"
 #include "accelerate/logging.h"
+#include "accelerate/malloc_tuning.h"
 #include "accelerate/memory.h"
 #include "accelerate/mnist.h"
 #include "accelerate/model_saving.h"

@@ -91,6 +91,11 @@ struct AcceleratorOptions {
   // Step schedulers together with optimizers (Accelerate's
   // step_scheduler_with_optimizer); false: schedulers step on every call.
   ACCELERATE_ARG(bool, step_scheduler_with_optimizer) = true;
+  // Not in Accelerate: fix glibc malloc's thresholds so a step's freed
+  // buffers are reused instead of unmapped (malloc_tuning.h; up to 1.3x
+  // faster steps on CPU). Process-wide, applied by the constructor that
+  // reads the environment; GLIBC_TUNABLES malloc settings take precedence.
+  ACCELERATE_ARG(bool, tune_malloc) = true;
   // Experiment trackers (docs/tracking.md): "tensorboard", "jsonl", "csv",
   // "all", or the name() of one of `trackers`. Files go to the project's
   // logging_dir/project_name; only the main process writes.

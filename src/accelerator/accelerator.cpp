@@ -8,6 +8,7 @@
 #include <torch/nn/utils/clip_grad.h>
 
 #include "accelerate/errors.h"
+#include "accelerate/malloc_tuning.h"
 
 namespace accelerate {
 namespace {
@@ -55,6 +56,7 @@ Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(option
   job_ = std::make_shared<const JobState>(current_job_state(job_options));
   configure_from(env);
   set_thread_count(*job_, env);
+  if (options_.tune_malloc()) tune_malloc_for_training(env);
   comm_ = Communicator::connect(*job_);
 }
 

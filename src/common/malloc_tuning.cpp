@@ -1,0 +1,47 @@
+#include "accelerate/malloc_tuning.h"
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+namespace accelerate {
+namespace {
+
+bool environment_chooses_thresholds(const Environment& env) {
+  if (lookup(env, "MALLOC_MMAP_THRESHOLD_") || lookup(env, "MALLOC_TRIM_THRESHOLD_")) return true;
+  const auto tunables = lookup(env, "GLIBC_TUNABLES");
+  if (!tunables) return false;
+  return tunables->find("glibc.malloc.mmap_threshold") != std::string::npos ||
+         tunables->find("glibc.malloc.trim_threshold") != std::string::npos;
+}
+
+}  // namespace
+
+MallocTuningResult tune_malloc_for_training(const Environment& env) {
+#if defined(__GLIBC__)
+  if (environment_chooses_thresholds(env)) return MallocTuningResult::kLeftToEnvironment;
+  // Setting either one also turns off glibc's adaptive adjustment of both.
+  // mallopt returns 0 for a value this glibc refuses (e.g. a 32-bit build,
+  // whose largest mmap threshold is smaller).
+  const bool applied = mallopt(M_MMAP_THRESHOLD, static_cast<int>(kTunedMmapThresholdBytes)) &&
+                       mallopt(M_TRIM_THRESHOLD, static_cast<int>(kTunedTrimThresholdBytes));
+  return applied ? MallocTuningResult::kApplied : MallocTuningResult::kUnsupported;
+#else
+  (void)env;
+  return MallocTuningResult::kUnsupported;
+#endif
+}
+
+const char* to_string(MallocTuningResult result) {
+  switch (result) {
+    case MallocTuningResult::kApplied:
+      return "applied";
+    case MallocTuningResult::kLeftToEnvironment:
+      return "left to the environment";
+    case MallocTuningResult::kUnsupported:
+      return "unsupported";
+  }
+  return "unknown";
+}
+
+}  // namespace accelerate
