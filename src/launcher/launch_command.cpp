@@ -80,6 +80,7 @@ PlanInputs prepare(LaunchOptions& options, std::vector<std::string>& notes) {
   // anything, so a clash is one line here and not a hang in every rank.
   if (options.main_process_port == 0) {
     options.main_process_port = pick_free_port();
+    options.sources["main_process_port"] = OptionSource::kPicked;
   } else if (options.machine_rank == 0 && !options.dry_run) {
     ensure_port_free(options.main_process_port);
   }

@@ -37,6 +37,7 @@ const char* to_string(OptionSource source) {
     case OptionSource::kFlag: return "flag";
     case OptionSource::kConfigFile: return "config file";
     case OptionSource::kSlurm: return "slurm";
+    case OptionSource::kPicked: return "picked: a free port";
     case OptionSource::kDefault: break;
   }
   return "default";

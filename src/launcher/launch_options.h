@@ -18,8 +18,9 @@ namespace accelerate::launcher {
 // config files and defaults (REFERENCE.md §4), so every value keeps its origin.
 // kSlurm: taken from the Slurm job the launcher runs in (SLURM_NNODES, ...);
 // it beats a config file (the allocation is what really exists) and loses to
-// a flag.
-enum class OptionSource { kDefault, kConfigFile, kSlurm, kFlag };
+// a flag. kPicked: chosen by the launcher itself (--main_process_port 0
+// becomes a free port), listed so a dry run does not claim the user typed it.
+enum class OptionSource { kDefault, kConfigFile, kSlurm, kFlag, kPicked };
 const char* to_string(OptionSource source);
 
 struct LaunchOptions {

@@ -64,6 +64,22 @@ TEST_F(LaunchConfigFile, FlagsWinOverTheDefaultFileWhichWinsOverDefaults) {
   EXPECT_NE(result.out.find(" ACCELERATE_MIXED_PRECISION=bf16 "), std::string::npos);
 }
 
+TEST_F(LaunchConfigFile, APickedPortIsListedAsPickedNotAsTheFlag) {
+  RunResult result =
+      run_launcher({"launch", "--dry_run", "--main_process_port", "0", kProbe, "exit", "0"}, env());
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  bool found = false;
+  for (const auto& line : split_lines(result.out)) {
+    const std::string prefix = "  main_process_port = ";
+    const std::string suffix = " (picked: a free port)";
+    if (line.rfind(prefix, 0) != 0 || line.size() <= prefix.size() + suffix.size()) continue;
+    const std::string port = line.substr(prefix.size(), line.size() - prefix.size() - suffix.size());
+    found = line.compare(line.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+            port.find_first_not_of("0123456789") == std::string::npos && std::stoi(port) > 0;
+  }
+  EXPECT_TRUE(found) << result.out;
+}
+
 TEST_F(LaunchConfigFile, AnExplicitFileReplacesTheDefaultOne) {
   const std::string other = folder_.path() + "/other.yaml";
   std::ofstream(other) << "distributed_type: MULTI_CPU\nuse_cpu: true\nnum_processes: 2\nmixed_precision: fp16\n";
