@@ -67,6 +67,16 @@ struct GradientSyncOptions {
   ACCELERATE_ARG(bool, broadcast_buffers) = true;
   // Gradient compression for the all-reduce; off by default.
   ACCELERATE_ARG(CommHook, comm_hook) = CommHook::kNone;
+  // DDP's gradient_as_bucket_view (on by default here; DDP's default is off):
+  // at the first synced step each parameter's .grad becomes a view into its
+  // bucket buffer, so later backward passes accumulate straight into the
+  // buffer that is all-reduced. That saves copying gradients in, and one
+  // gradient-sized buffer per model. The values are the same either way.
+  // Applies to buckets whose gradients travel uncompressed in their own dtype
+  // on their own device, and not with find_unused_parameters (whose unused
+  // .grads must stay untouched by the in-place all-reduce). A .grad replaced
+  // or reset by the user (zero_grad(set_to_none)) is copied in and rebound.
+  ACCELERATE_ARG(bool, gradient_as_bucket_view) = true;
 };
 
 // One bucket: which parameters (indices into the constructor's list) share

@@ -115,6 +115,12 @@ GradientReducer::GradientReducer(std::shared_ptr<Communicator> communicator,
     const auto where =
         at::TensorOptions().dtype(s.buckets[b].wire_dtype).device(s.buckets[b].device);
     s.progress[b].buffer = at::empty({offset}, where);
+    const GradientBucket& bucket = s.buckets[b];
+    const at::Tensor& first = s.parameters[bucket.parameter_indices.front()];
+    s.progress[b].grads_are_views = s.options.gradient_as_bucket_view() &&
+                                    !s.options.find_unused_parameters() && !bucket.compressed &&
+                                    bucket.wire_dtype == bucket.gradient_dtype &&
+                                    bucket.device == first.device();
   }
   s.ready.assign(s.parameters.size(), 0);
   s.used_since_sync.assign(s.parameters.size(), 0);

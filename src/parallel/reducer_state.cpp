@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
+#include <c10/util/strides.h>
 
 #include <algorithm>
 #include <iostream>
@@ -26,12 +27,18 @@ std::string describe_shape(const at::Tensor& tensor) {
   return out.str();
 }
 
+// Built with set_ rather than narrow().view(): the result shares the
+// buffer's memory but is not an autograd view, so it can become a .grad that
+// LibTorch 1.13's Optimizer::zero_grad may detach_() (which views refuse).
 at::Tensor GradientReducer::State::bucket_view(std::size_t parameter_index) {
   const Slot& slot = slots[parameter_index];
   const at::Tensor& parameter = parameters[parameter_index];
-  return progress[slot.bucket]
-      .buffer.narrow(0, slot.offset, parameter.numel())
-      .view(parameter.sizes());
+  const at::Tensor& buffer = progress[slot.bucket].buffer;
+  c10::NoGradGuard no_grad;
+  at::Tensor slice = at::empty({0}, buffer.options());
+  slice.set_(buffer.storage(), buffer.storage_offset() + slot.offset, parameter.sizes(),
+             c10::contiguous_strides(parameter.sizes()));
+  return slice;
 }
 
 void GradientReducer::State::mark_ready(std::size_t parameter_index) {
@@ -39,23 +46,39 @@ void GradientReducer::State::mark_ready(std::size_t parameter_index) {
   --progress[slots[parameter_index].bucket].waiting_for;
 }
 
-// Copies the bucket's gradients (zero where none) into its buffer and starts
-// its all-reduce.
+namespace {
+
+// Whether `grad` is exactly the bucket slice `view` (gradient_as_bucket_view
+// after the first synced step, unless the user replaced or reset .grad).
+bool is_bucket_view(const at::Tensor& grad, const at::Tensor& view) {
+  return grad.is_alias_of(view) && grad.data_ptr() == view.data_ptr() &&
+         grad.sizes() == view.sizes() && grad.strides() == view.strides() &&
+         grad.scalar_type() == view.scalar_type();
+}
+
+}  // namespace
+
+// Copies the bucket's gradients (zero where none) into its buffer, unless
+// they already live there, and starts its all-reduce.
 void GradientReducer::State::launch(std::size_t b) {
   if (b == 0) first_launch = Clock::now();
   c10::NoGradGuard no_grad;
+  const bool views = progress[b].grads_are_views;
   for (std::size_t index : buckets[b].parameter_indices) {
-    const at::Tensor& grad = parameters[index].grad();
+    at::Tensor& grad = parameters[index].mutable_grad();
     at::Tensor view = bucket_view(index);
     if (grad.defined() && grad.layout() != at::kStrided) {
       throw Error("gradient sync: parameter " + std::to_string(index) +
                   " has a sparse gradient, which bucketed sync does not support");
     }
+    if (views && grad.defined() && is_bucket_view(grad, view)) continue;  // accumulated in place
     if (grad.defined()) {
       view.copy_(grad);
     } else {
       view.zero_();
     }
+    // Safe mid-backward: this parameter's AccumulateGrad has already run.
+    if (views) grad = view;
   }
   // Compressed buckets are averaged before the sum (DDP's compress hooks):
   // a sum of N fp16 values could overflow where their mean does not.
@@ -168,10 +191,15 @@ void GradientReducer::State::finalize() {
   c10::NoGradGuard no_grad;
   const float* used_anywhere = usage.defined() ? usage.data_ptr<float>() : nullptr;
   for (std::size_t b = 0; b < buckets.size(); ++b) {
-    // SUM, then divide while copying back: one pass over the gradients
-    // instead of two (the same arithmetic, so results stay bit-identical).
+    // SUM, then divide: in place where the grads are the buffer's views,
+    // else while copying back (one pass over the gradients either way, and
+    // the same arithmetic, so results stay bit-identical).
     const at::Tensor world = at::scalar_tensor(static_cast<double>(communicator->world_size()),
                                                progress[b].buffer.options());
+    if (progress[b].grads_are_views) {
+      progress[b].buffer.div_(world);
+      continue;
+    }
     for (std::size_t index : buckets[b].parameter_indices) {
       // Left as it is, as DDP does: no process computed a gradient for it.
       if (used_anywhere != nullptr && used_anywhere[index] == 0.0f) continue;

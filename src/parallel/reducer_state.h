@@ -31,6 +31,7 @@ struct GradientReducer::State {
   };
   struct BucketProgress {
     at::Tensor buffer;
+    bool grads_are_views = false;  // gradient_as_bucket_view applies here
     std::size_t waiting_for = 0;  // parameters not yet ready this step
     PendingCollective collective;
   };

@@ -51,11 +51,29 @@ bool uses_branch(Branch b, int rank) {
   return b == Branch::kEverywhere || (b == Branch::kRankZeroOnly && rank == 0);
 }
 
+// How gradients meet the buckets: copied in and out, or as views of the
+// buffers (gradient_as_bucket_view) with .grad reset between steps (LibTorch
+// 2.x's zero_grad: copied in and rebound each step) or zeroed in place
+// (1.13's zero_grad: backward accumulates straight into the buffer).
+enum class GradStorage { kCopies, kViewsReset, kViewsZeroedInPlace };
+const char* name_of(GradStorage g) {
+  return g == GradStorage::kCopies       ? "copies"
+         : g == GradStorage::kViewsReset ? "views_reset"
+                                         : "views_zeroed";
+}
+void clear_grads_as(GradStorage storage, torch::nn::Module& module) {
+  if (storage != GradStorage::kViewsZeroedInPlace) return clear_grads(module);
+  for (auto& p : module.parameters()) {
+    if (p.grad().defined()) p.mutable_grad().zero_();
+  }
+}
+
 // Readable parameter names in gtest and ctest output.
 void PrintTo(const BucketCase& c, std::ostream* out) { *out << c.name; }
 void PrintTo(Branch b, std::ostream* out) { *out << name_of(b); }
+void PrintTo(GradStorage g, std::ostream* out) { *out << name_of(g); }
 
-using Case = std::tuple<int, BucketCase, Branch>;
+using Case = std::tuple<int, BucketCase, Branch, GradStorage>;
 
 class MatchesBlockingAllReduce : public ::testing::TestWithParam<Case> {};
 
@@ -63,6 +81,8 @@ TEST_P(MatchesBlockingAllReduce, OverSeveralSteps) {
   const int world = std::get<0>(GetParam());
   const BucketCase buckets = std::get<1>(GetParam());
   const Branch branch = std::get<2>(GetParam());
+  const GradStorage storage = std::get<3>(GetParam());
+  const bool views = storage != GradStorage::kCopies;
   torch::set_num_threads(1);
   std::vector<int64_t> worst_ulps(world, 0);
   run_ranks(world, [&](Communicator& comm) {
@@ -72,10 +92,11 @@ TEST_P(MatchesBlockingAllReduce, OverSeveralSteps) {
     GradientReducer reducer(borrow(comm), net->parameters(),
                             GradientSyncOptions()
                                 .first_bucket_cap_mb(buckets.first_cap_mb)
-                                .bucket_cap_mb(buckets.cap_mb));
+                                .bucket_cap_mb(buckets.cap_mb)
+                                .gradient_as_bucket_view(views));
     ASSERT_EQ(static_cast<int>(reducer.buckets().size()), buckets.expected_buckets);
     for (int step = 0; step < 3; ++step) {
-      clear_grads(*net);
+      clear_grads_as(storage, *net);
       clear_grads(*reference);
       branchy_loss(net, rank, step, uses_branch(branch, rank)).backward();
       reducer.finalize_backward();
@@ -110,6 +131,15 @@ TEST_P(MatchesBlockingAllReduce, OverSeveralSteps) {
         }
       }
     }
+    // With one bucket, views make every synced .grad a slice of one buffer.
+    if (buckets.expected_buckets == 1) {
+      const auto params = net->parameters();
+      const at::Tensor& head = params.back().grad();
+      for (const auto& p : params) {
+        if (!p.requires_grad() || p.is_same(params.back())) continue;
+        EXPECT_EQ(p.grad().is_alias_of(head), views) << "shape " << p.sizes();
+      }
+    }
     const auto stats = reducer.last_step_stats();
     EXPECT_EQ(stats.synced_steps, 3);
     if (branch == Branch::kEverywhere) {
@@ -123,7 +153,7 @@ TEST_P(MatchesBlockingAllReduce, OverSeveralSteps) {
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return std::to_string(std::get<0>(info.param)) + "_ranks_" + std::get<1>(info.param).name + "_" +
-         name_of(std::get<2>(info.param));
+         name_of(std::get<2>(info.param)) + "_" + name_of(std::get<3>(info.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -131,7 +161,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(2, 3),
                        ::testing::Values(kOneBucket, kTwoBuckets, kEveryParameterAlone),
                        ::testing::Values(Branch::kEverywhere, Branch::kRankZeroOnly,
-                                         Branch::kNowhere)),
+                                         Branch::kNowhere),
+                       ::testing::Values(GradStorage::kCopies, GradStorage::kViewsReset,
+                                         GradStorage::kViewsZeroedInPlace)),
     case_name);
 
 // bf16 gradients travel as float32: the oracle sums float32 copies, divides,
