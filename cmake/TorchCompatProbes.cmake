@@ -62,6 +62,16 @@ int main() {
 }
 ]] ACCELERATE_COMPAT_DEVICE_AUTOCAST)
 
+# 2.1+: Optimizer::state() is keyed by the parameter's TensorImpl pointer
+# (void*); 1.13 keys it by that pointer printed as a string.
+check_cxx_source_compiles([[
+#include <torch/optim/optimizer.h>
+#include <type_traits>
+using State = std::remove_reference_t<decltype(std::declval<torch::optim::Optimizer&>().state())>;
+static_assert(std::is_same<State::key_type, void*>::value, "");
+int main() { return 0; }
+]] ACCELERATE_COMPAT_OPTIM_STATE_POINTER_KEY)
+
 # NCCL process group compiled into this LibTorch (CUDA builds only). Linked,
 # not just compiled, because some CPU builds ship the header without NCCL.
 set(CMAKE_TRY_COMPILE_TARGET_TYPE EXECUTABLE)
@@ -80,7 +90,7 @@ int main() { c10::cuda::CUDACachingAllocator::emptyCache(); return 0; }
 unset(CMAKE_REQUIRED_LIBRARIES)
 
 foreach(_probe ACCELERATE_COMPAT_BACKEND_BASE ACCELERATE_COMPAT_TCPSTORE_USE_LIBUV
-               ACCELERATE_COMPAT_DEVICE_AUTOCAST
+               ACCELERATE_COMPAT_DEVICE_AUTOCAST ACCELERATE_COMPAT_OPTIM_STATE_POINTER_KEY
                ACCELERATE_COMPAT_HAS_NCCL ACCELERATE_COMPAT_HAS_CUDA_ALLOCATOR)
   if(${_probe})
     set(${_probe} 1)

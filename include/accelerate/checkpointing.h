@@ -41,8 +41,9 @@ namespace accelerate {
 
 class Communicator;
 
-// Version of the folder layout; loading refuses newer versions.
-constexpr int kCheckpointFormatVersion = 1;
+// Version of the folder layout; loading refuses newer versions. 2: built-in
+// optimizers' state tensors in optimizer.safetensors (1: all in optimizer.bin).
+constexpr int kCheckpointFormatVersion = 2;
 // Written last; its presence marks a complete checkpoint.
 constexpr const char* kCheckpointMetadataFile = "accelerate_checkpoint.json";
 

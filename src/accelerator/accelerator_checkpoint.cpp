@@ -12,6 +12,7 @@
 #include "accelerate/errors.h"
 #include "accelerate/grad_scaler.h"
 #include "checkpoint/checkpoint_items.h"
+#include "checkpoint/optimizer_state.h"
 
 namespace accelerate {
 namespace fs = std::filesystem;
@@ -117,8 +118,11 @@ std::string Accelerator::save_state(const std::optional<std::string>& output_dir
         if (sync) checkpoint::start_writeback(path);
       }
       for (size_t i = 0; i < prepared_optimizers_.size(); ++i) {
-        auto* optimizer = prepared_optimizers_[i];
-        write(indexed("optimizer", i, ".bin"), [&](auto& archive) { optimizer->save(archive); });
+        checkpoint::save_optimizer_state(
+            *prepared_optimizers_[i], file_in(dir, indexed("optimizer", i, ".bin")),
+            file_in(dir, indexed("optimizer", i, ".safetensors")), [&](const std::string& path) {
+              if (sync) checkpoint::start_writeback(path);
+            });
       }
       for (size_t i = 0; i < prepared_schedulers_.size(); ++i) {
         auto* scheduler = prepared_schedulers_[i];
@@ -226,9 +230,6 @@ void Accelerator::restore_state_from(const std::string& folder) {
   const std::string random_states =
       file_in(folder, "random_states_" + std::to_string(process_index()) + ".bin");
   std::vector<std::string> files = {random_states};
-  for (size_t i = 0; i < prepared_optimizers_.size(); ++i) {
-    files.push_back(file_in(folder, indexed("optimizer", i, ".bin")));
-  }
   for (size_t i = 0; i < prepared_schedulers_.size(); ++i) {
     files.push_back(file_in(folder, indexed("scheduler", i, ".bin")));
   }
@@ -249,16 +250,17 @@ void Accelerator::restore_state_from(const std::string& folder) {
       if (!mismatch.empty()) throw Error(mismatch);
     }
   }
+  // Optimizers: read and checked (their tensor files too) before any is applied.
+  std::vector<checkpoint::PendingOptimizerState> optimizers;
+  for (size_t i = 0; i < prepared_optimizers_.size(); ++i) {
+    optimizers.emplace_back(*prepared_optimizers_[i],
+                            file_in(folder, indexed("optimizer", i, ".bin")));
+  }
 
   for (size_t i = 0; i < models.size(); ++i) {
     load_model(*models[i], file_in(folder, indexed("model", i, ".safetensors")), /*strict=*/true);
   }
-  for (size_t i = 0; i < prepared_optimizers_.size(); ++i) {
-    auto* optimizer = prepared_optimizers_[i];
-    checkpoint::load_archive(file_in(folder, indexed("optimizer", i, ".bin")), [&](auto& archive) {
-      checkpoint::load_optimizer(*optimizer, archive);
-    });
-  }
+  for (auto& optimizer : optimizers) optimizer.apply();
   for (size_t i = 0; i < prepared_schedulers_.size(); ++i) {
     auto* scheduler = prepared_schedulers_[i];
     checkpoint::load_archive(file_in(folder, indexed("scheduler", i, ".bin")),

@@ -101,9 +101,17 @@ TEST(CheckpointMetadataFile, RoundTripsAndRejectsBadFiles) {
   EXPECT_TRUE(back.scaler);
   EXPECT_THAT(error_of([] { CheckpointMetadata::from_json("{", "m.json"); }),
               HasSubstr("m.json: not valid JSON"));
-  std::string newer = metadata.to_json();
-  newer.replace(newer.find("\"format_version\": 1"), 19, "\"format_version\": 99");
-  EXPECT_THAT(error_of([&] { CheckpointMetadata::from_json(newer, "m.json"); }),
+  const std::string current = metadata.to_json();
+  const std::string version = "\"format_version\": " + std::to_string(kCheckpointFormatVersion);
+  ASSERT_NE(current.find(version), std::string::npos) << current;
+  auto with_version = [&](int v) {
+    std::string text = current;
+    return text.replace(text.find(version), version.size(),
+                        "\"format_version\": " + std::to_string(v));
+  };
+  EXPECT_EQ(kCheckpointFormatVersion, 2);
+  EXPECT_EQ(CheckpointMetadata::from_json(with_version(1), "m.json").format_version, 1);
+  EXPECT_THAT(error_of([&] { CheckpointMetadata::from_json(with_version(99), "m.json"); }),
               HasSubstr("m.json: checkpoint format version 99 is not supported"));
   TemporaryFolder tmp;
   fs::create_directories(fs::path(tmp.path()) / "half");

@@ -109,8 +109,8 @@ TEST(CheckpointSaveState, ResumingContinuesExactlyAsIfUninterrupted) {
     second.train(20);
     expect_equal(second.weights(), expected);
   });
-  for (const char* file : {"model.safetensors", "optimizer.bin", "scheduler.bin",
-                           "random_states_0.bin", "accelerate_checkpoint.json"}) {
+  for (const char* file : {"model.safetensors", "optimizer.bin", "optimizer.safetensors",
+                           "scheduler.bin", "random_states_0.bin", "accelerate_checkpoint.json"}) {
     EXPECT_TRUE(fs::exists(fs::path(dir) / file)) << file;
   }
 }
