@@ -12,6 +12,7 @@
 #include "accelerate/errors.h"
 #include "support/process_runner.h"
 #include "support/thread_ranks.h"
+#include "support/error_message.h"
 
 namespace accelerate {
 namespace {
@@ -42,14 +43,7 @@ std::vector<std::string> names(const std::vector<std::string>& paths) {
   return result;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 TEST(CheckpointNames, NumbersOnlyPlainNumberedFolders) {
   EXPECT_EQ(checkpoint_folder_name(7), "checkpoint_7");

@@ -14,6 +14,7 @@
 #include "accelerate/errors.h"
 #include "support/process_runner.h"
 #include "support/thread_ranks.h"
+#include "support/error_message.h"
 
 namespace accelerate {
 namespace {
@@ -69,14 +70,7 @@ void expect_equal(const std::vector<at::Tensor>& a, const std::vector<at::Tensor
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << a[i] << b[i];
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 void one_rank(const std::function<void(std::shared_ptr<Communicator>)>& body) {
   testing::run_rank_communicators(1, body);

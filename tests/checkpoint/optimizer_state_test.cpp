@@ -18,6 +18,7 @@
 #include "compat/optim_compat.h"
 #include "support/process_runner.h"
 #include "support/thread_ranks.h"
+#include "support/error_message.h"
 
 namespace accelerate {
 namespace {
@@ -138,14 +139,7 @@ void expect_bitwise(const std::vector<at::Tensor>& a, const std::vector<at::Tens
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(bitwise_equal(a[i], b[i])) << i << a[i] << b[i];
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 void one_rank(const std::function<void(std::shared_ptr<Communicator>)>& body) {
   testing::run_rank_communicators(1, body);
