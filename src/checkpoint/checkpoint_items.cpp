@@ -10,12 +10,10 @@
 #include <mutex>
 
 #include "accelerate/errors.h"
+#include "distributed/failure_diagnosis.h"
 
 namespace accelerate::checkpoint {
 namespace {
-
-// A LibTorch error's first line: the rest is a C++ backtrace.
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 std::vector<c10::Device> cuda_devices() {
   std::vector<c10::Device> devices;
@@ -47,7 +45,7 @@ void save_archive(const std::string& path,
   } catch (const Error&) {
     throw;
   } catch (const std::exception& error) {
-    throw Error("cannot write " + path + ": " + first_line(error.what()));
+    throw Error("cannot write " + path + ": " + detail::first_line_of(error));
   }
 }
 
@@ -62,7 +60,7 @@ void load_archive(const std::string& path,
     archive.load_from(path);
     use(archive);
   } catch (const std::exception& error) {
-    throw Error("cannot load " + path + ": " + first_line(error.what()));
+    throw Error("cannot load " + path + ": " + detail::first_line_of(error));
   }
 }
 
@@ -96,6 +94,14 @@ int64_t read_int(torch::serialize::InputArchive& archive, const std::string& key
     throw Error("entry '" + key + "' is missing or not an integer");
   }
   return value.toInt();
+}
+
+std::string read_string(torch::serialize::InputArchive& archive, const std::string& key) {
+  c10::IValue value;
+  if (!archive.try_read(key, value) || !value.isString()) {
+    throw Error("entry '" + key + "' is missing or not a string");
+  }
+  return value.toStringRef();
 }
 
 double read_double(torch::serialize::InputArchive& archive, const std::string& key) {

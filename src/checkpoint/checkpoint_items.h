@@ -39,6 +39,8 @@ void start_writeback(const std::string& path);
 void write_int(torch::serialize::OutputArchive& archive, const std::string& key, int64_t value);
 // Throws Error naming `key` when it is missing or not an integer.
 int64_t read_int(torch::serialize::InputArchive& archive, const std::string& key);
+// The same for a string entry.
+std::string read_string(torch::serialize::InputArchive& archive, const std::string& key);
 // The same for a floating-point entry.
 double read_double(torch::serialize::InputArchive& archive, const std::string& key);
 

@@ -16,6 +16,7 @@
 #include "accelerate/safetensors.h"
 #include "checkpoint/checkpoint_items.h"
 #include "compat/optim_compat.h"
+#include "distributed/failure_diagnosis.h"
 
 namespace accelerate::checkpoint {
 namespace {
@@ -270,20 +271,21 @@ struct PendingOptimizerState::Impl {
     entries.push_back(std::move(result));
   }
 
+  // checkpoint_items' readers, with this file's name in the error.
   std::string read_string(InputArchive& from, const std::string& key) const {
-    c10::IValue value;
-    if (!from.try_read(key, value) || !value.isString()) {
-      fail("entry '" + key + "' is missing or not a string");
+    try {
+      return checkpoint::read_string(from, key);
+    } catch (const Error& error) {
+      fail(error.what());
     }
-    return value.toStringRef();
   }
 
   int64_t read_count(InputArchive& from, const std::string& key) const {
-    c10::IValue value;
-    if (!from.try_read(key, value) || !value.isInt()) {
-      fail("entry '" + key + "' is missing or not an integer");
+    try {
+      return read_int(from, key);
+    } catch (const Error& error) {
+      fail(error.what());
     }
-    return value.toInt();
   }
 
   void apply_split() {
@@ -345,8 +347,7 @@ PendingOptimizerState::PendingOptimizerState(torch::optim::Optimizer& optimizer,
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    const std::string what = e.what();
-    impl_->fail(what.substr(0, what.find('\n')));
+    impl_->fail(detail::first_line_of(e));
   }
 }
 
@@ -365,8 +366,7 @@ void PendingOptimizerState::apply() {
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    const std::string what = e.what();
-    impl.fail(what.substr(0, what.find('\n')));
+    impl.fail(detail::first_line_of(e));
   }
 }
 

@@ -8,6 +8,7 @@
 #include "data/data_pass.h"
 #include "data/dispatch_message.h"
 #include "data/ordered_prefetcher.h"
+#include "distributed/failure_diagnosis.h"
 
 namespace accelerate {
 namespace detail {
@@ -142,9 +143,7 @@ class DispatchSource : public BatchSource {
     try {
       std::rethrow_exception(failure);
     } catch (const std::exception& error) {
-      // One line: LibTorch's errors append a backtrace.
-      std::string what = error.what();
-      what = what.substr(0, what.find('\n'));
+      const std::string what = detail::first_line_of(error);  // without LibTorch's backtrace
       return what.empty() ? "unknown error" : what;
     } catch (...) {
       return "unknown error";
