@@ -16,6 +16,9 @@
 #   acc1    our Accelerator, 1 process                   THREADS_1P threads
 #   acc2    our Accelerator, 2 processes                 THREADS_2P threads each
 #           (accelerate launch --cpu --num_processes 2)
+#   acc2gloo  the same with ACCELERATE_SHARED_MEMORY_ALLREDUCE=0: gradients
+#           travel through Gloo as DDP's do (for comparison; the default
+#           sums them in shared memory, docs/distributed.md)
 #   ddp2    PyTorch's Python DDP on gloo, 2 processes    THREADS_2P threads each
 #           (bench/python/launch.sh 2)
 #   py1     PyTorch's Python loop, 1 process (for reference only)
@@ -142,6 +145,8 @@ launch2() {  # our launcher, 2 CPU processes, a free port
   "$launcher" launch -q --cpu --num_processes 2 --main_process_port 0 \
     --num_cpu_threads_per_process "$THREADS_2P" "$@"
 }
+launch2_gloo() { env ACCELERATE_SHARED_MEMORY_ALLREDUCE=0 "$launcher" launch -q --cpu \
+  --num_processes 2 --main_process_port 0 --num_cpu_threads_per_process "$THREADS_2P" "$@"; }
 pylaunch2() { bash bench/python/launch.sh 2 "$@"; }
 
 linear_args=(--steps "$LINEAR_STEPS" --warmup "$LINEAR_WARMUP")
@@ -156,6 +161,7 @@ profile_fields() {  # keeps the figures of an mnist_profile run
 m_mnist_plain1() { run mnist.plain1 "$THREADS_1P" "$profile" --mode plain "${mnist_args[@]}"; profile_fields mnist.plain1; }
 m_mnist_acc1()   { run mnist.acc1 "$THREADS_1P" "$profile" --mode accelerated "${mnist_args[@]}"; profile_fields mnist.acc1; }
 m_mnist_acc2()   { run mnist.acc2 "$THREADS_2P" launch2 "$profile" --mode accelerated "${mnist_args[@]}"; profile_fields mnist.acc2; }
+m_mnist_acc2gloo() { run mnist.acc2gloo "$THREADS_2P" launch2_gloo "$profile" --mode accelerated "${mnist_args[@]}"; profile_fields mnist.acc2gloo; }
 m_mnist_ddp2()   { run mnist.ddp2 "$THREADS_2P" pylaunch2 bench/python/mnist_reference.py --epochs "$MNIST_EPOCHS" --data "$DATA_DIR"; add mnist.ddp2 "$(epoch_ms "$last_log")"; }
 m_mnist_py1()    { run mnist.py1 "$THREADS_1P" "$PYTHON" bench/python/mnist_reference.py --epochs "$MNIST_EPOCHS" --data "$DATA_DIR"; add mnist.py1 "$(epoch_ms "$last_log")"; }
 m_example_plain1() { run example.plain1 "$THREADS_1P" "$mnist_plain" "${mnist_args[@]}"; add example.plain1 "$(epoch_ms "$last_log")"; }
@@ -170,11 +176,13 @@ linear_fields() {  # keeps the phase figures of a linear_bench run
 m_linear_plain1() { run linear.plain1 "$THREADS_1P" "$linear" --mode plain "${linear_args[@]}"; linear_fields linear.plain1; }
 m_linear_acc1()   { run linear.acc1 "$THREADS_1P" "$linear" --mode accelerated "${linear_args[@]}"; linear_fields linear.acc1; }
 m_linear_acc2()   { run linear.acc2 "$THREADS_2P" launch2 "$linear" --mode accelerated "${linear_args[@]}"; linear_fields linear.acc2; }
+m_linear_acc2gloo() { run linear.acc2gloo "$THREADS_2P" launch2_gloo "$linear" --mode accelerated "${linear_args[@]}"; linear_fields linear.acc2gloo; }
 m_linear_ddp2()   { run linear.ddp2 "$THREADS_2P" pylaunch2 bench/python/linear_ddp.py "${linear_args[@]}"; add linear.ddp2 "$(python_linear_ms "$last_log")"; }
 m_linear_py1()    { run linear.py1 "$THREADS_1P" "$PYTHON" bench/python/linear_ddp.py "${linear_args[@]}"; add linear.py1 "$(python_linear_ms "$last_log")"; }
 
-measurements=(m_mnist_plain1 m_mnist_acc1 m_mnist_acc2 m_mnist_ddp2 m_mnist_py1
-              m_linear_plain1 m_linear_acc1 m_linear_acc2 m_linear_ddp2 m_linear_py1)
+measurements=(m_mnist_plain1 m_mnist_acc1 m_mnist_acc2 m_mnist_acc2gloo m_mnist_ddp2 m_mnist_py1
+              m_linear_plain1 m_linear_acc1 m_linear_acc2 m_linear_acc2gloo m_linear_ddp2
+              m_linear_py1)
 [[ "$EXAMPLES" == 1 ]] && measurements+=(m_example_plain1 m_example_acc1 m_example_acc2)
 
 # ---- statistics ----------------------------------------------------------------
@@ -225,6 +233,7 @@ label() {
     plain1) echo "(a) plain LibTorch loop, 1 process" ;;
     acc1) echo "(b) Accelerator, 1 process" ;;
     acc2) echo "(c) Accelerator, 2 processes" ;;
+    acc2gloo) echo "    Accelerator, 2 processes, Gloo only" ;;
     ddp2) echo "(d) PyTorch Python DDP, 2 processes" ;;
     py1) echo "    PyTorch Python loop, 1 process" ;;
   esac
@@ -235,7 +244,7 @@ echo
 echo "ms per training step (per process; median over $REPEATS rounds, range in brackets)"
 printf '%-8s %-38s %-10s %s\n' workload configuration threads "ms/step"
 for w in mnist linear; do
-  for c in plain1 acc1 acc2 ddp2 py1; do
+  for c in plain1 acc1 acc2 acc2gloo ddp2 py1; do
     printf '%-8s %-38s %-10s %s [%s]\n' "$w" "$(label $c)" "$(threads_of $c)" \
       "$(fmt "$(med $w.$c)")" "$(printf '%s' "${vals[$w.$c]}" | minmax)"
   done
@@ -253,6 +262,10 @@ for w in mnist linear; do
     "$(printf '%s' "$rr1" | median)" "$(printf '%s' "$rr1" | minmax 3)"
   printf '%-8s Accelerator 2p / Python DDP = %s  (goal <= 1.00: %s) [%s; %s]\n' "$w" "$r2" "$v2" \
     "$(printf '%s' "$rr2" | median)" "$(printf '%s' "$rr2" | minmax 3)"
+  rg="$(round_ratios $w.acc2gloo $w.ddp2)"
+  printf '%-8s   with Gloo only / Python DDP = %s  (for comparison) [%s; %s]\n' "$w" \
+    "$(ratio "$(med $w.acc2gloo)" "$(med $w.ddp2)")" "$(printf '%s' "$rg" | median)" \
+    "$(printf '%s' "$rg" | minmax 3)"
 done
 
 if [[ "$EXAMPLES" == 1 ]]; then
@@ -270,18 +283,20 @@ echo
 echo "all-reduce hidden behind backward, Accelerator on 2 processes (GradientSyncStats:"
 echo "1 - time blocked in finalize_backward / time communication was in flight; median over rounds)"
 for w in linear mnist; do
-  printf '  %-7s %s  (in flight %s ms/step, exposed wait %s ms/step; finalize_backward %s ms/step)\n' "$w:" \
-    "$(fmt "$(med $w.acc2.hidden_fraction)" 3)" "$(fmt "$(med $w.acc2.comm_ms)")" \
-    "$(fmt "$(med $w.acc2.exposed_ms)")" "$(fmt "$(med $w.acc2.sync_ms)")"
+  for c in acc2 acc2gloo; do
+    printf '  %-16s %s  (in flight %s ms/step, exposed wait %s ms/step; finalize_backward %s ms/step)\n' \
+      "$w $c:" "$(fmt "$(med $w.$c.hidden_fraction)" 3)" "$(fmt "$(med $w.$c.comm_ms)")" \
+      "$(fmt "$(med $w.$c.exposed_ms)")" "$(fmt "$(med $w.$c.sync_ms)")"
+  done
 done
 
 echo
 echo "phase profile, ms per step (medians over rounds; bwd includes the gradient sync, sync = finalize_backward)"
-printf '%-14s %8s %8s %8s %8s %8s %8s\n' run step data fwd bwd sync opt
+printf '%-16s %8s %8s %8s %8s %8s %8s\n' run step data fwd bwd sync opt
 for w in linear mnist; do
-  for c in plain1 acc1 acc2; do
+  for c in plain1 acc1 acc2 acc2gloo; do
     data="-"; [[ "$w" == mnist ]] && data="$(fmt "$(med $w.$c.data_ms)")"
-    printf '%-14s %8s %8s %8s %8s %8s %8s\n' "$w $c" "$(fmt "$(med $w.$c)")" "$data" \
+    printf '%-16s %8s %8s %8s %8s %8s %8s\n' "$w $c" "$(fmt "$(med $w.$c)")" "$data" \
       "$(fmt "$(med $w.$c.fwd_ms)")" "$(fmt "$(med $w.$c.bwd_ms)")" \
       "$(fmt "$(med $w.$c.sync_ms)")" "$(fmt "$(med $w.$c.opt_ms)")"
   done

@@ -68,6 +68,11 @@ class Communicator {
   int world_size() const { return job().world_size; }
   bool debug() const { return job().debug; }
 
+  // Whether sums of contiguous CPU tensors (float, double, half, int32,
+  // int64) bypass Gloo through a shared memory segment: every rank runs on
+  // this machine and JobOptions::shared_memory_all_reduce is on.
+  bool sums_cpu_tensors_in_shared_memory() const;
+
   // In-place all-reduce. Handles what a backend lacks (Gloo: mean, bf16,
   // bool) by reducing a widened copy and writing the result back in the
   // tensor's own dtype. Mean of an integer tensor is an error.

@@ -74,6 +74,10 @@ struct JobOptions {
   ACCELERATE_ARG(std::optional<std::chrono::milliseconds>, timeout);
   // Shape/dtype checks before every collective (ACCELERATE_DEBUG_MODE).
   ACCELERATE_ARG(std::optional<bool>, debug);
+  // Sum CPU tensors through shared memory instead of Gloo when every rank
+  // runs on this machine (ACCELERATE_SHARED_MEMORY_ALLREDUCE, default true;
+  // docs/gradient-sync.md, "Shared-memory all-reduce").
+  ACCELERATE_ARG(std::optional<bool>, shared_memory_all_reduce);
 };
 
 struct JobState {
@@ -89,6 +93,7 @@ struct JobState {
   std::string backend = "none";  // "none" (one process), "gloo" or "nccl"
   std::chrono::milliseconds timeout = kDefaultTimeout;
   bool debug = false;
+  bool shared_memory_all_reduce = true;
   bool use_cpu = false;
   LaunchSource source = LaunchSource::kSingleProcess;
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <iostream>
 #include <string>
 #include <utility>
 
@@ -15,6 +16,7 @@
 #include "compat/c10d_compat.h"
 #include "distributed/failure_diagnosis.h"
 #include "distributed/network.h"
+#include "distributed/shared_memory_all_reduce.h"
 
 namespace accelerate {
 
@@ -36,7 +38,9 @@ const char* to_string(ReduceOp op) {
 }
 
 struct PendingCollective::State {
+  // One of the two: a c10d backend's work or a shared-memory sum.
   c10::intrusive_ptr<compat::Work> work;
+  std::shared_ptr<detail::SharedMemoryOperation> shared_memory_sum;
   std::function<void(const std::exception&)> on_failure;  // throws
 };
 
@@ -46,7 +50,11 @@ void PendingCollective::wait() {
   if (!state_) return;
   auto state = std::move(state_);
   try {
-    state->work->wait();
+    if (state->work) {
+      state->work->wait();
+    } else {
+      state->shared_memory_sum->wait();
+    }
   } catch (const std::exception& cause) {
     state->on_failure(cause);
   }
@@ -57,10 +65,16 @@ struct Communicator::Impl {
   c10::intrusive_ptr<c10d::Store> store;  // null in a one-process job
   c10::intrusive_ptr<compat::Backend> gloo;
   c10::intrusive_ptr<compat::Backend> nccl;  // only for CUDA jobs with NCCL
+  // Sums of CPU tensors when every rank shares this machine; else null.
+  std::unique_ptr<detail::SharedMemoryAllReduce> shared_memory;
   std::unique_ptr<detail::FailureDiagnosis> diagnosis;
   std::uint64_t sequence = 0;
 
   bool single() const { return job.world_size == 1; }
+
+  bool sums_in_shared_memory(const at::Tensor& tensor) const {
+    return shared_memory && detail::SharedMemoryAllReduce::serves(tensor);
+  }
 
   // The process group that moves `tensor`, and whether it must be staged
   // through host memory (a CUDA tensor without NCCL).
@@ -107,6 +121,15 @@ std::unique_ptr<Communicator::Impl> form_groups(JobState job,
     // the peer's set-up with "connection closed by peer". Nobody leaves
     // before everyone is connected.
     impl->gloo->barrier()->wait();
+    if (j.shared_memory_all_reduce && j.num_nodes == 1) {
+      std::string why_not;
+      impl->shared_memory = detail::SharedMemoryAllReduce::create(*impl->store, j.rank,
+                                                                  j.world_size, j.timeout, &why_not);
+      if (!impl->shared_memory && j.rank == 0) {
+        std::cerr << "accelerate: note: CPU all-reduces go through Gloo, not shared memory: "
+                  << why_not << " (ACCELERATE_SHARED_MEMORY_ALLREDUCE=0 silences this)\n";
+      }
+    }
     if (j.backend == "nccl") {
       auto nccl_store = c10::make_intrusive<c10d::PrefixStore>("nccl", impl->store);
       impl->nccl = compat::make_nccl(nccl_store, j.rank, j.world_size, j.timeout);
@@ -181,6 +204,10 @@ std::shared_ptr<Communicator> Communicator::connect_through_file(const std::stri
 
 const JobState& Communicator::job() const { return impl_->job; }
 
+bool Communicator::sums_cpu_tensors_in_shared_memory() const {
+  return impl_->shared_memory != nullptr;
+}
+
 void Communicator::all_reduce(at::Tensor& tensor, ReduceOp op) {
   if (op == ReduceOp::kMean && at::isIntegralType(tensor.scalar_type(), /*includeBool=*/true)) {
     throw Error("reduce(mean) needs a floating-point tensor, got " +
@@ -200,6 +227,12 @@ void Communicator::all_reduce(at::Tensor& tensor, ReduceOp op) {
       wire = tensor.to(stage_on_host ? at::kCPU : tensor.device(), wire_type,
                        /*non_blocking=*/false, /*copy=*/true)
                  .contiguous();
+    }
+    if ((op == ReduceOp::kSum || op == ReduceOp::kMean) && impl_->sums_in_shared_memory(wire)) {
+      impl_->shared_memory->sum_async(wire, "all_reduce")->wait();
+      if (op == ReduceOp::kMean) wire.div_(impl_->job.world_size);
+      if (!wire.is_same(tensor)) tensor.copy_(wire);
+      return;
     }
     c10d::AllreduceOptions options;
     options.reduceOp = op == ReduceOp::kMax   ? c10d::ReduceOp::MAX
@@ -233,6 +266,10 @@ PendingCollective Communicator::all_reduce_sum_async(at::Tensor& tensor, const s
         diagnosis->explain_collective(number, what, detail::first_line_of(cause)));
   };
   try {
+    if (impl_->sums_in_shared_memory(tensor)) {
+      state->shared_memory_sum = impl_->shared_memory->sum_async(tensor, what);
+      return PendingCollective(std::move(state));
+    }
     std::vector<at::Tensor> tensors{tensor};
     state->work = backend.allreduce(tensors, c10d::AllreduceOptions());
   } catch (const std::exception& cause) {

@@ -279,10 +279,11 @@ int choose_master_port(const Environment& env, LaunchSource source) {
   return port->value;
 }
 
-bool choose_flag(const std::optional<bool>& option, const Environment& env, const std::string& name) {
+bool choose_flag(const std::optional<bool>& option, const Environment& env, const std::string& name,
+                 bool fallback = false) {
   if (option) return *option;
   auto text = lookup(env, name);
-  return text ? parse_flag(name, *text) : false;
+  return text ? parse_flag(name, *text) : fallback;
 }
 
 std::chrono::milliseconds choose_timeout(const JobOptions& options, const Environment& env) {
@@ -357,6 +358,8 @@ JobState JobState::from_environment(const Environment& env, const JobOptions& op
   state.master_port = choose_master_port(env, topology.source);
   state.use_cpu = choose_flag(options.cpu(), env, "ACCELERATE_USE_CPU");
   state.debug = choose_flag(options.debug(), env, "ACCELERATE_DEBUG_MODE");
+  state.shared_memory_all_reduce = choose_flag(options.shared_memory_all_reduce(), env,
+                                               "ACCELERATE_SHARED_MEMORY_ALLREDUCE", true);
   state.timeout = choose_timeout(options, env);
   state.device = choose_device(state.use_cpu, hardware, topology.local_rank);
   state.backend = choose_backend(options, state.device, hardware, state.world_size);

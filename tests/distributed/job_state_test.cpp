@@ -269,6 +269,16 @@ TEST(JobStateSettings, BooleansAcceptCommonSpellings) {
   }
 }
 
+TEST(JobStateSettings, SharedMemoryAllReduceIsOnUnlessTurnedOff) {
+  EXPECT_TRUE(parse({}).shared_memory_all_reduce);
+  EXPECT_TRUE(parse({{"ACCELERATE_SHARED_MEMORY_ALLREDUCE", "yes"}}).shared_memory_all_reduce);
+  EXPECT_FALSE(parse({{"ACCELERATE_SHARED_MEMORY_ALLREDUCE", "0"}}).shared_memory_all_reduce);
+  EXPECT_TRUE(parse({{"ACCELERATE_SHARED_MEMORY_ALLREDUCE", "0"}},
+                    JobOptions().shared_memory_all_reduce(true))
+                  .shared_memory_all_reduce);
+  EXPECT_FALSE(parse({}, JobOptions().shared_memory_all_reduce(false)).shared_memory_all_reduce);
+}
+
 TEST(JobStateSettings, TimeoutInSecondsWithDecimals) {
   EXPECT_EQ(parse({{"ACCELERATE_TIMEOUT", "30"}}).timeout, milliseconds(30000));
   EXPECT_EQ(parse({{"ACCELERATE_TIMEOUT", "2.5"}}).timeout, milliseconds(2500));
@@ -382,6 +392,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{{{"MASTER_PORT", "http"}}, "MASTER_PORT='http' is not a whole number"},
         BadInput{{{"ACCELERATE_USE_CPU", "maybe"}}, "ACCELERATE_USE_CPU='maybe' is not a boolean"},
         BadInput{{{"ACCELERATE_DEBUG_MODE", "on"}}, "ACCELERATE_DEBUG_MODE='on' is not a boolean"},
+        BadInput{{{"ACCELERATE_SHARED_MEMORY_ALLREDUCE", "fast"}},
+                 "ACCELERATE_SHARED_MEMORY_ALLREDUCE='fast' is not a boolean"},
         BadInput{{{"ACCELERATE_TIMEOUT", "0"}}, "ACCELERATE_TIMEOUT='0' must be a positive number of seconds"},
         BadInput{{{"ACCELERATE_TIMEOUT", "-5"}},
                  "ACCELERATE_TIMEOUT='-5' must be a positive number of seconds"},

@@ -117,6 +117,20 @@ TEST(Rendezvous, RankThatLeavesIsNamedByTheOthers) {
   EXPECT_LT(first.elapsed, 8s);
 }
 
+TEST(Rendezvous, RankThatExitsDuringASharedMemorySumIsNamedAtOnce) {
+  const int port = free_port();
+  // A minute's timeout: the exit must be noticed long before it.
+  ChildProcess rank0({kProbe, "vanish"}, rank_env(0, 2, port, "60"));
+  ChildProcess rank1({kProbe, "vanish"}, rank_env(1, 2, port, "60"));
+  auto first = rank0.wait(90s);
+  auto last = rank1.wait(20s);
+  EXPECT_EQ(last.exit_code, 0) << last.err;
+  EXPECT_EQ(first.exit_code, 1);
+  EXPECT_THAT(first.err, HasSubstr("rank 1 (process " + std::to_string(rank1.pid()) +
+                                   ") exited during the test's sum"));
+  EXPECT_LT(first.elapsed, 20s);
+}
+
 TEST(Rendezvous, BadVariablesAreOneLineErrors) {
   struct Case {
     ChildProcess::EnvironmentChanges env;

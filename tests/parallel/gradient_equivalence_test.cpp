@@ -3,8 +3,10 @@
 // world size. 1, 2 and many buckets; a branch used everywhere, on rank 0 only
 // or nowhere; a frozen layer; several steps through one reducer.
 //
-// Two ranks: bitwise equal (a + b is exact-order independent). Three ranks:
-// Gloo's ring all-reduce adds each element's three contributions in an order
+// Every case runs over Gloo and over the shared-memory all-reduce.
+// Two ranks: bitwise equal (a + b is exact-order independent). Shared memory:
+// bitwise equal on any number of ranks (rank-order sums). Three ranks over
+// Gloo: Gloo's ring all-reduce adds each element's three contributions in an order
 // that depends on where the element falls in the buffer's chunks, so a bucket
 // and a lone tensor may round differently (with one parameter per bucket they
 // are the same all-reduce, and bitwise equal again). What must still hold, and is
@@ -73,7 +75,13 @@ void PrintTo(const BucketCase& c, std::ostream* out) { *out << c.name; }
 void PrintTo(Branch b, std::ostream* out) { *out << name_of(b); }
 void PrintTo(GradStorage g, std::ostream* out) { *out << name_of(g); }
 
-using Case = std::tuple<int, BucketCase, Branch, GradStorage>;
+// How the ranks' sums travel: Gloo's ring over TCP, or the shared-memory
+// all-reduce, which adds every element in rank order.
+enum class Transport { kGloo, kSharedMemory };
+const char* name_of(Transport t) { return t == Transport::kGloo ? "gloo" : "shared_memory"; }
+void PrintTo(Transport t, std::ostream* out) { *out << name_of(t); }
+
+using Case = std::tuple<int, BucketCase, Branch, GradStorage, Transport>;
 
 class MatchesBlockingAllReduce : public ::testing::TestWithParam<Case> {};
 
@@ -83,10 +91,14 @@ TEST_P(MatchesBlockingAllReduce, OverSeveralSteps) {
   const Branch branch = std::get<2>(GetParam());
   const GradStorage storage = std::get<3>(GetParam());
   const bool views = storage != GradStorage::kCopies;
+  const Transport transport = std::get<4>(GetParam());
+  RankOptions rank_options;
+  rank_options.shared_memory_all_reduce = transport == Transport::kSharedMemory;
   torch::set_num_threads(1);
   std::vector<int64_t> worst_ulps(world, 0);
   run_ranks(world, [&](Communicator& comm) {
     const int rank = comm.rank();
+    ASSERT_EQ(comm.sums_cpu_tensors_in_shared_memory(), transport == Transport::kSharedMemory);
     BranchyNet net;
     BranchyNet reference;
     GradientReducer reducer(borrow(comm), net->parameters(),
@@ -114,8 +126,10 @@ TEST_P(MatchesBlockingAllReduce, OverSeveralSteps) {
         ASSERT_TRUE(got[i].grad().defined());
         const int64_t ulps = max_ulp_distance(got[i].grad(), expected[i]);
         worst_ulps[rank] = std::max(worst_ulps[rank], ulps);
-        // A bucket holding one parameter is the per-tensor all-reduce itself.
-        const bool same_additions = world == 2 || buckets.expected_buckets == 8;
+        // A bucket holding one parameter is the per-tensor all-reduce itself;
+        // shared memory adds in rank order wherever an element lies.
+        const bool same_additions =
+            world == 2 || buckets.expected_buckets == 8 || transport == Transport::kSharedMemory;
         if (same_additions) {
           EXPECT_TRUE(torch::equal(got[i].grad(), expected[i])) << ulps << " ulps apart";
         } else {
@@ -146,14 +160,15 @@ TEST_P(MatchesBlockingAllReduce, OverSeveralSteps) {
       // The frozen layer holds nothing back: every bucket starts in backward.
       EXPECT_EQ(stats.buckets_launched_during_backward, stats.bucket_count);
     }
-  });
+  }, rank_options);
   std::cout << "[ measured ] world " << world << " " << buckets.name << " " << name_of(branch)
-            << ": largest distance from the per-tensor oracle " << worst_ulps[0] << " ulp\n";
+            << " " << name_of(transport) << ": largest distance from the per-tensor oracle " << worst_ulps[0] << " ulp\n";
 }
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return std::to_string(std::get<0>(info.param)) + "_ranks_" + std::get<1>(info.param).name + "_" +
-         name_of(std::get<2>(info.param)) + "_" + name_of(std::get<3>(info.param));
+         name_of(std::get<2>(info.param)) + "_" + name_of(std::get<3>(info.param)) + "_" +
+         name_of(std::get<4>(info.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -163,7 +178,8 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(Branch::kEverywhere, Branch::kRankZeroOnly,
                                          Branch::kNowhere),
                        ::testing::Values(GradStorage::kCopies, GradStorage::kViewsReset,
-                                         GradStorage::kViewsZeroedInPlace)),
+                                         GradStorage::kViewsZeroedInPlace),
+                       ::testing::Values(Transport::kGloo, Transport::kSharedMemory)),
     case_name);
 
 // bf16 gradients travel as float32: the oracle sums float32 copies, divides,

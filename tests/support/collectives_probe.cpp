@@ -5,6 +5,9 @@
 //   collectives_probe connect   only join the job and meet at a barrier
 //   collectives_probe desert    like connect, but the last rank leaves
 //                               right after the rendezvous
+//   collectives_probe vanish    the last rank leaves right after the
+//                               rendezvous; the others sum a CPU tensor
+//                               (through shared memory, unless turned off)
 // Any failure prints one line on stderr and exits 1.
 #include <cstdlib>
 #include <iostream>
@@ -58,7 +61,10 @@ int main(int argc, char** argv) {
       check_collectives(*comm);
       std::cout << "rank " << job.rank << ": collectives ok (" << job.describe() << ")"
                 << std::endl;
-    } else if (mode == "desert" && job.is_last_process()) {
+    } else if (mode == "vanish" && !job.is_last_process()) {
+      at::Tensor ones = at::ones({1000}, at::kFloat);
+      comm->all_reduce_sum_async(ones, "the test's sum").wait();
+    } else if ((mode == "desert" || mode == "vanish") && job.is_last_process()) {
       std::cout << "rank " << job.rank << ": leaving without the barrier" << std::endl;
     } else {
       comm->barrier();

@@ -23,7 +23,7 @@ namespace testing {
 
 inline JobState thread_rank_job(int rank, int world_size,
                                 std::chrono::milliseconds timeout = std::chrono::seconds(30),
-                                bool debug = false) {
+                                bool debug = false, bool shared_memory_all_reduce = true) {
   JobState job;
   job.rank = rank;
   job.world_size = world_size;
@@ -32,6 +32,7 @@ inline JobState thread_rank_job(int rank, int world_size,
   job.backend = world_size > 1 ? "gloo" : "none";
   job.timeout = timeout;
   job.debug = debug;
+  job.shared_memory_all_reduce = shared_memory_all_reduce;
   return job;
 }
 
@@ -46,6 +47,8 @@ inline std::string fresh_store_path() {
 struct RankOptions {
   std::chrono::milliseconds timeout = std::chrono::seconds(30);
   bool debug = false;
+  // false: CPU sums go through Gloo (JobOptions::shared_memory_all_reduce).
+  bool shared_memory_all_reduce = true;
 };
 
 // Calls body(comm) on `world_size` threads; a failed EXPECT in any thread
@@ -60,7 +63,8 @@ inline void run_rank_communicators(
     threads.emplace_back([&, rank] {
       try {
         body(Communicator::connect_through_file(
-            path, thread_rank_job(rank, world_size, options.timeout, options.debug)));
+            path, thread_rank_job(rank, world_size, options.timeout, options.debug,
+                                  options.shared_memory_all_reduce)));
       } catch (const std::exception& error) {
         errors[rank] = error.what();
       }

@@ -1,0 +1,406 @@
+#include "distributed/shared_memory_all_reduce.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <new>
+#include <random>
+#include <stdexcept>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include <unistd.h>
+
+#include <c10/util/Half.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "distributed/failure_diagnosis.h"
+#include "distributed/shared_memory_segment.h"
+
+namespace accelerate {
+namespace detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Counter = std::atomic<std::uint32_t>;
+
+// How often a waiting rank looks at the clock and at its peers' processes.
+constexpr std::chrono::milliseconds kWaitSlice{100};
+// Slots: 8 MiB each for 2..4 ranks (a typical bucket in one piece), at most
+// 32 MiB together beyond that, never under 1 MiB.
+constexpr std::size_t kMaxSlotBytes = std::size_t{8} << 20;
+constexpr std::size_t kMinSlotBytes = std::size_t{1} << 20;
+constexpr std::size_t kAllSlotsBytes = std::size_t{32} << 20;
+constexpr std::size_t kPage = 4096;
+// A share starts on a 64-byte boundary for every element size, so no two
+// ranks write into one cache line.
+constexpr std::int64_t kShareAlignment = 64;
+
+// Each rank's progress through the current piece (generation g): it has
+// copied its input into its slot (arrived = g), summed its share into its
+// slot (reduced = g), and copied everyone's shares out (released = g), after
+// which its peers may overwrite their slots with the next piece.
+struct alignas(64) RankControl {
+  Counter arrived{0};
+  Counter reduced{0};
+  Counter released{0};
+  std::int32_t pid = 0;
+  std::int64_t numel = 0;  // of the piece announced by `arrived`
+  std::int32_t dtype = 0;
+};
+
+std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+std::size_t slot_bytes_for(int world_size) {
+  const std::size_t even = kAllSlotsBytes / static_cast<std::size_t>(world_size) / kPage * kPage;
+  return std::min(kMaxSlotBytes, std::max(kMinSlotBytes, even));
+}
+
+std::size_t controls_bytes_for(int world_size) {
+  return round_up(sizeof(RankControl) * static_cast<std::size_t>(world_size), kPage);
+}
+
+std::vector<std::uint8_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
+std::string text_of(const std::vector<std::uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
+
+// Floats add natively; half adds through float and rounds each step (as
+// Gloo's float16 sum does); integers wrap instead of overflowing.
+template <class T>
+T add(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else if constexpr (std::is_same_v<T, c10::Half>) {
+    return c10::Half(static_cast<float>(a) + static_cast<float>(b));
+  } else {
+    return a + b;
+  }
+}
+
+std::string random_hex() {
+  std::random_device device;
+  const std::uint64_t value = (static_cast<std::uint64_t>(device()) << 32) ^ device();
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+}  // namespace
+
+void SharedMemoryOperation::wait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_changed_.wait(lock, [&] { return done_; });
+  if (!error_.empty()) throw std::runtime_error(error_);
+}
+
+void SharedMemoryOperation::finish(const std::string& error) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_ = true;
+    error_ = error;
+  }
+  done_changed_.notify_all();
+}
+
+struct SharedMemoryAllReduce::Impl {
+  std::unique_ptr<SharedMemorySegment> segment;
+  int rank = 0;
+  int world_size = 0;
+  std::chrono::milliseconds timeout{};
+  std::size_t slot_bytes = 0;
+  RankControl* controls = nullptr;
+  char* slots = nullptr;
+
+  // Worker-thread state.
+  std::uint32_t generation = 0;
+  std::string broken;  // the first failure: the segment's state is unknown after it
+
+  std::mutex mutex;
+  std::condition_variable queue_changed;
+  std::deque<std::shared_ptr<SharedMemoryOperation>> queue;
+  bool stopping = false;
+  std::atomic<bool> closing{false};
+  std::thread worker;
+
+  char* slot(int r) const { return slots + static_cast<std::size_t>(r) * slot_bytes; }
+
+  void run_worker() {
+    for (;;) {
+      std::shared_ptr<SharedMemoryOperation> operation;
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        queue_changed.wait(lock, [&] { return stopping || !queue.empty(); });
+        if (queue.empty()) return;
+        operation = std::move(queue.front());
+        queue.pop_front();
+      }
+      if (broken.empty()) {
+        try {
+          sum(*operation);
+        } catch (const std::exception& failure) {
+          broken = failure.what();
+        }
+      }
+      operation->finish(broken);
+    }
+  }
+
+  void sum(const SharedMemoryOperation& operation) {
+    const at::Tensor& tensor = operation.tensor;
+    const std::int64_t element = static_cast<std::int64_t>(tensor.element_size());
+    const std::int64_t per_piece = static_cast<std::int64_t>(slot_bytes) / element;
+    const std::int64_t numel = tensor.numel();
+    char* data = static_cast<char*>(tensor.data_ptr());
+    const Clock::time_point deadline = Clock::now() + timeout;
+    std::int64_t offset = 0;
+    do {  // an empty tensor still takes one (empty) piece, so ranks stay in step
+      const std::int64_t count = std::min(per_piece, numel - offset);
+      sum_piece(data + offset * element, count, tensor.scalar_type(), operation.what, deadline);
+      offset += count;
+    } while (offset < numel);
+  }
+
+  void sum_piece(char* data, std::int64_t numel, at::ScalarType dtype, const std::string& what,
+                 Clock::time_point deadline) {
+    const std::uint32_t g = ++generation;
+    const std::size_t element = c10::elementSize(dtype);
+    RankControl& mine = controls[rank];
+    // Peers may still be reading this slot's previous piece.
+    wait_for_peers(&RankControl::released, g - 1, what, deadline);
+    if (numel > 0) std::memcpy(slot(rank), data, static_cast<std::size_t>(numel) * element);
+    mine.numel = numel;
+    mine.dtype = static_cast<std::int32_t>(dtype);
+    publish(mine.arrived, g);
+    wait_for_peers(&RankControl::arrived, g, what, deadline);
+    check_peers_match(numel, dtype, what);
+
+    std::int64_t lo = 0, hi = 0;
+    share_of(rank, numel, element, &lo, &hi);
+    switch (dtype) {
+      case at::kFloat: sum_share<float>(data, lo, hi); break;
+      case at::kDouble: sum_share<double>(data, lo, hi); break;
+      case at::kHalf: sum_share<c10::Half>(data, lo, hi); break;
+      case at::kInt: sum_share<std::int32_t>(data, lo, hi); break;
+      case at::kLong: sum_share<std::int64_t>(data, lo, hi); break;
+      default: throw std::logic_error("shared-memory all-reduce: unserved dtype");
+    }
+    publish(mine.reduced, g);
+    wait_for_peers(&RankControl::reduced, g, what, deadline);
+    for (int r = 0; r < world_size; ++r) {
+      if (r == rank) continue;
+      share_of(r, numel, element, &lo, &hi);
+      if (hi > lo) std::memcpy(data + lo * element, slot(r) + lo * element,
+                  static_cast<std::size_t>(hi - lo) * element);
+    }
+    publish(mine.released, g);
+  }
+
+  void share_of(int r, std::int64_t numel, std::size_t element, std::int64_t* lo,
+                std::int64_t* hi) const {
+    const std::int64_t align = std::max<std::int64_t>(1, kShareAlignment / element);
+    std::int64_t each = (numel + world_size - 1) / world_size;
+    each = (each + align - 1) / align * align;
+    *lo = std::min(numel, r * each);
+    *hi = std::min(numel, *lo + each);
+  }
+
+  // This rank's share: the rank-ordered sum of every slot, written to this
+  // rank's slot (for its peers) and to the tensor. Summed a block at a time
+  // into a local buffer, because the slot being written is also an input.
+  template <class T>
+  void sum_share(char* data, std::int64_t lo, std::int64_t hi) {
+    constexpr std::int64_t kBlock = 2048;
+    T block[kBlock];
+    std::vector<const T*> inputs(static_cast<std::size_t>(world_size));
+    for (int r = 0; r < world_size; ++r) inputs[r] = reinterpret_cast<const T*>(slot(r));
+    T* shared = reinterpret_cast<T*>(slot(rank));
+    T* out = reinterpret_cast<T*>(data);
+    for (std::int64_t start = lo; start < hi; start += kBlock) {
+      const std::int64_t n = std::min(kBlock, hi - start);
+      const T* first = inputs[0] + start;
+      const T* second = inputs[1] + start;
+      for (std::int64_t i = 0; i < n; ++i) block[i] = add(first[i], second[i]);
+      for (int r = 2; r < world_size; ++r) {
+        const T* next = inputs[r] + start;
+        for (std::int64_t i = 0; i < n; ++i) block[i] = add(block[i], next[i]);
+      }
+      std::memcpy(shared + start, block, static_cast<std::size_t>(n) * sizeof(T));
+      std::memcpy(out + start, block, static_cast<std::size_t>(n) * sizeof(T));
+    }
+  }
+
+  static void publish(Counter& counter, std::uint32_t g) {
+    counter.store(g, std::memory_order_release);
+    futex_wake_all(counter);
+  }
+
+  void wait_for_peers(Counter RankControl::*counter, std::uint32_t target, const std::string& what,
+                      Clock::time_point deadline) {
+    for (int r = 0; r < world_size; ++r) {
+      if (r == rank) continue;
+      Counter& word = controls[r].*counter;
+      for (;;) {
+        const std::uint32_t seen = word.load(std::memory_order_acquire);
+        if (static_cast<std::int32_t>(seen - target) >= 0) break;
+        if (closing.load()) throw std::runtime_error("the communicator was closed during " + what);
+        const Clock::time_point now = Clock::now();
+        if (now >= deadline) {
+          throw std::runtime_error("rank " + std::to_string(r) + " did not reach " + what +
+                                   " within " + format_seconds(timeout) +
+                                   " (shared-memory all-reduce)");
+        }
+        if (!process_exists(controls[r].pid)) {
+          throw std::runtime_error("rank " + std::to_string(r) + " (process " +
+                                   std::to_string(controls[r].pid) + ") exited during " + what);
+        }
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+        futex_wait(word, seen, std::min(kWaitSlice, left + std::chrono::milliseconds(1)));
+      }
+    }
+  }
+
+  void check_peers_match(std::int64_t numel, at::ScalarType dtype, const std::string& what) const {
+    for (int r = 0; r < world_size; ++r) {
+      const RankControl& peer = controls[r];
+      if (peer.numel == numel && peer.dtype == static_cast<std::int32_t>(dtype)) continue;
+      throw std::runtime_error(
+          what + ": rank " + std::to_string(r) + " sums " + std::to_string(peer.numel) +
+          " elements of " + c10::toString(static_cast<at::ScalarType>(peer.dtype)) +
+          " where rank " + std::to_string(rank) + " sums " + std::to_string(numel) + " of " +
+          c10::toString(dtype) + " (do all ranks issue the same collectives in the same order?)");
+    }
+  }
+};
+
+namespace {
+
+// The segment's layout: every rank's control block, then every rank's slot.
+void attach(SharedMemoryAllReduce::Impl& impl, std::unique_ptr<SharedMemorySegment> segment) {
+  impl.segment = std::move(segment);
+  impl.controls = reinterpret_cast<RankControl*>(impl.segment->data());
+  impl.slots = impl.segment->data() + controls_bytes_for(impl.world_size);
+}
+
+// Rank 0's side of set-up: checks that everyone shares this machine and
+// creates the segment. Returns its name, or "" with *why_not set.
+std::string create_segment(c10d::Store& store, SharedMemoryAllReduce::Impl& impl,
+                           const std::string& identity, std::size_t bytes, std::string* why_not) {
+  if (identity.empty()) {
+    *why_not = "this machine's identity cannot be read from /proc";
+    return "";
+  }
+  for (int r = 1; r < impl.world_size; ++r) {
+    if (text_of(store.get("shm/identity/" + std::to_string(r))) != identity) {
+      *why_not = "rank " + std::to_string(r) + " runs on another machine or in another namespace";
+      return "";
+    }
+  }
+  const std::string name =
+      "/accelerate-" + std::to_string(::getpid()) + "-" + random_hex();
+  auto segment = SharedMemorySegment::create(name, bytes, why_not);
+  if (!segment) return "";
+  for (int r = 0; r < impl.world_size; ++r) {
+    new (segment->data() + sizeof(RankControl) * static_cast<std::size_t>(r)) RankControl();
+  }
+  attach(impl, std::move(segment));
+  return name;
+}
+
+}  // namespace
+
+std::unique_ptr<SharedMemoryAllReduce> SharedMemoryAllReduce::create(
+    c10d::Store& store, int rank, int world_size, std::chrono::milliseconds timeout,
+    std::string* why_not) {
+  auto impl = std::make_unique<Impl>();
+  impl->rank = rank;
+  impl->world_size = world_size;
+  impl->timeout = timeout;
+  impl->slot_bytes = slot_bytes_for(world_size);
+  const std::size_t bytes =
+      controls_bytes_for(world_size) + impl->slot_bytes * static_cast<std::size_t>(world_size);
+  const std::string identity = shared_memory_identity();
+  const std::string refused = "!";  // prefixes a reason in the store's answers
+
+  std::string verdict;
+  if (rank == 0) {
+    std::string reason;
+    const std::string name = create_segment(store, *impl, identity, bytes, &reason);
+    if (!name.empty()) impl->controls[0].pid = ::getpid();
+    store.set("shm/segment", bytes_of(name.empty() ? refused + reason : name));
+    if (!name.empty()) {
+      // Every peer has mapped it (or failed to) once it answered; then the
+      // name can go, and a crash later leaves nothing in /dev/shm.
+      struct RemoveName {
+        const std::string& name;
+        ~RemoveName() { SharedMemorySegment::remove_name(name); }
+      } remove_name{name};
+      for (int r = 1; r < world_size && reason.empty(); ++r) {
+        const std::string answer = text_of(store.get("shm/opened/" + std::to_string(r)));
+        if (answer != "ok") reason = "rank " + std::to_string(r) + ": " + answer.substr(1);
+      }
+    }
+    verdict = reason.empty() ? "ok" : refused + reason;
+    store.set("shm/verdict", bytes_of(verdict));
+  } else {
+    store.set("shm/identity/" + std::to_string(rank), bytes_of(identity));
+    const std::string answer = text_of(store.get("shm/segment"));
+    if (answer.rfind(refused, 0) == 0) {
+      verdict = answer;
+    } else {
+      std::string reason;
+      auto segment = SharedMemorySegment::open(answer, bytes, &reason);
+      if (segment) {
+        attach(*impl, std::move(segment));
+        impl->controls[rank].pid = ::getpid();
+      }
+      store.set("shm/opened/" + std::to_string(rank),
+                bytes_of(impl->segment ? std::string("ok") : refused + reason));
+      verdict = text_of(store.get("shm/verdict"));
+    }
+  }
+  if (verdict != "ok") {
+    *why_not = verdict.substr(refused.size());
+    return nullptr;
+  }
+  Impl* raw = impl.get();
+  impl->worker = std::thread([raw] { raw->run_worker(); });
+  return std::unique_ptr<SharedMemoryAllReduce>(new SharedMemoryAllReduce(std::move(impl)));
+}
+
+SharedMemoryAllReduce::SharedMemoryAllReduce(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+SharedMemoryAllReduce::~SharedMemoryAllReduce() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->stopping = true;
+  }
+  impl_->closing = true;
+  impl_->queue_changed.notify_all();
+  impl_->worker.join();
+}
+
+bool SharedMemoryAllReduce::serves(const at::Tensor& tensor) {
+  if (!tensor.defined() || !tensor.device().is_cpu() || !tensor.is_contiguous()) return false;
+  const at::ScalarType dtype = tensor.scalar_type();
+  return dtype == at::kFloat || dtype == at::kDouble || dtype == at::kHalf || dtype == at::kInt ||
+         dtype == at::kLong;
+}
+
+std::shared_ptr<SharedMemoryOperation> SharedMemoryAllReduce::sum_async(const at::Tensor& tensor,
+                                                                        const std::string& what) {
+  auto operation = std::make_shared<SharedMemoryOperation>(tensor, what);
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->queue.push_back(operation);
+  }
+  impl_->queue_changed.notify_one();
+  return operation;
+}
+
+std::size_t SharedMemoryAllReduce::slot_bytes() const { return impl_->slot_bytes; }
+
+}  // namespace detail
+}  // namespace accelerate
