@@ -67,7 +67,8 @@ struct Communicator::Impl {
   c10::intrusive_ptr<compat::Backend> nccl;  // only for CUDA jobs with NCCL
   // Sums of CPU tensors when every rank shares this machine; else null.
   std::unique_ptr<detail::SharedMemoryAllReduce> shared_memory;
-  std::unique_ptr<detail::FailureDiagnosis> diagnosis;
+  // Shared with pending collectives, which may outlive the communicator.
+  std::shared_ptr<detail::FailureDiagnosis> diagnosis;
   std::uint64_t sequence = 0;
 
   bool single() const { return job.world_size == 1; }
@@ -109,7 +110,7 @@ std::unique_ptr<Communicator::Impl> form_groups(JobState job,
   impl->job = std::move(job);
   impl->store = c10::make_intrusive<c10d::PrefixStore>("accelerate", std::move(store));
   const JobState& j = impl->job;
-  impl->diagnosis = std::make_unique<detail::FailureDiagnosis>(impl->store, j.rank,
+  impl->diagnosis = std::make_shared<detail::FailureDiagnosis>(impl->store, j.rank,
                                                                j.world_size, j.timeout);
   try {
     impl->diagnosis->mark_arrived();
@@ -121,11 +122,13 @@ std::unique_ptr<Communicator::Impl> form_groups(JobState job,
     // the peer's set-up with "connection closed by peer". Nobody leaves
     // before everyone is connected.
     impl->gloo->barrier()->wait();
-    if (j.shared_memory_all_reduce && j.num_nodes == 1) {
+    if (j.num_nodes == 1) {
+      // Every rank takes part, even one that turned it off, so that all
+      // agree (one rank's setting must not leave the others waiting).
       std::string why_not;
-      impl->shared_memory = detail::SharedMemoryAllReduce::create(*impl->store, j.rank,
-                                                                  j.world_size, j.timeout, &why_not);
-      if (!impl->shared_memory && j.rank == 0) {
+      impl->shared_memory = detail::SharedMemoryAllReduce::create(
+          *impl->store, j.rank, j.world_size, j.timeout, j.shared_memory_all_reduce, &why_not);
+      if (!impl->shared_memory && j.rank == 0 && j.shared_memory_all_reduce) {
         std::cerr << "accelerate: note: CPU all-reduces go through Gloo, not shared memory: "
                   << why_not << " (ACCELERATE_SHARED_MEMORY_ALLREDUCE=0 silences this)\n";
       }
@@ -260,8 +263,7 @@ PendingCollective Communicator::all_reduce_sum_async(at::Tensor& tensor, const s
     throw Error("all_reduce_sum_async needs a contiguous tensor on a device its backend serves");
   }
   auto state = std::make_shared<PendingCollective::State>();
-  auto* diagnosis = impl_->diagnosis.get();
-  state->on_failure = [diagnosis, number, what](const std::exception& cause) {
+  state->on_failure = [diagnosis = impl_->diagnosis, number, what](const std::exception& cause) {
     throw DistributedError(
         diagnosis->explain_collective(number, what, detail::first_line_of(cause)));
   };

@@ -42,14 +42,21 @@ constexpr std::int64_t kShareAlignment = 64;
 // Each rank's progress through the current piece (generation g): it has
 // copied its input into its slot (arrived = g), summed its share into its
 // slot (reduced = g), and copied everyone's shares out (released = g), after
-// which its peers may overwrite their slots with the next piece.
+// which its peers may overwrite their slots with the next piece. `gone` is
+// set, and all three words woken, when the rank will never advance again (it
+// failed, or its communicator closed), so that peers fail at once instead of
+// waiting out the timeout. Peers only read the fields below `gone` after an
+// acquire of `arrived`.
 struct alignas(64) RankControl {
   Counter arrived{0};
   Counter reduced{0};
   Counter released{0};
+  Counter gone{0};
   std::int32_t pid = 0;
-  std::int64_t numel = 0;  // of the piece announced by `arrived`
-  std::int32_t dtype = 0;
+  std::int32_t dtype = 0;   // of the piece announced by `arrived`
+  std::int64_t numel = 0;   // elements in that piece
+  std::int64_t total = 0;   // elements in its whole tensor
+  std::int64_t offset = 0;  // where the piece starts in it
 };
 
 std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
@@ -142,10 +149,17 @@ struct SharedMemoryAllReduce::Impl {
           sum(*operation);
         } catch (const std::exception& failure) {
           broken = failure.what();
+          announce_gone();
         }
       }
       operation->finish(broken);
     }
+  }
+
+  void announce_gone() {
+    RankControl& mine = controls[rank];
+    mine.gone.store(1, std::memory_order_release);
+    for (Counter* word : {&mine.arrived, &mine.reduced, &mine.released}) futex_wake_all(*word);
   }
 
   void sum(const SharedMemoryOperation& operation) {
@@ -158,13 +172,24 @@ struct SharedMemoryAllReduce::Impl {
     std::int64_t offset = 0;
     do {  // an empty tensor still takes one (empty) piece, so ranks stay in step
       const std::int64_t count = std::min(per_piece, numel - offset);
-      sum_piece(data + offset * element, count, tensor.scalar_type(), operation.what, deadline);
+      Piece piece{data + offset * element, count, numel, offset, tensor.scalar_type()};
+      sum_piece(piece, operation.what, deadline);
       offset += count;
     } while (offset < numel);
   }
 
-  void sum_piece(char* data, std::int64_t numel, at::ScalarType dtype, const std::string& what,
-                 Clock::time_point deadline) {
+  struct Piece {
+    char* data;
+    std::int64_t numel;
+    std::int64_t total;   // elements in the whole tensor
+    std::int64_t offset;  // of the piece in it
+    at::ScalarType dtype;
+  };
+
+  void sum_piece(const Piece& piece, const std::string& what, Clock::time_point deadline) {
+    char* const data = piece.data;
+    const std::int64_t numel = piece.numel;
+    const at::ScalarType dtype = piece.dtype;
     const std::uint32_t g = ++generation;
     const std::size_t element = c10::elementSize(dtype);
     RankControl& mine = controls[rank];
@@ -172,10 +197,12 @@ struct SharedMemoryAllReduce::Impl {
     wait_for_peers(&RankControl::released, g - 1, what, deadline);
     if (numel > 0) std::memcpy(slot(rank), data, static_cast<std::size_t>(numel) * element);
     mine.numel = numel;
+    mine.total = piece.total;
+    mine.offset = piece.offset;
     mine.dtype = static_cast<std::int32_t>(dtype);
     publish(mine.arrived, g);
     wait_for_peers(&RankControl::arrived, g, what, deadline);
-    check_peers_match(numel, dtype, what);
+    check_peers_match(piece, what);
 
     std::int64_t lo = 0, hi = 0;
     share_of(rank, numel, element, &lo, &hi);
@@ -246,6 +273,10 @@ struct SharedMemoryAllReduce::Impl {
         const std::uint32_t seen = word.load(std::memory_order_acquire);
         if (static_cast<std::int32_t>(seen - target) >= 0) break;
         if (closing.load()) throw std::runtime_error("the communicator was closed during " + what);
+        if (controls[r].gone.load(std::memory_order_acquire) != 0) {
+          throw std::runtime_error("rank " + std::to_string(r) +
+                                   " failed or closed its communicator before " + what);
+        }
         const Clock::time_point now = Clock::now();
         if (now >= deadline) {
           throw std::runtime_error("rank " + std::to_string(r) + " did not reach " + what +
@@ -262,15 +293,21 @@ struct SharedMemoryAllReduce::Impl {
     }
   }
 
-  void check_peers_match(std::int64_t numel, at::ScalarType dtype, const std::string& what) const {
+  // Whole tensors are compared, not just pieces: a tensor of P+5 elements
+  // against tensors of P and 5 must be an error, not a mixed-up sum.
+  void check_peers_match(const Piece& piece, const std::string& what) const {
     for (int r = 0; r < world_size; ++r) {
       const RankControl& peer = controls[r];
-      if (peer.numel == numel && peer.dtype == static_cast<std::int32_t>(dtype)) continue;
+      if (peer.total == piece.total && peer.offset == piece.offset && peer.numel == piece.numel &&
+          peer.dtype == static_cast<std::int32_t>(piece.dtype)) {
+        continue;
+      }
       throw std::runtime_error(
-          what + ": rank " + std::to_string(r) + " sums " + std::to_string(peer.numel) +
+          what + ": rank " + std::to_string(r) + " sums " + std::to_string(peer.total) +
           " elements of " + c10::toString(static_cast<at::ScalarType>(peer.dtype)) +
-          " where rank " + std::to_string(rank) + " sums " + std::to_string(numel) + " of " +
-          c10::toString(dtype) + " (do all ranks issue the same collectives in the same order?)");
+          " where rank " + std::to_string(rank) + " sums " + std::to_string(piece.total) +
+          " of " + c10::toString(piece.dtype) +
+          " (do all ranks issue the same collectives in the same order?)");
     }
   }
 };
@@ -293,10 +330,12 @@ std::string create_segment(c10d::Store& store, SharedMemoryAllReduce::Impl& impl
     return "";
   }
   for (int r = 1; r < impl.world_size; ++r) {
-    if (text_of(store.get("shm/identity/" + std::to_string(r))) != identity) {
-      *why_not = "rank " + std::to_string(r) + " runs on another machine or in another namespace";
-      return "";
-    }
+    const std::string theirs = text_of(store.get("shm/identity/" + std::to_string(r)));
+    if (theirs == identity) continue;
+    *why_not = "rank " + std::to_string(r) +
+               (theirs.rfind('!', 0) == 0 ? ": " + theirs.substr(1)
+                                          : " runs on another machine or in another namespace");
+    return "";
   }
   const std::string name =
       "/accelerate-" + std::to_string(::getpid()) + "-" + random_hex();
@@ -312,8 +351,12 @@ std::string create_segment(c10d::Store& store, SharedMemoryAllReduce::Impl& impl
 }  // namespace
 
 std::unique_ptr<SharedMemoryAllReduce> SharedMemoryAllReduce::create(
-    c10d::Store& store, int rank, int world_size, std::chrono::milliseconds timeout,
+    c10d::Store& store, int rank, int world_size, std::chrono::milliseconds timeout, bool wanted,
     std::string* why_not) {
+  if (world_size < 2) {
+    *why_not = "a one-process job has nothing to sum";
+    return nullptr;
+  }
   auto impl = std::make_unique<Impl>();
   impl->rank = rank;
   impl->world_size = world_size;
@@ -321,22 +364,26 @@ std::unique_ptr<SharedMemoryAllReduce> SharedMemoryAllReduce::create(
   impl->slot_bytes = slot_bytes_for(world_size);
   const std::size_t bytes =
       controls_bytes_for(world_size) + impl->slot_bytes * static_cast<std::size_t>(world_size);
-  const std::string identity = shared_memory_identity();
   const std::string refused = "!";  // prefixes a reason in the store's answers
+  const std::string turned_off = "turned off (ACCELERATE_SHARED_MEMORY_ALLREDUCE=0)";
+  const std::string identity = wanted ? shared_memory_identity() : refused + turned_off;
 
   std::string verdict;
   if (rank == 0) {
-    std::string reason;
-    const std::string name = create_segment(store, *impl, identity, bytes, &reason);
+    std::string reason = wanted ? "" : turned_off + " on rank 0";
+    const std::string name =
+        reason.empty() ? create_segment(store, *impl, identity, bytes, &reason) : "";
+    // Every peer has mapped the segment (or failed to) once it answered;
+    // then the name goes, and a crash later leaves nothing in /dev/shm.
+    struct RemoveName {
+      const std::string& name;
+      ~RemoveName() {
+        if (!name.empty()) SharedMemorySegment::remove_name(name);
+      }
+    } remove_name{name};
     if (!name.empty()) impl->controls[0].pid = ::getpid();
     store.set("shm/segment", bytes_of(name.empty() ? refused + reason : name));
     if (!name.empty()) {
-      // Every peer has mapped it (or failed to) once it answered; then the
-      // name can go, and a crash later leaves nothing in /dev/shm.
-      struct RemoveName {
-        const std::string& name;
-        ~RemoveName() { SharedMemorySegment::remove_name(name); }
-      } remove_name{name};
       for (int r = 1; r < world_size && reason.empty(); ++r) {
         const std::string answer = text_of(store.get("shm/opened/" + std::to_string(r)));
         if (answer != "ok") reason = "rank " + std::to_string(r) + ": " + answer.substr(1);
@@ -373,6 +420,8 @@ std::unique_ptr<SharedMemoryAllReduce> SharedMemoryAllReduce::create(
 SharedMemoryAllReduce::SharedMemoryAllReduce(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 SharedMemoryAllReduce::~SharedMemoryAllReduce() {
+  // A peer still waiting for this rank would wait in vain: tell it now.
+  impl_->announce_gone();
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     impl_->stopping = true;
@@ -383,7 +432,10 @@ SharedMemoryAllReduce::~SharedMemoryAllReduce() {
 }
 
 bool SharedMemoryAllReduce::serves(const at::Tensor& tensor) {
-  if (!tensor.defined() || !tensor.device().is_cpu() || !tensor.is_contiguous()) return false;
+  if (!tensor.defined() || !tensor.device().is_cpu() || tensor.layout() != at::kStrided ||
+      !tensor.is_contiguous()) {
+    return false;
+  }
   const at::ScalarType dtype = tensor.scalar_type();
   return dtype == at::kFloat || dtype == at::kDouble || dtype == at::kHalf || dtype == at::kInt ||
          dtype == at::kLong;

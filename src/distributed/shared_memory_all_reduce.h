@@ -14,8 +14,9 @@
 // ((x0 + x1) + x2 ...), so all ranks end bitwise identical, however tensors
 // are bucketed or cut into pieces. Waits sleep on futexes (spinning would
 // steal the cores the peers compute on) and give up with an error after the
-// job's timeout, as soon as a peer's process is gone, or when the
-// communicator is destroyed: never a hang.
+// job's timeout, as soon as a peer's process is gone or the peer failed or
+// closed its communicator, or when this communicator is destroyed: never a
+// hang.
 #pragma once
 
 #include <chrono>
@@ -54,21 +55,22 @@ class SharedMemoryOperation {
 
 class SharedMemoryAllReduce {
  public:
-  // Collective: every rank calls it with the job's store. Returns null on
-  // every rank, with *why_not set, when the ranks do not share one machine
-  // (host, boot and IPC/mount/PID namespaces) or any of them cannot create or
-  // map the segment (e.g. /dev/shm too small). The segment's name is removed
-  // before this returns, so nothing outlives the job. Throws when the store
-  // fails (a peer never arrived).
+  // Collective: every rank calls it with the job's store, also a rank that
+  // does not want it (`wanted` false), so that all ranks agree. Returns null
+  // on every rank, with *why_not set, when any rank does not want it, the
+  // ranks do not share one machine (host, boot and IPC/mount/PID namespaces),
+  // or any of them cannot create or map the segment (e.g. /dev/shm too
+  // small). The segment's name is removed before this returns, so nothing
+  // outlives the job. Throws when the store fails (a peer never arrived).
   static std::unique_ptr<SharedMemoryAllReduce> create(c10d::Store& store, int rank,
                                                        int world_size,
                                                        std::chrono::milliseconds timeout,
-                                                       std::string* why_not);
+                                                       bool wanted, std::string* why_not);
   ~SharedMemoryAllReduce();
   SharedMemoryAllReduce(const SharedMemoryAllReduce&) = delete;
   SharedMemoryAllReduce& operator=(const SharedMemoryAllReduce&) = delete;
 
-  // Contiguous CPU tensors of float, double, half, int32 or int64.
+  // Contiguous dense CPU tensors of float, double, half, int32 or int64.
   static bool serves(const at::Tensor& tensor);
 
   // Queues an in-place SUM of `tensor` (which serves() accepts). Sums run

@@ -152,16 +152,18 @@ TEST(SharedMemory, MatchesGlooBitwiseOnTwoRanks) {
   EXPECT_TRUE(at::equal(results[0][0], results[1][0]));
 }
 
-TEST(SharedMemory, UnservedTensorsStillGoThroughGloo) {
+TEST(SharedMemory, WhatItDoesNotServeStillWorksThroughGloo) {
+  EXPECT_FALSE(SharedMemoryAllReduce::serves(at::ones({4}, at::kByte)));
+  EXPECT_FALSE(SharedMemoryAllReduce::serves(at::ones({4}, at::kShort)));
+  EXPECT_FALSE(SharedMemoryAllReduce::serves(at::ones({2, 4}, at::kFloat).t()));
+  EXPECT_TRUE(SharedMemoryAllReduce::serves(at::ones({2, 4}, at::kFloat)));
   run_ranks(2, [](Communicator& comm) {
-    // Non-contiguous and uint8: not served here, Gloo sums them.
-    at::Tensor strided = (at::arange(8, at::kFloat) + comm.rank()).reshape({2, 4}).t();
-    comm.all_reduce(strided, accelerate::ReduceOp::kSum);
-    EXPECT_TRUE(at::equal(strided, (2 * at::arange(8, at::kFloat) + 1).reshape({2, 4}).t()));
     at::Tensor bytes = at::full({3}, comm.rank() + 1, at::kByte);
-    EXPECT_FALSE(SharedMemoryAllReduce::serves(bytes));
     comm.all_reduce(bytes, accelerate::ReduceOp::kSum);
     EXPECT_TRUE(at::equal(bytes, at::full({3}, 3, at::kByte)));
+    at::Tensor largest = at::arange(4, at::kFloat) * (comm.rank() == 0 ? 1 : -1);
+    comm.all_reduce(largest, accelerate::ReduceOp::kMax);
+    EXPECT_TRUE(at::equal(largest, at::arange(4, at::kFloat)));
   });
 }
 
@@ -181,6 +183,98 @@ TEST(SharedMemory, MismatchedSizesAreAnErrorOnEveryRank) {
     }
   });
   EXPECT_EQ(failures.load(), 2);
+}
+
+TEST(SharedMemory, DifferentDtypesAreAnError) {
+  std::atomic<int> failures{0};
+  run_ranks(2, [&](Communicator& comm) {
+    at::Tensor mine = at::ones({10}, comm.rank() == 0 ? at::kFloat : at::kDouble);
+    try {
+      comm.all_reduce_sum_async(mine, "test sum").wait();
+      ADD_FAILURE() << "rank " << comm.rank() << " summed mismatched dtypes";
+    } catch (const DistributedError& error) {
+      EXPECT_THAT(error.what(), HasSubstr(comm.rank() == 0 ? "rank 1 sums 10 elements of Double"
+                                                           : "rank 0 sums 10 elements of Float"));
+      ++failures;
+    }
+  });
+  EXPECT_EQ(failures.load(), 2);
+}
+
+// Rank 0 sums one tensor of a piece and 5 elements; rank 1 a piece-sized
+// tensor, then 5 elements. Every piece alone matches; the tensors do not.
+TEST(SharedMemory, TensorsCutDifferentlyAreAnErrorNotAMixedSum) {
+  std::atomic<int> failures{0};
+  run_ranks(2, [&](Communicator& comm) {
+    const int64_t piece = static_cast<int64_t>(8 << 20) / 4;  // float elements per slot
+    std::vector<int64_t> sizes = comm.rank() == 0 ? std::vector<int64_t>{piece + 5}
+                                                  : std::vector<int64_t>{piece, 5};
+    try {
+      for (int64_t size : sizes) {
+        at::Tensor mine = at::ones({size}, at::kFloat);
+        comm.all_reduce_sum_async(mine, "test sum").wait();
+      }
+      ADD_FAILURE() << "rank " << comm.rank() << " summed tensors cut differently";
+    } catch (const DistributedError& error) {
+      EXPECT_THAT(error.what(), HasSubstr("sums " + std::to_string(piece + (comm.rank() == 0 ? 0 : 5))));
+      ++failures;
+    }
+  });
+  EXPECT_EQ(failures.load(), 2);
+}
+
+// A rank whose communicator is gone (an error it caught, an early return)
+// while its process lives on: the others fail at once, not after the timeout.
+TEST(SharedMemory, RankThatClosedItsCommunicatorIsNamedAtOnce) {
+  RankOptions options;
+  options.timeout = std::chrono::seconds(60);
+  std::atomic<bool> rank0_done{false};
+  run_rank_communicators(2, [&](std::shared_ptr<Communicator> comm) {
+    if (comm->rank() == 1) {
+      comm.reset();
+      while (!rank0_done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return;
+    }
+    at::Tensor mine = at::ones({64}, at::kFloat);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      comm->all_reduce_sum_async(mine, "gradient bucket 0").wait();
+      ADD_FAILURE() << "the sum finished without rank 1";
+    } catch (const DistributedError& error) {
+      EXPECT_THAT(error.what(),
+                  HasSubstr("rank 1 failed or closed its communicator before gradient bucket 0"));
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+    rank0_done = true;
+  }, options);
+}
+
+// One rank turned it off: every rank falls back to Gloo at once, none waits.
+TEST(SharedMemory, TurnedOffOnOneRankMeansOffEverywhere) {
+  for (int off_rank : {0, 1}) {
+    const std::string path = fresh_store_path();
+    std::vector<std::thread> ranks;
+    std::vector<std::string> errors(3);
+    const auto start = std::chrono::steady_clock::now();
+    for (int rank = 0; rank < 3; ++rank) {
+      ranks.emplace_back([&, rank] {
+        try {
+          auto comm = Communicator::connect_through_file(
+              path, thread_rank_job(rank, 3, std::chrono::seconds(60), false, rank != off_rank));
+          EXPECT_FALSE(comm->sums_cpu_tensors_in_shared_memory()) << "rank " << rank;
+          at::Tensor mine = at::ones({5}, at::kFloat);
+          comm->all_reduce_sum_async(mine, "test sum").wait();
+          EXPECT_TRUE(at::equal(mine, at::full({5}, 3.0f)));
+        } catch (const std::exception& error) {
+          errors[rank] = error.what();
+        }
+      });
+    }
+    for (auto& rank : ranks) rank.join();
+    ::unlink(path.c_str());
+    for (const auto& error : errors) EXPECT_EQ(error, "") << "off on rank " << off_rank;
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  }
 }
 
 TEST(SharedMemory, AbsentRankIsNamedWithinTheTimeout) {

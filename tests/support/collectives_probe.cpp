@@ -5,8 +5,9 @@
 //   collectives_probe connect   only join the job and meet at a barrier
 //   collectives_probe desert    like connect, but the last rank leaves
 //                               right after the rendezvous
-//   collectives_probe vanish    the last rank leaves right after the
-//                               rendezvous; the others sum a CPU tensor
+//   collectives_probe vanish    the last rank dies right after the
+//                               rendezvous (_Exit: no destructors, as in a
+//                               crash); the others sum a CPU tensor
 //                               (through shared memory, unless turned off)
 // Any failure prints one line on stderr and exits 1.
 #include <cstdlib>
@@ -64,7 +65,9 @@ int main(int argc, char** argv) {
     } else if (mode == "vanish" && !job.is_last_process()) {
       at::Tensor ones = at::ones({1000}, at::kFloat);
       comm->all_reduce_sum_async(ones, "the test's sum").wait();
-    } else if ((mode == "desert" || mode == "vanish") && job.is_last_process()) {
+    } else if (mode == "vanish") {
+      std::_Exit(0);
+    } else if (mode == "desert" && job.is_last_process()) {
       std::cout << "rank " << job.rank << ": leaving without the barrier" << std::endl;
     } else {
       comm->barrier();
