@@ -76,7 +76,7 @@ struct JobOptions {
   ACCELERATE_ARG(std::optional<bool>, debug);
   // Sum CPU tensors through shared memory instead of Gloo when every rank
   // runs on this machine (ACCELERATE_SHARED_MEMORY_ALLREDUCE, default true;
-  // docs/gradient-sync.md, "Shared-memory all-reduce").
+  // docs/distributed.md, "Shared-memory all-reduce").
   ACCELERATE_ARG(std::optional<bool>, shared_memory_all_reduce);
 };
 

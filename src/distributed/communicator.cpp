@@ -231,18 +231,17 @@ void Communicator::all_reduce(at::Tensor& tensor, ReduceOp op) {
                        /*non_blocking=*/false, /*copy=*/true)
                  .contiguous();
     }
-    if ((op == ReduceOp::kSum || op == ReduceOp::kMean) && impl_->sums_in_shared_memory(wire)) {
+    const bool sum = op == ReduceOp::kSum || op == ReduceOp::kMean;  // mean: sum, then divide
+    if (sum && impl_->sums_in_shared_memory(wire)) {
       impl_->shared_memory->sum_async(wire, "all_reduce")->wait();
-      if (op == ReduceOp::kMean) wire.div_(impl_->job.world_size);
-      if (!wire.is_same(tensor)) tensor.copy_(wire);
-      return;
+    } else {
+      c10d::AllreduceOptions options;
+      options.reduceOp = op == ReduceOp::kMax   ? c10d::ReduceOp::MAX
+                         : op == ReduceOp::kMin ? c10d::ReduceOp::MIN
+                                                : c10d::ReduceOp::SUM;
+      std::vector<at::Tensor> tensors{wire};
+      backend.allreduce(tensors, options)->wait();
     }
-    c10d::AllreduceOptions options;
-    options.reduceOp = op == ReduceOp::kMax   ? c10d::ReduceOp::MAX
-                       : op == ReduceOp::kMin ? c10d::ReduceOp::MIN
-                                              : c10d::ReduceOp::SUM;  // mean: sum, then divide
-    std::vector<at::Tensor> tensors{wire};
-    backend.allreduce(tensors, options)->wait();
     if (op == ReduceOp::kMean) wire.div_(impl_->job.world_size);
     if (!wire.is_same(tensor)) tensor.copy_(wire);
   });

@@ -14,10 +14,6 @@ namespace {
 constexpr auto kPollInterval = std::chrono::milliseconds(20);
 const char kRendezvousPrefix[] = "accelerate/rendezvous/";
 
-std::vector<uint8_t> to_bytes(const std::string& text) {
-  return std::vector<uint8_t>(text.begin(), text.end());
-}
-
 std::string join_ranks(const std::vector<int>& ranks) {
   std::ostringstream out;
   for (size_t i = 0; i < ranks.size(); ++i) out << (i ? ", " : "") << ranks[i];
@@ -41,6 +37,15 @@ std::vector<bool> wait_for_keys(c10d::Store& store, const std::vector<std::strin
 }
 
 }  // namespace
+
+void set_text(c10d::Store& store, const std::string& key, const std::string& text) {
+  store.set(key, std::vector<uint8_t>(text.begin(), text.end()));
+}
+
+std::string get_text(c10d::Store& store, const std::string& key) {
+  const std::vector<uint8_t> bytes = store.get(key);
+  return std::string(bytes.begin(), bytes.end());
+}
 
 std::string format_seconds(std::chrono::milliseconds duration) {
   std::ostringstream out;
@@ -84,7 +89,7 @@ std::string FailureDiagnosis::explain_collective(std::uint64_t sequence,
   if (!store_) return line.str();
   const std::string mine = std::to_string(sequence) + " " + what;
   try {
-    store_->set(report_key(rank_), to_bytes(mine));
+    set_text(*store_, report_key(rank_), mine);
     std::vector<int> peers;
     std::vector<std::string> keys;
     for (int peer = 0; peer < world_size_; ++peer) {
@@ -100,8 +105,7 @@ std::string FailureDiagnosis::explain_collective(std::uint64_t sequence,
         silent.push_back(peers[i]);
         continue;
       }
-      auto bytes = store_->get(keys[i]);
-      std::string theirs(bytes.begin(), bytes.end());
+      const std::string theirs = get_text(*store_, keys[i]);
       if (theirs != mine) {
         auto space = theirs.find(' ');
         elsewhere.push_back("rank " + std::to_string(peers[i]) + " failed in " +
@@ -122,7 +126,7 @@ std::string FailureDiagnosis::explain_collective(std::uint64_t sequence,
 }
 
 void FailureDiagnosis::mark_arrived() const {
-  store_->set(kRendezvousPrefix + std::to_string(rank_), to_bytes("1"));
+  set_text(*store_, kRendezvousPrefix + std::to_string(rank_), "1");
 }
 
 std::string FailureDiagnosis::explain_rendezvous(const std::string& cause) const {

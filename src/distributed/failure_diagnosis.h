@@ -22,6 +22,11 @@ std::string first_line_of(const std::exception& error);
 // "1.5 s"
 std::string format_seconds(std::chrono::milliseconds duration);
 
+// Text values in a c10d store, which holds byte vectors. get_text blocks
+// until the key exists, up to the store's timeout.
+void set_text(c10d::Store& store, const std::string& key, const std::string& text);
+std::string get_text(c10d::Store& store, const std::string& key);
+
 class FailureDiagnosis {
  public:
   FailureDiagnosis(c10::intrusive_ptr<c10d::Store> store, int rank, int world_size,

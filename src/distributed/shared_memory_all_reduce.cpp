@@ -70,9 +70,6 @@ std::size_t controls_bytes_for(int world_size) {
   return round_up(sizeof(RankControl) * static_cast<std::size_t>(world_size), kPage);
 }
 
-std::vector<std::uint8_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
-std::string text_of(const std::vector<std::uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
-
 // Floats add natively; half adds through float and rounds each step (as
 // Gloo's float16 sum does); integers wrap instead of overflowing.
 template <class T>
@@ -330,7 +327,7 @@ std::string create_segment(c10d::Store& store, SharedMemoryAllReduce::Impl& impl
     return "";
   }
   for (int r = 1; r < impl.world_size; ++r) {
-    const std::string theirs = text_of(store.get("shm/identity/" + std::to_string(r)));
+    const std::string theirs = get_text(store, "shm/identity/" + std::to_string(r));
     if (theirs == identity) continue;
     *why_not = "rank " + std::to_string(r) +
                (theirs.rfind('!', 0) == 0 ? ": " + theirs.substr(1)
@@ -382,18 +379,18 @@ std::unique_ptr<SharedMemoryAllReduce> SharedMemoryAllReduce::create(
       }
     } remove_name{name};
     if (!name.empty()) impl->controls[0].pid = ::getpid();
-    store.set("shm/segment", bytes_of(name.empty() ? refused + reason : name));
+    set_text(store, "shm/segment", name.empty() ? refused + reason : name);
     if (!name.empty()) {
       for (int r = 1; r < world_size && reason.empty(); ++r) {
-        const std::string answer = text_of(store.get("shm/opened/" + std::to_string(r)));
+        const std::string answer = get_text(store, "shm/opened/" + std::to_string(r));
         if (answer != "ok") reason = "rank " + std::to_string(r) + ": " + answer.substr(1);
       }
     }
     verdict = reason.empty() ? "ok" : refused + reason;
-    store.set("shm/verdict", bytes_of(verdict));
+    set_text(store, "shm/verdict", verdict);
   } else {
-    store.set("shm/identity/" + std::to_string(rank), bytes_of(identity));
-    const std::string answer = text_of(store.get("shm/segment"));
+    set_text(store, "shm/identity/" + std::to_string(rank), identity);
+    const std::string answer = get_text(store, "shm/segment");
     if (answer.rfind(refused, 0) == 0) {
       verdict = answer;
     } else {
@@ -403,9 +400,9 @@ std::unique_ptr<SharedMemoryAllReduce> SharedMemoryAllReduce::create(
         attach(*impl, std::move(segment));
         impl->controls[rank].pid = ::getpid();
       }
-      store.set("shm/opened/" + std::to_string(rank),
-                bytes_of(impl->segment ? std::string("ok") : refused + reason));
-      verdict = text_of(store.get("shm/verdict"));
+      set_text(store, "shm/opened/" + std::to_string(rank),
+               impl->segment ? std::string("ok") : refused + reason);
+      verdict = get_text(store, "shm/verdict");
     }
   }
   if (verdict != "ok") {
@@ -451,8 +448,6 @@ std::shared_ptr<SharedMemoryOperation> SharedMemoryAllReduce::sum_async(const at
   impl_->queue_changed.notify_one();
   return operation;
 }
-
-std::size_t SharedMemoryAllReduce::slot_bytes() const { return impl_->slot_bytes; }
 
 }  // namespace detail
 }  // namespace accelerate

@@ -79,9 +79,6 @@ class SharedMemoryAllReduce {
   std::shared_ptr<SharedMemoryOperation> sum_async(const at::Tensor& tensor,
                                                    const std::string& what);
 
-  // Bytes of each rank's slot; larger tensors are summed in slot-sized pieces.
-  std::size_t slot_bytes() const;
-
   struct Impl;
 
  private:

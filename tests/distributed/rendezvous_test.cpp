@@ -104,31 +104,37 @@ TEST(Rendezvous, RankThatNeverComesIsNamed) {
   EXPECT_LT(result.elapsed, 6s);
 }
 
-TEST(Rendezvous, RankThatLeavesIsNamedByTheOthers) {
+// Both ranks of a two-rank job of the probe in `mode`, where rank 1 leaves
+// early; rank 0's result comes first.
+struct TwoRanks {
+  RunResult first;
+  RunResult last;
+  pid_t last_pid;
+};
+TwoRanks run_two_ranks(const std::string& mode, const std::string& timeout_s) {
   const int port = free_port();
-  ChildProcess rank0({kProbe, "desert"}, rank_env(0, 2, port, "3"));
-  ChildProcess rank1({kProbe, "desert"}, rank_env(1, 2, port, "3"));
-  auto first = rank0.wait(20s);
-  auto last = rank1.wait(20s);
-  EXPECT_EQ(last.exit_code, 0) << last.err;
-  EXPECT_EQ(first.exit_code, 1);
-  EXPECT_THAT(first.err, HasSubstr("rank 0: barrier (collective #1) failed"));
-  EXPECT_THAT(first.err, HasSubstr("never arrived (exited, hung, or busy elsewhere): 1"));
-  EXPECT_LT(first.elapsed, 8s);
+  ChildProcess rank0({kProbe, mode}, rank_env(0, 2, port, timeout_s));
+  ChildProcess rank1({kProbe, mode}, rank_env(1, 2, port, timeout_s));
+  return TwoRanks{rank0.wait(90s), rank1.wait(20s), rank1.pid()};
+}
+
+TEST(Rendezvous, RankThatLeavesIsNamedByTheOthers) {
+  const TwoRanks run = run_two_ranks("desert", "3");
+  EXPECT_EQ(run.last.exit_code, 0) << run.last.err;
+  EXPECT_EQ(run.first.exit_code, 1);
+  EXPECT_THAT(run.first.err, HasSubstr("rank 0: barrier (collective #1) failed"));
+  EXPECT_THAT(run.first.err, HasSubstr("never arrived (exited, hung, or busy elsewhere): 1"));
+  EXPECT_LT(run.first.elapsed, 8s);
 }
 
 TEST(Rendezvous, RankThatExitsDuringASharedMemorySumIsNamedAtOnce) {
-  const int port = free_port();
   // A minute's timeout: the exit must be noticed long before it.
-  ChildProcess rank0({kProbe, "vanish"}, rank_env(0, 2, port, "60"));
-  ChildProcess rank1({kProbe, "vanish"}, rank_env(1, 2, port, "60"));
-  auto first = rank0.wait(90s);
-  auto last = rank1.wait(20s);
-  EXPECT_EQ(last.exit_code, 0) << last.err;
-  EXPECT_EQ(first.exit_code, 1);
-  EXPECT_THAT(first.err, HasSubstr("rank 1 (process " + std::to_string(rank1.pid()) +
-                                   ") exited during the test's sum"));
-  EXPECT_LT(first.elapsed, 20s);
+  const TwoRanks run = run_two_ranks("vanish", "60");
+  EXPECT_EQ(run.last.exit_code, 0) << run.last.err;
+  EXPECT_EQ(run.first.exit_code, 1);
+  EXPECT_THAT(run.first.err, HasSubstr("rank 1 (process " + std::to_string(run.last_pid) +
+                                       ") exited during the test's sum"));
+  EXPECT_LT(run.first.elapsed, 20s);
 }
 
 TEST(Rendezvous, BadVariablesAreOneLineErrors) {
