@@ -1,4 +1,4 @@
-# Build speed on small machines (DESIGN.md §3): ccache for rebuilds (with the
+# Build speed on small machines (docs/building.md): ccache for rebuilds (with the
 # sloppiness a precompiled header needs), lld for links (0.06 s, not 0.65 s).
 find_program(ACCELERATE_CCACHE ccache)
 if(ACCELERATE_CCACHE AND NOT CMAKE_CXX_COMPILER_LAUNCHER)

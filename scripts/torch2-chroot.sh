@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # LibTorch 2.6 (Debian 13 "trixie") in a chroot, to build and test the compat
-# layer against LibTorch 2.x on a machine without a GPU (DESIGN.md §3).
+# layer against LibTorch 2.x on a machine without a GPU (docs/building.md).
 #
 #   scripts/torch2-chroot.sh ensure       make sure the chroot exists and is ready
 #   scripts/torch2-chroot.sh run CMD...   run CMD in the chroot, in /src

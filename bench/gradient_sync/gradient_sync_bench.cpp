@@ -183,7 +183,7 @@ accelerate::JobState forked_job(int rank, int world_size) {
   job.world_size = world_size;
   job.local_rank = rank;
   job.local_world_size = world_size;
-  job.backend = world_size > 1 ? "gloo" : "none";
+  job.backend = world_size > 1 ? accelerate::Backend::kGloo : accelerate::Backend::kNone;
   job.timeout = std::chrono::seconds(120);
   return job;
 }

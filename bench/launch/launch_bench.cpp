@@ -7,7 +7,7 @@
 //   ours, no-op           accelerate launch --cpu --num_processes 2 /bin/true
 //   torchrun, no-op       python3 -m torch.distributed.run --nproc_per_node 2
 //                         /bin/true, when it runs; Debian's torch 1.13 on
-//                         Python 3.11 crashes at start (DESIGN.md §3), and
+//                         Python 3.11 crashes at start (docs/launching.md), and
 //                         then the row says so
 //   python launcher floor python3 importing torch.distributed.run and
 //                         starting 2 /bin/true: the least any torchrun-like

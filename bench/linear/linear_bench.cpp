@@ -28,7 +28,7 @@
 // (GradientSyncOptions) for experiments.
 //
 // Threads: torch::set_num_threads(OMP_NUM_THREADS) when it is set (the
-// Accelerator does the same); set OPENBLAS_NUM_THREADS alike (DESIGN.md §3).
+// Accelerator does the same); set OPENBLAS_NUM_THREADS alike (it has its own pool).
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>

@@ -42,7 +42,7 @@ def _cores():
 THREADS = _int_env("OMP_NUM_THREADS") or max(1, _cores() // max(1, LOCAL_WORLD_SIZE))
 os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
 # Debian's OpenBLAS (pthread build) has its own pool beside torch's OpenMP
-# pool; leaving it at its default oversubscribes the cores (DESIGN.md §3).
+# pool; leaving it at its default oversubscribes the cores (up to ~3x slower).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", str(THREADS))
 
 import torch  # noqa: E402

@@ -28,6 +28,7 @@
 #include <string>
 
 #include "accelerate/arg.h"
+#include "accelerate/mixed_precision.h"
 
 namespace accelerate {
 
@@ -68,7 +69,7 @@ c10::ScalarType autocast_dtype(c10::DeviceType device);
 // Drops this thread's casted-weight cache (stale after in-place changes).
 void clear_autocast_cache();
 
-// "bf16" → kBFloat16, "fp16" → kHalf; ConfigError otherwise.
-c10::ScalarType mixed_precision_dtype(const std::string& mixed_precision);
+// kBF16 → kBFloat16, kFP16 → kHalf; ConfigError for kNo.
+c10::ScalarType mixed_precision_dtype(MixedPrecision mixed_precision);
 
 }  // namespace accelerate

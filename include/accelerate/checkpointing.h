@@ -205,6 +205,13 @@ class HookRegistry {
   size_t next_id_ = 0;
 };
 
+// The save/load pre-hooks of one Accelerator, shared with the HookHandles
+// that remove them (which may outlive it).
+struct StatePreHooks {
+  std::shared_ptr<HookRegistry<SaveStatePreHook>> save = std::make_shared<HookRegistry<SaveStatePreHook>>();
+  std::shared_ptr<HookRegistry<LoadStatePreHook>> load = std::make_shared<HookRegistry<LoadStatePreHook>>();
+};
+
 // Accelerate's RemovableHandle. Removing twice, or after the Accelerator is
 // gone, does nothing.
 class HookHandle {

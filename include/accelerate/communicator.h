@@ -22,9 +22,10 @@
 
 namespace accelerate {
 
-// This process's JobState: the current environment, `options`, and the CUDA
-// devices and NCCL support of this LibTorch build.
-JobState current_job_state(const JobOptions& options = {});
+// This process's JobState: `environment` (unset: the process's), `options`,
+// and the CUDA devices and NCCL support of this LibTorch build.
+JobState current_job_state(const JobOptions& options = {},
+                           const std::optional<Environment>& environment = std::nullopt);
 
 // Reductions offered to users (Accelerate's "sum" | "mean" | "max") plus min.
 enum class ReduceOp { kSum, kMean, kMax, kMin };

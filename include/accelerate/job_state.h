@@ -26,6 +26,7 @@
 #include <string>
 
 #include "accelerate/arg.h"
+#include "accelerate/backend.h"
 #include "accelerate/environment.h"
 
 namespace accelerate {
@@ -55,7 +56,7 @@ struct Hardware {
 
 // The default for ACCELERATE_TIMEOUT: how long rendezvous and each collective
 // wait for the slowest rank before failing with a message that names it.
-// Accelerate's 30 minutes hides hangs (REFERENCE.md §5.1); 5 minutes is long
+// Accelerate's 30 minutes hides hangs from its users; 5 minutes is long
 // enough for rank 0 to write a large checkpoint while the others wait.
 constexpr std::chrono::milliseconds kDefaultTimeout = std::chrono::minutes(5);
 // MASTER_PORT when nothing sets it (torchrun's default).
@@ -67,9 +68,9 @@ constexpr int kDefaultMasterPort = 29500;
 struct JobOptions {
   // Force the CPU even where CUDA is available (ACCELERATE_USE_CPU).
   ACCELERATE_ARG(std::optional<bool>, cpu);
-  // "gloo", "nccl" or "" for automatic: nccl for CUDA jobs when available,
-  // gloo otherwise.
-  ACCELERATE_ARG(std::string, backend);
+  // Unset: automatic, nccl for CUDA jobs when LibTorch has it, gloo
+  // otherwise. Backend::kNone means automatic too.
+  ACCELERATE_ARG(std::optional<Backend>, backend);
   // Rendezvous and collective timeout (ACCELERATE_TIMEOUT, default 5 min).
   ACCELERATE_ARG(std::optional<std::chrono::milliseconds>, timeout);
   // Shape/dtype checks before every collective (ACCELERATE_DEBUG_MODE).
@@ -90,7 +91,7 @@ struct JobState {
   std::string master_addr = "127.0.0.1";
   int master_port = kDefaultMasterPort;
   DeviceSpec device;
-  std::string backend = "none";  // "none" (one process), "gloo" or "nccl"
+  Backend backend = Backend::kNone;  // kNone for one process
   std::chrono::milliseconds timeout = kDefaultTimeout;
   bool debug = false;
   bool shared_memory_all_reduce = true;

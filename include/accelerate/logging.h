@@ -22,16 +22,11 @@
 #include "accelerate/arg.h"
 #include "accelerate/environment.h"
 #include "accelerate/job_state.h"
+#include "accelerate/log_level.h"
 
 namespace accelerate {
 
 class Communicator;  // communicator.h
-
-enum class LogLevel { kDebug = 10, kInfo = 20, kWarning = 30, kError = 40, kCritical = 50 };
-const char* to_string(LogLevel level);  // "DEBUG", "INFO", ...
-// Parses a level name (any case) or Python's numbers (10, 20, ...). Throws
-// ConfigError naming `source` (e.g. "ACCELERATE_LOG_LEVEL") otherwise.
-LogLevel parse_log_level(const std::string& text, const std::string& source);
 
 // Where log lines go (a named type so ACCELERATE_ARG's const T& works).
 using LogStream = std::ostream*;

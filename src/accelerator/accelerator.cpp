@@ -9,37 +9,28 @@
 
 #include "accelerate/errors.h"
 #include "accelerate/malloc_tuning.h"
+#include "common/settings.h"
 
 namespace accelerate {
 namespace {
 
 int accumulation_steps_from(const AcceleratorOptions& options, const Environment& env) {
   if (options.gradient_accumulation_steps()) return *options.gradient_accumulation_steps();
-  if (auto text = lookup(env, "ACCELERATE_GRADIENT_ACCUMULATION_STEPS")) {
-    char* end = nullptr;
-    long steps = std::strtol(text->c_str(), &end, 10);
-    if (end == text->c_str() || *end != '\0' || steps < 1) {
-      throw ConfigError("ACCELERATE_GRADIENT_ACCUMULATION_STEPS='" + *text +
-                        "' must be a whole number of at least 1");
-    }
-    return static_cast<int>(steps);
-  }
-  return options.gradient_accumulation_plugin().num_steps();
+  return settings::kGradientAccumulationSteps.read(env).value_or(
+      options.gradient_accumulation_plugin().num_steps());
 }
 
-std::string mixed_precision_from(const AcceleratorOptions& options, const Environment& env) {
-  std::string mode = options.mixed_precision().value_or(
-      lookup(env, "ACCELERATE_MIXED_PRECISION").value_or("no"));
-  if (mode == "no" || mode == "bf16" || mode == "fp16") return mode;
-  throw ConfigError("mixed_precision '" + mode + "' is not one of no, bf16, fp16");
+MixedPrecision mixed_precision_from(const AcceleratorOptions& options, const Environment& env) {
+  return options.mixed_precision() ? *options.mixed_precision() : settings::kMixedPrecision.read_or_default(env);
 }
 
 // Intra-op threads: the launcher's OMP_NUM_THREADS share, else the cores
 // divided among this machine's processes. Debian's LibTorch otherwise uses
-// one thread when OMP_NUM_THREADS is unset (DESIGN.md §3).
+// one thread when OMP_NUM_THREADS is unset (seen with Debian's 1.13.1).
 void set_thread_count(const JobState& job, const Environment& env) {
-  int threads = 0;
-  if (auto text = lookup(env, "OMP_NUM_THREADS")) threads = std::atoi(text->c_str());
+  // OpenMP also allows lists ("4,2" for nested pools): those keep the default.
+  const auto text = lookup(env, settings::kOmpNumThreads.variable());
+  int threads = text ? settings::kOmpNumThreads.try_parse(*text).value_or(0) : 0;
   if (threads < 1) {
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     threads = std::max(1, cores / std::max(1, job.local_world_size));
@@ -50,10 +41,10 @@ void set_thread_count(const JobState& job, const Environment& env) {
 }  // namespace
 
 Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(options)) {
-  const Environment env = current_environment();
+  const Environment env = environment();
   JobOptions job_options = options_.job_options();
   if (options_.cpu()) job_options.cpu(*options_.cpu());
-  job_ = std::make_shared<const JobState>(current_job_state(job_options));
+  job_ = std::make_shared<const JobState>(current_job_state(job_options, env));
   configure_from(env);
   set_thread_count(*job_, env);
   if (options_.tune_malloc()) tune_malloc_for_training(env);
@@ -63,7 +54,11 @@ Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(option
 Accelerator::Accelerator(std::shared_ptr<Communicator> communicator, AcceleratorOptions options)
     : options_(std::move(options)), comm_(std::move(communicator)) {
   job_ = std::make_shared<const JobState>(comm_->job());
-  configure_from(current_environment());
+  configure_from(environment());
+}
+
+Environment Accelerator::environment() const {
+  return options_.environment() ? *options_.environment() : current_environment();
 }
 
 void Accelerator::configure_from(const Environment& env) {
@@ -81,14 +76,14 @@ void Accelerator::configure_from(const Environment& env) {
 }
 
 void Accelerator::configure_mixed_precision() {
-  if (mixed_precision_ == "no") return;
+  if (mixed_precision_ == MixedPrecision::kNo) return;
   const bool cuda = job_->device.is_cuda();
-  if (mixed_precision_ == "fp16" && !cuda && options_.autocast_kwargs().enabled()) {
+  if (mixed_precision_ == MixedPrecision::kFP16 && !cuda && options_.autocast_kwargs().enabled()) {
     throw ConfigError(
         "mixed_precision 'fp16' needs a CUDA device: fp16 autocast is not available on the "
         "CPU; use 'bf16' there");
   }
-  if (mixed_precision_ == "fp16") {
+  if (mixed_precision_ == MixedPrecision::kFP16) {
     scaler_ = std::make_shared<GradScaler>(options_.grad_scaler_kwargs());
   }
   if (options_.autocast_kwargs().enabled()) {
@@ -98,7 +93,7 @@ void Accelerator::configure_mixed_precision() {
 }
 
 AutocastGuard Accelerator::autocast(const AutocastOptions& options) const {
-  if (mixed_precision_ == "no") return AutocastGuard();
+  if (mixed_precision_ == MixedPrecision::kNo) return AutocastGuard();
   return AutocastGuard(job_->device.is_cuda() ? c10::kCUDA : c10::kCPU,
                        mixed_precision_dtype(mixed_precision_), options);
 }
@@ -131,14 +126,14 @@ void Accelerator::prepare_module(torch::nn::Module& module) {
   prepared_modules_.push_back(&module);
 }
 
-void Accelerator::prepare_one(PreparedOptimizerBase& optimizer) {
+void Accelerator::prepare_optimizer(PreparedOptimizerBase& optimizer) {
   if (optimizer.is_prepared()) return;
   optimizer.attach(gradient_state_);
   optimizer.attach_scaler(scaler_);
   prepared_optimizers_.push_back(&optimizer.base_optimizer());
 }
 
-void Accelerator::prepare_one(torch::optim::Optimizer& optimizer) {
+void Accelerator::prepare_plain_optimizer(torch::optim::Optimizer& optimizer) {
   if (scaler_) {
     throw ConfigError(
         "mixed_precision 'fp16' scales the loss: declare the optimizer as "
@@ -158,13 +153,13 @@ void Accelerator::prepare_one(torch::optim::Optimizer& optimizer) {
   }
 }
 
-void Accelerator::prepare_one(PreparedSchedulerBase& scheduler) {
+void Accelerator::prepare_scheduler(PreparedSchedulerBase& scheduler) {
   if (scheduler.is_prepared()) return;
   scheduler.attach(gradient_state_);
   prepared_schedulers_.push_back(&scheduler);
 }
 
-void Accelerator::prepare_one(DataLoaderBase& loader) {
+void Accelerator::prepare_loader(DataLoaderBase& loader) {
   if (std::find(loaders_.begin(), loaders_.end(), &loader) != loaders_.end()) return;
   loader.configure_sharding(comm_, options_.dataloader_config());
   if (options_.device_placement()) loader.set_device(device());
@@ -202,19 +197,16 @@ void Accelerator::end_micro_step() { set_models_sync(!in_no_sync_); }
 
 Accelerator::AccumulateScope Accelerator::accumulate() {
   begin_micro_step();
-  return AccumulateScope(this);
+  return AccumulateScope([this] { end_micro_step(); });
 }
 
 Accelerator::NoSyncScope Accelerator::no_sync() {
   in_no_sync_ = true;
   set_models_sync(false);
-  return NoSyncScope(this);
-}
-
-Accelerator::NoSyncScope::~NoSyncScope() {
-  if (!accelerator_) return;
-  accelerator_->in_no_sync_ = false;
-  accelerator_->set_models_sync(true);
+  return NoSyncScope([this] {
+    in_no_sync_ = false;
+    set_models_sync(true);
+  });
 }
 
 void Accelerator::trigger_sync_in_backward() { force_sync_ = true; }
@@ -264,13 +256,6 @@ double Accelerator::clip_grad_norm_(const std::vector<at::Tensor>& parameters, d
 void Accelerator::clip_grad_value_(const std::vector<at::Tensor>& parameters, double clip_value) {
   unscale_gradients();
   torch::nn::utils::clip_grad_value_(parameters, clip_value);
-}
-
-at::Tensor Accelerator::gather_for_metrics(const at::Tensor& tensor) {
-  at::Tensor gathered = accelerate::gather(*comm_, tensor);
-  const DataLoaderBase* loader = gradient_state_->active_dataloader();
-  if (loader == nullptr || !loader->end_of_dataloader()) return gathered;
-  return truncate_for_metrics(gathered, *loader);
 }
 
 }  // namespace accelerate

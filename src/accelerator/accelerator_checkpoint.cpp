@@ -64,11 +64,11 @@ ProjectConfiguration Accelerator::resolve_project_config(const AcceleratorOption
 }
 
 HookHandle Accelerator::register_save_state_pre_hook(SaveStatePreHook hook) {
-  return add_hook(save_state_pre_hooks_, std::move(hook));
+  return add_hook(state_pre_hooks_.save, std::move(hook));
 }
 
 HookHandle Accelerator::register_load_state_pre_hook(LoadStatePreHook hook) {
-  return add_hook(load_state_pre_hooks_, std::move(hook));
+  return add_hook(state_pre_hooks_.load, std::move(hook));
 }
 
 std::string Accelerator::save_state(const std::optional<std::string>& output_dir) {
@@ -97,7 +97,7 @@ std::string Accelerator::save_state(const std::optional<std::string>& output_dir
   std::string error;
   try {
     for (auto* model : models) weights.push_back(module_state_dict(*model));
-    for (auto& [id, hook] : save_state_pre_hooks_->hooks()) hook(models, weights, dir);
+    for (auto& [id, hook] : state_pre_hooks_.save->hooks()) hook(models, weights, dir);
     if (models.size() != weights.size()) {
       throw Error("a save_state pre-hook left " + std::to_string(models.size()) + " models but " +
                   std::to_string(weights.size()) + " weights");
@@ -211,7 +211,7 @@ void Accelerator::restore_state_from(const std::string& folder) {
                 " (random states and loader positions are per process)");
   }
   std::vector<torch::nn::Module*> models = prepared_modules_;
-  for (auto& [id, hook] : load_state_pre_hooks_->hooks()) hook(models, folder);
+  for (auto& [id, hook] : state_pre_hooks_.load->hooks()) hook(models, folder);
   require_count(folder, "models", metadata.models, models.size());
   require_count(folder, "optimizers", metadata.optimizers, prepared_optimizers_.size());
   require_count(folder, "schedulers", metadata.schedulers, prepared_schedulers_.size());

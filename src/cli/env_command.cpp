@@ -11,7 +11,7 @@
 #include "cli/memory_estimate.h"
 #include "cli/system_facts.h"
 #include "cli/test_command.h"
-#include "config/launch_config.h"
+#include "config/config_file.h"
 #include "launcher/launch_errors.h"
 #include "launcher/machine_facts.h"
 

@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "accelerate/version.h"
+#include "cli/config_command.h"
 #include "cli/env_command.h"
 #include "cli/estimate_memory_command.h"
+#include "cli/launch_command.h"
 #include "cli/test_command.h"
-#include "config/config_command.h"
-#include "launcher/launch_command.h"
 
 namespace {
 
@@ -27,9 +27,9 @@ struct Subcommand {
 
 const Subcommand kSubcommands[] = {
     {"launch", "start a program on several processes (see 'accelerate launch --help')",
-     accelerate::launcher::run_launch_command},
+     accelerate::cli::run_launch_command},
     {"config", "write the config file: questions, 'default' or 'update' (see 'accelerate config --help')",
-     accelerate::config::run_config_command},
+     accelerate::cli::run_config_command},
     {"env", "print versions, machine and config for a bug report", accelerate::cli::run_env_command},
     {"test", "check distributed training works here with your settings", accelerate::cli::run_test_command},
     {"estimate-memory", "memory to load and train a model, per dtype",

@@ -15,6 +15,8 @@
 
 #include <accelerate/accelerate.h>
 
+#include "common/settings.h"
+
 namespace {
 
 using accelerate::Accelerator;
@@ -80,7 +82,7 @@ std::string check_all_reduce(Accelerator& accelerator) {
 }
 
 std::string check_gather(Accelerator& accelerator) {
-  // REFERENCE.md §3: gather(arange(N) + 1 + N*rank) is 1..N^2.
+  // Accelerate's tested value: gather(arange(N) + 1 + N*rank) is 1..N^2.
   const int64_t n = accelerator.num_processes();
   auto mine = (at::arange(n, at::kLong) + 1 + n * accelerator.process_index()).to(accelerator.device());
   std::string problem = expect_equal("gather", accelerator.gather(mine), at::arange(1, n * n + 1, at::kLong));
@@ -179,13 +181,13 @@ int main() {
     accelerate::AcceleratorOptions options;
     // A broken setup should fail this test in seconds, not after the
     // 5-minute default, unless the user chose a timeout.
-    if (!std::getenv("ACCELERATE_TIMEOUT")) {
+    if (!std::getenv(accelerate::settings::kTimeout.variable())) {
       options.job_options(accelerate::JobOptions().timeout(std::chrono::milliseconds(60'000)));
     }
     Accelerator accelerator(options);
     accelerator.print("accelerate-sanity-check: ", accelerator.num_processes(), " process(es), ",
                       accelerator.distributed_type(), ", device ", accelerator.device().str(), ", backend ",
-                      accelerator.state().backend);
+                      accelerate::to_string(accelerator.state().backend));
     int failed = 0;
     for (const auto& check : kChecks) {
       const std::string problem = check.run(accelerator);

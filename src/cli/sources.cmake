@@ -1,7 +1,10 @@
-# Sources of the command line's subcommands other than launch
-# (target_sources on 'accelerate_cli_core'): env, test, estimate-memory, and
-# the sanity program that `accelerate test` launches.
+# Sources of the command line's subcommands (target_sources on
+# 'accelerate_cli_core'): every command's entry point (launch, config, env,
+# test, estimate-memory) and the sanity program that `accelerate test`
+# launches. The launch and config commands drive src/launcher/ and src/config/.
 target_sources(accelerate_cli_core PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/launch_command.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/config_command.cpp
   ${CMAKE_CURRENT_LIST_DIR}/env_command.cpp
   ${CMAKE_CURRENT_LIST_DIR}/system_facts.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_command.cpp
@@ -44,6 +47,8 @@ set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/test_command.cpp PROPERTIE
 
 add_executable(accelerate_sanity_check ${CMAKE_CURRENT_LIST_DIR}/sanity_program.cpp)
 target_link_libraries(accelerate_sanity_check PRIVATE accelerate::accelerate)
+# src/: it reads the settings contract (common/settings.h) like the library.
+target_include_directories(accelerate_sanity_check PRIVATE ${PROJECT_SOURCE_DIR}/src)
 file(RELATIVE_PATH _cli_lib_from_libexec
   ${CMAKE_INSTALL_PREFIX}/${ACCELERATE_SANITY_INSTALL_DIR} ${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR})
 set_target_properties(accelerate_sanity_check PROPERTIES

@@ -5,7 +5,7 @@
 
 #include <iostream>
 
-#include "launcher/launch_command.h"
+#include "cli/launch_command.h"
 #include "launcher/launch_errors.h"
 #include "launcher/launch_options.h"
 
@@ -117,7 +117,7 @@ int run_test_command(const std::vector<std::string>& args) {
   for (const auto& arg : launch_args) shown += " " + arg;
   std::cout << "Running: " << shown << std::endl;
 
-  const int code = launcher::run_launch_command(launch_args);
+  const int code = run_launch_command(launch_args);
   if (code == 0) {
     std::cout << kSuccessLine << std::endl;
     return 0;

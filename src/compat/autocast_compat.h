@@ -1,6 +1,6 @@
 // Autocast's thread-local state, one spelling for every LibTorch: 1.13 has a
 // function per device (set_cpu_enabled, set_autocast_cpu_dtype, ...), 2.4+
-// has device-generic ones and deprecates the old (DESIGN.md §3).
+// has device-generic ones and deprecates the old (warnings at compile and run time).
 #pragma once
 
 #include <c10/core/DeviceType.h>

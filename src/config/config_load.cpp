@@ -1,7 +1,7 @@
 // Loading a config file: YAML syntax, then keys, then types, then the values
 // we cannot run. Each failure is one line naming file, line and key, because
 // old files that stop loading after an upgrade with a vague message are a
-// known pain (REFERENCE.md §5.6, Accelerate #832).
+// known pain for Accelerate's users (Accelerate #832).
 #include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
@@ -13,9 +13,10 @@
 #include <set>
 #include <sstream>
 
+#include "common/settings.h"
 #include "config/config_keys.h"
 #include "config/config_yaml.h"
-#include "config/launch_config.h"
+#include "config/config_file.h"
 
 namespace accelerate::config {
 namespace {
@@ -120,9 +121,9 @@ struct Loader {
   void check_mixed_precision(ConfigValue& entry) const {
     entry.text = lower(entry.text);
     if (entry.text == "false") entry.text = "no";  // an unquoted `no` read as YAML 1.1 false
-    if (entry.text == "no" || entry.text == "fp16" || entry.text == "bf16") return;
+    if (parse_mixed_precision(entry.text)) return;
     if (entry.text == "fp8") fail(entry.line, "key 'mixed_precision' is fp8, which accelerate-cpp does not support (no, fp16, bf16)");
-    fail(entry.line, "key 'mixed_precision' has unknown value '" + entry.text + "' (expected no, fp16 or bf16)");
+    fail(entry.line, settings::kMixedPrecision.problem("key 'mixed_precision'", entry.text));
   }
 
   // mpirun_config: mpirun_hostfile is used, mpirun_ccl (oneCCL threads) ignored.

@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "accelerate/errors.h"
+#include "common/environment_text.h"
 #include "config/prompter.h"
 
 namespace accelerate::config {
@@ -32,10 +33,8 @@ class LinePrompter : public Prompter {
       const std::string answer = trim(read_line(prompt, question));
       if (answer.empty()) return default_index;
       // A number, or the option's own text (handy in scripts: "multi-GPU").
-      if (std::all_of(answer.begin(), answer.end(), [](unsigned char c) { return std::isdigit(c); }) &&
-          answer.size() < 6) {
-        const int index = std::stoi(answer);
-        if (index < static_cast<int>(options.size())) return index;
+      if (auto index = detail::parse_integer_in(answer, 0, static_cast<long long>(options.size()) - 1)) {
+        return static_cast<int>(*index);
       }
       for (std::size_t i = 0; i < options.size(); ++i) {
         if (same_text(answer, options[i])) return static_cast<int>(i);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "accelerate/mixed_precision.h"
+#include "common/environment_text.h"
 #include "config/config_yaml.h"
 
 namespace accelerate::config {
@@ -33,12 +35,7 @@ class Asker {
     for (;;) {
       const std::string answer = prompter_.ask(prompt);
       if (answer.empty() && default_value) return *default_value;
-      const bool digits = !answer.empty() && answer.size() < 9 &&
-                          std::all_of(answer.begin(), answer.end(), [](unsigned char c) { return std::isdigit(c); });
-      if (digits) {
-        const int value = std::stoi(answer);
-        if (value >= min && value <= max) return value;
-      }
+      if (auto value = detail::parse_integer_in(answer, min, max)) return static_cast<int>(*value);
       prompter_.say("Please enter a whole number from " + std::to_string(min) + " to " + std::to_string(max) + ".");
     }
   }
@@ -143,7 +140,8 @@ ClusterAnswers ask_cluster_questions(Prompter& prompter, const std::string& home
     answers.gpu_ids = ask.gpu_ids(
         "What GPU(s) (by id) should be used for training on this machine as a comma-separated list? [all]: ");
   }
-  const std::vector<std::string> precisions = {"no", "fp16", "bf16"};
+  std::vector<std::string> precisions;
+  for (MixedPrecision precision : kAllMixedPrecisions) precisions.push_back(to_string(precision));
   answers.mixed_precision = precisions[prompter.choose("Do you wish to use mixed precision?", precisions, 0)];
   return answers;
 }

@@ -1,5 +1,7 @@
 # Sources of the command line's config area (target_sources on
-# 'accelerate_cli_core'): the YAML config file and the questionnaire.
+# 'accelerate_cli_core'): the YAML config file and the questionnaire. Nothing
+# here includes the launcher's headers (the launcher applies the file to its
+# options); the `accelerate config` command is in src/cli/.
 find_package(yaml-cpp REQUIRED)
 # yaml-cpp 0.8 (Debian 13) names its target yaml-cpp::yaml-cpp and keeps
 # plain yaml-cpp only as a deprecated alias; 0.7 (Debian 12) has only yaml-cpp.
@@ -12,11 +14,10 @@ target_sources(accelerate_cli_core PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/config_keys.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config_yaml.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config_load.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/launch_config.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/config_file.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config_files.cpp
   ${CMAKE_CURRENT_LIST_DIR}/line_prompter.cpp
   ${CMAKE_CURRENT_LIST_DIR}/terminal_prompter.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/questionnaire.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/config_command.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/questionnaire.cpp)
 # PRIVATE: yaml-cpp stays out of every header outside src/config/.
 target_link_libraries(accelerate_cli_core PRIVATE ${ACCELERATE_YAML_CPP_TARGET})

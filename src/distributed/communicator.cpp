@@ -13,6 +13,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "accelerate/errors.h"
+#include "common/settings.h"
 #include "compat/c10d_compat.h"
 #include "distributed/failure_diagnosis.h"
 #include "distributed/network.h"
@@ -20,11 +21,11 @@
 
 namespace accelerate {
 
-JobState current_job_state(const JobOptions& options) {
+JobState current_job_state(const JobOptions& options, const std::optional<Environment>& environment) {
   Hardware hardware;
   hardware.cuda_device_count = static_cast<int>(at::detail::getCUDAHooks().getNumGPUs());
   hardware.nccl_available = compat::kHasNccl;
-  return JobState::from_environment(current_environment(), options, hardware);
+  return JobState::from_environment(environment ? *environment : current_environment(), options, hardware);
 }
 
 const char* to_string(ReduceOp op) {
@@ -130,10 +131,10 @@ std::unique_ptr<Communicator::Impl> form_groups(JobState job,
           *impl->store, j.rank, j.world_size, j.timeout, j.shared_memory_all_reduce, &why_not);
       if (!impl->shared_memory && j.rank == 0 && j.shared_memory_all_reduce) {
         std::cerr << "accelerate: note: CPU all-reduces go through Gloo, not shared memory: "
-                  << why_not << " (ACCELERATE_SHARED_MEMORY_ALLREDUCE=0 silences this)\n";
+                  << why_not << " (" << settings::kSharedMemoryAllReduce.variable() << "=0 silences this)\n";
       }
     }
-    if (j.backend == "nccl") {
+    if (j.backend == Backend::kNccl) {
       auto nccl_store = c10::make_intrusive<c10d::PrefixStore>("nccl", impl->store);
       impl->nccl = compat::make_nccl(nccl_store, j.rank, j.world_size, j.timeout);
       if (!impl->nccl) {

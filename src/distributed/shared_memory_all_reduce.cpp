@@ -17,6 +17,7 @@
 #include <c10/util/Half.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "common/settings.h"
 #include "distributed/failure_diagnosis.h"
 #include "distributed/shared_memory_segment.h"
 
@@ -362,7 +363,8 @@ std::unique_ptr<SharedMemoryAllReduce> SharedMemoryAllReduce::create(
   const std::size_t bytes =
       controls_bytes_for(world_size) + impl->slot_bytes * static_cast<std::size_t>(world_size);
   const std::string refused = "!";  // prefixes a reason in the store's answers
-  const std::string turned_off = "turned off (ACCELERATE_SHARED_MEMORY_ALLREDUCE=0)";
+  const std::string turned_off =
+      std::string("turned off (") + settings::kSharedMemoryAllReduce.variable() + "=0)";
   const std::string identity = wanted ? shared_memory_identity() : refused + turned_off;
 
   std::string verdict;

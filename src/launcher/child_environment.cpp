@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/settings.h"
 #include "launcher/program_resolution.h"
 
 namespace accelerate::launcher {
@@ -37,34 +38,33 @@ Environment build_child_environment(const LaunchOptions& options, int local_rank
   // How many times the local group was restarted (--max_restarts), under
   // torchrun's name and ours: a program resumes from its checkpoint when > 0.
   env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(restart_count);
-  env["ACCELERATE_RESTART_COUNT"] = std::to_string(restart_count);
+  settings::kRestartCount.write(env, restart_count);
   env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(options.max_restarts);
 
   // Settings are written only when the user chose them, so a value exported
   // in the launcher's shell still reaches the program otherwise.
-  if (options.cpu) env["ACCELERATE_USE_CPU"] = "true";
-  if (options.debug) env["ACCELERATE_DEBUG_MODE"] = "true";
-  if (options.mixed_precision) env["ACCELERATE_MIXED_PRECISION"] = *options.mixed_precision;
+  if (options.cpu) settings::kUseCpu.write(env, true);
+  if (options.debug) settings::kDebugMode.write(env, true);
+  if (options.mixed_precision) settings::kMixedPrecision.write(env, *options.mixed_precision);
   if (options.rdzv_conf) {
     if (auto timeout = rdzv_timeout_seconds("--rdzv_conf", *options.rdzv_conf)) {
-      env["ACCELERATE_TIMEOUT"] = *timeout;
+      settings::kTimeout.write(env, settings::kTimeout.parse("--rdzv_conf timeout", *timeout));
     }
   }
   // "all" means every GPU the launcher itself sees: the variable is left as it is.
   if (options.gpu_ids && *options.gpu_ids != "all") env["CUDA_VISIBLE_DEVICES"] = *options.gpu_ids;
   if (options.gradient_accumulation_steps) {
-    env["ACCELERATE_GRADIENT_ACCUMULATION_STEPS"] =
-        std::to_string(*options.gradient_accumulation_steps);
+    settings::kGradientAccumulationSteps.write(env, *options.gradient_accumulation_steps);
   }
 
   // Threads: N ranks each running a full-size OpenMP pool and OpenBLAS pool
   // oversubscribe the cores badly, so each rank gets its share. The flag is an
   // explicit request and wins; otherwise a value the user exported is kept.
-  for (const char* name : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
+  for (const settings::Setting<int>* threads : {&settings::kOmpNumThreads, &settings::kOpenblasNumThreads}) {
     if (options.num_cpu_threads_per_process) {
-      env[name] = std::to_string(*options.num_cpu_threads_per_process);
-    } else if (!lookup(launcher_environment, name)) {
-      env[name] = std::to_string(default_threads_per_process(usable_cores, options.local_processes()));
+      threads->write(env, *options.num_cpu_threads_per_process);
+    } else if (!lookup(launcher_environment, threads->variable())) {
+      threads->write(env, default_threads_per_process(usable_cores, options.local_processes()));
     }
   }
   // Python buffers stdout in blocks when it is a pipe (ours), so progress

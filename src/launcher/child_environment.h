@@ -15,7 +15,7 @@ namespace accelerate::launcher {
 int global_rank(const LaunchOptions& options, int local_rank);
 
 // OMP_NUM_THREADS / OPENBLAS_NUM_THREADS for each rank when no flag sets it:
-// the usable cores shared evenly, at least 1 (DESIGN.md §3 "Threads").
+// the usable cores shared evenly, at least 1 (docs/launching.md, "Threads").
 int default_threads_per_process(int usable_cores, int num_processes);
 
 // Environment of local process `local_rank` in attempt `restart_count`

@@ -1,11 +1,11 @@
 // The rows of `accelerate launch`'s flag table (launch_options.h). Each row
 // parses and checks its own value, so a flag and a config-file key that goes
 // through the same row fail with the same message.
-#include <cerrno>
-#include <cstdlib>
 #include <set>
 #include <sstream>
 
+#include "common/environment_text.h"
+#include "common/settings.h"
 #include "launcher/launch_errors.h"
 #include "launcher/launch_options.h"
 
@@ -18,33 +18,30 @@ using Text = const std::string&;
 // Parses a whole decimal number in [min, max]; `expectation` completes the
 // sentence "--flag expects ...".
 int parse_int(Text spelled, Text value, long min, long max, Text expectation) {
-  errno = 0;
-  char* end = nullptr;
-  long number = std::strtol(value.c_str(), &end, 10);
-  bool whole = !value.empty() && end != nullptr && *end == '\0' &&
-               value.find_first_of(" \t") == std::string::npos;
-  if (!whole || errno == ERANGE || number < min || number > max) {
-    throw UsageError(spelled + " expects " + expectation + ", got '" + value + "'");
-  }
-  return static_cast<int>(number);
+  const auto number = detail::parse_integer_in(value, min, max);
+  if (!number) throw UsageError(settings::bad_value_message(spelled, expectation, value));
+  return static_cast<int>(*number);
+}
+
+// A value that the settings contract declares: the same rules and message
+// as when the program reads the variable itself.
+template <class T>
+T parse_setting(const settings::Setting<T>& setting, Text spelled, Text value) {
+  if (auto parsed = setting.try_parse(value)) return *parsed;
+  throw UsageError(setting.problem(spelled, value));
 }
 
 int positive_int(Text spelled, Text value) {
-  return parse_int(spelled, value, 1, 1000000, "a whole number >= 1");
+  return parse_int(spelled, value, 1, settings::kMaxCount, settings::count_expectation());
 }
 
-// Seconds as a decimal number ("5", "0.1") in [0, max]. The CLI never
-// changes the C locale, so strtod reads '.' as the separator.
-double parse_seconds(Text spelled, Text value, double max) {
-  errno = 0;
-  char* end = nullptr;
-  double seconds = std::strtod(value.c_str(), &end);
-  bool whole = !value.empty() && end != nullptr && *end == '\0' &&
-               value.find_first_of(" \tnN") == std::string::npos;  // no nan/inf
-  if (!whole || errno == ERANGE || seconds < 0 || seconds > max) {
-    throw UsageError(spelled + " expects a number of seconds (e.g. 5 or 0.5), got '" + value + "'");
+// Seconds as a decimal number ("5", "0.1") up to `max_seconds`, in ms.
+long long parse_seconds(Text spelled, Text value, long long max_seconds) {
+  const auto millis = detail::parse_seconds_as_milliseconds(value);
+  if (!millis || *millis > max_seconds * 1000) {
+    throw UsageError(settings::bad_value_message(spelled, "a number of seconds (e.g. 5 or 0.5)", value));
   }
-  return seconds;
+  return *millis;
 }
 
 // Switches store true from the command line; a config layer may store false.
@@ -95,7 +92,7 @@ const std::vector<FlagSpec> kFlags = {
      "with --cpu or none)",
      [](Options& o, Text f, Text v) { o.num_processes = positive_int(f, v); },
      [](const Options& o) { return std::to_string(o.num_processes); }},
-    ACCELERATE_SWITCH("cpu", 0, cpu, "run on the CPU even if GPUs are present (ACCELERATE_USE_CPU=true)"),
+    ACCELERATE_SWITCH("cpu", 0, cpu, "run on the CPU even if GPUs are present"),
     ACCELERATE_SWITCH("multi_gpu", 0, multi_gpu,
                       "one process per GPU; an error where no GPU is visible or with --cpu"),
     {"gpu_ids", 0, "all|I,J",
@@ -107,7 +104,7 @@ const std::vector<FlagSpec> kFlags = {
      [](const Options& o) { return std::to_string(o.num_machines); }},
     {"machine_rank", 0, "R", "rank of this machine, 0 .. M-1 (default 0, or SLURM_NODEID)",
      [](Options& o, Text f, Text v) {
-       o.machine_rank = parse_int(f, v, 0, 1000000, "a whole number >= 0");
+       o.machine_rank = parse_int(f, v, 0, settings::kMaxCount, "a whole number from 0 to 1000000");
      },
      [](const Options& o) { return std::to_string(o.machine_rank); }},
     {"main_process_ip", 0, "IP",
@@ -133,7 +130,7 @@ const std::vector<FlagSpec> kFlags = {
        o.rdzv_backend = v;
      },
      [](const Options& o) { return o.rdzv_backend; }},
-    {"rdzv_conf", 0, "K=V,...", "rendezvous settings; timeout=SECONDS sets ACCELERATE_TIMEOUT",
+    {"rdzv_conf", 0, "K=V,...", "rendezvous settings; timeout=SECONDS: how long ranks wait for each other",
      [](Options& o, Text f, Text v) {
        rdzv_timeout_seconds(f, v);  // checks every key
        o.rdzv_conf = v;
@@ -141,35 +138,36 @@ const std::vector<FlagSpec> kFlags = {
      [](const Options& o) { return show_text(o.rdzv_conf); }},
     {"max_restarts", 0, "N", "restart the local processes up to N times when one fails (default 0)",
      [](Options& o, Text f, Text v) {
-       o.max_restarts = parse_int(f, v, 0, 1000000, "a whole number >= 0");
+       o.max_restarts = parse_int(f, v, 0, settings::kMaxCount, "a whole number from 0 to 1000000");
      },
      [](const Options& o) { return std::to_string(o.max_restarts); }},
     {"monitor_interval", 0, "SECONDS", "pause between a failure and the restart (default 0.1)",
      [](Options& o, Text f, Text v) {
-       o.monitor_interval_ms = static_cast<int>(parse_seconds(f, v, 3600) * 1000 + 0.5);
+       o.monitor_interval_ms = static_cast<int>(parse_seconds(f, v, 3600));
      },
      [](const Options& o) {
        std::ostringstream out;
        out << o.monitor_interval_ms / 1000.0;
        return out.str();
      }},
-    {"mixed_precision", 0, "no|bf16|fp16", "mixed precision for the job (ACCELERATE_MIXED_PRECISION)",
-     [](Options& o, Text f, Text v) {
-       if (v != "no" && v != "bf16" && v != "fp16") {
-         throw UsageError(f + " expects one of no, bf16, fp16, got '" + v + "'");
-       }
-       o.mixed_precision = v;
-     },
-     [](const Options& o) { return show_text(o.mixed_precision); }},
+    {"mixed_precision", 0, "no|bf16|fp16", "mixed precision for the job",
+     [](Options& o, Text f, Text v) { o.mixed_precision = parse_setting(settings::kMixedPrecision, f, v); },
+     [](const Options& o) {
+       return o.mixed_precision ? to_string(*o.mixed_precision) : std::string("(unset)");
+     }},
     {"gradient_accumulation_steps", 0, "K",
-     "batches to accumulate before each optimizer step (ACCELERATE_GRADIENT_ACCUMULATION_STEPS)",
-     [](Options& o, Text f, Text v) { o.gradient_accumulation_steps = positive_int(f, v); },
+     "batches to accumulate before each optimizer step",
+     [](Options& o, Text f, Text v) {
+       o.gradient_accumulation_steps = parse_setting(settings::kGradientAccumulationSteps, f, v);
+     },
      [](const Options& o) { return show_int(o.gradient_accumulation_steps); }},
     ACCELERATE_SWITCH("debug", 0, debug,
-                      "check collective shapes across ranks (ACCELERATE_DEBUG_MODE=true); list the settings"),
+                      "check collective shapes across ranks; list the settings"),
     {"num_cpu_threads_per_process", 0, "T",
      "OMP_NUM_THREADS and OPENBLAS_NUM_THREADS for each process (default: cores / local processes)",
-     [](Options& o, Text f, Text v) { o.num_cpu_threads_per_process = positive_int(f, v); },
+     [](Options& o, Text f, Text v) {
+       o.num_cpu_threads_per_process = parse_setting(settings::kOmpNumThreads, f, v);
+     },
      [](const Options& o) { return show_int(o.num_cpu_threads_per_process); }},
     ACCELERATE_SWITCH("module", 'm', module, "PROGRAM is a Python module: run python3 -m PROGRAM"),
     ACCELERATE_SWITCH("no_python", 0, no_python, "run PROGRAM as is, even if it ends in .py"),
@@ -210,9 +208,7 @@ std::optional<std::string> rdzv_timeout_seconds(const std::string& spelled, cons
                        "understands timeout=SECONDS (or join_timeout=SECONDS)");
     }
     std::string value = item.substr(eq + 1);
-    if (parse_seconds(spelled + " " + key, value, 1e7) <= 0) {
-      throw UsageError(spelled + " " + key + " must be more than 0 seconds, got '" + value + "'");
-    }
+    parse_setting(settings::kTimeout, spelled + " " + key, value);
     timeout = value;
   }
   return timeout;

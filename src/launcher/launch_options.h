@@ -10,12 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "accelerate/mixed_precision.h"
 #include "launcher/machine_facts.h"
 
 namespace accelerate::launcher {
 
 // Where an option's value came from. Users confuse the precedence of flags,
-// config files and defaults (REFERENCE.md §4), so every value keeps its origin.
+// config files and defaults (docs/launching.md), so every value keeps its origin.
 // kSlurm: taken from the Slurm job the launcher runs in (SLURM_NNODES, ...);
 // it beats a config file (the allocation is what really exists) and loses to
 // a flag. kPicked: chosen by the launcher itself (--main_process_port 0
@@ -41,7 +42,7 @@ struct LaunchOptions {
   std::optional<std::string> rdzv_conf;
   int max_restarts = 0;            // restarts of the local group after a failure
   int monitor_interval_ms = 100;   // pause before a restart (--monitor_interval, seconds)
-  std::optional<std::string> mixed_precision;  // "no", "bf16" or "fp16"
+  std::optional<MixedPrecision> mixed_precision;
   std::optional<int> gradient_accumulation_steps;
   bool debug = false;
   std::optional<int> num_cpu_threads_per_process;

@@ -8,6 +8,8 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "common/environment_text.h"
+
 namespace accelerate::launcher {
 namespace {
 
@@ -22,11 +24,8 @@ std::string trim(const std::string& text) {
 // UUID (we cannot check UUIDs without the driver, so we trust them).
 bool is_valid_device_entry(const std::string& entry, int physical_gpus) {
   if (entry.rfind("GPU-", 0) == 0 || entry.rfind("MIG-", 0) == 0) return true;
-  if (entry.empty() || entry.size() > 9) return false;
-  if (!std::all_of(entry.begin(), entry.end(), [](unsigned char c) { return std::isdigit(c); })) {
-    return false;
-  }
-  return std::atoi(entry.c_str()) < physical_gpus;
+  const auto index = detail::parse_digits(entry);
+  return index && *index < physical_gpus;
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/environment_text.h"
+#include "common/settings.h"
 #include "launcher/launch_errors.h"
 
 namespace accelerate::launcher {
@@ -28,7 +30,10 @@ Hostfile read_hostfile(const std::string& path) {
     if (hostfile.first_host.empty()) hostfile.first_host = host;
     int slots = 1;
     for (std::string word; words >> word;) {
-      if (word.rfind("slots=", 0) == 0) slots = std::max(1, std::atoi(word.c_str() + 6));
+      if (word.rfind("slots=", 0) != 0) continue;
+      const auto count = detail::parse_integer_in(word.substr(6), 1, settings::kMaxCount);
+      if (!count) throw LaunchFailure("--mpirun_hostfile '" + path + "': '" + word + "' is not a slot count");
+      slots = static_cast<int>(*count);
     }
     hostfile.slots += slots;
   }

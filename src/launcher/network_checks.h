@@ -1,7 +1,7 @@
 // Network facts a multi-machine launch depends on, checked before anything
 // starts: a main address that does not resolve, or that this machine has no
 // route to, otherwise shows up as every rank hanging in the rendezvous until
-// the timeout (REFERENCE.md §5.3).
+// the timeout with no useful message, as Accelerate's users often report.
 #pragma once
 
 #include <string>

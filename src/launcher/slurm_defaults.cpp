@@ -1,9 +1,11 @@
 #include "launcher/slurm_defaults.h"
 
-#include <charconv>
+#include <climits>
 #include <initializer_list>
 
 #include "accelerate/job_state.h"
+#include "common/environment_text.h"
+#include "common/settings.h"
 #include "launcher/launch_errors.h"
 
 namespace accelerate::launcher {
@@ -16,12 +18,9 @@ std::optional<std::pair<std::string, long long>> slurm_number(const Environment&
   for (const char* name : names) {
     auto text = lookup(env, name);
     if (!text) continue;
-    long long value = 0;
-    auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), value);
-    if (error != std::errc() || end != text->data() + text->size() || value < 0) {
-      throw ConfigError(std::string(name) + "='" + *text + "' is not a whole number");
-    }
-    return std::make_pair(std::string(name), value);
+    const auto value = detail::parse_integer_in(*text, 0, LLONG_MAX);
+    if (!value) throw ConfigError(settings::bad_value_message(name, "a whole number", *text));
+    return std::make_pair(std::string(name), *value);
   }
   return std::nullopt;
 }

@@ -47,7 +47,7 @@ std::string first_difference(const std::string& mine, const std::string& theirs)
 // A bucket's buffer lives where the backend can reduce it: CUDA buffers need
 // NCCL; without it they are staged in host memory and reduced by Gloo.
 c10::Device buffer_device_for(const Communicator& communicator, c10::Device parameter_device) {
-  if (parameter_device.is_cuda() && communicator.job().backend != "nccl") return c10::kCPU;
+  if (parameter_device.is_cuda() && communicator.job().backend != Backend::kNccl) return c10::kCPU;
   return parameter_device;
 }
 

@@ -44,11 +44,13 @@ c10::ScalarType autocast_dtype(c10::DeviceType device) { return compat::autocast
 
 void clear_autocast_cache() { at::autocast::clear_cache(); }
 
-c10::ScalarType mixed_precision_dtype(const std::string& mixed_precision) {
-  if (mixed_precision == "bf16") return c10::kBFloat16;
-  if (mixed_precision == "fp16") return c10::kHalf;
-  throw ConfigError("mixed_precision '" + mixed_precision +
-                    "' has no autocast dtype (expected bf16 or fp16)");
+c10::ScalarType mixed_precision_dtype(MixedPrecision mixed_precision) {
+  switch (mixed_precision) {
+    case MixedPrecision::kBF16: return c10::kBFloat16;
+    case MixedPrecision::kFP16: return c10::kHalf;
+    case MixedPrecision::kNo: break;
+  }
+  throw ConfigError("mixed precision 'no' has no autocast dtype (expected bf16 or fp16)");
 }
 
 }  // namespace accelerate

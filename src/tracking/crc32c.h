@@ -1,5 +1,5 @@
 // CRC32C (Castagnoli, reflected polynomial 0x82F63B78) and the "masked" form
-// TFRecord frames store (DESIGN.md §3). A table-driven byte-at-a-time
+// TFRecord frames store (docs/tracking.md). A table-driven byte-at-a-time
 // version: event files are small, so speed does not matter here.
 #pragma once
 

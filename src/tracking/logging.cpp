@@ -7,45 +7,16 @@
 
 #include "accelerate/communicator.h"
 #include "accelerate/errors.h"
+#include "common/settings.h"
 
 namespace accelerate {
-
-const char* to_string(LogLevel level) {
-  switch (level) {
-    case LogLevel::kDebug: return "DEBUG";
-    case LogLevel::kInfo: return "INFO";
-    case LogLevel::kWarning: return "WARNING";
-    case LogLevel::kError: return "ERROR";
-    case LogLevel::kCritical: return "CRITICAL";
-  }
-  return "?";
-}
-
-LogLevel parse_log_level(const std::string& text, const std::string& source) {
-  std::string upper = text;
-  std::transform(upper.begin(), upper.end(), upper.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  if (upper == "DEBUG" || upper == "10") return LogLevel::kDebug;
-  if (upper == "INFO" || upper == "20") return LogLevel::kInfo;
-  if (upper == "WARNING" || upper == "WARN" || upper == "30") return LogLevel::kWarning;
-  if (upper == "ERROR" || upper == "40") return LogLevel::kError;
-  if (upper == "CRITICAL" || upper == "FATAL" || upper == "50") return LogLevel::kCritical;
-  throw ConfigError(source + "=\"" + text +
-                    "\" is not a log level; use DEBUG, INFO, WARNING, ERROR or CRITICAL");
-}
 
 Logger::Logger(std::string name, LoggerOptions options)
     : name_(std::move(name)),
       communicator_(options.communicator()),
       stream_(options.stream()) {
   const Environment env = options.environment() ? *options.environment() : current_environment();
-  if (options.level()) {
-    level_ = *options.level();
-  } else if (auto text = lookup(env, "ACCELERATE_LOG_LEVEL")) {
-    level_ = parse_log_level(*text, "ACCELERATE_LOG_LEVEL");
-  } else {
-    level_ = LogLevel::kInfo;
-  }
+  level_ = options.level() ? *options.level() : settings::kLogLevel.read_or_default(env);
   if (options.job()) {
     job_ = *options.job();
   } else if (communicator_) {

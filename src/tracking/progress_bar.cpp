@@ -9,6 +9,7 @@
 
 #include "accelerate/environment.h"
 #include "accelerate/job_state.h"
+#include "common/environment_text.h"
 #include "tracking/progress_format.h"
 
 namespace accelerate {
@@ -78,8 +79,7 @@ namespace {
 
 int terminal_width(bool writing_to_tty) {
   if (const char* columns = std::getenv("COLUMNS")) {
-    const int value = std::atoi(columns);
-    if (value > 0) return value;
+    if (auto value = detail::parse_integer_in(columns, 1, 100000)) return static_cast<int>(*value);
   }
   struct winsize size {};
   if (writing_to_tty && ::ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) {

@@ -1,4 +1,4 @@
-// The core contract (REFERENCE.md §3): training y = a·x + b for 3 epochs with
+// The core contract (from Accelerate's tests): training y = a·x + b for 3 epochs with
 // SGD(lr 0.1) and MSE on 32·N samples gives the same parameters on N ranks
 // with per-rank batch 8 (or split_batches with batch 8·N, or one rank
 // accumulating N micro-batches of 8) as on one rank with batch 8·N.

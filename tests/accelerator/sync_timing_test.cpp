@@ -1,4 +1,4 @@
-// When gradients are synchronised (REFERENCE.md §2–§3): under no_sync the
+// When gradients are synchronised (docs/accelerator.md): under no_sync the
 // ranks' gradients differ, at sync points they match; with accumulation the
 // sync happens exactly every num_steps micro-batches and on the last batch;
 // optimizers and schedulers step only then, the same count on 1 and 2 ranks.

@@ -297,7 +297,7 @@ TEST(CheckpointSaveState, TheFp16LossScalerComesBack) {
   one_rank([&](std::shared_ptr<Communicator> comm) {
     AcceleratorOptions options;
     // fp16 loss scaling without autocast (CPU autocast has no fp16).
-    options.mixed_precision("fp16")
+    options.mixed_precision(accelerate::MixedPrecision::kFP16)
         .autocast_kwargs(AutocastOptions().enabled(false))
         .grad_scaler_kwargs(GradScalerOptions().init_scale(1024).growth_interval(2));
     TrainingRun run(comm, options);

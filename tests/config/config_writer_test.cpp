@@ -7,7 +7,7 @@
 #include "accelerate/errors.h"
 #include "config/config_files.h"
 #include "config/config_yaml.h"
-#include "config/launch_config.h"
+#include "config/config_file.h"
 #include "config/questionnaire.h"
 
 namespace accelerate::config {

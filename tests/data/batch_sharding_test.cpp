@@ -1,4 +1,4 @@
-// Batch sharding against the exact values of REFERENCE.md §3 and against
+// Batch sharding against Hugging Face Accelerate's tested values and against
 // independent oracles of Accelerate's BatchSamplerShard and
 // IterableDatasetShard.
 #include "accelerate/batch_sharding.h"

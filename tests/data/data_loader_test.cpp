@@ -226,7 +226,7 @@ TEST(DataLoader, ANewPassAbandonsTheOldOne) {
   EXPECT_EQ(testing::targets_of(*second), (std::vector<int64_t>{0, 1, 2, 3}));
 }
 
-// REFERENCE.md §3: 16 items in batches of 4, skipping 2.
+// Accelerate's tested case: 16 items in batches of 4, skipping 2.
 TEST(DataLoader, SkipFirstBatchesResumesInsideTheEpoch) {
   for (int64_t epoch : {0, 3}) {
     DataLoader loader(IndexDataset(16), DataLoaderOptions(4));

@@ -1,5 +1,5 @@
 // DataLoader sharded over ranks (threads of this process over real Gloo):
-// REFERENCE.md's batches through the loader, shuffling on every rank,
+// Accelerate's tested batches through the loader, shuffling on every rank,
 // dispatch_batches, and gather_for_metrics counts end to end.
 #include "accelerate/data_loader.h"
 

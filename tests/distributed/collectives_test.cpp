@@ -1,4 +1,4 @@
-// REFERENCE.md §3 collective values on 1, 2 and 3 ranks (threads over a
+// Accelerate's tested collective values on 1, 2 and 3 ranks (threads over a
 // FileStore, real Gloo), plus the cases Accelerate gets wrong.
 #include <torch/torch.h>
 

@@ -1,5 +1,5 @@
 // Ranks that disagree or go missing get an error that names them, in bounded
-// time, instead of a hang (REFERENCE.md §5.1, §5.5).
+// time, instead of the silent hang Accelerate's users hit.
 #include <torch/torch.h>
 
 #include <chrono>

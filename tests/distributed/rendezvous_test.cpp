@@ -145,9 +145,9 @@ TEST(Rendezvous, BadVariablesAreOneLineErrors) {
   std::vector<Case> cases = {
       {{{"RANK", "0"}, {"WORLD_SIZE", "0"}}, "WORLD_SIZE=0"},
       {{{"RANK", "2"}, {"WORLD_SIZE", "2"}}, "RANK=2"},
-      {{{"RANK", "0"}, {"WORLD_SIZE", "two"}}, "WORLD_SIZE='two' is not a whole number"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "two"}}, "WORLD_SIZE expects a whole number, got 'two'"},
       {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}, "MASTER_PORT=70000"},
-      {{{"ACCELERATE_TIMEOUT", "-1"}}, "ACCELERATE_TIMEOUT='-1'"},
+      {{{"ACCELERATE_TIMEOUT", "-1"}}, "ACCELERATE_TIMEOUT expects a positive number of seconds (e.g. 300 or 2.5), got '-1'"},
   };
   for (const auto& c : cases) {
     auto result = run_program({kProbe, "connect"}, c.env, 10s);

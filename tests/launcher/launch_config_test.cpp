@@ -18,7 +18,7 @@ using testing::TemporaryFolder;
 
 const std::string kProbe = LAUNCH_PROBE_PATH;
 
-// The seed document's file (REFERENCE.md §4), on the CPU with 3 processes.
+// A config file as Accelerate's users have it, on the CPU with 3 processes.
 const char* kConfig =
     "compute_environment: LOCAL_MACHINE\n"
     "debug: false\n"
@@ -94,6 +94,16 @@ TEST_F(LaunchConfigFile, AnExplicitFileReplacesTheDefaultOne) {
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_EQ(split_lines(missing.err).size(), 1u) << missing.err;
   EXPECT_NE(missing.err.find("nope.yaml"), std::string::npos) << missing.err;
+}
+
+TEST_F(LaunchConfigFile, AFileThatCannotBeUsedIsAUsageErrorOfOneLine) {
+  const std::string bad = folder_.path() + "/bad.yaml";
+  std::ofstream(bad) << "distributed_type: MULTI_CPU\nnum_process: 3\n";
+  RunResult result = run_launcher({"launch", "--config_file", bad, kProbe, "exit", "0"}, env());
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(result.err, "accelerate launch: error: " + bad +
+                            ":2: unknown key 'num_process' (did you mean 'num_processes'?); see 'Config file' in "
+                            "docs/cli.md for the keys\n");
 }
 
 TEST_F(LaunchConfigFile, RanksRunWithTheFileSettings) {

@@ -233,7 +233,7 @@ TEST(LaunchErrors, UsageErrorsExitWith2) {
                                  "--num_processes?");
   RunResult bad_value = run_launcher({"launch", "--num_processes", "0", kProbe});
   EXPECT_EQ(bad_value.exit_code, 2);
-  expect_one_error_line(bad_value, "accelerate launch: error: --num_processes expects a whole number >= 1");
+  expect_one_error_line(bad_value, "accelerate launch: error: --num_processes expects a whole number from 1 to 1000000");
   RunResult subcommand = run_launcher({"lunch"});
   EXPECT_EQ(subcommand.exit_code, 2);
   expect_one_error_line(subcommand, "accelerate: error: unknown command 'lunch'");

@@ -1,4 +1,4 @@
-// The flags of REFERENCE.md §4, their checks, and where each value comes
+// The flags of Accelerate's launch, their checks, and where each value comes
 // from (flag > Slurm > config file > default): pure functions, no processes.
 #include <gtest/gtest.h>
 
@@ -29,7 +29,7 @@ std::string with_dashes(std::string flag) {
   return flag;
 }
 
-// Every flag of REFERENCE.md §4 (plus --dry_run), with a value where it takes
+// Every flag Accelerate's launch has (plus --dry_run), with a value where it takes
 // one, and how the parsed options show it.
 struct FlagCase {
   std::vector<std::string> args;
@@ -89,12 +89,12 @@ TEST(LaunchFlags, BadValuesSayWhatToChange) {
             "--rdzv-conf item 'read_timeout=5' is not supported; the static rendezvous understands "
             "timeout=SECONDS (or join_timeout=SECONDS)");
   EXPECT_EQ(usage_error_of({"--rdzv_conf", "timeout=0", "p"}),
-            "--rdzv_conf timeout must be more than 0 seconds, got '0'");
+            "--rdzv_conf timeout expects a positive number of seconds (e.g. 300 or 2.5), got '0'");
   EXPECT_EQ(usage_error_of({"--gpu_ids", "0,,1", "p"}),
             "--gpu_ids expects 'all' or GPU indices separated by commas (e.g. 0,1), got '0,,1'");
   EXPECT_EQ(usage_error_of({"--gpu_ids", "1,1", "p"}), "--gpu_ids lists GPU 1 twice");
   EXPECT_EQ(usage_error_of({"--max_restarts", "-1", "p"}),
-            "--max_restarts expects a whole number >= 0, got '-1'");
+            "--max_restarts expects a whole number from 0 to 1000000, got '-1'");
   EXPECT_EQ(usage_error_of({"--monitor_interval", "soon", "p"}),
             "--monitor_interval expects a number of seconds (e.g. 5 or 0.5), got 'soon'");
   EXPECT_EQ(usage_error_of({"--tee", "4", "--log_dir", "d", "p"}),
@@ -160,7 +160,7 @@ TEST(LaunchFlags, RestartCountAndRendezvousTimeoutReachTheRanks) {
   EXPECT_EQ(second.at("ACCELERATE_RESTART_COUNT"), "2");
 }
 
-// What --config_file does with a file's values (src/config/launch_config.h):
+// What --config_file does with a file's values (src/launcher/config_application.h):
 // each goes through the table row, only onto options still at their default.
 void apply_like_a_config_file(LaunchOptions& options, const std::map<std::string, std::string>& values) {
   for (const auto& [key, value] : values) {
@@ -171,7 +171,7 @@ void apply_like_a_config_file(LaunchOptions& options, const std::map<std::string
 }
 
 TEST(LaunchFlags, PrecedenceIsFlagThenSlurmThenConfigFileThenDefault) {
-  // The table of REFERENCE.md §4: each option set by some of the layers.
+  // Each option set by some of the layers (precedence: docs/launching.md).
   LaunchOptions options = parse({"--num_processes", "4", "--main_process_port", "1111", "p"});
   Environment slurm = {{"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "0"}, {"SLURM_NNODES", "2"},
                        {"SLURM_NTASKS", "2"},    {"SLURM_NODEID", "1"},  {"SLURM_JOB_NODELIST", "node[07-08]"}};

@@ -41,7 +41,7 @@ TEST(LaunchOptions, BothSpellingsAndBothValueForms) {
       parse({"--main-process-port=1234", "--mixed_precision", "bf16", "--gradient-accumulation-steps=4",
              "--num_cpu_threads_per_process", "2", "--cpu", "--debug", "-q", "prog"});
   EXPECT_EQ(options.main_process_port, 1234);
-  EXPECT_EQ(options.mixed_precision, "bf16");
+  EXPECT_EQ(options.mixed_precision, accelerate::MixedPrecision::kBF16);
   EXPECT_EQ(options.gradient_accumulation_steps, 4);
   EXPECT_EQ(options.num_cpu_threads_per_process, 2);
   EXPECT_TRUE(options.cpu);
@@ -87,19 +87,19 @@ TEST(LaunchOptions, HelpIsRecognised) {
 
 TEST(LaunchOptions, BadValuesNameTheFlagAndTheExpectation) {
   EXPECT_EQ(usage_error_of({"--num_processes", "0", "p"}),
-            "--num_processes expects a whole number >= 1, got '0'");
+            "--num_processes expects a whole number from 1 to 1000000, got '0'");
   EXPECT_EQ(usage_error_of({"--num-processes=two", "p"}),
-            "--num-processes expects a whole number >= 1, got 'two'");
+            "--num-processes expects a whole number from 1 to 1000000, got 'two'");
   EXPECT_EQ(usage_error_of({"--num_processes", "2x", "p"}),
-            "--num_processes expects a whole number >= 1, got '2x'");
+            "--num_processes expects a whole number from 1 to 1000000, got '2x'");
   EXPECT_EQ(usage_error_of({"--main_process_port", "70000", "p"}),
             "--main_process_port expects a port number 1..65535 (or 0 for any free port), got '70000'");
   EXPECT_EQ(usage_error_of({"--mixed_precision", "fp8", "p"}),
             "--mixed_precision expects one of no, bf16, fp16, got 'fp8'");
   EXPECT_EQ(usage_error_of({"--gradient_accumulation_steps", "-1", "p"}),
-            "--gradient_accumulation_steps expects a whole number >= 1, got '-1'");
+            "--gradient_accumulation_steps expects a whole number from 1 to 1000000, got '-1'");
   EXPECT_EQ(usage_error_of({"--num_cpu_threads_per_process", "", "p"}),
-            "--num_cpu_threads_per_process expects a whole number >= 1, got ''");
+            "--num_cpu_threads_per_process expects a whole number from 1 to 1000000, got ''");
   EXPECT_EQ(usage_error_of({"--cpu=yes", "p"}), "--cpu takes no value, got 'yes'");
   EXPECT_EQ(usage_error_of({"--num_processes"}), "--num_processes needs a value (N)");
   EXPECT_EQ(usage_error_of({"--cpu"}),

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Slurm: starts a private one-node cluster (slurmctld + slurmd on 127.0.0.1,
-# no munge, state in a temporary folder, ports of its own; DESIGN.md §3),
+# no munge, state in a temporary folder, ports of its own, no systemd),
 # then one sbatch job that runs a 2-rank collectives job three ways:
 #   a. `accelerate launch` directly in the batch script,
 #   b. `srun --ntasks=1 accelerate launch` (one launcher per node),

@@ -1,4 +1,4 @@
-// A real training job for the multi-machine launcher test (REFERENCE.md §3's
+// A real training job for the multi-machine launcher test (Accelerate's
 // core contract): y = a·x + b trained 3 epochs with SGD(lr 0.1) and MSE on
 // 32·N samples, batch 8 per rank, on however many ranks the launcher started.
 // Rank 0 prints "trained a=... b=... on N ranks" and the plain one-process

@@ -18,11 +18,12 @@ using accelerate::Accelerator;
 using accelerate::AcceleratorOptions;
 using accelerate::AutocastOptions;
 using accelerate::Communicator;
+using accelerate::MixedPrecision;
 
-AcceleratorOptions bf16() { return AcceleratorOptions().mixed_precision("bf16").cpu(true); }
+AcceleratorOptions bf16() { return AcceleratorOptions().mixed_precision(MixedPrecision::kBF16).cpu(true); }
 // Loss scaling without autocast: the fp16 machinery on a CPU.
 AcceleratorOptions fp16_scaling_only() {
-  return AcceleratorOptions().mixed_precision("fp16").cpu(true).autocast_kwargs(
+  return AcceleratorOptions().mixed_precision(MixedPrecision::kFP16).cpu(true).autocast_kwargs(
       AutocastOptions().enabled(false));
 }
 
@@ -36,7 +37,7 @@ TEST(AcceleratorPrecision, Bf16AutocastCoversTheConstructingThreadWhileAlive) {
   auto x = torch::randn({5, 4});
   {
     Accelerator accelerator(bf16());
-    EXPECT_EQ(accelerator.mixed_precision(), "bf16");
+    EXPECT_EQ(accelerator.mixed_precision(), MixedPrecision::kBF16);
     EXPECT_EQ(accelerator.scaler(), nullptr) << "bf16 needs no loss scaling";
     accelerator.prepare(model);
     EXPECT_TRUE(accelerate::autocast_enabled(torch::kCPU));
@@ -61,7 +62,7 @@ TEST(AcceleratorPrecision, AutocastKwargsDisabledLeavesTheLoopInFp32) {
 }
 
 TEST(AcceleratorPrecision, MixedPrecisionNoMakesAutocastScopesInert) {
-  Accelerator accelerator(AcceleratorOptions().mixed_precision("no").cpu(true));
+  Accelerator accelerator(AcceleratorOptions().mixed_precision(MixedPrecision::kNo).cpu(true));
   auto scope = accelerator.autocast();
   EXPECT_FALSE(scope.active());
   EXPECT_FALSE(accelerate::autocast_enabled(torch::kCPU));
@@ -113,14 +114,20 @@ TEST(AcceleratorPrecision, Bf16BackwardMatchesAPlainBackwardAndStepsAreSeen) {
 
 TEST(AcceleratorPrecision, Fp16IsRefusedOnTheCpuWithAutocast) {
   try {
-    Accelerator accelerator(AcceleratorOptions().mixed_precision("fp16").cpu(true));
+    Accelerator accelerator(AcceleratorOptions().mixed_precision(MixedPrecision::kFP16).cpu(true));
     FAIL() << "fp16 autocast on the CPU was accepted";
   } catch (const accelerate::ConfigError& error) {
     EXPECT_NE(std::string(error.what()).find("needs a CUDA device"), std::string::npos) << error.what();
   }
   EXPECT_FALSE(accelerate::autocast_enabled(torch::kCPU));
-  EXPECT_THROW(Accelerator(AcceleratorOptions().mixed_precision("fp8").cpu(true)),
-               accelerate::ConfigError);
+  // The launcher's variable is read through the same contract as the flag.
+  try {
+    Accelerator accelerator(
+        AcceleratorOptions().environment(accelerate::Environment{{"ACCELERATE_MIXED_PRECISION", "fp8"}}).cpu(true));
+    FAIL() << "ACCELERATE_MIXED_PRECISION=fp8 was accepted";
+  } catch (const accelerate::ConfigError& error) {
+    EXPECT_STREQ(error.what(), "ACCELERATE_MIXED_PRECISION expects one of no, bf16, fp16, got 'fp8'");
+  }
 }
 
 TEST(AcceleratorPrecision, Fp16NeedsAPreparedOptimizerWrapper) {
@@ -233,13 +240,13 @@ TEST(AcceleratorPrecision, ClippingSeesUnscaledGradientsOncePerStep) {
 namespace {
 
 // y = 2x + 3 + noise on 32·world samples, trained 3 epochs with SGD(0.1): the
-// REFERENCE.md §3 equivalence, here under bf16 autocast.
+// training equivalence of Accelerate's own tests, here under bf16 autocast.
 struct Line {
   at::Tensor weight, bias;
 };
 
 Line train_line_bf16(std::shared_ptr<Communicator> comm, int64_t samples, size_t batch,
-                     const std::string& precision) {
+                     MixedPrecision precision) {
   Accelerator accelerator(comm, AcceleratorOptions().mixed_precision(precision));
   auto model = accelerate::testing::fresh_regression_model();
   accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
@@ -262,11 +269,11 @@ Line train_line_bf16(std::shared_ptr<Communicator> comm, int64_t samples, size_t
 TEST(AcceleratorPrecision, Bf16TwoRanksMatchOneRankWithinTolerance) {
   std::vector<Line> two(2), one(1), fp32(1);
   accelerate::testing::run_rank_communicators(2, [&](std::shared_ptr<Communicator> comm) {
-    two[comm->rank()] = train_line_bf16(comm, 64, 8, "bf16");
+    two[comm->rank()] = train_line_bf16(comm, 64, 8, MixedPrecision::kBF16);
   });
   accelerate::testing::run_rank_communicators(1, [&](std::shared_ptr<Communicator> comm) {
-    one[0] = train_line_bf16(comm, 64, 16, "bf16");
-    fp32[0] = train_line_bf16(comm, 64, 16, "no");
+    one[0] = train_line_bf16(comm, 64, 16, MixedPrecision::kBF16);
+    fp32[0] = train_line_bf16(comm, 64, 16, MixedPrecision::kNo);
   });
   for (const Line& rank : two) {
     EXPECT_TRUE(torch::equal(rank.weight, two[0].weight)) << "ranks diverged";

@@ -157,9 +157,9 @@ TEST(Autocast, RefusesFp16OnCpuAndOtherDtypes) {
   }
   EXPECT_THROW(AutocastGuard(torch::kCPU, torch::kFloat), accelerate::ConfigError);
   EXPECT_FALSE(accelerate::autocast_enabled(torch::kCPU)) << "a refused guard left state behind";
-  EXPECT_EQ(accelerate::mixed_precision_dtype("bf16"), torch::kBFloat16);
-  EXPECT_EQ(accelerate::mixed_precision_dtype("fp16"), torch::kHalf);
-  EXPECT_THROW(accelerate::mixed_precision_dtype("fp8"), accelerate::ConfigError);
+  EXPECT_EQ(accelerate::mixed_precision_dtype(accelerate::MixedPrecision::kBF16), torch::kBFloat16);
+  EXPECT_EQ(accelerate::mixed_precision_dtype(accelerate::MixedPrecision::kFP16), torch::kHalf);
+  EXPECT_THROW(accelerate::mixed_precision_dtype(accelerate::MixedPrecision::kNo), accelerate::ConfigError);
 }
 
 }  // namespace

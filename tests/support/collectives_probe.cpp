@@ -1,6 +1,6 @@
 // A real multi-process program for end-to-end tests: started by our launcher
 // (or with RANK/WORLD_SIZE/MASTER_* set by the test), it joins the job over a
-// TCPStore and checks REFERENCE.md §3's collective values for its world size.
+// TCPStore and checks Accelerate's tested collective values for its world size.
 //   collectives_probe check     run the checks, print "rank R: collectives ok"
 //   collectives_probe connect   only join the job and meet at a barrier
 //   collectives_probe desert    like connect, but the last rank leaves

@@ -1,4 +1,4 @@
-// The regression of REFERENCE.md §3's core contract, for every test that
+// The regression of Accelerate's core contract, for every test that
 // trains it: y = 2x + 3 plus 0.1·noise, drawn from a private generator (so
 // ranks running as threads never touch torch's global one), and a
 // Linear(1, 1) that starts at a = 0.5, b = -1.

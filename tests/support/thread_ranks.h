@@ -29,7 +29,7 @@ inline JobState thread_rank_job(int rank, int world_size,
   job.world_size = world_size;
   job.local_rank = rank;
   job.local_world_size = world_size;
-  job.backend = world_size > 1 ? "gloo" : "none";
+  job.backend = world_size > 1 ? accelerate::Backend::kGloo : accelerate::Backend::kNone;
   job.timeout = timeout;
   job.debug = debug;
   job.shared_memory_all_reduce = shared_memory_all_reduce;

@@ -58,7 +58,7 @@ TEST(Logger, BadLevelIsAConfigErrorNamingTheVariable) {
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& error) {
     EXPECT_EQ(std::string(error.what()),
-              "ACCELERATE_LOG_LEVEL=\"loud\" is not a log level; use DEBUG, INFO, WARNING, ERROR or CRITICAL");
+              "ACCELERATE_LOG_LEVEL expects a log level (DEBUG, INFO, WARNING, ERROR or CRITICAL), got 'loud'");
   }
 }
 

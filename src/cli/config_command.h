@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-namespace accelerate::config {
+namespace accelerate::cli {
 
 // `args` are the arguments after "config". Returns the process exit code.
 int run_config_command(const std::vector<std::string>& args);
 
-}  // namespace accelerate::config
+}  // namespace accelerate::cli

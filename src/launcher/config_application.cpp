@@ -1,31 +1,18 @@
-#include "config/launch_config.h"
-
-#include <sys/stat.h>
-#include <unistd.h>
+#include "launcher/config_application.h"
 
 #include <algorithm>
 #include <cctype>
-#include <cstdlib>
+#include <utility>
 
-#include "config/config_files.h"
+#include "common/environment_text.h"
 #include "config/config_keys.h"
 
-namespace accelerate::config {
+namespace accelerate::launcher {
 namespace {
 
-using launcher::LaunchOptions;
-using launcher::OptionSource;
-
-// "~" and "~/x" as Python's os.path.expanduser does them.
-std::string expand_user(const std::string& path, const Environment& env) {
-  if (path == "~" || path.rfind("~/", 0) == 0) return home_directory(env) + path.substr(1);
-  return path;
-}
-
-bool is_file(const std::string& path) {
-  struct stat info {};
-  return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode);
-}
+using config::ConfigFile;
+using config::ConfigValue;
+using config::KeySpec;
 
 std::string lower(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -51,7 +38,7 @@ class Applier {
   // Stores `text` into the launch option `flag` unless a flag already set it.
   void set(const std::string& flag, const ConfigValue& from, const std::string& text) {
     if (options_.source_of(flag) != OptionSource::kDefault) return;
-    const launcher::FlagSpec* spec = launcher::find_launch_flag(flag);
+    const FlagSpec* spec = find_launch_flag(flag);
     if (spec == nullptr) {
       notes_.push_back(file_.where(from) + ": key '" + from.key + "' is not applied: accelerate launch has no --" +
                        flag + " option");
@@ -90,7 +77,8 @@ class Applier {
     // -1 is Accelerate's "not set" (ClusterConfig's default); 0 reaches the
     // flag row, which rejects it with file, line and key.
     const ConfigValue* processes = file_.find("num_processes");
-    if (processes != nullptr && !processes->is_null && std::atol(processes->text.c_str()) >= 0) {
+    const auto count = processes == nullptr ? std::nullopt : detail::parse_integer(processes->text);
+    if (processes != nullptr && !processes->is_null && (!count || *count >= 0)) {
       set("num_processes", *processes, processes->text);
     }
     copy("num_machines", "num_machines");
@@ -116,7 +104,7 @@ class Applier {
         }
         continue;
       }
-      const KeySpec* spec = find_config_key(value.key);
+      const KeySpec* spec = config::find_config_key(value.key);
       if (spec == nullptr || spec->reason == nullptr || is_inert(value, *spec)) continue;
       notes_.push_back(file_.where(value) + ": " + value.key + " is ignored: " + spec->reason);
     }
@@ -132,30 +120,6 @@ class Applier {
 
 }  // namespace
 
-std::string default_config_file(const Environment& env) {
-  std::string cache_home;
-  if (auto hf_home = lookup(env, "HF_HOME")) {
-    cache_home = expand_user(*hf_home, env);
-  } else {
-    std::string xdg = lookup(env, "XDG_CACHE_HOME").value_or("~/.cache");
-    cache_home = expand_user(xdg, env) + "/huggingface";
-  }
-  return cache_home + "/accelerate/default_config.yaml";
-}
-
-std::optional<std::string> config_file_to_use(const std::optional<std::string>& explicit_path,
-                                              const Environment& env) {
-  if (explicit_path) {
-    if (!is_file(*explicit_path)) {
-      throw ConfigFileError(*explicit_path + ": the config file given with --config_file does not exist");
-    }
-    return explicit_path;
-  }
-  std::string path = default_config_file(env);
-  if (is_file(path)) return path;
-  return std::nullopt;
-}
-
 std::vector<std::string> apply_config_file(const ConfigFile& file, LaunchOptions& options) {
   Applier applier(file, options);
   applier.machine_type();
@@ -165,19 +129,4 @@ std::vector<std::string> apply_config_file(const ConfigFile& file, LaunchOptions
   return applier.take_notes();
 }
 
-std::vector<std::string> describe_config_file(const ConfigFile& file) {
-  std::vector<std::string> lines;
-  auto show = [](const ConfigValue& value) { return value.is_null ? std::string("null") : value.text; };
-  for (const auto& value : file.settings) {
-    // mpirun_config's parts show inside mpirun_config itself.
-    if (value.key.find('.') == std::string::npos) lines.push_back(value.key + ": " + show(value));
-  }
-  for (const auto& value : file.ignored) {
-    if (value.key.find('.') != std::string::npos) continue;
-    const std::string mark = value.key == "fp16" ? " (old key, read as mixed_precision)" : " (ignored)";
-    lines.push_back(value.key + ": " + show(value) + mark);
-  }
-  return lines;
-}
-
-}  // namespace accelerate::config
+}  // namespace accelerate::launcher

@@ -1,11 +1,9 @@
 // The YAML config file that `accelerate config` writes and `accelerate
-// launch` reads: where it lives, how it loads, and how its values become
-// launch options. Files written by Hugging Face Accelerate (old and current
-// versions) load here and ours load there: same path, same keys.
-//
-// Precedence (REFERENCE.md §4): flags > config file > defaults. The file only
-// fills options whose source is still OptionSource::kDefault, and marks them
-// kConfigFile, so the effective-settings listing can say where each came from.
+// launch` reads: where it lives, how it loads and checks, and how `accelerate
+// env` describes it. Files written by Hugging Face Accelerate (old and current
+// versions) load here and ours load there: same path, same keys. Turning its
+// values into launch options is the launcher's part (apply_config_file in the
+// launcher's config_application.h); nothing here knows launch options.
 #pragma once
 
 #include <optional>
@@ -13,19 +11,18 @@
 #include <vector>
 
 #include "accelerate/environment.h"
-#include "launcher/launch_errors.h"
-#include "launcher/launch_options.h"
+#include "accelerate/errors.h"
 
 namespace accelerate::config {
 
 // A config file that cannot be used: unreadable, not YAML, an unknown key, a
 // wrong type, a value we cannot run. The message is one line,
-// "<file>:<line>: <problem with key 'x'>". It is a launcher::UsageError (so
-// `accelerate launch` reports it like a bad flag, exit code 2) and therefore
-// also an accelerate::ConfigError.
-class ConfigFileError : public launcher::UsageError {
+// "<file>:<line>: <problem with key 'x'>". `accelerate launch` (and so
+// `accelerate test`) reports it like a bad flag, exit code 2; `accelerate env`
+// shows it in its report; `accelerate config update` fails with exit code 1.
+class ConfigFileError : public ConfigError {
  public:
-  using launcher::UsageError::UsageError;
+  using ConfigError::ConfigError;
 };
 
 // $HF_HOME/accelerate/default_config.yaml, else
@@ -59,8 +56,8 @@ struct ConfigFile {
   std::vector<ConfigValue> settings;
   // Keys Accelerate knows for features we don't have (deepspeed_config,
   // fsdp_config, dynamo_config, tpu_*, ...): accepted, kept for
-  // `accelerate config update`, and reported by apply_config_file when they
-  // ask for something (a non-empty section, a true switch).
+  // `accelerate config update`, and reported by launcher::apply_config_file
+  // when they ask for something (a non-empty section, a true switch).
   std::vector<ConfigValue> ignored;
 
   // The value of `key` among settings, or nullptr.
@@ -73,15 +70,6 @@ struct ConfigFile {
 ConfigFile load_config_file(const std::string& path);
 // The same from text in memory (`path` only names it in messages).
 ConfigFile parse_config_text(const std::string& text, const std::string& path);
-
-// For every launch option whose source is still OptionSource::kDefault,
-// stores the file's value through the flag table
-// (find_launch_flag(name)->apply(options, "<file>:<line>: key '<key>'", value))
-// and records OptionSource::kConfigFile. Throws what the flag rows throw
-// (UsageError, prefixed with file, line and key) for a bad value. Returns
-// notes for the user, one line each, e.g. "FILE:7: deepspeed_config is
-// ignored: DeepSpeed is not supported by accelerate-cpp".
-std::vector<std::string> apply_config_file(const ConfigFile& file, launcher::LaunchOptions& options);
 
 // "key: value" lines for every key of the file (settings, then ignored keys
 // marked "(ignored)"), for `accelerate env`.

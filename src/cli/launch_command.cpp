@@ -1,4 +1,4 @@
-#include "launcher/launch_command.h"
+#include "cli/launch_command.h"
 
 #include <unistd.h>
 
@@ -6,8 +6,10 @@
 #include <iostream>
 #include <thread>
 
-#include "config/launch_config.h"
+#include "common/settings.h"
+#include "config/config_file.h"
 #include "launcher/child_environment.h"
+#include "launcher/config_application.h"
 #include "launcher/launch_errors.h"
 #include "launcher/launch_options.h"
 #include "launcher/launch_plan.h"
@@ -18,8 +20,11 @@
 #include "launcher/slurm_defaults.h"
 #include "launcher/supervisor.h"
 
-namespace accelerate::launcher {
+namespace accelerate::cli {
 namespace {
+
+// The command is the launcher's front end and speaks its types throughout.
+using namespace launcher;
 
 void print_error(const std::string& message) {
   write_fully(STDERR_FILENO, "accelerate launch: error: " + message + "\n");
@@ -30,15 +35,16 @@ void print_info(const LaunchOptions& options, const std::string& line) {
 }
 
 // One informational line, so a user can see at a glance what was started
-// and where its values came from (REFERENCE.md §4: precedence confuses).
+// and where its values came from (users find the precedence confusing).
 std::string start_line(const LaunchOptions& options, const SupervisorSettings& settings) {
   const int local = options.local_processes();
   const int first = options.machine_rank * local;
   std::string ranks = local == 1 ? "rank " + std::to_string(first)
                                  : "ranks " + std::to_string(first) + "-" + std::to_string(first + local - 1);
+  const std::string threads_variable = accelerate::settings::kOmpNumThreads.variable();
   std::string threads = "?";
   for (const auto& entry : settings.ranks.front().environment) {
-    if (entry.rfind("OMP_NUM_THREADS=", 0) == 0) threads = entry.substr(16);
+    if (entry.rfind(threads_variable + "=", 0) == 0) threads = entry.substr(threads_variable.size() + 1);
   }
   std::string how = options.mpirun_hostfile ? " through mpirun (--hostfile " + *options.mpirun_hostfile + ")"
                                             : "";
@@ -46,7 +52,7 @@ std::string start_line(const LaunchOptions& options, const SupervisorSettings& s
          " process(es)" + how + ", " + (options.mpirun_hostfile ? "all" : ranks) + " of " +
          std::to_string(options.num_processes) + (options.cpu ? " on cpu" : "") +
          ", MASTER_ADDR=" + options.main_process_ip + " MASTER_PORT=" + std::to_string(options.main_process_port) +
-         ", OMP_NUM_THREADS=" + threads;
+         ", " + threads_variable + "=" + threads;
 }
 
 // Settings, then the machine: everything is checked before anything starts.
@@ -57,7 +63,7 @@ PlanInputs prepare(LaunchOptions& options, std::vector<std::string>& notes) {
   // Flags > Slurm > config file > defaults: the file fills only what is
   // still at its default (--config_file, else the default file if it exists).
   if (auto path = config::config_file_to_use(options.config_file, inputs.environment)) {
-    for (auto& note : config::apply_config_file(config::load_config_file(*path), options)) {
+    for (auto& note : apply_config_file(config::load_config_file(*path), options)) {
       notes.push_back(std::move(note));
     }
     options.config_file = *path;  // the listing shows which file was read
@@ -128,7 +134,8 @@ int launch(const std::vector<std::string>& args) {
     // Failures are reported even with -q; so is the restart that follows.
     write_fully(STDERR_FILENO, "accelerate launch: restarting the local processes (restart " +
                                    std::to_string(attempt + 1) + " of " + std::to_string(options.max_restarts) +
-                                   ", ACCELERATE_RESTART_COUNT=" + std::to_string(attempt + 1) + ")\n");
+                                   ", " + accelerate::settings::kRestartCount.variable() + "=" + std::to_string(attempt + 1) +
+                                   ")\n");
     std::this_thread::sleep_for(std::chrono::milliseconds(options.monitor_interval_ms));
   }
 }
@@ -141,10 +148,14 @@ int run_launch_command(const std::vector<std::string>& args) {
   } catch (const UsageError& error) {
     print_error(error.what());
     return kUsageExitCode;
+  } catch (const config::ConfigFileError& error) {
+    // A config file that cannot be used is reported like a bad flag.
+    print_error(error.what());
+    return kUsageExitCode;
   } catch (const std::exception& error) {
     print_error(error.what());
     return kRuntimeExitCode;
   }
 }
 
-}  // namespace accelerate::launcher
+}  // namespace accelerate::cli

@@ -1,4 +1,4 @@
-#include "config/config_command.h"
+#include "cli/config_command.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,12 +11,15 @@
 #include "accelerate/environment.h"
 #include "accelerate/errors.h"
 #include "config/config_files.h"
-#include "config/launch_config.h"
+#include "config/config_file.h"
 #include "config/questionnaire.h"
 #include "launcher/machine_facts.h"
 
-namespace accelerate::config {
+namespace accelerate::cli {
 namespace {
+
+// The command is the config area's front end and speaks its types throughout.
+using namespace config;
 
 constexpr int kUsageExit = 2;
 constexpr int kFailureExit = 1;
@@ -150,4 +153,4 @@ int run_config_command(const std::vector<std::string>& args) {
   }
 }
 
-}  // namespace accelerate::config
+}  // namespace accelerate::cli

@@ -1,8 +1,8 @@
 // Parses which process of which job this is from the variables its launcher
-// set (job_state.h lists the sources; REFERENCE.md §4 the variables users
+// set (job_state.h lists the sources; docs/distributed.md the variables users
 // rely on). Every error is a ConfigError whose one-line message quotes the
 // variable and its value, because a wrong topology otherwise shows up only as
-// a rendezvous that hangs until the timeout (REFERENCE.md §5.1, §5.3).
+// a rendezvous that hangs silently until the timeout.
 #include "accelerate/job_state.h"
 
 #include <algorithm>
@@ -15,31 +15,26 @@
 #include <vector>
 
 #include "accelerate/errors.h"
-#include "distributed/environment_text.h"
-#include "distributed/slurm_lists.h"
+#include "common/environment_text.h"
+#include "common/settings.h"
+#include "common/slurm_lists.h"
 
 namespace accelerate {
 namespace {
 
-using detail::all_digits;
 using detail::fail;
 using detail::first_host_checked;
-using detail::parse_digits;
-using detail::printable;
 using detail::quoted;
-using detail::split;
 using detail::tasks_on_node_checked;
 
 // Strict on purpose: atoi would read "4x" as 4 and " " as 0.
 int parse_int(const std::string& name, const std::string& text) {
-  long long value = 0;
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  const bool whole = error != std::errc::invalid_argument && end == text.data() + text.size();
-  if (!whole) fail(quoted(name, text) + " is not a whole number");
-  if (error == std::errc::result_out_of_range || value > INT_MAX || value < INT_MIN) {
-    fail(quoted(name, text) + " is too large");
+  const auto value = detail::parse_integer(text);
+  if (!value) fail(settings::bad_value_message(name, "a whole number", text));
+  if (*value > INT_MAX || *value < INT_MIN) {
+    fail(settings::bad_value_message(name, "a whole number up to " + std::to_string(INT_MAX), text));
   }
-  return static_cast<int>(value);
+  return static_cast<int>(*value);
 }
 
 // A number with where it came from, so that a check can quote both sides:
@@ -71,38 +66,6 @@ void require_pair(const std::optional<Setting>& first, const char* first_name,
   if (first.has_value() == second.has_value()) return;
   fail(std::string(first ? first_name : second_name) + " is set but " + (first ? second_name : first_name) +
        " is not; the launcher sets both");
-}
-
-bool parse_flag(const std::string& name, const std::string& text) {
-  std::string lower;
-  for (unsigned char c : text) lower += static_cast<char>(std::tolower(c));
-  if (lower == "1" || lower == "true" || lower == "yes") return true;
-  if (lower == "0" || lower == "false" || lower == "no") return false;
-  fail(quoted(name, text) + " is not a boolean (use true/false, 1/0 or yes/no)");
-}
-
-// Seconds with an optional fraction ("300", "2.5"). Parsed by hand because
-// strtod follows the C locale's decimal separator.
-std::chrono::milliseconds parse_timeout(const std::string& name, const std::string& text) {
-  const bool negative = text[0] == '-';
-  const auto parts = split(std::string_view(text).substr(negative ? 1 : 0), '.');
-  const std::string_view whole = parts[0];
-  const std::string_view fraction = parts.size() > 1 ? parts[1] : "";
-  const bool empty = whole.empty() && fraction.empty();
-  if (parts.size() > 2 || empty || !all_digits(whole) || !all_digits(fraction)) {
-    fail(quoted(name, text) + " is not a number of seconds (e.g. 300 or 2.5)");
-  }
-  const std::optional<int> seconds = whole.empty() ? 0 : parse_digits(whole);
-  if (!seconds) fail(quoted(name, text) + " is too large");
-  long long millis = *seconds * 1000LL;
-  int digit_scale = 100;  // tenths of a second are 100 ms; finer than 1 ms is dropped
-  for (size_t i = 0; i < fraction.size() && digit_scale > 0; ++i, digit_scale /= 10) {
-    millis += (fraction[i] - '0') * digit_scale;
-  }
-  if (negative || millis <= 0) {
-    fail(quoted(name, text) + " must be a positive number of seconds (at least 0.001)");
-  }
-  return std::chrono::milliseconds(millis);
 }
 
 // ---- Topology from each launcher ----------------------------------------------
@@ -279,11 +242,10 @@ int choose_master_port(const Environment& env, LaunchSource source) {
   return port->value;
 }
 
-bool choose_flag(const std::optional<bool>& option, const Environment& env, const std::string& name,
-                 bool fallback = false) {
-  if (option) return *option;
-  auto text = lookup(env, name);
-  return text ? parse_flag(name, *text) : fallback;
+// The program's option wins over the environment, which wins over the default.
+template <class T>
+T choose(const std::optional<T>& option, const Environment& env, const settings::Setting<T>& setting) {
+  return option ? *option : setting.read_or_default(env);
 }
 
 std::chrono::milliseconds choose_timeout(const JobOptions& options, const Environment& env) {
@@ -293,8 +255,7 @@ std::chrono::milliseconds choose_timeout(const JobOptions& options, const Enviro
     }
     return *options.timeout();
   }
-  auto text = lookup(env, "ACCELERATE_TIMEOUT");
-  return text ? parse_timeout("ACCELERATE_TIMEOUT", *text) : kDefaultTimeout;
+  return settings::kTimeout.read_or_default(env);
 }
 
 DeviceSpec choose_device(bool use_cpu, const Hardware& hardware, const Setting& local_rank) {
@@ -302,31 +263,23 @@ DeviceSpec choose_device(bool use_cpu, const Hardware& hardware, const Setting& 
   if (local_rank.value >= hardware.cuda_device_count) {
     const std::string devices = std::to_string(hardware.cuda_device_count);
     fail(local_rank.origin + " needs cuda:" + std::to_string(local_rank.value) + " but only " + devices +
-         " CUDA device(s) are visible; start at most " + devices + " process(es) per node, or set "
-         "ACCELERATE_USE_CPU=1");
+         " CUDA device(s) are visible; start at most " + devices + " process(es) per node, or set " +
+         settings::kUseCpu.variable() + "=1");
   }
   return DeviceSpec{DeviceSpec::Type::kCUDA, local_rank.value};
 }
 
-std::string choose_backend(const JobOptions& options, const DeviceSpec& device, const Hardware& hardware,
-                           int world_size) {
-  const std::string& requested = options.backend();
-  // A typo is reported even on one process, where the backend is unused, so
-  // that it does not first surface on the cluster.
-  if (!requested.empty() && requested != "gloo" && requested != "nccl") {
-    fail("backend '" + printable(requested) +
-         "' is not supported; use \"gloo\", \"nccl\" or \"\" (automatic)");
+Backend choose_backend(const JobOptions& options, const DeviceSpec& device, const Hardware& hardware,
+                       int world_size) {
+  const Backend requested = options.backend().value_or(Backend::kNone);
+  if (world_size == 1) return Backend::kNone;
+  if (requested == Backend::kNccl) {
+    if (!device.is_cuda()) fail("backend 'nccl' needs CUDA, but this job runs on the CPU; use gloo");
+    if (!hardware.nccl_available) fail("backend 'nccl' was requested but this LibTorch has no NCCL; use gloo");
+    return Backend::kNccl;
   }
-  if (world_size == 1) return "none";
-  if (requested == "nccl") {
-    if (!device.is_cuda()) fail("backend 'nccl' needs CUDA, but this job runs on the CPU; use \"gloo\"");
-    if (!hardware.nccl_available) {
-      fail("backend 'nccl' was requested but this LibTorch has no NCCL; use \"gloo\"");
-    }
-    return "nccl";
-  }
-  if (requested == "gloo") return "gloo";
-  return device.is_cuda() && hardware.nccl_available ? "nccl" : "gloo";
+  if (requested == Backend::kGloo) return Backend::kGloo;
+  return device.is_cuda() && hardware.nccl_available ? Backend::kNccl : Backend::kGloo;
 }
 
 }  // namespace
@@ -356,10 +309,10 @@ JobState JobState::from_environment(const Environment& env, const JobOptions& op
   state.source = topology.source;
   state.master_addr = choose_master_addr(env, topology);
   state.master_port = choose_master_port(env, topology.source);
-  state.use_cpu = choose_flag(options.cpu(), env, "ACCELERATE_USE_CPU");
-  state.debug = choose_flag(options.debug(), env, "ACCELERATE_DEBUG_MODE");
-  state.shared_memory_all_reduce = choose_flag(options.shared_memory_all_reduce(), env,
-                                               "ACCELERATE_SHARED_MEMORY_ALLREDUCE", true);
+  state.use_cpu = choose(options.cpu(), env, settings::kUseCpu);
+  state.debug = choose(options.debug(), env, settings::kDebugMode);
+  state.shared_memory_all_reduce =
+      choose(options.shared_memory_all_reduce(), env, settings::kSharedMemoryAllReduce);
   state.timeout = choose_timeout(options, env);
   state.device = choose_device(state.use_cpu, hardware, topology.local_rank);
   state.backend = choose_backend(options, state.device, hardware, state.world_size);
@@ -369,7 +322,8 @@ JobState JobState::from_environment(const Environment& env, const JobOptions& op
 std::string JobState::describe() const {
   return "rank " + std::to_string(rank) + "/" + std::to_string(world_size) + " (local " +
          std::to_string(local_rank) + "/" + std::to_string(local_world_size) + ", node " +
-         std::to_string(node_rank) + "/" + std::to_string(num_nodes) + ") " + device.str() + " " + backend +
+         std::to_string(node_rank) + "/" + std::to_string(num_nodes) + ") " + device.str() + " " +
+         to_string(backend) +
          " via " + to_string(source);
 }
 

@@ -1,4 +1,4 @@
-#include "distributed/slurm_lists.h"
+#include "common/slurm_lists.h"
 
 #include <cctype>
 #include <initializer_list>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "accelerate/job_state.h"
-#include "distributed/environment_text.h"
+#include "common/environment_text.h"
 
 namespace accelerate {
 namespace detail {

@@ -1,0 +1,92 @@
+// The settings contract between `accelerate launch` and the training process.
+//
+// A setting travels config file -> flag -> launcher -> child environment ->
+// library. Each one is declared here once: its variable, how Hugging Face
+// spells it, its type, default and parser. The launcher writes through these
+// declarations, the library reads through them, and a flag or config key that
+// sets the same value parses with the same rules, so every bad value reads
+//   <where it was written> expects <what is valid>, got '<value>'
+// whichever door it came in by. No other file names an ACCELERATE_* variable.
+// docs/launching.md has the table for users.
+//
+// LibTorch-free: the command line links this.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "accelerate/environment.h"
+#include "accelerate/log_level.h"
+#include "accelerate/mixed_precision.h"
+
+namespace accelerate::settings {
+
+// What a setting is, in words: for error messages, docs and `accelerate env`.
+struct Description {
+  const char* variable;      // ACCELERATE_MIXED_PRECISION
+  const char* hf_spelling;   // "--mixed_precision / mixed_precision", or "" (ours alone)
+  const char* expected;      // completes "expects ...": "one of no, bf16, fp16"
+  const char* default_text;  // "no"
+  const char* meaning;       // one line
+};
+
+// The one error format: "<subject> expects <expected>, got '<text>'", with
+// the text made printable (a stray newline must not break the line).
+std::string bad_value_message(std::string_view subject, std::string_view expected, std::string_view text);
+
+template <class T>
+struct Setting {
+  Description about;
+  T fallback;                                      // when nothing sets it
+  std::optional<T> (*parse_text)(std::string_view text);
+  std::string (*format_text)(const T& value);
+
+  const char* variable() const { return about.variable; }
+  // `text` written under `subject` (this variable, a flag, a config key):
+  // the value, or nullopt; problem() is the message for a nullopt.
+  std::optional<T> try_parse(std::string_view text) const { return parse_text(text); }
+  std::string problem(std::string_view subject, std::string_view text) const {
+    return bad_value_message(subject, about.expected, text);
+  }
+  // try_parse that throws ConfigError(problem(subject, text)).
+  T parse(std::string_view subject, std::string_view text) const;
+  // The value in `env`: nullopt when unset or empty; ConfigError naming the
+  // variable and the value when it does not parse.
+  std::optional<T> read(const Environment& env) const;
+  T read_or_default(const Environment& env) const { return read(env).value_or(fallback); }
+  std::string format(const T& value) const { return format_text(value); }
+  void write(Environment& env, const T& value) const { env[about.variable] = format_text(value); }
+};
+
+// ---- What the launcher tells the program (Accelerate's names) -------------
+extern const Setting<MixedPrecision> kMixedPrecision;          // ACCELERATE_MIXED_PRECISION
+extern const Setting<int> kGradientAccumulationSteps;          // ACCELERATE_GRADIENT_ACCUMULATION_STEPS
+extern const Setting<bool> kUseCpu;                            // ACCELERATE_USE_CPU
+extern const Setting<bool> kDebugMode;                         // ACCELERATE_DEBUG_MODE
+// ---- Ours ------------------------------------------------------------------
+extern const Setting<std::chrono::milliseconds> kTimeout;      // ACCELERATE_TIMEOUT (seconds)
+extern const Setting<LogLevel> kLogLevel;                      // ACCELERATE_LOG_LEVEL
+extern const Setting<bool> kSharedMemoryAllReduce;             // ACCELERATE_SHARED_MEMORY_ALLREDUCE
+extern const Setting<int> kRestartCount;                       // ACCELERATE_RESTART_COUNT
+// ---- Threads (read by OpenMP and OpenBLAS themselves, and by the library) --
+extern const Setting<int> kOmpNumThreads;                      // OMP_NUM_THREADS
+extern const Setting<int> kOpenblasNumThreads;                 // OPENBLAS_NUM_THREADS
+
+// Every setting above, in that order.
+const std::vector<Description>& all();
+
+// Whole numbers from 1 to this: gradient accumulation steps, thread counts,
+// process counts (a million is far beyond any real job, and keeps products
+// of two such numbers within 64 bits).
+constexpr long long kMaxCount = 1000000;
+// "a whole number from 1 to 1000000", as the messages say it.
+std::string count_expectation();
+
+// Booleans as Accelerate's environment writes and reads them: true/false,
+// 1/0, yes/no, any case.
+std::optional<bool> parse_bool(std::string_view text);
+
+}  // namespace accelerate::settings
