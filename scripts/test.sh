@@ -25,7 +25,9 @@ export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$repo_root}
 export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
 
-CMAKE_ARGS=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+# -g1 (line tables: backtraces still name file and line) instead of -g: full
+# debug info for LibTorch's templates made every file compile ~40% slower.
+CMAKE_ARGS=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
 CTEST_ARGS=(--output-on-failure -j2 --timeout 300 --no-tests=error)
 
 t_start=$SECONDS

@@ -72,14 +72,10 @@ void expect_equal(const std::vector<at::Tensor>& a, const std::vector<at::Tensor
 
 using testing::error_of;
 
-void one_rank(const std::function<void(std::shared_ptr<Communicator>)>& body) {
-  testing::run_rank_communicators(1, body);
-}
-
 TEST(CheckpointSaveState, ResumingContinuesExactlyAsIfUninterrupted) {
   TemporaryFolder tmp;
   const std::string dir = tmp.path() + "/ckpt";
-  one_rank([&](std::shared_ptr<Communicator> comm) {
+  testing::run_rank_communicators(1, [&](std::shared_ptr<Communicator> comm) {
     torch::manual_seed(0);
     TrainingRun first(comm);
     DataLoaderPosition saved_position;
@@ -119,7 +115,7 @@ AcceleratorOptions numbered(const std::string& project, std::optional<int64_t> l
 
 TEST(CheckpointSaveState, AutomaticNamingKeepsTheNumericallyNewestTotalLimit) {
   TemporaryFolder tmp;
-  one_rank([&](std::shared_ptr<Communicator> comm) {
+  testing::run_rank_communicators(1, [&](std::shared_ptr<Communicator> comm) {
     TrainingRun setup(comm, numbered(tmp.path(), 2));
     EXPECT_EQ(*setup.accelerator.logging_dir(), tmp.path());  // defaults to project_dir
     for (int i = 0; i <= 10; ++i) {
@@ -138,7 +134,7 @@ TEST(CheckpointSaveState, AutomaticNamingKeepsTheNumericallyNewestTotalLimit) {
 
 TEST(CheckpointLoadState, WithoutAFolderLoadsTheNewestCompleteOneAndNumbersOnFromIt) {
   TemporaryFolder tmp;
-  one_rank([&](std::shared_ptr<Communicator> comm) {
+  testing::run_rank_communicators(1, [&](std::shared_ptr<Communicator> comm) {
     std::vector<at::Tensor> at_second_save;
     {
       // The third save fails after its metadata is written, before the
@@ -189,7 +185,7 @@ TEST(CheckpointLoadState, RefusesAnotherWorldSizeAMissingFileAndAShapeMismatch) 
   });
   EXPECT_TRUE(fs::exists(two + "/random_states_0.bin"));
   EXPECT_TRUE(fs::exists(two + "/random_states_1.bin"));
-  one_rank([&](std::shared_ptr<Communicator> comm) {
+  testing::run_rank_communicators(1, [&](std::shared_ptr<Communicator> comm) {
     TrainingRun setup(comm);
     EXPECT_THAT(error_of([&] { setup.accelerator.load_state(two); }),
                 HasSubstr("checkpoint " + two + " was saved by 2 processes but this job has 1"));
@@ -224,7 +220,7 @@ struct Counter {
 
 TEST(CheckpointSaveState, RegisteredObjectsComeBack) {
   TemporaryFolder tmp;
-  one_rank([&](std::shared_ptr<Communicator> comm) {
+  testing::run_rank_communicators(1, [&](std::shared_ptr<Communicator> comm) {
     Counter counter;
     torch::nn::Linear extra(2, 2);
     TrainingRun setup(comm);
@@ -250,7 +246,7 @@ TEST(CheckpointSaveState, RegisteredObjectsComeBack) {
 TEST(CheckpointSaveState, PreHooksSeeTheModelsAndWriteIntoTheCheckpoint) {
   TemporaryFolder tmp;
   const std::string dir = tmp.path() + "/ckpt";
-  one_rank([&](std::shared_ptr<Communicator> comm) {
+  testing::run_rank_communicators(1, [&](std::shared_ptr<Communicator> comm) {
     TrainingRun setup(comm);
     int save_calls = 0;
     auto handle = setup.accelerator.register_save_state_pre_hook(
@@ -294,7 +290,7 @@ TEST(CheckpointSaveModel, OnlyTheMainProcessWritesAndEveryoneSeesTheFile) {
 
 TEST(CheckpointSaveState, TheFp16LossScalerComesBack) {
   TemporaryFolder tmp;
-  one_rank([&](std::shared_ptr<Communicator> comm) {
+  testing::run_rank_communicators(1, [&](std::shared_ptr<Communicator> comm) {
     AcceleratorOptions options;
     // fp16 loss scaling without autocast (CPU autocast has no fp16).
     options.mixed_precision(accelerate::MixedPrecision::kFP16)

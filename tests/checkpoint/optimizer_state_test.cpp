@@ -141,10 +141,6 @@ void expect_bitwise(const std::vector<at::Tensor>& a, const std::vector<at::Tens
 
 using testing::error_of;
 
-void one_rank(const std::function<void(std::shared_ptr<Communicator>)>& body) {
-  testing::run_rank_communicators(1, body);
-}
-
 // Per parameter (weight, bias): the state's tensors and step.
 template <class Case>
 std::vector<std::pair<std::vector<at::Tensor>, int64_t>> state_values(
@@ -173,7 +169,7 @@ TYPED_TEST(OptimizerStateRoundTrip, EveryTensorOptionAndStepComesBackBitwise) {
   using Case = TypeParam;
   TemporaryFolder tmp;
   const std::string dir = tmp.path() + "/ckpt";
-  one_rank([&](std::shared_ptr<Communicator> comm) {
+  testing::run_rank_communicators(1, [&](std::shared_ptr<Communicator> comm) {
     torch::manual_seed(0);
     TrainedRun<Case> first(comm, Case::options());
     first.train(3);
@@ -220,7 +216,7 @@ TYPED_TEST(OptimizerStateRoundTrip, EveryTensorOptionAndStepComesBackBitwise) {
 
 TEST(OptimizerState, AnOptimizerWithoutStateRoundTrips) {
   TemporaryFolder tmp;
-  one_rank([&](std::shared_ptr<Communicator> comm) {
+  testing::run_rank_communicators(1, [&](std::shared_ptr<Communicator> comm) {
     TrainedRun<AdamCase> run(comm, AdamCase::options());
     run.accelerator.save_state(tmp.path() + "/empty");
     TrainedRun<AdamCase> other(comm, AdamCase::Options(0.5));
@@ -234,7 +230,7 @@ TEST(OptimizerState, AnOptimizerWithoutStateRoundTrips) {
 TEST(OptimizerState, ReloadingIntoLiveStateLeavesTensorsHeldElsewhereAlone) {
   TemporaryFolder tmp;
   const std::string dir = tmp.path() + "/ckpt";
-  one_rank([&](std::shared_ptr<Communicator> comm) {
+  testing::run_rank_communicators(1, [&](std::shared_ptr<Communicator> comm) {
     torch::manual_seed(0);
     TrainedRun<AdamCase> run(comm, AdamCase::options());
     run.train(3);
@@ -268,7 +264,7 @@ TEST(OptimizerState, ReloadingIntoLiveStateLeavesTensorsHeldElsewhereAlone) {
 TEST(OptimizerState, LbfgsKeepsTheWholeArchive) {
   TemporaryFolder tmp;
   const std::string dir = tmp.path() + "/ckpt";
-  one_rank([&](std::shared_ptr<Communicator> comm) {
+  testing::run_rank_communicators(1, [&](std::shared_ptr<Communicator> comm) {
     const auto input = at::arange(12, at::kFloat).reshape({4, 3}) / 10;
     // A history that fills within the run: LibTorch's own LBFGS::save throws
     // ("Cannot access storage of UndefinedTensorImpl") while `al` still has
@@ -318,7 +314,7 @@ std::string read_text(const std::string& path) {
 TEST(OptimizerState, AFormatOneCheckpointStillLoads) {
   TemporaryFolder tmp;
   const std::string dir = tmp.path() + "/ckpt";
-  one_rank([&](std::shared_ptr<Communicator> comm) {
+  testing::run_rank_communicators(1, [&](std::shared_ptr<Communicator> comm) {
     torch::manual_seed(0);
     TrainedRun<AdamCase> first(comm, AdamCase::options());
     first.train(3);
@@ -358,7 +354,7 @@ TEST(OptimizerState, AFormatOneCheckpointStillLoads) {
 std::string load_error_after(const std::string& dir,
                              const std::function<void(const std::string&)>& damage) {
   std::string error;
-  one_rank([&](std::shared_ptr<Communicator> comm) {
+  testing::run_rank_communicators(1, [&](std::shared_ptr<Communicator> comm) {
     torch::manual_seed(0);
     TrainedRun<AdamCase> first(comm, AdamCase::options());
     first.train(2);
@@ -423,7 +419,7 @@ TEST(OptimizerState, AMissingOrDamagedTensorFileIsAnErrorNamingIt) {
 TEST(OptimizerState, AnotherOptimizerTypeIsRefused) {
   TemporaryFolder tmp;
   const std::string dir = tmp.path() + "/ckpt";
-  one_rank([&](std::shared_ptr<Communicator> comm) {
+  testing::run_rank_communicators(1, [&](std::shared_ptr<Communicator> comm) {
     TrainedRun<AdamCase> adam(comm, AdamCase::options());
     adam.train(1);
     adam.accelerator.save_state(dir);

@@ -10,15 +10,10 @@
 #include "launcher/output_relay.h"
 #include "support/launcher_process.h"
 #include "launcher/program_resolution.h"
+#include "launcher/launch_test_support.h"
 
 namespace accelerate::launcher {
 namespace {
-
-LaunchOptions resolved(const std::vector<std::string>& args) {
-  LaunchOptions options = parse_launch_arguments(args).options;
-  resolve_launch_options(options, MachineFacts{});
-  return options;
-}
 
 TEST(LaunchChildEnvironment, TwoRanksGetTorchrunVariables) {
   LaunchOptions options = resolved({"--cpu", "--num_processes", "2", "--main_process_port", "29601", "p"});

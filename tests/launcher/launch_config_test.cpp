@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "support/launcher_process.h"
+#include "launcher/launch_test_support.h"
 
 namespace accelerate::launcher {
 namespace {
@@ -16,7 +17,6 @@ using testing::RunResult;
 using testing::split_lines;
 using testing::TemporaryFolder;
 
-const std::string kProbe = LAUNCH_PROBE_PATH;
 
 // A config file as Accelerate's users have it, on the CPU with 3 processes.
 const char* kConfig =

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "support/launcher_process.h"
+#include "launcher/launch_test_support.h"
 
 namespace accelerate::launcher {
 namespace {
@@ -17,16 +18,6 @@ using testing::run_launcher;
 using testing::RunResult;
 using testing::free_loopback_port;
 using testing::split_lines;
-
-const std::string kProbe = LAUNCH_PROBE_PATH;
-
-// Launcher arguments for N CPU ranks on a free port, quiet, then `program`.
-std::vector<std::string> cpu_job(int ranks, std::vector<std::string> program) {
-  std::vector<std::string> args = {"launch", "--cpu", "--num_processes", std::to_string(ranks),
-                                   "--main_process_port", "0", "-q"};
-  args.insert(args.end(), program.begin(), program.end());
-  return args;
-}
 
 // Values printed by `launch_probe env`, per prefixed rank: "[rank1]: RANK=1".
 std::string value_for(const std::string& out, const std::string& prefix, const std::string& key) {

@@ -17,6 +17,7 @@
 
 #include "support/launcher_process.h"
 #include "launcher/program_resolution.h"
+#include "launcher/launch_test_support.h"
 
 namespace accelerate::launcher {
 namespace {
@@ -30,15 +31,6 @@ using testing::split_lines;
 using testing::TemporaryFolder;
 using testing::wait_for_file;
 using testing::wait_until_gone;
-
-const std::string kProbe = LAUNCH_PROBE_PATH;
-
-std::vector<std::string> cpu_job(int ranks, std::vector<std::string> program) {
-  std::vector<std::string> args = {"launch", "--cpu", "--num_processes", std::to_string(ranks),
-                                   "--main_process_port", "0", "-q"};
-  args.insert(args.end(), program.begin(), program.end());
-  return args;
-}
 
 std::string rank_pid_file(const TemporaryFolder& folder, int rank) {
   return folder.path() + "/rank" + std::to_string(rank) + ".pid";

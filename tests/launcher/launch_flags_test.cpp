@@ -8,21 +8,10 @@
 #include "launcher/launch_errors.h"
 #include "launcher/launch_options.h"
 #include "launcher/slurm_defaults.h"
+#include "launcher/launch_test_support.h"
 
 namespace accelerate::launcher {
 namespace {
-
-LaunchOptions parse(const std::vector<std::string>& args) { return parse_launch_arguments(args).options; }
-
-std::string usage_error_of(const std::vector<std::string>& args, const MachineFacts& facts = {}) {
-  try {
-    LaunchOptions options = parse(args);
-    resolve_launch_options(options, facts);
-  } catch (const UsageError& error) {
-    return error.what();
-  }
-  return "(no error)";
-}
 
 std::string with_dashes(std::string flag) {
   std::replace(flag.begin(), flag.end(), '_', '-');

@@ -7,24 +7,10 @@
 #include "launcher/launch_errors.h"
 #include "launcher/launch_options.h"
 #include "launcher/port_check.h"
+#include "launcher/launch_test_support.h"
 
 namespace accelerate::launcher {
 namespace {
-
-LaunchOptions parse(const std::vector<std::string>& args) {
-  return parse_launch_arguments(args).options;
-}
-
-// The message of the UsageError that parsing (and resolving) `args` throws.
-std::string usage_error_of(const std::vector<std::string>& args, const MachineFacts& facts = {}) {
-  try {
-    LaunchOptions options = parse(args);
-    resolve_launch_options(options, facts);
-  } catch (const UsageError& error) {
-    return error.what();
-  }
-  return "(no error)";
-}
 
 TEST(LaunchOptions, BothSpellingsAndBothValueForms) {
   for (const auto& args : std::vector<std::vector<std::string>>{

@@ -9,15 +9,10 @@
 #include "launcher/launch_errors.h"
 #include "launcher/launch_plan.h"
 #include "support/process_runner.h"
+#include "launcher/launch_test_support.h"
 
 namespace accelerate::launcher {
 namespace {
-
-LaunchOptions resolved(const std::vector<std::string>& args) {
-  LaunchOptions options = parse_launch_arguments(args).options;
-  resolve_launch_options(options, MachineFacts{});
-  return options;
-}
 
 PlanInputs inputs_for(const LaunchOptions& options) {
   PlanInputs inputs;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "support/launcher_process.h"
+#include "launcher/launch_test_support.h"
 
 namespace accelerate::launcher {
 namespace {
@@ -16,16 +17,6 @@ using testing::run_launcher;
 using testing::RunResult;
 using testing::split_lines;
 using testing::TemporaryFolder;
-
-const std::string kProbe = LAUNCH_PROBE_PATH;
-
-std::vector<std::string> cpu_job(int ranks, std::vector<std::string> flags, std::vector<std::string> program) {
-  std::vector<std::string> args = {"launch", "--cpu", "--num_processes", std::to_string(ranks),
-                                   "--main_process_port", "0", "-q"};
-  args.insert(args.end(), flags.begin(), flags.end());
-  args.insert(args.end(), program.begin(), program.end());
-  return args;
-}
 
 int count_lines_starting(const std::string& text, const std::string& start) {
   int count = 0;

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "accelerate/accelerator.h"
+#include "precision/cached_linear.h"
 #include "support/regression_problem.h"
 #include "support/thread_ranks.h"
 
@@ -68,13 +69,7 @@ TEST(AcceleratorPrecision, MixedPrecisionNoMakesAutocastScopesInert) {
   EXPECT_FALSE(accelerate::autocast_enabled(torch::kCPU));
 }
 
-// A model whose weight autocast caches (aten::linear on a leaf weight).
-struct CachedLinearImpl : torch::nn::Module {
-  CachedLinearImpl() : weight(register_parameter("weight", torch::randn({3, 4}))) {}
-  torch::Tensor forward(const torch::Tensor& x) { return torch::linear(x, weight); }
-  torch::Tensor weight;
-};
-TORCH_MODULE(CachedLinear);
+using accelerate::testing::CachedLinear;  // a model whose weight autocast caches
 
 // backward() runs with autocast off and then drops the casted-weight cache,
 // so the next forward sees the weights the optimizer just changed.

@@ -8,6 +8,7 @@
 
 #include "accelerate/autocast.h"
 #include "accelerate/errors.h"
+#include "precision/cached_linear.h"
 
 namespace {
 
@@ -83,14 +84,8 @@ TEST(Autocast, StateIsPerThread) {
 }
 
 // The cache keeps casts of leaf float32 tensors that require grad, i.e.
-// weights as aten::linear sees them. (LibTorch 1.13's torch::nn::Linear with a
-// bias calls addmm on weight.t(), a view, which is never cached.)
-struct CachedLinearImpl : torch::nn::Module {
-  CachedLinearImpl() : weight(register_parameter("weight", torch::randn({3, 4}))) {}
-  torch::Tensor forward(const torch::Tensor& x) { return torch::linear(x, weight); }
-  torch::Tensor weight;
-};
-TORCH_MODULE(CachedLinear);
+// weights as aten::linear sees them (cached_linear.h).
+using accelerate::testing::CachedLinear;
 
 // Within one region a weight changed in place is still seen through its
 // cached bf16 copy (as in PyTorch); leaving the outermost region drops it.
