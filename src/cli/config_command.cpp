@@ -10,6 +10,7 @@
 
 #include "accelerate/environment.h"
 #include "accelerate/errors.h"
+#include "common/settings.h"
 #include "config/config_files.h"
 #include "config/config_file.h"
 #include "config/questionnaire.h"
@@ -78,8 +79,8 @@ ConfigArguments parse_arguments(const std::vector<std::string>& args) {
       if (parsed.config_file->empty()) throw ConfigUsageError("--config_file expects a path, got an empty value");
     } else if (arg == "__mixed_precision" && parsed.mode == "default") {
       parsed.mixed_precision = value();
-      if (parsed.mixed_precision != "no" && parsed.mixed_precision != "fp16" && parsed.mixed_precision != "bf16") {
-        throw ConfigUsageError("--mixed_precision expects one of no, fp16, bf16, got '" + parsed.mixed_precision + "'");
+      if (!settings::kMixedPrecision.try_parse(parsed.mixed_precision)) {
+        throw ConfigUsageError(settings::kMixedPrecision.problem("--mixed_precision", parsed.mixed_precision));
       }
     } else {
       throw ConfigUsageError("unknown argument '" + args[i] + "'; see 'accelerate config --help'");

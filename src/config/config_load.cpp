@@ -200,7 +200,7 @@ struct Loader {
       if (entry.key == "fp16" && entry.text == "true" && !has_mixed_precision) {
         ConfigValue translated = entry;
         translated.key = "mixed_precision";
-        translated.text = "fp16";
+        translated.text = to_string(MixedPrecision::kFP16);
         file.settings.push_back(translated);
       }
     }

@@ -131,7 +131,7 @@ TEST(ConfigCommand, BadArgumentsAreUsageErrors) {
   EXPECT_EQ(result.err, "accelerate config: error: unknown argument '--bogus'; see 'accelerate config --help'\n");
   RunResult precision = run_program({kCli, "config", "default", "--mixed_precision", "fp8"});
   EXPECT_EQ(precision.exit_code, 2);
-  EXPECT_NE(precision.err.find("expects one of no, fp16, bf16, got 'fp8'"), std::string::npos);
+  EXPECT_NE(precision.err.find("--mixed_precision expects one of no, bf16, fp16, got 'fp8'"), std::string::npos);
 }
 
 TEST(ConfigCommand, HelpIsListedAndPrinted) {
