@@ -1,5 +1,7 @@
 #include "accelerate/accelerator.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <thread>
@@ -24,9 +26,15 @@ MixedPrecision mixed_precision_from(const AcceleratorOptions& options, const Env
   return options.mixed_precision() ? *options.mixed_precision() : settings::kMixedPrecision.read_or_default(env);
 }
 
-// Intra-op threads: the launcher's OMP_NUM_THREADS share, else the cores
-// divided among this machine's processes. Debian's LibTorch otherwise uses
-// one thread when OMP_NUM_THREADS is unset (seen with Debian's 1.13.1).
+// Threads (docs/launching.md, "Threads"). Intra-op threads: the launcher's
+// OMP_NUM_THREADS share, else the cores divided among this machine's
+// processes (Debian's LibTorch 1.13 would use one thread, 2.6 all cores).
+// OpenBLAS: 1 thread unless OPENBLAS_NUM_THREADS says otherwise. Debian links
+// LibTorch to the pthread build of OpenBLAS, whose pool sits beside OpenMP's
+// and busy-waits after every call: with both at full size, training ran
+// slower than on one thread (docs/performance.md, "Threads on LibTorch 1.13
+// and 2.6"). OpenBLAS read its variables when it loaded, so this uses its
+// run-time call, when the BLAS in this process is OpenBLAS.
 void set_thread_count(const JobState& job, const Environment& env) {
   // OpenMP also allows lists ("4,2" for nested pools): those keep the default.
   const auto text = lookup(env, settings::kOmpNumThreads.variable());
@@ -36,6 +44,12 @@ void set_thread_count(const JobState& job, const Environment& env) {
     threads = std::max(1, cores / std::max(1, job.local_world_size));
   }
   at::set_num_threads(threads);
+  if (!lookup(env, settings::kOpenblasNumThreads.variable())) {
+    using SetThreads = void (*)(int);
+    if (auto set_openblas_threads = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+      set_openblas_threads(1);
+    }
+  }
 }
 
 }  // namespace

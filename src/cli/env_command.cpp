@@ -54,7 +54,7 @@ const char* yes_no(bool value) { return value ? "yes" : "no"; }
 bool is_relevant_variable(const std::string& name) {
   static const char* const kPrefixes[] = {"ACCELERATE_", "NCCL_", "GLOO_", "TORCH_"};
   static const char* const kNames[] = {
-      "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS",  "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "HF_HOME",
+      "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS",  "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY", "HF_HOME",
       "XDG_CACHE_HOME",       "MASTER_ADDR",      "MASTER_PORT",          "WORLD_SIZE",      "RANK",
       "LOCAL_RANK",           "LOCAL_WORLD_SIZE", "LD_LIBRARY_PATH"};
   for (const char* prefix : kPrefixes) {

@@ -30,6 +30,14 @@ std::optional<int> parse_restart_count(std::string_view text) {
   return value ? std::optional<int>(static_cast<int>(*value)) : std::nullopt;
 }
 
+// OpenMP's two wait policies, any case (as OpenMP runtimes accept them).
+std::optional<std::string> parse_wait_policy(std::string_view text) {
+  const std::string word = lower(text);
+  if (word == "active") return std::string("ACTIVE");
+  if (word == "passive") return std::string("PASSIVE");
+  return std::nullopt;
+}
+
 // At least 1 ms: a zero timeout would fail every collective at once.
 std::optional<milliseconds> parse_timeout(std::string_view text) {
   const auto millis = detail::parse_seconds_as_milliseconds(text);
@@ -38,6 +46,7 @@ std::optional<milliseconds> parse_timeout(std::string_view text) {
 }
 
 std::string format_int(const int& value) { return std::to_string(value); }
+std::string format_text(const std::string& value) { return value; }
 std::string format_bool(const bool& value) { return value ? "true" : "false"; }
 std::string format_mixed_precision(const MixedPrecision& value) { return to_string(value); }
 std::string format_log_level(const LogLevel& value) { return to_string(value); }
@@ -89,6 +98,7 @@ template struct Setting<int>;
 template struct Setting<bool>;
 template struct Setting<milliseconds>;
 template struct Setting<LogLevel>;
+template struct Setting<std::string>;
 
 const Setting<MixedPrecision> kMixedPrecision{
     {"ACCELERATE_MIXED_PRECISION", "--mixed_precision / mixed_precision", "one of no, bf16, fp16", "no",
@@ -136,16 +146,21 @@ const Setting<int> kOmpNumThreads{
     1, parse_count, format_int};
 
 const Setting<int> kOpenblasNumThreads{
-    {"OPENBLAS_NUM_THREADS", "--num_cpu_threads_per_process", kCountExpectation, "as OMP_NUM_THREADS",
-     "OpenBLAS's own thread pool, kept as large as OpenMP's"},
+    {"OPENBLAS_NUM_THREADS", "--num_cpu_threads_per_process", kCountExpectation, "1",
+     "OpenBLAS's own thread pool, beside LibTorch's OpenMP pool"},
     1, parse_count, format_int};
+
+const Setting<std::string> kOmpWaitPolicy{
+    {"OMP_WAIT_POLICY", "", "ACTIVE or PASSIVE", "PASSIVE (the launcher's)",
+     "whether OpenMP's idle threads spin (ACTIVE) or sleep (PASSIVE)"},
+    "PASSIVE", parse_wait_policy, format_text};
 
 const std::vector<Description>& all() {
   static const std::vector<Description> descriptions = {
       kMixedPrecision.about, kGradientAccumulationSteps.about, kUseCpu.about,
       kDebugMode.about,      kTimeout.about,                   kLogLevel.about,
       kSharedMemoryAllReduce.about, kRestartCount.about,       kOmpNumThreads.about,
-      kOpenblasNumThreads.about};
+      kOpenblasNumThreads.about, kOmpWaitPolicy.about};
   return descriptions;
 }
 

@@ -74,6 +74,7 @@ extern const Setting<int> kRestartCount;                       // ACCELERATE_RES
 // ---- Threads (read by OpenMP and OpenBLAS themselves, and by the library) --
 extern const Setting<int> kOmpNumThreads;                      // OMP_NUM_THREADS
 extern const Setting<int> kOpenblasNumThreads;                 // OPENBLAS_NUM_THREADS
+extern const Setting<std::string> kOmpWaitPolicy;              // OMP_WAIT_POLICY
 
 // Every setting above, in that order.
 const std::vector<Description>& all();

@@ -1,6 +1,7 @@
 #include "launcher/child_environment.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "common/settings.h"
 #include "launcher/program_resolution.h"
@@ -57,15 +58,27 @@ Environment build_child_environment(const LaunchOptions& options, int local_rank
     settings::kGradientAccumulationSteps.write(env, *options.gradient_accumulation_steps);
   }
 
-  // Threads: N ranks each running a full-size OpenMP pool and OpenBLAS pool
-  // oversubscribe the cores badly, so each rank gets its share. The flag is an
-  // explicit request and wins; otherwise a value the user exported is kept.
-  for (const settings::Setting<int>* threads : {&settings::kOmpNumThreads, &settings::kOpenblasNumThreads}) {
-    if (options.num_cpu_threads_per_process) {
-      threads->write(env, *options.num_cpu_threads_per_process);
-    } else if (!lookup(launcher_environment, threads->variable())) {
-      threads->write(env, default_threads_per_process(usable_cores, options.local_processes()));
+  // Threads (docs/launching.md, "Threads"). LibTorch's OpenMP pool gets the
+  // rank's share of the cores, and OpenBLAS 1 thread: Debian's LibTorch links
+  // the pthread build of OpenBLAS, whose pool is a second one on the same
+  // cores and busy-waits after every call, which made training slower than
+  // on one thread (docs/performance.md, "Threads on LibTorch 1.13 and 2.6").
+  // The flag is an explicit request and wins; otherwise a value the user
+  // exported is kept, each variable on its own.
+  const int omp_threads = options.num_cpu_threads_per_process.value_or(
+      default_threads_per_process(usable_cores, options.local_processes()));
+  const std::pair<const settings::Setting<int>*, int> thread_counts[] = {
+      {&settings::kOmpNumThreads, omp_threads}, {&settings::kOpenblasNumThreads, 1}};
+  for (const auto& [threads, count] : thread_counts) {
+    if (options.num_cpu_threads_per_process || !lookup(launcher_environment, threads->variable())) {
+      threads->write(env, count);
     }
+  }
+  // OpenMP's idle threads sleep instead of spinning for a core that another
+  // thread (of this rank, another rank or another job) needs; a policy the
+  // user exported is kept.
+  if (!lookup(launcher_environment, settings::kOmpWaitPolicy.variable())) {
+    settings::kOmpWaitPolicy.write(env, "PASSIVE");
   }
   // Python buffers stdout in blocks when it is a pipe (ours), so progress
   // lines would show up minutes late; ask for unbuffered output unless the

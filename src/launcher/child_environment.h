@@ -14,8 +14,10 @@ namespace accelerate::launcher {
 // Global rank of local process `local_rank` on this machine.
 int global_rank(const LaunchOptions& options, int local_rank);
 
-// OMP_NUM_THREADS / OPENBLAS_NUM_THREADS for each rank when no flag sets it:
+// OMP_NUM_THREADS for each rank when neither the flag nor the user sets it:
 // the usable cores shared evenly, at least 1 (docs/launching.md, "Threads").
+// (OPENBLAS_NUM_THREADS is 1 and OMP_WAIT_POLICY is PASSIVE, see
+// build_child_environment.)
 int default_threads_per_process(int usable_cores, int num_processes);
 
 // Environment of local process `local_rank` in attempt `restart_count`

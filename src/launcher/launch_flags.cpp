@@ -164,7 +164,7 @@ const std::vector<FlagSpec> kFlags = {
     ACCELERATE_SWITCH("debug", 0, debug,
                       "check collective shapes across ranks; list the settings"),
     {"num_cpu_threads_per_process", 0, "T",
-     "OMP_NUM_THREADS and OPENBLAS_NUM_THREADS for each process (default: cores / local processes)",
+     "OMP_NUM_THREADS for each process, with OPENBLAS_NUM_THREADS=1 (default: cores / local processes)",
      [](Options& o, Text f, Text v) {
        o.num_cpu_threads_per_process = parse_setting(settings::kOmpNumThreads, f, v);
      },

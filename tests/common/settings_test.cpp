@@ -47,7 +47,7 @@ TEST(Settings, EveryVariableIsDeclaredOnceWithItsFacts) {
     EXPECT_NE(std::string(about.default_text), "") << about.variable;
     EXPECT_NE(std::string(about.meaning), "") << about.variable;
   }
-  EXPECT_EQ(seen.size(), 10u);
+  EXPECT_EQ(seen.size(), 11u);
   EXPECT_EQ(seen.count("ACCELERATE_MIXED_PRECISION"), 1u);
   EXPECT_EQ(seen.count("ACCELERATE_GRADIENT_ACCUMULATION_STEPS"), 1u);
 }
@@ -175,6 +175,9 @@ TEST(Settings, RestartCountAndThreads) {
   EXPECT_EQ(kOmpNumThreads.read({{"OMP_NUM_THREADS", "2"}}), 2);
   expect_refused(kOmpNumThreads, "0");
   expect_refused(kOpenblasNumThreads, "two");
+  EXPECT_EQ(kOmpWaitPolicy.read({{"OMP_WAIT_POLICY", "passive"}}), "PASSIVE");
+  EXPECT_EQ(kOmpWaitPolicy.read({{"OMP_WAIT_POLICY", "Active"}}), "ACTIVE");
+  expect_refused(kOmpWaitPolicy, "lazy");
 }
 
 TEST(Settings, WrittenValuesReadBackAsWritten) {

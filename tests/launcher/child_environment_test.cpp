@@ -33,7 +33,8 @@ TEST(LaunchChildEnvironment, TwoRanksGetTorchrunVariables) {
     EXPECT_EQ(env.at("TORCHELASTIC_RESTART_COUNT"), "0");
     EXPECT_EQ(env.at("ACCELERATE_USE_CPU"), "true");
     EXPECT_EQ(env.at("OMP_NUM_THREADS"), "4");
-    EXPECT_EQ(env.at("OPENBLAS_NUM_THREADS"), "4");
+    EXPECT_EQ(env.at("OPENBLAS_NUM_THREADS"), "1");
+    EXPECT_EQ(env.at("OMP_WAIT_POLICY"), "PASSIVE");
     EXPECT_EQ(env.count("ACCELERATE_MIXED_PRECISION"), 0u);
     EXPECT_EQ(env.count("ACCELERATE_DEBUG_MODE"), 0u);
     EXPECT_EQ(env.count("ACCELERATE_GRADIENT_ACCUMULATION_STEPS"), 0u);
@@ -72,12 +73,36 @@ TEST(LaunchChildEnvironment, UserThreadSettingsAreKeptUnlessTheFlagIsGiven) {
   Environment parent = {{"OMP_NUM_THREADS", "7"}};
   Environment kept = build_child_environment(resolved({"--num_processes", "2", "p"}), 0, parent, 8);
   EXPECT_EQ(kept.at("OMP_NUM_THREADS"), "7");
-  EXPECT_EQ(kept.at("OPENBLAS_NUM_THREADS"), "4");  // not set by the user: the share
+  EXPECT_EQ(kept.at("OPENBLAS_NUM_THREADS"), "1");  // not set by the user: OpenBLAS's pool stays at 1
 
+  parent["OPENBLAS_NUM_THREADS"] = "2";
+  kept = build_child_environment(resolved({"--num_processes", "2", "p"}), 0, parent, 8);
+  EXPECT_EQ(kept.at("OPENBLAS_NUM_THREADS"), "2");
+
+  // The flag decides both, whatever the shell says.
   Environment flag = build_child_environment(
       resolved({"--num_processes", "2", "--num_cpu_threads_per_process", "3", "p"}), 1, parent, 8);
   EXPECT_EQ(flag.at("OMP_NUM_THREADS"), "3");
-  EXPECT_EQ(flag.at("OPENBLAS_NUM_THREADS"), "3");
+  EXPECT_EQ(flag.at("OPENBLAS_NUM_THREADS"), "1");
+}
+
+// Two pools of spinning threads on the same cores made training slower than
+// one thread (docs/performance.md, "Threads on LibTorch 1.13 and 2.6"):
+// OpenMP's idle threads sleep, unless the user chose a policy.
+TEST(LaunchChildEnvironment, OpenMpThreadsWaitPassivelyUnlessTheUserChose) {
+  for (const char* flags : {"", "--num_cpu_threads_per_process"}) {
+    std::vector<std::string> args = {"--num_processes", "1"};
+    if (*flags) args.insert(args.end(), {flags, "2"});
+    args.push_back("p");
+    EXPECT_EQ(build_child_environment(resolved(args), 0, {}, 2).at("OMP_WAIT_POLICY"), "PASSIVE") << flags;
+    EXPECT_EQ(build_child_environment(resolved(args), 0, {{"OMP_WAIT_POLICY", "active"}}, 2).at("OMP_WAIT_POLICY"),
+              "active")
+        << flags;
+  }
+  // One process on 2 cores: 2 OpenMP threads, 1 OpenBLAS thread.
+  Environment env = build_child_environment(resolved({"--num_processes", "1", "p"}), 0, {}, 2);
+  EXPECT_EQ(env.at("OMP_NUM_THREADS"), "2");
+  EXPECT_EQ(env.at("OPENBLAS_NUM_THREADS"), "1");
 }
 
 TEST(LaunchChildEnvironment, FlagsBecomeAccelerateVariables) {
