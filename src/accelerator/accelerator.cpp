@@ -47,7 +47,7 @@ void set_thread_count(const JobState& job, const Environment& env) {
   if (!lookup(env, settings::kOpenblasNumThreads.variable())) {
     using SetThreads = void (*)(int);
     if (auto set_openblas_threads = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
-      set_openblas_threads(1);
+      set_openblas_threads(settings::kOpenblasNumThreads.fallback);
     }
   }
 }

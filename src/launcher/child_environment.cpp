@@ -68,7 +68,8 @@ Environment build_child_environment(const LaunchOptions& options, int local_rank
   const int omp_threads = options.num_cpu_threads_per_process.value_or(
       default_threads_per_process(usable_cores, options.local_processes()));
   const std::pair<const settings::Setting<int>*, int> thread_counts[] = {
-      {&settings::kOmpNumThreads, omp_threads}, {&settings::kOpenblasNumThreads, 1}};
+      {&settings::kOmpNumThreads, omp_threads},
+      {&settings::kOpenblasNumThreads, settings::kOpenblasNumThreads.fallback}};
   for (const auto& [threads, count] : thread_counts) {
     if (options.num_cpu_threads_per_process || !lookup(launcher_environment, threads->variable())) {
       threads->write(env, count);
@@ -78,7 +79,7 @@ Environment build_child_environment(const LaunchOptions& options, int local_rank
   // thread (of this rank, another rank or another job) needs; a policy the
   // user exported is kept.
   if (!lookup(launcher_environment, settings::kOmpWaitPolicy.variable())) {
-    settings::kOmpWaitPolicy.write(env, "PASSIVE");
+    settings::kOmpWaitPolicy.write(env, settings::kOmpWaitPolicy.fallback);
   }
   // Python buffers stdout in blocks when it is a pipe (ours), so progress
   // lines would show up minutes late; ask for unbuffered output unless the
