@@ -5,7 +5,8 @@
 #              and scripts/fetch-mnist.sh (the example's data; cached in data/)
 #   2. native  LibTorch 1.13 from Debian 12, in build/
 #   3. torch2  LibTorch 2.6 from Debian 13, in a chroot, in build-torch2/
-#              (scripts/torch2-chroot.sh; the first time ~1-2 min and 1.7 GB)
+#              (scripts/torch2-chroot.sh; the first time ~1-2 min and 1.7 GB,
+#              made in the background while phase 2 runs)
 #
 # Phase 3 runs even when phase 2 failed; the exit status is non-zero when any
 # phase failed, and the last line names the failed phases.
@@ -27,7 +28,10 @@ export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
 
 # -g1 (line tables: backtraces still name file and line) instead of -g: full
 # debug info for LibTorch's templates made every file compile ~40% slower.
-CMAKE_ARGS=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
+# ACCELERATE_TEST_SHARDS=4: each test binary runs as 4 processes, not one
+# per test (LibTorch takes ~0.4 s to load; tests/CMakeLists.txt).
+CMAKE_ARGS=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
+            -DACCELERATE_TEST_SHARDS=4)
 CTEST_ARGS=(--output-on-failure -j2 --timeout 300 --no-tests=error)
 
 t_start=$SECONDS
@@ -98,6 +102,36 @@ if ! step fetch-mnist bash scripts/fetch-mnist.sh; then
 fi
 finish deps "$t0"
 
+# The chroot for phase 3 is made (the first time: downloads and unpacking,
+# mostly waiting on the network) while phase 2 compiles.
+chroot_pid=
+chroot_log=
+if [[ "${ACCELERATE_SKIP_TORCH2:-0}" != 1 ]]; then
+  chroot_log=$(mktemp /tmp/accelerate-chroot-ensure.XXXXXX)
+  bash scripts/torch2-chroot.sh ensure >"$chroot_log" 2>&1 &
+  chroot_pid=$!
+  echo "---- ensure-chroot: started in the background (pid $chroot_pid)"
+fi
+# If this script stops early, stop that too; torch2-chroot.sh cleans up on
+# SIGTERM.
+stop_chroot_job() {
+  if [[ -n "$chroot_pid" ]] && kill -0 "$chroot_pid" 2>/dev/null; then
+    kill -TERM "$chroot_pid" 2>/dev/null || true
+    wait "$chroot_pid" 2>/dev/null || true
+  fi
+  [[ -z "$chroot_log" ]] || rm -f -- "$chroot_log"
+}
+trap stop_chroot_job EXIT
+
+# wait_for_chroot: the background `ensure`'s output and status.
+wait_for_chroot() {
+  local rc=0
+  wait "$chroot_pid" || rc=$?
+  chroot_pid=
+  cat -- "$chroot_log"
+  return "$rc"
+}
+
 # ---- 2. native build: LibTorch 1.13 ---------------------------------------------
 header "[2/3] native: LibTorch 1.13 (Debian 12), build/"
 t0=$SECONDS
@@ -118,7 +152,7 @@ else
   t0=$SECONDS
   bad=
   chroot_run=(bash scripts/torch2-chroot.sh run)
-  step ensure-chroot bash scripts/torch2-chroot.sh ensure || bad=ensure-chroot
+  step ensure-chroot wait_for_chroot || bad=ensure-chroot
   [[ -n "$bad" ]] || reset_stale_cache build-torch2 /src
   [[ -n "$bad" ]] || step configure "${chroot_run[@]}" cmake -S . -B build-torch2 "${CMAKE_ARGS[@]}" || bad=configure
   [[ -n "$bad" ]] || step build "${chroot_run[@]}" cmake --build build-torch2 -j2 || bad=build

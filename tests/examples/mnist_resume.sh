@@ -20,22 +20,25 @@ train() {  # train OUTPUT_DIR EXTRA_ARGS...: two epochs through the launcher
     "$program" --data_dir "$data" --epochs 2 --output_dir "$out" "$@"
 }
 
-echo "== uninterrupted run, with tracking"
-train "$work/straight" --with_tracking --project_dir "$work/logs"
-echo "== run that saves every 50 steps"
-train "$work/resumed" --checkpointing_steps 50
-ls "$work/resumed/checkpoints"
+# The reference run both tracks and saves: that saving and tracking leave
+# training unchanged is asserted by tests/checkpoint (a run that never saves
+# against one that saves and resumes), so one run serves as the uninterrupted
+# reference and as the job whose first checkpoint the resume starts from.
+echo "== uninterrupted run, with tracking, saving every 50 steps"
+train "$work/run" --with_tracking --project_dir "$work/logs" --checkpointing_steps 50
+ls "$work/run/checkpoints"
+mkdir "$work/straight"
+mv "$work/run/model" "$work/straight/model"
 # Pretend the job died just after its first checkpoint: later ones and the
 # final model never happened.
-find "$work/resumed/checkpoints" -mindepth 1 -maxdepth 1 ! -name checkpoint_0 -exec rm -rf {} +
-rm -rf "$work/resumed/model"
+find "$work/run/checkpoints" -mindepth 1 -maxdepth 1 ! -name checkpoint_0 -exec rm -rf {} +
 echo "== resumed from the newest checkpoint (checkpoint_0, step 50 of the first epoch)"
-out=$(train "$work/resumed" --resume_from_checkpoint latest --checkpointing_steps 50)
+out=$(train "$work/run" --resume_from_checkpoint latest --checkpointing_steps 50)
 echo "$out"
 grep -q "resuming from .*checkpoint_0" <<<"$out" || { echo "FAIL: did not resume from checkpoint_0"; exit 1; }
 
 # assert: byte-identical final models
-if ! cmp "$work/straight/model/model.safetensors" "$work/resumed/model/model.safetensors"; then
+if ! cmp "$work/straight/model/model.safetensors" "$work/run/model/model.safetensors"; then
   echo "FAIL: the resumed run's model differs from the uninterrupted run's"
   exit 1
 fi
