@@ -5,8 +5,9 @@
 # docs/building.md, "Build speed".
 #
 # Call accelerate_reuse_test_pch_in_programs() once, after every directory was
-# added: it finds the executables that link accelerate::accelerate and have no
-# precompiled header of their own, so a new program needs nothing here.
+# added: it finds the executables that link accelerate::accelerate (or LibTorch
+# alone) and have no precompiled header of their own, so a new program needs
+# nothing here.
 
 function(_accelerate_targets_below dir out)
   get_property(found DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
@@ -28,7 +29,7 @@ function(accelerate_reuse_test_pch_in_programs)
     get_target_property(libs ${target} LINK_LIBRARIES)
     get_target_property(own ${target} PRECOMPILE_HEADERS)
     get_target_property(reused ${target} PRECOMPILE_HEADERS_REUSE_FROM)
-    if(type STREQUAL "EXECUTABLE" AND "accelerate::accelerate" IN_LIST libs
+    if(type STREQUAL "EXECUTABLE" AND ("accelerate::accelerate" IN_LIST libs OR "torch" IN_LIST libs)
        AND NOT own AND NOT reused)
       # The same code model and macros as the header's owner, or GCC ignores
       # the header (GoogleTest's targets add -DGTEST_HAS_PTHREAD=1).

@@ -5,8 +5,9 @@
 #              and scripts/fetch-mnist.sh (the example's data; cached in data/)
 #   2. native  LibTorch 1.13 from Debian 12, in build/
 #   3. torch2  LibTorch 2.6 from Debian 13, in a chroot, in build-torch2/
-#              (scripts/torch2-chroot.sh; the first time ~1-2 min and 1.7 GB,
-#              made in the background while phase 2 runs)
+#              (scripts/torch2-chroot.sh; the first time ~2-3 min and 1.7 GB).
+#              The chroot is made while phase 2 compiles, and phase 3 builds
+#              at low priority while phase 2's tests run.
 #
 # Phase 3 runs even when phase 2 failed; the exit status is non-zero when any
 # phase failed, and the last line names the failed phases.
@@ -102,35 +103,60 @@ if ! step fetch-mnist bash scripts/fetch-mnist.sh; then
 fi
 finish deps "$t0"
 
-# The chroot for phase 3 is made (the first time: downloads and unpacking,
-# mostly waiting on the network) while phase 2 compiles.
-chroot_pid=
-chroot_log=
-if [[ "${ACCELERATE_SKIP_TORCH2:-0}" != 1 ]]; then
-  chroot_log=$(mktemp /tmp/accelerate-chroot-ensure.XXXXXX)
-  bash scripts/torch2-chroot.sh ensure >"$chroot_log" 2>&1 &
-  chroot_pid=$!
-  echo "---- ensure-chroot: started in the background (pid $chroot_pid)"
-fi
-# If this script stops early, stop that too; torch2-chroot.sh cleans up on
-# SIGTERM.
-stop_chroot_job() {
-  if [[ -n "$chroot_pid" ]] && kill -0 "$chroot_pid" 2>/dev/null; then
-    kill -TERM "$chroot_pid" 2>/dev/null || true
-    wait "$chroot_pid" 2>/dev/null || true
-  fi
-  [[ -z "$chroot_log" ]] || rm -f -- "$chroot_log"
-}
-trap stop_chroot_job EXIT
+# Phase 3 overlaps phase 2 where the CPU allows: its chroot is made (the
+# first time: downloads and unpacking, mostly waiting on the network) while
+# phase 2 compiles, and its build runs at the lowest CPU priority (nice 19)
+# while phase 2's tests run, on the CPU time they leave idle (they wait on
+# sockets and timeouts much of the time). Each background job's output is
+# printed when the job is waited for.
+torch2=1
+[[ "${ACCELERATE_SKIP_TORCH2:-0}" != 1 ]] || torch2=0
+chroot_run=(bash scripts/torch2-chroot.sh run)
+declare -A job_pid=() job_log=()
 
-# wait_for_chroot: the background `ensure`'s output and status.
-wait_for_chroot() {
-  local rc=0
-  wait "$chroot_pid" || rc=$?
-  chroot_pid=
-  cat -- "$chroot_log"
+# start_job NAME CMD...: runs CMD in the background, its output to a log.
+start_job() {
+  local name=$1
+  shift
+  job_log[$name]=$(mktemp "/tmp/accelerate-test-$name.XXXXXX")
+  "$@" >"${job_log[$name]}" 2>&1 &
+  job_pid[$name]=$!
+  echo "---- $name: started in the background (pid ${job_pid[$name]})"
+}
+
+# wait_job NAME: waits for the job, prints its output, returns its status.
+wait_job() {
+  local name=$1 rc=0
+  wait "${job_pid[$name]}" || rc=$?
+  unset "job_pid[$name]"
+  cat -- "${job_log[$name]}"
   return "$rc"
 }
+
+# If this script stops early, stop the jobs too: a job and the commands it
+# runs (torch2-chroot.sh stops what it started and unmounts on SIGTERM).
+stop_jobs() {
+  local name pid
+  for name in "${!job_pid[@]}"; do
+    pid=${job_pid[$name]}
+    if kill -0 "$pid" 2>/dev/null; then
+      pkill -TERM -P "$pid" 2>/dev/null || true
+      kill -TERM "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+    fi
+  done
+  for name in "${!job_log[@]}"; do rm -f -- "${job_log[$name]}"; done
+}
+trap stop_jobs EXIT
+
+# torch2_build: phase 3's configure and build (a background job).
+torch2_build() {
+  reset_stale_cache build-torch2 /src
+  step configure "${chroot_run[@]}" cmake -S . -B build-torch2 "${CMAKE_ARGS[@]}" || return 1
+  step build nice -n 19 "${chroot_run[@]}" cmake --build build-torch2 -j2 || return 2
+}
+
+((torch2 == 0)) || start_job ensure-chroot bash scripts/torch2-chroot.sh ensure
 
 # ---- 2. native build: LibTorch 1.13 ---------------------------------------------
 header "[2/3] native: LibTorch 1.13 (Debian 12), build/"
@@ -140,22 +166,34 @@ mkdir -p "$CCACHE_DIR"
 reset_stale_cache build "$repo_root"
 step configure cmake -S . -B build "${CMAKE_ARGS[@]}" || bad=configure
 [[ -n "$bad" ]] || step build cmake --build build -j2 || bad=build
+torch2_bad=
+if ((torch2)); then
+  if step ensure-chroot wait_job ensure-chroot; then
+    start_job torch2-build torch2_build
+  else
+    torch2_bad=ensure-chroot
+  fi
+fi
 [[ -n "$bad" ]] || step ctest ctest --test-dir build "${CTEST_ARGS[@]}" || bad=ctest
 finish native "$t0" "$bad"
 
 # ---- 3. LibTorch 2.6 in the Debian 13 chroot -------------------------------------
-if [[ "${ACCELERATE_SKIP_TORCH2:-0}" == 1 ]]; then
+if ((torch2 == 0)); then
   header "[3/3] torch2: SKIPPED (ACCELERATE_SKIP_TORCH2=1)"
   summary+=("$(printf '%-8s SKIPPED (ACCELERATE_SKIP_TORCH2=1)' torch2)")
 else
   header "[3/3] torch2: LibTorch 2.6 (Debian 13 chroot), build-torch2/"
   t0=$SECONDS
-  bad=
-  chroot_run=(bash scripts/torch2-chroot.sh run)
-  step ensure-chroot wait_for_chroot || bad=ensure-chroot
-  [[ -n "$bad" ]] || reset_stale_cache build-torch2 /src
-  [[ -n "$bad" ]] || step configure "${chroot_run[@]}" cmake -S . -B build-torch2 "${CMAKE_ARGS[@]}" || bad=configure
-  [[ -n "$bad" ]] || step build "${chroot_run[@]}" cmake --build build-torch2 -j2 || bad=build
+  bad=$torch2_bad
+  if [[ -z "$bad" ]]; then
+    rc=0
+    step build-in-background wait_job torch2-build || rc=$?
+    case $rc in
+      0) ;;
+      1) bad=configure ;;
+      *) bad=build ;;
+    esac
+  fi
   [[ -n "$bad" ]] || step ctest "${chroot_run[@]}" ctest --test-dir build-torch2 "${CTEST_ARGS[@]}" || bad=ctest
   finish torch2 "$t0" "$bad"
 fi

@@ -86,8 +86,8 @@ class Accelerator {
   // ---- prepare --------------------------------------------------------------
   // Prepares each argument in place, in any number and order: models,
   // accelerate::Optimizer<...> (plain torch optimizers only without
-  // accumulation), accelerate::Scheduler<...>, accelerate::DataLoader<...>.
-  // Preparing an object again does nothing.
+  // accumulation), accelerate::Scheduler<...>, accelerate::DataLoader<...>
+  // (or a pointer to one). Preparing an object again does nothing.
   template <class... Objects>
   void prepare(Objects&... objects) { (prepare_one(objects), ...); }
 
@@ -108,14 +108,12 @@ class Accelerator {
   double clip_grad_norm_(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type = 2.0);
   void clip_grad_value_(const std::vector<at::Tensor>& parameters, double clip_value);
 
-  // Resumes mid-epoch: the loader's next pass starts at batch `num_batches`
-  // (Accelerate's skip_first_batches; here the loader itself is returned).
+  // Resumes mid-epoch: the loader's next pass starts at batch num_batches.
   template <class Loader>
   Loader& skip_first_batches(Loader& loader, size_t num_batches) {
     static_cast<DataLoaderBase&>(loader).skip_first_batches(num_batches);  // accelerate::DataLoader only
     return loader;
   }
-
   template <class Model>
   Model& unwrap_model(Model& model) { return model; }  // prepare() wraps nothing
 
@@ -201,6 +199,8 @@ class Accelerator {
       prepare_scheduler(object);
     } else if constexpr (std::is_base_of<DataLoaderBase, T>::value) {
       prepare_loader(object);
+    } else if constexpr (points_to_data_loader<T>::value) {
+      prepare_loader(*object);  // make_data_loader's std::unique_ptr
     } else if constexpr (torch::detail::is_module_holder<T>::value) {
       prepare_module(*object.ptr());  // BasicNet for BasicNetImpl
     } else {

@@ -7,6 +7,10 @@
 // Any other example type needs a collate of its own: a callable taking
 // std::vector<ExampleType> and returning the batch. With num_workers > 1 it
 // is called from several threads at once.
+//
+// KeepBatch yields what it is given: the default for batch datasets (whose
+// get_batch already built the batch), and what make_data_loader uses to give
+// the batch type LibTorch's own loader would.
 #pragma once
 
 #include <type_traits>
@@ -21,6 +25,13 @@ namespace detail {
 template <class T>
 struct always_false : std::false_type {};
 }  // namespace detail
+
+struct KeepBatch {
+  template <class Batch>
+  Batch operator()(Batch batch) const {
+    return batch;
+  }
+};
 
 template <class ExampleType>
 struct DefaultCollate {

@@ -175,7 +175,26 @@ std::vector<T> truncate_for_metrics(std::vector<T> gathered, const DataLoaderBas
   return gathered;
 }
 
-template <class Dataset, class Collate = DefaultCollate<dataset_example_t<Dataset>>>
+namespace detail {
+// Batch datasets already yield batches; other kinds stack their examples.
+template <class Dataset, DatasetKind Kind = dataset_kind<Dataset>>
+struct default_collate {
+  using type = DefaultCollate<dataset_example_t<Dataset>>;
+};
+template <class Dataset>
+struct default_collate<Dataset, DatasetKind::kBatch> {
+  using type = KeepBatch;
+};
+template <class Dataset>  // DataLoader's static_assert says what is wrong
+struct default_collate<Dataset, DatasetKind::kUnsupported> {
+  using type = KeepBatch;
+};
+}  // namespace detail
+
+template <class Dataset>
+using default_collate_t = typename detail::default_collate<Dataset>::type;
+
+template <class Dataset, class Collate = default_collate_t<Dataset>>
 class DataLoader : private detail::TypedLoaderOps<Dataset, Collate>,  // built first: the
                    public DataLoaderBase {                              // base keeps a reference
   using Ops = detail::TypedLoaderOps<Dataset, Collate>;
@@ -186,7 +205,9 @@ class DataLoader : private detail::TypedLoaderOps<Dataset, Collate>,  // built f
 
   DataLoader(Dataset dataset, DataLoaderOptions options, Collate collate = Collate())
       : Ops(std::move(dataset), std::move(collate)),
-        DataLoaderBase(std::move(options), static_cast<detail::LoaderOps&>(*this)) {}
+        DataLoaderBase(std::move(options), static_cast<detail::LoaderOps&>(*this)) {
+    this->set_request_size(this->options().batch_size());
+  }
   ~DataLoader() override { abandon_active_pass(); }
 
   // One pass over the epoch. Move-only: its lifetime is the pass's, and
@@ -234,6 +255,13 @@ template <class Dataset>
 DataLoader(Dataset, DataLoaderOptions) -> DataLoader<Dataset>;
 template <class Dataset, class Collate>
 DataLoader(Dataset, DataLoaderOptions, Collate) -> DataLoader<Dataset, Collate>;
+
+// A DataLoader held by a pointer, as make_data_loader returns it.
+template <class T, class = void>
+struct points_to_data_loader : std::false_type {};
+template <class T>
+struct points_to_data_loader<T, std::void_t<decltype(*std::declval<T&>())>>
+    : std::is_base_of<DataLoaderBase, std::decay_t<decltype(*std::declval<T&>())>> {};
 
 // Checkpoints and gather_object carry positions as bytes.
 template <>

@@ -8,6 +8,7 @@
 //   accelerate::DataLoaderConfiguration().split_batches(true).data_seed(7)
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -37,6 +38,10 @@ struct DataLoaderOptions {
   // Collated batches are placed in page-locked memory on machines with CUDA,
   // so the copy to the GPU can overlap compute; a no-op without CUDA.
   ACCELERATE_ARG(bool, pin_memory) = false;
+  // How long the loop may wait for a batch from the workers before the
+  // loader throws accelerate::Error naming the timeout; 0 waits for ever.
+  // Applies with num_workers > 0, as in PyTorch and LibTorch.
+  ACCELERATE_ARG(std::chrono::milliseconds, timeout) = std::chrono::milliseconds(0);
   // Shuffle seed. Unset: one value drawn from LibTorch's default CPU generator
   // when the loader is built (so torch::manual_seed makes it reproducible),
   // then made identical on every process when the loader is prepared.

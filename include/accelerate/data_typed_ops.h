@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -14,9 +15,13 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
+#include <c10/util/ArrayRef.h>
 #include <c10/util/Type.h>
+#include <torch/data/example.h>
 
+#include "accelerate/data_collate.h"
 #include "accelerate/data_transfer.h"
 #include "accelerate/dataset.h"
 #include "accelerate/errors.h"
@@ -87,85 +92,119 @@ struct is_serializable<torch::data::Example<Data, torch::data::example::NoTarget
 
 template <class Dataset, class Collate>
 class TypedLoaderOps : public LoaderOps {
-  static_assert(is_map_style_dataset<Dataset> || is_iterable_dataset<Dataset>,
-                "accelerate::DataLoader needs a map-style dataset (size(), get(index)) or an "
-                "iterable one (next() returning std::optional<Example>, reset()); see dataset.h");
+  static constexpr DatasetKind kKind = dataset_kind<Dataset>;
+  static_assert(kKind != DatasetKind::kUnsupported,
+                "accelerate::DataLoader cannot read this type: a dataset needs get(index) and "
+                "size() (map-style), get_batch(indices) and size() (a LibTorch BatchDataset, e.g. "
+                "a .map(...) chain), get_batch(count) and reset() (a LibTorch StatefulDataset), or "
+                "next() and reset() (iterable); see accelerate/dataset.h");
 
  public:
   using ExampleType = dataset_example_t<Dataset>;
-  using Examples = std::vector<ExampleType>;
-  using BatchType = std::decay_t<std::invoke_result_t<Collate&, Examples>>;
+  // What one load yields: the examples of a batch, or a batch dataset's batch.
+  using Unit = dataset_load_unit_t<Dataset>;
+  using BatchType = std::decay_t<std::invoke_result_t<Collate&, Unit>>;
 
   TypedLoaderOps(Dataset dataset, Collate collate)
       : dataset_(std::move(dataset)), collate_(std::move(collate)) {}
 
-  bool is_iterable() const override { return is_iterable_dataset<Dataset>; }
+  bool is_iterable() const override {
+    return kKind == DatasetKind::kIterable || kKind == DatasetKind::kStateful;
+  }
   std::optional<size_t> length() const override { return dataset_length(dataset_); }
 
   Erased fetch(const std::vector<size_t>& indices) override {
-    auto examples = std::make_shared<Examples>();
-    if constexpr (is_map_style_dataset<Dataset>) {
-      examples->reserve(indices.size());
-      for (size_t index : indices) examples->push_back(dataset_.get(index));
+    if constexpr (kKind == DatasetKind::kBatch) {
+      return std::make_shared<Unit>(dataset_.get_batch(c10::ArrayRef<size_t>(indices)));
+    } else {
+      auto examples = std::make_shared<Unit>();
+      if constexpr (kKind == DatasetKind::kMapStyle) {
+        examples->reserve(indices.size());
+        for (size_t index : indices) examples->push_back(dataset_.get(index));
+      }
+      return examples;
     }
-    return examples;
   }
 
   void restart_stream(int64_t epoch) override {
-    if constexpr (is_iterable_dataset<Dataset>) {
+    if constexpr (kKind == DatasetKind::kIterable || kKind == DatasetKind::kStateful) {
       if constexpr (has_set_epoch<Dataset>::value) dataset_.set_epoch(epoch);
       dataset_.reset();
+      pending_.clear();
     }
     (void)epoch;
   }
 
   Erased read(size_t count) override {
-    auto examples = std::make_shared<Examples>();
-    if constexpr (is_iterable_dataset<Dataset>) {
+    auto examples = std::make_shared<Unit>();
+    if constexpr (kKind == DatasetKind::kIterable) {
       examples->reserve(count);
       while (examples->size() < count) {
         auto example = dataset_.next();
         if (!example) break;
         examples->push_back(std::move(*example));
       }
+    } else if constexpr (kKind == DatasetKind::kStateful) {
+      examples->reserve(count);
+      while (examples->size() < count) {
+        if (pending_.empty()) {
+          // The dataset's own batch size: a ChunkDataset accepts no other.
+          auto batch = dataset_.get_batch(request_size_);
+          if (!batch) break;
+          split_rows(std::move(*batch), pending_);
+          if (pending_.empty()) break;
+        }
+        examples->push_back(std::move(pending_.front()));
+        pending_.pop_front();
+      }
     }
     return examples;
   }
 
-  size_t count(const Erased& examples) const override { return list(examples).size(); }
+  size_t count(const Erased& examples) const override {
+    if constexpr (kKind == DatasetKind::kBatch) {
+      throw Error("DataLoader: internal: count() of a batch dataset's batch");
+    } else {
+      return list(examples).size();
+    }
+  }
 
   Erased select(const Erased& step, size_t step_begin, const Erased& start,
                 const std::vector<size_t>& positions) const override {
-    const Examples& step_examples = list(step);
-    const Examples& start_examples = list(start);
-    auto chosen = std::make_shared<Examples>();
-    chosen->reserve(positions.size());
-    for (size_t position : positions) {
-      chosen->push_back(position >= step_begin ? step_examples.at(position - step_begin)
-                                               : start_examples.at(position));
+    if constexpr (kKind == DatasetKind::kBatch) {
+      throw Error("DataLoader: internal: select() from a batch dataset's batch");
+    } else {
+      const Unit& step_examples = list(step);
+      const Unit& start_examples = list(start);
+      auto chosen = std::make_shared<Unit>();
+      chosen->reserve(positions.size());
+      for (size_t position : positions) {
+        chosen->push_back(position >= step_begin ? step_examples.at(position - step_begin)
+                                                 : start_examples.at(position));
+      }
+      return chosen;
     }
-    return chosen;
   }
 
-  bool examples_serializable() const override { return is_serializable<ExampleType>::value; }
-  std::string example_type_name() const override { return c10::demangle_type<ExampleType>(); }
+  bool examples_serializable() const override { return is_serializable<Unit>::value; }
+  std::string example_type_name() const override { return c10::demangle_type<Unit>(); }
   std::string serialize(const Erased& examples) const override {
-    if constexpr (is_serializable<ExampleType>::value) {
+    if constexpr (is_serializable<Unit>::value) {
       return accelerate::serialize(list(examples));
     } else {
       throw Error("no accelerate::Serializer for " + example_type_name());
     }
   }
   Erased deserialize(const std::string& bytes) const override {
-    if constexpr (is_serializable<ExampleType>::value) {
-      return std::make_shared<Examples>(accelerate::deserialize<Examples>(bytes));
+    if constexpr (is_serializable<Unit>::value) {
+      return std::make_shared<Unit>(accelerate::deserialize<Unit>(bytes));
     } else {
       throw Error("no accelerate::Serializer for " + example_type_name());
     }
   }
 
   Erased collate(const Erased& examples, bool pin) override {
-    auto batch = std::make_shared<BatchType>(collate_(std::move(*static_cast<Examples*>(examples.get()))));
+    auto batch = std::make_shared<BatchType>(collate_(std::move(*static_cast<Unit*>(examples.get()))));
     if constexpr (accelerate::has_tensor_tree<BatchType>) {
       if (pin) *batch = pin_memory(*batch);
     }
@@ -181,13 +220,44 @@ class TypedLoaderOps : public LoaderOps {
   }
 
  protected:
+  // Stateful datasets: the count asked of get_batch (the loader's batch size).
+  void set_request_size(size_t count) { request_size_ = count; }
+
   Dataset dataset_;
   Collate collate_;
 
  private:
-  static const Examples& list(const Erased& examples) {
-    return *static_cast<const Examples*>(examples.get());
+  static const Unit& list(const Erased& examples) {
+    return *static_cast<const Unit*>(examples.get());
   }
+
+  // A stateful dataset's batch as examples: a vector's elements, or the rows
+  // of a stacked batch.
+  template <class Batch>
+  static void split_rows(Batch batch, std::deque<ExampleType>& out) {
+    if constexpr (is_std_vector<Batch>::value) {
+      for (auto& example : batch) out.push_back(std::move(example));
+    } else if constexpr (std::is_same<Batch, at::Tensor>::value) {
+      for (int64_t row = 0; row < batch.size(0); ++row) out.push_back(batch[row]);
+    } else if constexpr (std::is_same<Batch, torch::data::Example<at::Tensor, at::Tensor>>::value) {
+      for (int64_t row = 0; row < batch.data.size(0); ++row) {
+        out.push_back({batch.data[row], batch.target[row]});
+      }
+    } else if constexpr (std::is_same<Batch, torch::data::Example<at::Tensor,
+                                                              torch::data::example::NoTarget>>::value) {
+      for (int64_t row = 0; row < batch.data.size(0); ++row) out.push_back({batch.data[row]});
+    } else {
+      static_assert(always_false<Batch>::value,
+                    "accelerate::DataLoader: a stateful dataset's batch must be a std::vector of "
+                    "examples, an Example of tensors or a tensor, so that it can be split between "
+                    "processes");
+    }
+    (void)batch;
+    (void)out;
+  }
+
+  size_t request_size_ = 1;
+  std::deque<ExampleType> pending_;  // stateful datasets: rows read, not yet handed out
 };
 
 }  // namespace detail

@@ -1,5 +1,5 @@
-// Datasets a DataLoader reads. Two kinds, recognised by their members (no base
-// class needed):
+// Datasets a DataLoader reads. Four kinds, recognised by their members (no
+// base class needed; dataset_traits.h tells them apart):
 //
 // Map-style: random access by index.
 //     size_t size() const;                 // or std::optional<size_t>, as in
@@ -7,6 +7,26 @@
 //   Any torch::data::datasets::Dataset (e.g. torch::data::datasets::MNIST)
 //   qualifies. With num_workers > 1, get() is called from several threads at
 //   once.
+//
+// Batch: LibTorch's torch::data::datasets::BatchDataset, read a batch of
+// indices at a time:
+//     Batch get_batch(c10::ArrayRef<size_t> indices);
+//     std::optional<size_t> size() const;
+//   e.g. the pipelines LibTorch programs build,
+//     MNIST(root).map(Normalize<>(0.1307, 0.3081)).map(Stack<>())
+//   (Batch = std::vector<Example<>> without Stack, Example<> with it), and
+//   subclasses of BatchDataset. The loader shards indices exactly as for a
+//   map-style dataset and yields the batches get_batch returns; a collate
+//   function, if given, receives them. With num_workers > 1, get_batch() is
+//   called from several threads at once.
+//
+// Stateful: LibTorch's StatefulDataset (e.g. a ChunkDataset behind
+// make_shared_dataset), a stream read in batches:
+//     std::optional<Batch> get_batch(size_t count);   // nullopt at the end
+//     void reset();                                   // rewind, every epoch
+//   Batch is a std::vector of examples, or a stacked batch (an Example of
+//   tensors, or a tensor) that the loader splits into rows. Sharded like an
+//   iterable dataset (below).
 //
 // Iterable: a stream read front to back, restarted every epoch.
 //     std::optional<Example> next();       // the next example; nullopt at the end
@@ -34,75 +54,13 @@
 #include <ATen/core/Tensor.h>
 #include <torch/data/example.h>
 
+#include "accelerate/dataset_traits.h"
 #include "accelerate/object_serializer.h"
 
 namespace accelerate {
 
 // The default example type: (data, target).
 using Example = torch::data::Example<at::Tensor, at::Tensor>;
-
-namespace detail {
-
-template <class D, class = void>
-struct has_get : std::false_type {};
-template <class D>
-struct has_get<D, std::void_t<decltype(std::declval<D&>().get(size_t{}))>> : std::true_type {};
-
-template <class D, class = void>
-struct has_next : std::false_type {};
-template <class D>
-struct has_next<D, std::void_t<decltype(*std::declval<D&>().next())>> : std::true_type {};
-
-template <class D, class = void>
-struct has_size : std::false_type {};
-template <class D>
-struct has_size<D, std::void_t<decltype(std::declval<const D&>().size())>> : std::true_type {};
-
-template <class D, class = void>
-struct has_set_epoch : std::false_type {};
-template <class D>
-struct has_set_epoch<D, std::void_t<decltype(std::declval<D&>().set_epoch(int64_t{}))>>
-    : std::true_type {};
-
-}  // namespace detail
-
-template <class D>
-constexpr bool is_map_style_dataset = detail::has_get<D>::value;
-template <class D>
-constexpr bool is_iterable_dataset = detail::has_next<D>::value && !detail::has_get<D>::value;
-
-namespace detail {
-template <class D, bool Map = is_map_style_dataset<D>>
-struct example_of {
-  using type = std::decay_t<decltype(std::declval<D&>().get(size_t{}))>;
-};
-template <class D>
-struct example_of<D, false> {
-  using type = std::decay_t<decltype(*std::declval<D&>().next())>;
-};
-}  // namespace detail
-
-// The example type a dataset yields.
-template <class D>
-using dataset_example_t = typename detail::example_of<D>::type;
-
-// The dataset's length if it tells one: size() returning a number, or an
-// optional one (LibTorch's datasets). Iterable datasets without size() have
-// none.
-template <class D>
-std::optional<size_t> dataset_length(const D& dataset) {
-  if constexpr (detail::has_size<D>::value) {
-    auto size = dataset.size();
-    if constexpr (std::is_integral<decltype(size)>::value) {
-      return static_cast<size_t>(size);
-    } else {
-      if (!size.has_value()) return std::nullopt;
-      return static_cast<size_t>(*size);
-    }
-  } else {
-    return std::nullopt;
-  }
-}
 
 // A map-style dataset over the rows of two tensors: example i is
 // (data[i], targets[i]).

@@ -156,6 +156,7 @@ std::shared_ptr<detail::Pass> DataLoaderBase::start_pass() {
   plan.skip = pending_skip_ && pending_skip_->first == epoch_ ? pending_skip_->second : 0;
   plan.num_workers = options_.num_workers();
   plan.prefetch_factor = options_.prefetch_factor();
+  plan.timeout = options_.timeout();
   plan.pin_memory = options_.pin_memory();
   plan.device = device_;
   pending_skip_.reset();

@@ -29,7 +29,8 @@ class LocalSource : public BatchSource {
     steps_.skip(plan.skip);
     prefetcher_ = std::make_unique<OrderedPrefetcher>([this] { return claim(); },
                                                       plan.num_workers,
-                                                      plan.num_workers * plan.prefetch_factor);
+                                                      plan.num_workers * plan.prefetch_factor,
+                                                      plan.timeout);
   }
   // Workers must stop before the steps they claim from go away.
   ~LocalSource() override { prefetcher_.reset(); }

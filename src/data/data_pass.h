@@ -40,6 +40,7 @@ struct PassPlan {
   size_t skip = 0;
   size_t num_workers = 0;
   size_t prefetch_factor = 2;
+  std::chrono::milliseconds timeout{0};  // 0: none
   bool pin_memory = false;
   std::optional<c10::Device> device;
 };

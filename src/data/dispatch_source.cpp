@@ -25,7 +25,8 @@ class DispatchSource : public BatchSource {
       // messages themselves go out from the iterating thread.
       prefetcher_ = std::make_unique<OrderedPrefetcher>([this] { return claim_message(); },
                                                         plan.num_workers,
-                                                        plan.num_workers * plan.prefetch_factor);
+                                                        plan.num_workers * plan.prefetch_factor,
+                                                        plan.timeout);
     }
   }
   ~DispatchSource() override { prefetcher_.reset(); }

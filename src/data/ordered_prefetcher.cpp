@@ -6,9 +6,12 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "accelerate/errors.h"
 
 namespace accelerate {
 namespace detail {
@@ -25,6 +28,7 @@ struct Outcome {
 struct OrderedPrefetcher::Shared {
   Claim claim;
   size_t capacity = 1;
+  std::chrono::milliseconds timeout{0};
 
   // Serialises claims so that sequence numbers follow claim order.
   std::mutex claim_mutex;
@@ -124,7 +128,13 @@ OrderedPrefetcher::Result OrderedPrefetcher::Shared::next_inline() {
 
 OrderedPrefetcher::Result OrderedPrefetcher::Shared::next_from_workers() {
   std::unique_lock<std::mutex> lock(mutex);
-  consumer_wakeup.wait(lock, [&] { return consumed >= end || ready.count(consumed) > 0; });
+  auto arrived = [&] { return consumed >= end || ready.count(consumed) > 0; };
+  if (timeout.count() <= 0) {
+    consumer_wakeup.wait(lock, arrived);
+  } else if (!consumer_wakeup.wait_for(lock, timeout, arrived)) {
+    throw Error("DataLoader: no batch from the workers within the timeout of " +
+                std::to_string(timeout.count()) + " ms (DataLoaderOptions::timeout)");
+  }
   if (consumed >= end) return nullptr;
   auto found = ready.find(consumed);
   Outcome outcome = std::move(found->second);
@@ -156,10 +166,12 @@ void OrderedPrefetcher::Shared::stop_and_join() {
   workers.clear();
 }
 
-OrderedPrefetcher::OrderedPrefetcher(Claim claim, size_t num_workers, size_t capacity)
+OrderedPrefetcher::OrderedPrefetcher(Claim claim, size_t num_workers, size_t capacity,
+                                     std::chrono::milliseconds timeout)
     : shared_(std::make_shared<Shared>()) {
   shared_->claim = std::move(claim);
   shared_->capacity = std::max<size_t>(capacity, 1);
+  shared_->timeout = timeout;
   try {
     for (size_t i = 0; i < num_workers; ++i) {
       Shared* shared = shared_.get();

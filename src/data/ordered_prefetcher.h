@@ -13,6 +13,7 @@
 // jobs already running, never for the consumer.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -29,8 +30,10 @@ class OrderedPrefetcher {
   using Claim = std::function<std::optional<Job>()>;
 
   // num_workers == 0 runs every claim and job inside next(), on the caller's
-  // thread. capacity is raised to at least 1.
-  OrderedPrefetcher(Claim claim, size_t num_workers, size_t capacity);
+  // thread. capacity is raised to at least 1. With workers, next() throws
+  // accelerate::Error when no result arrives within `timeout` (0: no limit).
+  OrderedPrefetcher(Claim claim, size_t num_workers, size_t capacity,
+                    std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
   ~OrderedPrefetcher();
   OrderedPrefetcher(const OrderedPrefetcher&) = delete;
   OrderedPrefetcher& operator=(const OrderedPrefetcher&) = delete;

@@ -10,4 +10,5 @@ target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/data_loader_base.cpp
   ${CMAKE_CURRENT_LIST_DIR}/dataset.cpp
   ${CMAKE_CURRENT_LIST_DIR}/data_transfer.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/make_data_loader.cpp
   ${CMAKE_CURRENT_LIST_DIR}/mnist.cpp)

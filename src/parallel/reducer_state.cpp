@@ -130,10 +130,16 @@ void GradientReducer::State::reset_step() {
 void GradientReducer::State::warn_once_about_unused() {
   if (options.find_unused_parameters() || unused_warnings > 0) return;
   std::vector<std::size_t> unused;
+  std::size_t synced = 0;
   for (std::size_t i = 0; i < slots.size(); ++i) {
-    if (slots[i].bucket >= 0 && !used_since_sync[i]) unused.push_back(i);
+    if (slots[i].bucket < 0) continue;
+    ++synced;
+    if (!used_since_sync[i]) unused.push_back(i);
   }
-  if (unused.empty()) return;
+  // No parameter at all: the backward pass did not reach this model (the
+  // generator during the discriminator's pass in GAN training), which is not
+  // the partial use this warning is about.
+  if (unused.empty() || unused.size() == synced) return;
   constexpr std::size_t kNamed = 5;
   std::ostringstream message;
   message << "accelerate: warning: rank " << communicator->rank() << ": parameter"

@@ -1,6 +1,9 @@
 // DataLoader sharded over ranks (threads of this process over real Gloo):
 // Accelerate's tested batches through the loader, shuffling on every rank,
-// dispatch_batches, and gather_for_metrics counts end to end.
+// dispatch_batches, and gather_for_metrics counts end to end; for each of the
+// four dataset kinds (our map-style and iterable test datasets, and their
+// LibTorch counterparts: a .map(...).map(Stack<>()) pipeline and a
+// StatefulDataset).
 #include "accelerate/data_loader.h"
 
 #include <algorithm>
@@ -12,6 +15,7 @@
 
 #include "accelerate/collectives.h"
 #include "data/test_datasets.h"
+#include "data/torch_test_datasets.h"
 #include "support/thread_ranks.h"
 
 namespace accelerate {
@@ -33,11 +37,14 @@ struct LoaderSetup {
   bool even = true;
   bool drop_last = false;
   bool iterable = false;
+  // LibTorch's kind instead of ours: a batch dataset (a .map(Stack<>())
+  // pipeline) for map-style, a StatefulDataset for iterable.
+  bool torch_style = false;
   size_t workers = 0;
   std::string describe() const {
     return std::to_string(length) + " items, batch " + std::to_string(batch_size) +
            (split ? ", split" : "") + (dispatch ? ", dispatch" : "") + (even ? "" : ", uneven") +
-           (drop_last ? ", drop_last" : "") + (iterable ? ", iterable" : ", map-style") + ", " +
+           (drop_last ? ", drop_last" : "") + (iterable ? ", iterable" : ", map-style") + (torch_style ? " (LibTorch's)" : "") + ", " +
            std::to_string(workers) + " workers";
   }
 };
@@ -57,7 +64,15 @@ DataLoaderOptions options(const LoaderSetup& setup) {
 template <class Body>
 void with_loader(Communicator& comm, const LoaderSetup& setup, Body&& body,
                  std::shared_ptr<DatasetProbe> probe = nullptr) {
-  if (setup.iterable) {
+  if (setup.iterable && setup.torch_style) {
+    DataLoader loader(testing::IndexStatefulStream(setup.length, probe), options(setup));
+    loader.configure_sharding(borrow(comm), configuration(setup));
+    body(loader);
+  } else if (setup.torch_style) {
+    DataLoader loader(testing::index_pipeline(setup.length, probe), options(setup));
+    loader.configure_sharding(borrow(comm), configuration(setup));
+    body(loader);
+  } else if (setup.iterable) {
     DataLoader loader(IndexStream<>(setup.length, probe), options(setup));
     loader.configure_sharding(borrow(comm), configuration(setup));
     body(loader);
@@ -83,7 +98,7 @@ Batches expected_batches(const LoaderSetup& setup, size_t processes, size_t rank
 TEST(DistributedLoader, ShardsLikeTheReferenceInEveryMode) {
   run_ranks(2, [](Communicator& comm) {
     for (size_t length : {24, 21, 22, 20, 2}) {
-      for (int flags = 0; flags < 32; ++flags) {
+      for (int flags = 0; flags < 64; ++flags) {
         LoaderSetup setup;
         setup.length = length;
         setup.split = flags & 1;
@@ -92,6 +107,7 @@ TEST(DistributedLoader, ShardsLikeTheReferenceInEveryMode) {
         setup.even = !(flags & 4);
         setup.drop_last = flags & 8;
         setup.iterable = flags & 16;
+        setup.torch_style = flags & 32;
         setup.workers = length % 2;
         with_loader(comm, setup, [&](auto& loader) {
           const auto expected = expected_batches(setup, 2, comm.rank());
@@ -161,13 +177,14 @@ std::vector<int64_t> gather_for_metrics_pass(Communicator& comm, Loader& loader)
 
 void expect_gathered_once(size_t processes, size_t length, size_t batch_size) {
   run_ranks(static_cast<int>(processes), [&](Communicator& comm) {
-    for (int flags = 0; flags < 8; ++flags) {
+    for (int flags = 0; flags < 16; ++flags) {
       LoaderSetup setup;
       setup.length = length;
       setup.split = flags & 1;
       setup.batch_size = setup.split ? batch_size * processes : batch_size;
       setup.dispatch = flags & 2;
       setup.iterable = flags & 4;
+      setup.torch_style = flags & 8;
       with_loader(comm, setup, [&](auto& loader) {
         auto gathered = gather_for_metrics_pass(comm, loader);
         EXPECT_EQ(gathered.size(), length) << processes << " ranks, " << setup.describe();
@@ -191,13 +208,14 @@ TEST(DistributedLoader, GatherForMetricsCounts82OnThreeRanks) { expect_gathered_
 TEST(DistributedLoader, GatherForMetricsWithDropLastKeepsTheWholeLastBatch) {
   for (int processes : {2, 3}) {
     run_ranks(processes, [&](Communicator& comm) {
-      for (int flags = 0; flags < 4; ++flags) {
+      for (int flags = 0; flags < 8; ++flags) {
         LoaderSetup setup;
         setup.length = 10 * processes + 1;
         setup.batch_size = 5;
         setup.drop_last = true;
         setup.dispatch = flags & 1;
         setup.iterable = flags & 2;
+        setup.torch_style = flags & 4;
         with_loader(comm, setup, [&](auto& loader) {
           std::vector<int64_t> counts;
           for (auto& batch : loader) {
@@ -216,12 +234,13 @@ TEST(DistributedLoader, GatherForMetricsWithDropLastKeepsTheWholeLastBatch) {
 
 TEST(DistributedLoader, GatherForMetrics22SamplesInBatchesOf4) {
   run_ranks(2, [](Communicator& comm) {
-    for (int flags = 0; flags < 4; ++flags) {
+    for (int flags = 0; flags < 8; ++flags) {
       LoaderSetup setup;
       setup.length = 22;
       setup.batch_size = 4;
       setup.dispatch = flags & 1;
       setup.iterable = flags & 2;
+      setup.torch_style = flags & 4;
       with_loader(comm, setup, [&](auto& loader) {
         auto gathered = gather_for_metrics_pass(comm, loader);
         EXPECT_EQ(gathered.size(), 22u) << setup.describe();
@@ -242,13 +261,15 @@ TEST(DistributedLoader, GatherForMetrics22SamplesInBatchesOf4) {
 
 TEST(DistributedLoader, DispatchReadsOnlyOnProcessZero) {
   run_ranks(2, [](Communicator& comm) {
-    for (bool iterable : {false, true}) {
+    for (int flags = 0; flags < 4; ++flags) {
+      const bool iterable = flags & 1;
       auto probe = std::make_shared<DatasetProbe>();
       LoaderSetup setup;
       setup.length = 13;
       setup.batch_size = 2;
       setup.dispatch = true;
       setup.iterable = iterable;
+      setup.torch_style = flags & 2;
       setup.workers = 2;
       with_loader(
           comm, setup,
@@ -259,9 +280,10 @@ TEST(DistributedLoader, DispatchReadsOnlyOnProcessZero) {
           },
           probe);
       if (comm.rank() == 0) {
-        EXPECT_EQ(probe->gets.load(), iterable ? 13u : 16u);  // map-style: padding is read too
+        // map-style: padding is read too
+        EXPECT_EQ(probe->gets.load(), iterable ? 13u : 16u) << setup.describe();
       } else {
-        EXPECT_EQ(probe->gets.load(), 0u);
+        EXPECT_EQ(probe->gets.load(), 0u) << setup.describe();
       }
     }
   });
@@ -297,12 +319,13 @@ TEST(DistributedLoader, DispatchTellsEveryProcessWhenProcessZeroFails) {
 
 TEST(DistributedLoader, DispatchedSkipResumesEveryProcess) {
   run_ranks(2, [](Communicator& comm) {
-    for (bool iterable : {false, true}) {
+    for (int flags = 0; flags < 4; ++flags) {
       LoaderSetup setup;
       setup.length = 16;
       setup.batch_size = 2;
       setup.dispatch = true;
-      setup.iterable = iterable;
+      setup.iterable = flags & 1;
+      setup.torch_style = flags & 2;
       with_loader(comm, setup, [&](auto& loader) {
         loader.set_epoch(2);
         loader.skip_first_batches(2);

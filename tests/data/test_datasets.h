@@ -100,6 +100,13 @@ inline std::vector<int64_t> targets_of(const Example& batch) {
                               targets.data_ptr<int64_t>() + targets.numel());
 }
 
+// The targets of a batch LibTorch's way: a vector of examples.
+inline std::vector<int64_t> targets_of(const std::vector<Example>& batch) {
+  std::vector<int64_t> targets;
+  for (const auto& example : batch) targets.push_back(example.target.item<int64_t>());
+  return targets;
+}
+
 // Every batch of one pass, as lists of targets.
 template <class Loader>
 std::vector<std::vector<int64_t>> one_pass(Loader& loader) {

@@ -1,0 +1,97 @@
+// LibTorch-style datasets for the DataLoader tests, built the way LibTorch
+// programs build theirs; like test_datasets.h, example i carries i as its
+// target (and data [i, i]).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "data/test_datasets.h"
+
+namespace accelerate {
+namespace testing {
+
+// A torch::data::datasets::Dataset subclass (map-style: get and size).
+class TorchIndexDataset : public torch::data::datasets::Dataset<TorchIndexDataset, Example> {
+ public:
+  explicit TorchIndexDataset(size_t length, std::shared_ptr<DatasetProbe> probe = nullptr)
+      : length_(length), probe_(probe ? probe : std::make_shared<DatasetProbe>()) {}
+  Example get(size_t index) override {
+    ++probe_->gets;
+    maybe_fail(*probe_, index);
+    if (probe_->pause.count() > 0) std::this_thread::sleep_for(probe_->pause);
+    return index_example(index);
+  }
+  torch::optional<size_t> size() const override { return length_; }
+
+ private:
+  size_t length_;
+  std::shared_ptr<DatasetProbe> probe_;
+};
+
+// The pipeline LibTorch's MNIST example builds, over TorchIndexDataset:
+// example-level Normalize (data -> (i - 0.5) / 2), then Stack<> into one
+// Example per batch.
+inline auto index_pipeline(size_t length, std::shared_ptr<DatasetProbe> probe = nullptr) {
+  return TorchIndexDataset(length, std::move(probe))
+      .map(torch::data::transforms::Normalize<>(0.5, 2.0))
+      .map(torch::data::transforms::Stack<>());
+}
+using IndexPipeline = decltype(index_pipeline(0));
+
+// A user's own BatchDataset subclass: get_batch(indices) and size() only.
+class IndexBatches
+    : public torch::data::datasets::BatchDataset<IndexBatches, std::vector<Example>> {
+ public:
+  explicit IndexBatches(size_t length) : length_(length) {}
+  std::vector<Example> get_batch(c10::ArrayRef<size_t> indices) override {
+    std::vector<Example> batch;
+    for (size_t index : indices) batch.push_back(index_example(index));
+    return batch;
+  }
+  torch::optional<size_t> size() const override { return length_; }
+
+ private:
+  size_t length_;
+};
+
+// A StatefulDataset: the stream 0..length-1 read `count` examples at a time.
+class IndexStatefulStream
+    : public torch::data::datasets::StatefulDataset<IndexStatefulStream, std::vector<Example>> {
+ public:
+  explicit IndexStatefulStream(size_t length, std::shared_ptr<DatasetProbe> probe = nullptr)
+      : length_(length), probe_(probe ? probe : std::make_shared<DatasetProbe>()) {}
+  torch::optional<std::vector<Example>> get_batch(size_t count) override {
+    if (cursor_ == length_) return torch::nullopt;
+    std::vector<Example> batch;
+    while (batch.size() < count && cursor_ < length_) {
+      ++probe_->gets;
+      maybe_fail(*probe_, cursor_);
+      batch.push_back(index_example(cursor_++));
+    }
+    ++requests_;
+    last_request_ = count;
+    return batch;
+  }
+  void reset() override {
+    cursor_ = 0;
+    ++probe_->resets;
+  }
+  torch::optional<size_t> size() const override { return length_; }
+  void save(torch::serialize::OutputArchive&) const override {}
+  void load(torch::serialize::InputArchive&) override {}
+  size_t last_request() const { return last_request_; }
+
+ private:
+  size_t length_;
+  size_t cursor_ = 0;
+  size_t requests_ = 0;
+  size_t last_request_ = 0;
+  std::shared_ptr<DatasetProbe> probe_;
+};
+
+}  // namespace testing
+}  // namespace accelerate
