@@ -142,20 +142,25 @@ TEST(DistributedLoader, ShuffledOrderIsTheSameOnEveryProcess) {
   run_ranks(2, [](Communicator& comm) {
     // Each rank draws its own default seed (the ranks share one default
     // generator here, so the draws differ); preparing agrees on process 0's.
-    DataLoader loader(IndexDataset(24), DataLoaderOptions(3).shuffle(true));
-    loader.configure_sharding(borrow(comm), DataLoaderConfiguration());
-    auto seeds = gather_object(comm, loader.shuffle_seed());
-    EXPECT_EQ(seeds[0], seeds[1]);
-    for (int epoch = 0; epoch < 2; ++epoch) {
-      std::vector<int64_t> mine;
-      for (auto& batch : loader) {
-        auto targets = testing::targets_of(batch);
-        mine.insert(mine.end(), targets.begin(), targets.end());
+    auto check = [&](auto& loader) {
+      loader.configure_sharding(borrow(comm), DataLoaderConfiguration());
+      auto seeds = gather_object(comm, loader.shuffle_seed());
+      EXPECT_EQ(seeds[0], seeds[1]);
+      for (int epoch = 0; epoch < 2; ++epoch) {
+        std::vector<int64_t> mine;
+        for (auto& batch : loader) {
+          auto targets = testing::targets_of(batch);
+          mine.insert(mine.end(), targets.begin(), targets.end());
+        }
+        auto everyone = gather_object(comm, mine);
+        EXPECT_EQ(std::set<int64_t>(everyone.begin(), everyone.end()).size(), 24u)
+            << "the ranks' shards of one permutation cover the dataset once";
       }
-      auto everyone = gather_object(comm, mine);
-      EXPECT_EQ(std::set<int64_t>(everyone.begin(), everyone.end()).size(), 24u)
-          << "the ranks' shards of one permutation cover the dataset once";
-    }
+    };
+    DataLoader loader(IndexDataset(24), DataLoaderOptions(3).shuffle(true));
+    check(loader);
+    DataLoader pipeline(testing::index_pipeline(24), DataLoaderOptions(3).shuffle(true));
+    check(pipeline);
     DataLoader seeded(IndexDataset(24), DataLoaderOptions(3).shuffle(true));
     seeded.configure_sharding(borrow(comm), DataLoaderConfiguration().data_seed(11));
     EXPECT_EQ(seeded.shuffle_seed(), 11u);
@@ -255,6 +260,24 @@ TEST(DistributedLoader, GatherForMetrics22SamplesInBatchesOf4) {
         EXPECT_EQ(std::set<int64_t>(objects.begin(), objects.end()).size(), 22u);
         EXPECT_EQ(objects.size(), 22u) << setup.describe();
       });
+    }
+  });
+}
+
+// A ChunkDataset (LibTorch's stateful dataset, shared) on 2 ranks: process 0
+// reads it and every sample is gathered once.
+TEST(DistributedLoader, ChunkDatasetIsDispatchedAndGatheredOnce) {
+  run_ranks(2, [](Communicator& comm) {
+    DataLoader loader(testing::index_chunk_dataset(/*chunks=*/5, /*per_chunk=*/7, /*batch_size=*/3),
+                      DataLoaderOptions(3));
+    loader.configure_sharding(borrow(comm), DataLoaderConfiguration());
+    EXPECT_TRUE(loader.dispatches_batches()) << "the default for streams";
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      auto gathered = gather_for_metrics_pass(comm, loader);
+      std::sort(gathered.begin(), gathered.end());
+      std::vector<int64_t> all(35);
+      std::iota(all.begin(), all.end(), int64_t{0});
+      EXPECT_EQ(gathered, all) << "epoch " << epoch;
     }
   });
 }

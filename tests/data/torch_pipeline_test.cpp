@@ -123,6 +123,17 @@ TEST(TorchPipeline, StackedStatefulBatchesAreSplitIntoRows) {
   EXPECT_EQ(testing::one_pass(loader), (Batches{{0, 1, 2}, {3, 4, 5}, {6}}));
 }
 
+TEST(TorchPipeline, ChunkDatasetBehindMakeSharedDatasetIsAStream) {
+  auto chunks = testing::index_chunk_dataset(/*chunks=*/3, /*per_chunk=*/4, /*batch_size=*/5);
+  static_assert(dataset_kind<decltype(chunks)> == DatasetKind::kStateful, "");
+  DataLoader loader(chunks, DataLoaderOptions(5));
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    EXPECT_EQ(testing::one_pass(loader),
+              (Batches{{0, 1, 2, 3, 4}, {5, 6, 7, 8, 9}, {10, 11}}))
+        << "epoch " << epoch;
+  }
+}
+
 TEST(MakeDataLoader, TakesLibTorchsArgumentsAndYieldsLibTorchsBatches) {
   auto loader = accelerate::make_data_loader<SequentialSampler>(
       index_pipeline(11),

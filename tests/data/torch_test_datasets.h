@@ -93,5 +93,36 @@ class IndexStatefulStream
   std::shared_ptr<DatasetProbe> probe_;
 };
 
+// A ChunkDataReader: `chunks` chunks of `per_chunk` examples, in order.
+class IndexChunks : public torch::data::datasets::ChunkDataReader<Example> {
+ public:
+  using BatchType = ChunkType;  // ChunkDataset asks its reader for this name
+  IndexChunks(size_t chunks, size_t per_chunk) : chunks_(chunks), per_chunk_(per_chunk) {}
+  std::vector<Example> read_chunk(size_t chunk) override {
+    std::vector<Example> examples;
+    for (size_t i = 0; i < per_chunk_; ++i) examples.push_back(index_example(chunk * per_chunk_ + i));
+    return examples;
+  }
+  size_t chunk_count() override { return chunks_; }
+  void reset() override {}
+
+ private:
+  size_t chunks_;
+  size_t per_chunk_;
+};
+
+using SequentialChunkDataset =
+    torch::data::datasets::ChunkDataset<IndexChunks, torch::data::samplers::SequentialSampler,
+                                        torch::data::samplers::SequentialSampler>;
+
+// A ChunkDataset as LibTorch programs hold one (it cannot be moved):
+// behind make_shared_dataset, read in batches of `batch_size`.
+inline auto index_chunk_dataset(size_t chunks, size_t per_chunk, size_t batch_size) {
+  return torch::data::datasets::make_shared_dataset<SequentialChunkDataset>(
+      IndexChunks(chunks, per_chunk), torch::data::samplers::SequentialSampler(0),
+      torch::data::samplers::SequentialSampler(0),
+      torch::data::datasets::ChunkDatasetOptions(/*preloader_count=*/1, batch_size));
+}
+
 }  // namespace testing
 }  // namespace accelerate
