@@ -34,6 +34,9 @@ function(accelerate_reuse_test_pch_in_programs)
       # The same code model and macros as the header's owner, or GCC ignores
       # the header (GoogleTest's targets add -DGTEST_HAS_PTHREAD=1).
       set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE OFF)
+      # The header's optimization level too: GCC 12 crashed compiling an -O2
+      # source with an -O1 header.
+      target_compile_options(${target} PRIVATE ${ACCELERATE_TEST_OPTIMIZATION})
       foreach(gtest_target GTest::gtest GTest::gmock)
         target_compile_options(${target} PRIVATE
           $<TARGET_PROPERTY:${gtest_target},INTERFACE_COMPILE_OPTIONS>)
