@@ -20,7 +20,8 @@ class Digits : public torch::data::datasets::Dataset<Digits> {
  public:
   Digits(const std::string& root, bool train) {
     const std::string prefix = root + (train ? "/train" : "/t10k");
-    images_ = read_idx(prefix + "-images-idx3-ubyte", 2051).to(torch::kFloat).div_(255).unsqueeze(1);
+    images_ =
+        read_idx(prefix + "-images-idx3-ubyte", 2051).to(torch::kFloat).div_(255).unsqueeze(1);
     targets_ = read_idx(prefix + "-labels-idx1-ubyte", 2049).to(torch::kInt64);
     if (images_.size(0) != targets_.size(0)) {
       throw std::runtime_error(prefix + ": image and label counts differ");

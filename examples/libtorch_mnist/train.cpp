@@ -18,7 +18,8 @@ int main(int argc, char** argv) try {
                        .map(torch::data::transforms::Normalize<>(0.1307, 0.3081))
                        .map(torch::data::transforms::Stack<>());
   auto train = accelerate::make_data_loader<torch::data::samplers::RandomSampler>(
-      std::move(train_set), torch::data::DataLoaderOptions().batch_size(args.batch_size).workers(2));
+      std::move(train_set),
+      torch::data::DataLoaderOptions().batch_size(args.batch_size).workers(2));
   auto test_set = libtorch_mnist::Digits(args.data_dir, /*train=*/false)
                       .map(torch::data::transforms::Normalize<>(0.1307, 0.3081))
                       .map(torch::data::transforms::Stack<>());

@@ -204,7 +204,8 @@ class TypedLoaderOps : public LoaderOps {
   }
 
   Erased collate(const Erased& examples, bool pin) override {
-    auto batch = std::make_shared<BatchType>(collate_(std::move(*static_cast<Unit*>(examples.get()))));
+    auto batch =
+        std::make_shared<BatchType>(collate_(std::move(*static_cast<Unit*>(examples.get()))));
     if constexpr (accelerate::has_tensor_tree<BatchType>) {
       if (pin) *batch = pin_memory(*batch);
     }
@@ -243,8 +244,9 @@ class TypedLoaderOps : public LoaderOps {
       for (int64_t row = 0; row < batch.data.size(0); ++row) {
         out.push_back({batch.data[row], batch.target[row]});
       }
-    } else if constexpr (std::is_same<Batch, torch::data::Example<at::Tensor,
-                                                              torch::data::example::NoTarget>>::value) {
+    } else if constexpr (std::is_same<
+                             Batch, torch::data::Example<at::Tensor,
+                                                         torch::data::example::NoTarget>>::value) {
       for (int64_t row = 0; row < batch.data.size(0); ++row) out.push_back({batch.data[row]});
     } else {
       static_assert(always_false<Batch>::value,

@@ -17,10 +17,10 @@
 namespace accelerate {
 
 enum class DatasetKind {
-  kMapStyle,     // get(index), size()
-  kBatch,        // get_batch(indices), size(): a torch::data::datasets::BatchDataset
-  kStateful,     // get_batch(count) -> optional batch, reset(): a torch StatefulDataset
-  kIterable,     // next(), reset()
+  kMapStyle,  // get(index), size()
+  kBatch,     // get_batch(indices), size(): a torch::data::datasets::BatchDataset
+  kStateful,  // get_batch(count) -> optional batch, reset(): a torch StatefulDataset
+  kIterable,  // next(), reset()
   kUnsupported,
 };
 
@@ -63,8 +63,7 @@ template <class D>
 struct torch_batch_dataset<
     D, std::void_t<typename D::BatchType, typename D::BatchRequestType, decltype(D::is_stateful)>> {
   static constexpr bool by_indices =
-      !D::is_stateful &&
-      std::is_same<typename D::BatchRequestType, c10::ArrayRef<size_t>>::value;
+      !D::is_stateful && std::is_same<typename D::BatchRequestType, c10::ArrayRef<size_t>>::value;
   static constexpr bool by_count =
       D::is_stateful && std::is_same<typename D::BatchRequestType, size_t>::value;
 };
@@ -134,7 +133,8 @@ struct example_of<D, DatasetKind::kIterable> {
 };
 template <class D>
 struct example_of<D, DatasetKind::kStateful> {
-  using type = typename rows_of<std::decay_t<decltype(*std::declval<typename D::BatchType&>())>>::type;
+  using type =
+      typename rows_of<std::decay_t<decltype(*std::declval<typename D::BatchType&>())>>::type;
 };
 
 // What one load yields and a collate function receives: the examples of a

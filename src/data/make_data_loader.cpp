@@ -8,7 +8,9 @@ namespace detail {
 DataLoaderOptions options_from_torch(const torch::data::DataLoaderOptions& torch_options,
                                      bool shuffle) {
   DataLoaderOptions options(torch_options.batch_size());
-  options.shuffle(shuffle).drop_last(torch_options.drop_last()).num_workers(torch_options.workers());
+  options.shuffle(shuffle)
+      .drop_last(torch_options.drop_last())
+      .num_workers(torch_options.workers());
   // LibTorch keeps at most max_jobs batches in flight (default 2 per worker,
   // our prefetch_factor's default too).
   const size_t workers = torch_options.workers();

@@ -24,7 +24,8 @@ using accelerate::Communicator;
 accelerate::TensorDataset gan_data(int64_t samples) {
   auto generator = at::detail::createCPUGenerator(77);
   auto angle = at::rand({samples, 1}, generator) * 6.2831853;
-  auto real = at::cat({angle.cos(), angle.sin()}, 1) * 2.0 + 0.05 * at::randn({samples, 2}, generator);
+  auto real =
+      at::cat({angle.cos(), angle.sin()}, 1) * 2.0 + 0.05 * at::randn({samples, 2}, generator);
   auto noise = at::randn({samples, 2}, generator);
   return accelerate::TensorDataset(real, noise);
 }
@@ -42,12 +43,14 @@ Module gan_seeded(Module module, uint64_t seed) {
 }
 
 torch::nn::Sequential generator_model() {
-  return gan_seeded(torch::nn::Sequential(torch::nn::Linear(2, 8), torch::nn::Tanh(), torch::nn::Linear(8, 2)),
-                5);
+  return gan_seeded(
+      torch::nn::Sequential(torch::nn::Linear(2, 8), torch::nn::Tanh(), torch::nn::Linear(8, 2)),
+      5);
 }
 torch::nn::Sequential discriminator_model() {
-  return gan_seeded(torch::nn::Sequential(torch::nn::Linear(2, 8), torch::nn::ReLU(), torch::nn::Linear(8, 1)),
-                6);
+  return gan_seeded(
+      torch::nn::Sequential(torch::nn::Linear(2, 8), torch::nn::ReLU(), torch::nn::Linear(8, 1)),
+      6);
 }
 
 struct Trained {
@@ -73,12 +76,12 @@ void gan_epoch(torch::nn::Sequential& g, torch::nn::Sequential& d, Optimizer& g_
                Backward&& backward) {
   for (auto& batch : loader) {
     d_optimizer.zero_grad();
-    backward(bce(d->forward(batch.data), 1.0), 0);     // the discriminator on real data
+    backward(bce(d->forward(batch.data), 1.0), 0);  // the discriminator on real data
     auto fake = g->forward(batch.target);
     backward(bce(d->forward(fake.detach()), 0.0), 1);  // ...on generated data
     d_optimizer.step();
     g_optimizer.zero_grad();
-    backward(bce(d->forward(fake), 1.0), 2);           // the generator, through the discriminator
+    backward(bce(d->forward(fake), 1.0), 2);  // the generator, through the discriminator
     g_optimizer.step();
   }
 }
@@ -121,11 +124,13 @@ Trained train_gan_accelerated(std::shared_ptr<Communicator> comm, int64_t sample
 }
 
 void expect_gan_close(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& want,
-                  const char* what) {
+                      const char* what) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_TRUE(torch::allclose(got[i], want[i], /*rtol=*/1e-4, /*atol=*/1e-5))
-        << what << " parameter " << i << ":\n" << got[i] << "\nvs\n" << want[i];
+        << what << " parameter " << i << ":\n"
+        << got[i] << "\nvs\n"
+        << want[i];
   }
 }
 

@@ -44,8 +44,8 @@ struct LoaderSetup {
   std::string describe() const {
     return std::to_string(length) + " items, batch " + std::to_string(batch_size) +
            (split ? ", split" : "") + (dispatch ? ", dispatch" : "") + (even ? "" : ", uneven") +
-           (drop_last ? ", drop_last" : "") + (iterable ? ", iterable" : ", map-style") + (torch_style ? " (LibTorch's)" : "") + ", " +
-           std::to_string(workers) + " workers";
+           (drop_last ? ", drop_last" : "") + (iterable ? ", iterable" : ", map-style") +
+           (torch_style ? " (LibTorch's)" : "") + ", " + std::to_string(workers) + " workers";
   }
 };
 

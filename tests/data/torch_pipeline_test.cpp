@@ -18,17 +18,18 @@ namespace accelerate {
 namespace {
 
 using testing::DatasetProbe;
+using testing::index_pipeline;
 using testing::IndexBatches;
 using testing::IndexPipeline;
 using testing::IndexStatefulStream;
 using testing::TorchIndexDataset;
-using testing::index_pipeline;
 using Batches = std::vector<std::vector<int64_t>>;
 using torch::data::samplers::RandomSampler;
 using torch::data::samplers::SequentialSampler;
 namespace transforms = torch::data::transforms;
 
-using NormalizedIndices = torch::data::datasets::MapDataset<TorchIndexDataset, transforms::Normalize<>>;
+using NormalizedIndices =
+    torch::data::datasets::MapDataset<TorchIndexDataset, transforms::Normalize<>>;
 using StackedStream = torch::data::datasets::MapDataset<IndexStatefulStream, transforms::Stack<>>;
 
 static_assert(dataset_kind<torch::data::datasets::MNIST> == DatasetKind::kMapStyle, "");
@@ -42,7 +43,8 @@ static_assert(dataset_kind<testing::IndexStream<>> == DatasetKind::kIterable, ""
 static_assert(dataset_kind<int> == DatasetKind::kUnsupported, "");
 // Batch types: what the dataset's get_batch gives, as in LibTorch's loader.
 static_assert(std::is_same<DataLoader<IndexPipeline>::BatchType, Example>::value, "");
-static_assert(std::is_same<DataLoader<NormalizedIndices>::BatchType, std::vector<Example>>::value, "");
+static_assert(std::is_same<DataLoader<NormalizedIndices>::BatchType, std::vector<Example>>::value,
+              "");
 
 // The data a batch of the normalized index pipeline must hold (Normalize
 // broadcasts through a [1, 1, 1] mean, so examples come as [1, 1, 2]).
@@ -55,7 +57,8 @@ at::Tensor normalized(const std::vector<int64_t>& indices) {
 template <class Dataset>
 Batches torch_loader_batches(Dataset dataset, size_t batch_size, bool drop_last = false) {
   auto loader = torch::data::make_data_loader<SequentialSampler>(
-      std::move(dataset), torch::data::DataLoaderOptions().batch_size(batch_size).drop_last(drop_last));
+      std::move(dataset),
+      torch::data::DataLoaderOptions().batch_size(batch_size).drop_last(drop_last));
   Batches batches;
   for (auto& batch : *loader) batches.push_back(testing::targets_of(batch));
   return batches;
@@ -83,7 +86,8 @@ TEST(TorchPipeline, MapChainWithoutStackYieldsVectorsOfExamples) {
   Batches batches;
   for (std::vector<Example>& batch : loader) {
     ASSERT_EQ(batch.size(), 3u);
-    EXPECT_TRUE(torch::equal(batch[1].data.reshape({2}), normalized({batch[1].target.item<int64_t>()})[0]));
+    EXPECT_TRUE(
+        torch::equal(batch[1].data.reshape({2}), normalized({batch[1].target.item<int64_t>()})[0]));
     batches.push_back(testing::targets_of(batch));
   }
   EXPECT_EQ(batches, (Batches{{0, 1, 2}, {3, 4, 5}}));
@@ -128,8 +132,7 @@ TEST(TorchPipeline, ChunkDatasetBehindMakeSharedDatasetIsAStream) {
   static_assert(dataset_kind<decltype(chunks)> == DatasetKind::kStateful, "");
   DataLoader loader(chunks, DataLoaderOptions(5));
   for (int epoch = 0; epoch < 2; ++epoch) {
-    EXPECT_EQ(testing::one_pass(loader),
-              (Batches{{0, 1, 2, 3, 4}, {5, 6, 7, 8, 9}, {10, 11}}))
+    EXPECT_EQ(testing::one_pass(loader), (Batches{{0, 1, 2, 3, 4}, {5, 6, 7, 8, 9}, {10, 11}}))
         << "epoch " << epoch;
   }
 }
@@ -152,8 +155,8 @@ TEST(MakeDataLoader, TakesLibTorchsArgumentsAndYieldsLibTorchsBatches) {
 }
 
 TEST(MakeDataLoader, MapStyleDatasetYieldsVectorsAsLibTorchDoes) {
-  auto loader = accelerate::make_data_loader<SequentialSampler>(TorchIndexDataset(5),
-                                                    torch::data::DataLoaderOptions().batch_size(2));
+  auto loader = accelerate::make_data_loader<SequentialSampler>(
+      TorchIndexDataset(5), torch::data::DataLoaderOptions().batch_size(2));
   static_assert(std::is_same<std::decay_t<decltype(*loader->begin())>, std::vector<Example>>::value,
                 "");
   Batches batches;
@@ -162,7 +165,8 @@ TEST(MakeDataLoader, MapStyleDatasetYieldsVectorsAsLibTorchDoes) {
 }
 
 TEST(MakeDataLoader, RandomSamplerShufflesEveryEpochAnew) {
-  auto loader = accelerate::make_data_loader(index_pipeline(40), torch::data::DataLoaderOptions().batch_size(8));
+  auto loader = accelerate::make_data_loader(index_pipeline(40),
+                                             torch::data::DataLoaderOptions().batch_size(8));
   EXPECT_TRUE(loader->options().shuffle()) << "RandomSampler is the default, as in LibTorch";
   std::vector<Batches> epochs;
   for (int epoch = 0; epoch < 2; ++epoch) {
@@ -175,16 +179,17 @@ TEST(MakeDataLoader, RandomSamplerShufflesEveryEpochAnew) {
 }
 
 TEST(MakeDataLoader, StatefulDatasetsKeepTheirBatchType) {
-  auto vectors = accelerate::make_data_loader(IndexStatefulStream(5), torch::data::DataLoaderOptions().batch_size(2));
-  static_assert(std::is_same<std::decay_t<decltype(*vectors->begin())>, std::vector<Example>>::value,
-                "");
+  auto vectors = accelerate::make_data_loader(IndexStatefulStream(5),
+                                              torch::data::DataLoaderOptions().batch_size(2));
+  static_assert(
+      std::is_same<std::decay_t<decltype(*vectors->begin())>, std::vector<Example>>::value, "");
   Batches batches;
   for (auto& batch : *vectors) batches.push_back(testing::targets_of(batch));
   EXPECT_EQ(batches, (Batches{{0, 1}, {2, 3}, {4}}));
   EXPECT_FALSE(vectors->options().shuffle()) << "a stream takes no sampler";
 
   auto stacked = accelerate::make_data_loader(IndexStatefulStream(5).map(transforms::Stack<>()),
-                                  torch::data::DataLoaderOptions().batch_size(2));
+                                              torch::data::DataLoaderOptions().batch_size(2));
   static_assert(std::is_same<std::decay_t<decltype(*stacked->begin())>, Example>::value, "");
   EXPECT_EQ(testing::one_pass(*stacked), batches);
   // LibTorch's own loader over the same stream gives the same batches.
@@ -200,7 +205,8 @@ TEST(MakeDataLoader, TimeoutStopsAWaitForSlowWorkers) {
   probe->pause = std::chrono::milliseconds(400);
   auto loader = accelerate::make_data_loader<SequentialSampler>(
       TorchIndexDataset(4, probe).map(transforms::Stack<>()),
-      torch::data::DataLoaderOptions().batch_size(2).workers(1).timeout(std::chrono::milliseconds(50)));
+      torch::data::DataLoaderOptions().batch_size(2).workers(1).timeout(
+          std::chrono::milliseconds(50)));
   EXPECT_EQ(loader->options().timeout(), std::chrono::milliseconds(50));
   try {
     for (auto& batch : *loader) (void)batch;
@@ -213,8 +219,8 @@ TEST(MakeDataLoader, TimeoutStopsAWaitForSlowWorkers) {
 
 TEST(MakeDataLoader, AcceleratorPreparesTheReturnedPointer) {
   Accelerator accelerator(AcceleratorOptions().environment(Environment{}).tune_malloc(false));
-  auto loader = accelerate::make_data_loader<SequentialSampler>(index_pipeline(6),
-                                                    torch::data::DataLoaderOptions().batch_size(4));
+  auto loader = accelerate::make_data_loader<SequentialSampler>(
+      index_pipeline(6), torch::data::DataLoaderOptions().batch_size(4));
   accelerator.prepare(loader);
   std::vector<bool> ends;
   for (auto& batch : *loader) {

@@ -100,7 +100,8 @@ class IndexChunks : public torch::data::datasets::ChunkDataReader<Example> {
   IndexChunks(size_t chunks, size_t per_chunk) : chunks_(chunks), per_chunk_(per_chunk) {}
   std::vector<Example> read_chunk(size_t chunk) override {
     std::vector<Example> examples;
-    for (size_t i = 0; i < per_chunk_; ++i) examples.push_back(index_example(chunk * per_chunk_ + i));
+    for (size_t i = 0; i < per_chunk_; ++i)
+      examples.push_back(index_example(chunk * per_chunk_ + i));
     return examples;
   }
   size_t chunk_count() override { return chunks_; }
