@@ -38,6 +38,10 @@
 #   bin/accelerate, examples/mnist, examples/mnist_plain, e.g.
 #     cmake --build build --target linear_bench mnist_profile mnist mnist_plain accelerate_cli
 #   and data/mnist (scripts/fetch-mnist.sh), /usr/bin/python3 with python3-torch.
+#   A build/ configured by scripts/test.sh compiles test code and the programs
+#   sharing its precompiled header (these benchmarks, the examples) at -O1;
+#   reconfigure with -DACCELERATE_TEST_OPTIMIZATION= (or use another build
+#   directory with -DACCELERATE_BUILD_TESTS=OFF) before measuring.
 #
 # Environment (defaults in brackets):
 #   REPEATS [5]            rounds; medians are taken over them

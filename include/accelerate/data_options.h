@@ -40,7 +40,9 @@ struct DataLoaderOptions {
   ACCELERATE_ARG(bool, pin_memory) = false;
   // How long the loop may wait for a batch from the workers before the
   // loader throws accelerate::Error naming the timeout; 0 waits for ever.
-  // Applies with num_workers > 0, as in PyTorch and LibTorch.
+  // Applies with num_workers > 0, as in PyTorch and LibTorch. The message is
+  // printed on stderr at the timeout; the exception reaches the loop once the
+  // workers have stopped, i.e. after a stuck dataset call returns.
   ACCELERATE_ARG(std::chrono::milliseconds, timeout) = std::chrono::milliseconds(0);
   // Shuffle seed. Unset: one value drawn from LibTorch's default CPU generator
   // when the loader is built (so torch::manual_seed makes it reproducible),

@@ -148,7 +148,8 @@ class TypedLoaderOps : public LoaderOps {
       examples->reserve(count);
       while (examples->size() < count) {
         if (pending_.empty()) {
-          // The dataset's own batch size: a ChunkDataset accepts no other.
+          // The loader's batch size, which a ChunkDataset must have been
+          // made with (it accepts no other count).
           auto batch = dataset_.get_batch(request_size_);
           if (!batch) break;
           split_rows(std::move(*batch), pending_);

@@ -23,6 +23,10 @@
 //   Sampler           -> RandomSampler: shuffle (the same permutation on every
 //                        process, seeded per epoch); SequentialSampler: none.
 //                        Streams (stateful datasets) take no sampler.
+// Unlike LibTorch, worker threads share the one dataset (no copy per worker),
+// and streams are split between processes by the loader (docs/data.md,
+// "Differences from LibTorch's loader"). Call it qualified: unqualified,
+// argument-dependent lookup finds LibTorch's make_data_loader too.
 #pragma once
 
 #include <memory>

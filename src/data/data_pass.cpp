@@ -16,7 +16,7 @@ EpochSteps open_epoch(const PassPlan& plan) {
     return EpochSteps::over_stream(ops, plan.sharding);
   }
   auto length = ops.length();
-  if (!length) throw Error("DataLoader: the map-style dataset does not tell its size()");
+  if (!length) throw Error("DataLoader: the dataset does not tell its size() (map-style and batch datasets must)");
   return EpochSteps::over_order(ops, epoch_order(*length, plan.shuffle, plan.seed, plan.epoch),
                                 plan.sharding);
 }

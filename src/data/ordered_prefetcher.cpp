@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <exception>
+#include <iostream>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -132,8 +133,13 @@ OrderedPrefetcher::Result OrderedPrefetcher::Shared::next_from_workers() {
   if (timeout.count() <= 0) {
     consumer_wakeup.wait(lock, arrived);
   } else if (!consumer_wakeup.wait_for(lock, timeout, arrived)) {
-    throw Error("DataLoader: no batch from the workers within the timeout of " +
-                std::to_string(timeout.count()) + " ms (DataLoaderOptions::timeout)");
+    const std::string message = "DataLoader: no batch from the workers within the timeout of " +
+                                std::to_string(timeout.count()) +
+                                " ms (DataLoaderOptions::timeout)";
+    // The exception reaches the loop only after the pass has joined its
+    // workers, i.e. once the stuck dataset call returns; say it now.
+    std::cerr << "accelerate: error: " << message << std::endl;
+    throw Error(message);
   }
   if (consumed >= end) return nullptr;
   auto found = ready.find(consumed);

@@ -208,6 +208,7 @@ TEST(MakeDataLoader, TimeoutStopsAWaitForSlowWorkers) {
       torch::data::DataLoaderOptions().batch_size(2).workers(1).timeout(
           std::chrono::milliseconds(50)));
   EXPECT_EQ(loader->options().timeout(), std::chrono::milliseconds(50));
+  ::testing::internal::CaptureStderr();
   try {
     for (auto& batch : *loader) (void)batch;
     FAIL() << "expected a timeout";
@@ -215,6 +216,25 @@ TEST(MakeDataLoader, TimeoutStopsAWaitForSlowWorkers) {
     EXPECT_NE(std::string(error.what()).find("within the timeout of 50 ms"), std::string::npos)
         << error.what();
   }
+  // Printed at the timeout too: the exception waits for the stuck call.
+  const std::string printed = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(printed.find("accelerate: error: DataLoader: no batch from the workers"),
+            std::string::npos)
+      << printed;
+}
+
+TEST(MakeDataLoader, SlowConsumerDoesNotTimeOut) {
+  // The timeout is about waiting for workers, not about the loop's own pace.
+  auto loader = accelerate::make_data_loader<SequentialSampler>(
+      index_pipeline(6), torch::data::DataLoaderOptions().batch_size(2).workers(2).timeout(
+                             std::chrono::milliseconds(50)));
+  size_t batches = 0;
+  for (auto& batch : *loader) {
+    (void)batch;
+    std::this_thread::sleep_for(std::chrono::milliseconds(120));
+    ++batches;
+  }
+  EXPECT_EQ(batches, 3u);
 }
 
 TEST(MakeDataLoader, AcceleratorPreparesTheReturnedPointer) {
