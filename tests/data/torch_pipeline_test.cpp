@@ -112,6 +112,26 @@ TEST(TorchPipeline, WorkersKeepTheOrderAndSkipResumes) {
   EXPECT_EQ(loader.position().epoch, 2);
 }
 
+TEST(TorchPipeline, PositionRestoredInANewLoaderContinuesTheShuffledEpoch) {
+  // What save_state/load_state carry for a loader: (epoch, batches, seed).
+  DataLoader first(index_pipeline(20), DataLoaderOptions(4).shuffle(true).seed(9));
+  first.set_epoch(1);
+  Batches seen;
+  for (auto& batch : first) {
+    seen.push_back(testing::targets_of(batch));
+    if (seen.size() == 2) break;
+  }
+  const DataLoaderPosition saved = first.position();
+  EXPECT_EQ(saved.batches_yielded, 2u);
+  DataLoader full(index_pipeline(20), DataLoaderOptions(4).shuffle(true).seed(9));
+  full.set_epoch(1);
+  const Batches whole = testing::one_pass(full);
+  DataLoader resumed(index_pipeline(20), DataLoaderOptions(4).shuffle(true).seed(1));
+  resumed.restore_position(saved);
+  EXPECT_EQ(testing::one_pass(resumed), Batches(whole.begin() + 2, whole.end()));
+  EXPECT_EQ(Batches(whole.begin(), whole.begin() + 2), seen);
+}
+
 TEST(TorchPipeline, StatefulDatasetIsReadInItsOwnBatchSize) {
   auto probe = std::make_shared<DatasetProbe>();
   DataLoader loader(IndexStatefulStream(10, probe), DataLoaderOptions(4));
