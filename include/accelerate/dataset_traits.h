@@ -131,10 +131,12 @@ template <class D>
 struct example_of<D, DatasetKind::kIterable> {
   using type = std::decay_t<decltype(*std::declval<D&>().next())>;
 };
+// A stateful dataset's batch, unwrapped from the optional get_batch returns.
+template <class D>
+using stateful_batch_t = std::decay_t<decltype(*std::declval<typename D::BatchType&>())>;
 template <class D>
 struct example_of<D, DatasetKind::kStateful> {
-  using type =
-      typename rows_of<std::decay_t<decltype(*std::declval<typename D::BatchType&>())>>::type;
+  using type = typename rows_of<stateful_batch_t<D>>::type;
 };
 
 // What one load yields and a collate function receives: the examples of a

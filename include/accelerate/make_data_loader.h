@@ -52,8 +52,7 @@ struct torch_like_collate {
 };
 template <class Dataset>
 struct torch_like_collate<Dataset, DatasetKind::kStateful> {
-  using Batch = std::decay_t<decltype(*std::declval<typename Dataset::BatchType&>())>;
-  using type = std::conditional_t<is_std_vector<Batch>::value, KeepBatch,
+  using type = std::conditional_t<is_std_vector<stateful_batch_t<Dataset>>::value, KeepBatch,
                                   DefaultCollate<dataset_example_t<Dataset>>>;
 };
 template <class Dataset>

@@ -14,22 +14,17 @@
 namespace accelerate {
 namespace testing {
 
-// A torch::data::datasets::Dataset subclass (map-style: get and size).
+// A torch::data::datasets::Dataset subclass (map-style: get and size) over
+// IndexDataset.
 class TorchIndexDataset : public torch::data::datasets::Dataset<TorchIndexDataset, Example> {
  public:
   explicit TorchIndexDataset(size_t length, std::shared_ptr<DatasetProbe> probe = nullptr)
-      : length_(length), probe_(probe ? probe : std::make_shared<DatasetProbe>()) {}
-  Example get(size_t index) override {
-    ++probe_->gets;
-    maybe_fail(*probe_, index);
-    if (probe_->pause.count() > 0) std::this_thread::sleep_for(probe_->pause);
-    return index_example(index);
-  }
-  torch::optional<size_t> size() const override { return length_; }
+      : indices_(length, std::move(probe)) {}
+  Example get(size_t index) override { return indices_.get(index); }
+  torch::optional<size_t> size() const override { return indices_.size(); }
 
  private:
-  size_t length_;
-  std::shared_ptr<DatasetProbe> probe_;
+  IndexDataset indices_;
 };
 
 // The pipeline LibTorch's MNIST example builds, over TorchIndexDataset:
@@ -58,39 +53,34 @@ class IndexBatches
   size_t length_;
 };
 
-// A StatefulDataset: the stream 0..length-1 read `count` examples at a time.
+// A StatefulDataset over IndexStream: the stream 0..length-1 read `count`
+// examples at a time.
 class IndexStatefulStream
     : public torch::data::datasets::StatefulDataset<IndexStatefulStream, std::vector<Example>> {
  public:
   explicit IndexStatefulStream(size_t length, std::shared_ptr<DatasetProbe> probe = nullptr)
-      : length_(length), probe_(probe ? probe : std::make_shared<DatasetProbe>()) {}
+      : stream_(length, std::move(probe)), length_(length) {}
   torch::optional<std::vector<Example>> get_batch(size_t count) override {
-    if (cursor_ == length_) return torch::nullopt;
-    std::vector<Example> batch;
-    while (batch.size() < count && cursor_ < length_) {
-      ++probe_->gets;
-      maybe_fail(*probe_, cursor_);
-      batch.push_back(index_example(cursor_++));
-    }
-    ++requests_;
     last_request_ = count;
+    std::vector<Example> batch;
+    while (batch.size() < count) {
+      auto example = stream_.next();
+      if (!example) break;
+      batch.push_back(std::move(*example));
+    }
+    if (batch.empty()) return torch::nullopt;
     return batch;
   }
-  void reset() override {
-    cursor_ = 0;
-    ++probe_->resets;
-  }
+  void reset() override { stream_.reset(); }
   torch::optional<size_t> size() const override { return length_; }
   void save(torch::serialize::OutputArchive&) const override {}
   void load(torch::serialize::InputArchive&) override {}
   size_t last_request() const { return last_request_; }
 
  private:
+  IndexStream<> stream_;
   size_t length_;
-  size_t cursor_ = 0;
-  size_t requests_ = 0;
   size_t last_request_ = 0;
-  std::shared_ptr<DatasetProbe> probe_;
 };
 
 // A ChunkDataReader: `chunks` chunks of `per_chunk` examples, in order.
