@@ -18,9 +18,7 @@
 //          [--steps S] [--bucket-cap-mb MB] [--threads T]
 // Started without WORLD_SIZE it forks N ranks that meet through a FileStore;
 // under `accelerate launch` (or torchrun) it joins that job instead.
-#include <sys/wait.h>
 #include <torch/torch.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -32,6 +30,7 @@
 
 #include "accelerate/communicator.h"
 #include "accelerate/gradient_reducer.h"
+#include "support/forked_ranks.h"
 
 namespace {
 
@@ -177,57 +176,11 @@ void run_rank(accelerate::Communicator& comm_ref, std::shared_ptr<accelerate::Co
       100 * hidden, 100 * median(hidden_by_stats));
 }
 
-accelerate::JobState forked_job(int rank, int world_size) {
-  accelerate::JobState job;
-  job.rank = rank;
-  job.world_size = world_size;
-  job.local_rank = rank;
-  job.local_world_size = world_size;
-  job.backend = world_size > 1 ? accelerate::Backend::kGloo : accelerate::Backend::kNone;
-  job.timeout = std::chrono::seconds(120);
-  return job;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   const Settings settings = parse(argc, argv);
-  try {
-    if (std::getenv("WORLD_SIZE") != nullptr) {
-      auto comm = accelerate::Communicator::connect(accelerate::current_job_state());
-      run_rank(*comm, comm, settings);
-      return 0;
-    }
-    // Fork before LibTorch starts any thread.
-    const std::string store = "/tmp/gradient-sync-bench-" + std::to_string(getpid());
-    ::unlink(store.c_str());
-    std::vector<pid_t> children;
-    for (int rank = 0; rank < settings.ranks; ++rank) {
-      const pid_t pid = fork();
-      if (pid == 0) {
-        try {
-          auto comm = accelerate::Communicator::connect_through_file(
-              store, forked_job(rank, settings.ranks));
-          run_rank(*comm, comm, settings);
-          std::fflush(stdout);  // _Exit skips the stdio flush
-          std::_Exit(0);
-        } catch (const std::exception& error) {
-          std::cerr << "rank " << rank << ": " << error.what() << "\n";
-          std::_Exit(1);
-        }
-      }
-      children.push_back(pid);
-    }
-    int failures = 0;
-    for (pid_t pid : children) {
-      int status = 0;
-      waitpid(pid, &status, 0);
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failures;
-    }
-    ::unlink(store.c_str());
-    return failures == 0 ? 0 : 1;
-  } catch (const std::exception& error) {
-    std::cerr << "gradient_sync_bench: " << error.what() << "\n";
-    return 1;
-  }
+  return bench::run_forked_ranks(
+      "gradient-sync-bench", settings.ranks,
+      [&](std::shared_ptr<accelerate::Communicator> comm) { run_rank(*comm, comm, settings); });
 }

@@ -57,8 +57,7 @@ class Communicator {
   // (Python's file:// init method); used by tests that run ranks as threads.
   // Gloo binds to `hostname` (127.0.0.1 for single-machine jobs).
   static std::shared_ptr<Communicator> connect_through_file(
-      const std::string& path, const JobState& job,
-      const std::string& hostname = "127.0.0.1");
+      const std::string& path, const JobState& job, const std::string& hostname = "127.0.0.1");
 
   ~Communicator();
   Communicator(const Communicator&) = delete;
@@ -87,6 +86,26 @@ class Communicator {
   // overlapping gradient synchronisation with backward. `what` names it in
   // error messages (e.g. "gradient bucket 3").
   PendingCollective all_reduce_sum_async(at::Tensor& tensor, const std::string& what);
+
+  // Sharded training's collectives on a flat buffer of world_size equal
+  // shards (shard r is elements [r*n, (r+1)*n)). Both move (N-1)/N of the
+  // buffer in and out of each rank once, half of what an all-reduce of the
+  // buffer moves, on every backend: NCCL's own, and on CPU through shared
+  // memory (one-machine jobs) or Gloo's all-to-all and all-gather, because
+  // Gloo's reduce-scatter is missing (1.13) or an all-reduce in disguise
+  // (2.x). Contiguous tensors of one dtype on one device; `shard` may be a
+  // view into the buffer. docs/sharding.md has the measurements.
+  //
+  // shard (n elements) = shard rank() of every rank's `buffer`, summed in
+  // rank order ((x0 + x1) + x2 ...; so it equals the same elements of an
+  // all-reduce through shared memory bitwise). Any dtype but bool.
+  void reduce_scatter_sum(const at::Tensor& buffer, at::Tensor& shard);
+  PendingCollective reduce_scatter_sum_async(const at::Tensor& buffer, at::Tensor& shard,
+                                             const std::string& what);
+  // buffer's shard r = rank r's `shard`. Any dtype.
+  void all_gather_into(const at::Tensor& shard, at::Tensor& buffer);
+  PendingCollective all_gather_into_async(const at::Tensor& shard, at::Tensor& buffer,
+                                          const std::string& what);
 
   // Every rank's bytes, in rank order. Lengths may differ between ranks.
   std::vector<std::string> all_gather_bytes(const std::string& bytes);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <iostream>
 #include <string>
 #include <utility>
@@ -17,33 +18,33 @@
 #include "compat/c10d_compat.h"
 #include "distributed/failure_diagnosis.h"
 #include "distributed/network.h"
-#include "distributed/shared_memory_all_reduce.h"
+#include "distributed/communicator_impl.h"
+#include "distributed/shared_memory_collectives.h"
 
 namespace accelerate {
 
-JobState current_job_state(const JobOptions& options, const std::optional<Environment>& environment) {
+JobState current_job_state(const JobOptions& options,
+                           const std::optional<Environment>& environment) {
   Hardware hardware;
   hardware.cuda_device_count = static_cast<int>(at::detail::getCUDAHooks().getNumGPUs());
   hardware.nccl_available = compat::kHasNccl;
-  return JobState::from_environment(environment ? *environment : current_environment(), options, hardware);
+  return JobState::from_environment(environment ? *environment : current_environment(), options,
+                                    hardware);
 }
 
 const char* to_string(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kMean: return "mean";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kMin: return "min";
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kMean:
+      return "mean";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kMin:
+      return "min";
   }
   return "?";
 }
-
-struct PendingCollective::State {
-  // One of the two: a c10d backend's work or a shared-memory sum.
-  c10::intrusive_ptr<compat::Work> work;
-  std::shared_ptr<detail::SharedMemoryOperation> shared_memory_sum;
-  std::function<void(const std::exception&)> on_failure;  // throws
-};
 
 PendingCollective::PendingCollective(std::shared_ptr<State> state) : state_(std::move(state)) {}
 
@@ -51,68 +52,27 @@ void PendingCollective::wait() {
   if (!state_) return;
   auto state = std::move(state_);
   try {
-    if (state->work) {
-      state->work->wait();
-    } else {
-      state->shared_memory_sum->wait();
+    for (auto& work : state->works) work->wait();
+    if (state->shared_memory) {
+      state->shared_memory->wait();
     }
+    if (state->then) state->then();
   } catch (const std::exception& cause) {
     state->on_failure(cause);
   }
 }
 
-struct Communicator::Impl {
-  JobState job;
-  c10::intrusive_ptr<c10d::Store> store;  // null in a one-process job
-  c10::intrusive_ptr<compat::Backend> gloo;
-  c10::intrusive_ptr<compat::Backend> nccl;  // only for CUDA jobs with NCCL
-  // Sums of CPU tensors when every rank shares this machine; else null.
-  std::unique_ptr<detail::SharedMemoryAllReduce> shared_memory;
-  // Shared with pending collectives, which may outlive the communicator.
-  std::shared_ptr<detail::FailureDiagnosis> diagnosis;
-  std::uint64_t sequence = 0;
-
-  bool single() const { return job.world_size == 1; }
-
-  bool sums_in_shared_memory(const at::Tensor& tensor) const {
-    return shared_memory && detail::SharedMemoryAllReduce::serves(tensor);
-  }
-
-  // The process group that moves `tensor`, and whether it must be staged
-  // through host memory (a CUDA tensor without NCCL).
-  compat::Backend& backend_for(const at::Tensor& tensor, bool* stage_on_host) {
-    *stage_on_host = tensor.is_cuda() && !nccl;
-    return (tensor.is_cuda() && nccl) ? *nccl : *gloo;
-  }
-
-  // Runs one collective; any failure becomes a DistributedError that says
-  // what each peer was doing.
-  template <class Op>
-  void run(const std::string& what, Op&& op) {
-    const std::uint64_t number = ++sequence;
-    try {
-      op();
-    } catch (const DistributedError&) {
-      throw;
-    } catch (const std::exception& cause) {
-      throw DistributedError(
-          diagnosis->explain_collective(number, what, detail::first_line_of(cause)));
-    }
-  }
-};
-
 namespace {
 
 // Forms the process groups over an already reachable store.
-std::unique_ptr<Communicator::Impl> form_groups(JobState job,
-                                                c10::intrusive_ptr<c10d::Store> store,
+std::unique_ptr<Communicator::Impl> form_groups(JobState job, c10::intrusive_ptr<c10d::Store> store,
                                                 const std::string& gloo_hostname) {
   auto impl = std::make_unique<Communicator::Impl>();
   impl->job = std::move(job);
   impl->store = c10::make_intrusive<c10d::PrefixStore>("accelerate", std::move(store));
   const JobState& j = impl->job;
-  impl->diagnosis = std::make_shared<detail::FailureDiagnosis>(impl->store, j.rank,
-                                                               j.world_size, j.timeout);
+  impl->diagnosis =
+      std::make_shared<detail::FailureDiagnosis>(impl->store, j.rank, j.world_size, j.timeout);
   try {
     impl->diagnosis->mark_arrived();
     auto gloo_store = c10::make_intrusive<c10d::PrefixStore>("gloo", impl->store);
@@ -127,11 +87,12 @@ std::unique_ptr<Communicator::Impl> form_groups(JobState job,
       // Every rank takes part, even one that turned it off, so that all
       // agree (one rank's setting must not leave the others waiting).
       std::string why_not;
-      impl->shared_memory = detail::SharedMemoryAllReduce::create(
+      impl->shared_memory = detail::SharedMemoryCollectives::create(
           *impl->store, j.rank, j.world_size, j.timeout, j.shared_memory_all_reduce, &why_not);
       if (!impl->shared_memory && j.rank == 0 && j.shared_memory_all_reduce) {
         std::cerr << "accelerate: note: CPU all-reduces go through Gloo, not shared memory: "
-                  << why_not << " (" << settings::kSharedMemoryAllReduce.variable() << "=0 silences this)\n";
+                  << why_not << " (" << settings::kSharedMemoryAllReduce.variable()
+                  << "=0 silences this)\n";
       }
     }
     if (j.backend == Backend::kNccl) {
@@ -160,8 +121,8 @@ std::string gloo_hostname_for(const JobState& job) {
 c10::intrusive_ptr<c10d::Store> connect_store(const JobState& job) {
   const bool is_server = job.rank == 0;
   try {
-    return compat::make_tcp_store(job.master_addr, job.master_port, is_server,
-                                  job.world_size, job.timeout);
+    return compat::make_tcp_store(job.master_addr, job.master_port, is_server, job.world_size,
+                                  job.timeout);
   } catch (const std::exception& cause) {
     std::string reason = detail::first_line_of(cause);
     if (reason.find("Address already in use") != std::string::npos) {
@@ -228,8 +189,9 @@ void Communicator::all_reduce(at::Tensor& tensor, ReduceOp op) {
     if (via_gloo && wire_type == at::kBFloat16) wire_type = at::kFloat;
     at::Tensor wire = tensor;
     if (stage_on_host || wire_type != tensor.scalar_type() || !tensor.is_contiguous()) {
-      wire = tensor.to(stage_on_host ? at::kCPU : tensor.device(), wire_type,
-                       /*non_blocking=*/false, /*copy=*/true)
+      wire = tensor
+                 .to(stage_on_host ? at::kCPU : tensor.device(), wire_type,
+                     /*non_blocking=*/false, /*copy=*/true)
                  .contiguous();
     }
     const bool sum = op == ReduceOp::kSum || op == ReduceOp::kMean;  // mean: sum, then divide
@@ -256,28 +218,19 @@ bool Communicator::reduces_natively(at::ScalarType dtype, c10::Device device) co
 
 PendingCollective Communicator::all_reduce_sum_async(at::Tensor& tensor, const std::string& what) {
   if (impl_->single()) return {};
-  const std::uint64_t number = ++impl_->sequence;
   bool stage_on_host = false;
   compat::Backend& backend = impl_->backend_for(tensor, &stage_on_host);
   if (stage_on_host || !tensor.is_contiguous()) {
     throw Error("all_reduce_sum_async needs a contiguous tensor on a device its backend serves");
   }
-  auto state = std::make_shared<PendingCollective::State>();
-  state->on_failure = [diagnosis = impl_->diagnosis, number, what](const std::exception& cause) {
-    throw DistributedError(
-        diagnosis->explain_collective(number, what, detail::first_line_of(cause)));
-  };
-  try {
+  return impl_->start_async(what, [&](PendingCollective::State& state) {
     if (impl_->sums_in_shared_memory(tensor)) {
-      state->shared_memory_sum = impl_->shared_memory->sum_async(tensor, what);
-      return PendingCollective(std::move(state));
+      state.shared_memory = impl_->shared_memory->sum_async(tensor, what);
+      return;
     }
     std::vector<at::Tensor> tensors{tensor};
-    state->work = backend.allreduce(tensors, c10d::AllreduceOptions());
-  } catch (const std::exception& cause) {
-    state->on_failure(cause);
-  }
-  return PendingCollective(std::move(state));
+    state.works.push_back(backend.allreduce(tensors, c10d::AllreduceOptions()));
+  });
 }
 
 std::vector<at::Tensor> Communicator::all_gather_same_shape(const at::Tensor& tensor) {

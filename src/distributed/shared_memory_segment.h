@@ -1,4 +1,4 @@
-// The operating-system pieces behind SharedMemoryAllReduce: a named POSIX
+// The operating-system pieces behind SharedMemoryCollectives: a named POSIX
 // shared memory segment whose pages are reserved up front, a test for "these
 // processes share one machine", and futex waits on words inside the segment.
 #pragma once

@@ -1,14 +1,16 @@
 # Sources of the library's distributed area (target_sources on 'accelerate'):
 # the Communicator over c10d, collectives, failure diagnosis and the
-# shared-memory all-reduce. Job state, which needs no LibTorch, is in
+# shared-memory collectives. Job state, which needs no LibTorch, is in
 # src/common/.
 target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/communicator.cpp
   ${CMAKE_CURRENT_LIST_DIR}/failure_diagnosis.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/flat_collectives.cpp
   ${CMAKE_CURRENT_LIST_DIR}/network.cpp
   ${CMAKE_CURRENT_LIST_DIR}/collectives.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shape_exchange.cpp
   ${CMAKE_CURRENT_LIST_DIR}/object_serializer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/process_control.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/shared_memory_all_reduce.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/rank_ordered_sum.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/shared_memory_collectives.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shared_memory_segment.cpp)

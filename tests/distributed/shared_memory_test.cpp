@@ -1,4 +1,4 @@
-// The shared-memory all-reduce (src/distributed/shared_memory_all_reduce.h):
+// The shared-memory all-reduce (src/distributed/shared_memory_collectives.h):
 // ranks as threads of this process, each mapping the segment on its own,
 // exactly as separate processes do. Sums are checked bitwise against the
 // rank-ordered sum computed locally, for every served dtype, for empty,
@@ -22,39 +22,19 @@
 #include <vector>
 
 #include "accelerate/errors.h"
-#include "distributed/shared_memory_all_reduce.h"
+#include "distributed/shared_memory_collectives.h"
 #include "distributed/shared_memory_segment.h"
+#include "distributed/rank_contributions.h"
 #include "support/thread_ranks.h"
 
 using accelerate::Communicator;
 using accelerate::DistributedError;
-using accelerate::detail::SharedMemoryAllReduce;
+using accelerate::detail::SharedMemoryCollectives;
 using accelerate::detail::SharedMemorySegment;
 using namespace accelerate::testing;
 using ::testing::HasSubstr;
 
 namespace {
-
-// Rank r's contribution: values that make the order of additions visible in
-// floating point (mixed signs and magnitudes), wrapping in integers.
-at::Tensor contribution(int rank, int64_t numel, at::ScalarType dtype) {
-  auto generator = at::make_generator<at::CPUGeneratorImpl>(1000 + rank);
-  if (at::isFloatingType(dtype)) {
-    auto values = at::randn({numel}, generator, at::kDouble) *
-                  at::pow(10.0, at::randint(-3, 4, {numel}, generator, at::kDouble));
-    return values.to(dtype);
-  }
-  const int64_t high = dtype == at::kInt ? (int64_t{1} << 31) - 1 : int64_t{1} << 62;
-  return at::randint(-high, high, {numel}, generator, dtype);
-}
-
-// What every rank must hold: contributions added in rank order, one add at
-// a time in the tensor's own dtype.
-at::Tensor rank_ordered_sum(int world, int64_t numel, at::ScalarType dtype) {
-  at::Tensor sum = contribution(0, numel, dtype);
-  for (int r = 1; r < world; ++r) sum = sum + contribution(r, numel, dtype);
-  return sum;
-}
 
 std::vector<std::string> segments_named_for_this_process() {
   std::vector<std::string> found;
@@ -153,10 +133,10 @@ TEST(SharedMemory, MatchesGlooBitwiseOnTwoRanks) {
 }
 
 TEST(SharedMemory, WhatItDoesNotServeStillWorksThroughGloo) {
-  EXPECT_FALSE(SharedMemoryAllReduce::serves(at::ones({4}, at::kByte)));
-  EXPECT_FALSE(SharedMemoryAllReduce::serves(at::ones({4}, at::kShort)));
-  EXPECT_FALSE(SharedMemoryAllReduce::serves(at::ones({2, 4}, at::kFloat).t()));
-  EXPECT_TRUE(SharedMemoryAllReduce::serves(at::ones({2, 4}, at::kFloat)));
+  EXPECT_FALSE(SharedMemoryCollectives::serves(at::ones({4}, at::kByte)));
+  EXPECT_FALSE(SharedMemoryCollectives::serves(at::ones({4}, at::kShort)));
+  EXPECT_FALSE(SharedMemoryCollectives::serves(at::ones({2, 4}, at::kFloat).t()));
+  EXPECT_TRUE(SharedMemoryCollectives::serves(at::ones({2, 4}, at::kFloat)));
   run_ranks(2, [](Communicator& comm) {
     at::Tensor bytes = at::full({3}, comm.rank() + 1, at::kByte);
     comm.all_reduce(bytes, accelerate::ReduceOp::kSum);

@@ -1,4 +1,4 @@
-#include "distributed/shared_memory_all_reduce.h"
+#include "distributed/shared_memory_collectives.h"
 
 #include <algorithm>
 #include <atomic>
@@ -9,16 +9,15 @@
 #include <random>
 #include <stdexcept>
 #include <thread>
-#include <type_traits>
 #include <vector>
 
 #include <unistd.h>
 
-#include <c10/util/Half.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "common/settings.h"
 #include "distributed/failure_diagnosis.h"
+#include "distributed/rank_ordered_sum.h"
 #include "distributed/shared_memory_segment.h"
 
 namespace accelerate {
@@ -54,9 +53,10 @@ struct alignas(64) RankControl {
   Counter released{0};
   Counter gone{0};
   std::int32_t pid = 0;
-  std::int32_t dtype = 0;   // of the piece announced by `arrived`
+  std::int32_t kind = 0;    // SharedMemoryKind of the piece announced by `arrived`
+  std::int32_t dtype = 0;   // of that piece
   std::int64_t numel = 0;   // elements in that piece
-  std::int64_t total = 0;   // elements in its whole tensor
+  std::int64_t total = 0;   // elements in its whole tensor (reduce-scatter: shard)
   std::int64_t offset = 0;  // where the piece starts in it
 };
 
@@ -69,20 +69,6 @@ std::size_t slot_bytes_for(int world_size) {
 
 std::size_t controls_bytes_for(int world_size) {
   return round_up(sizeof(RankControl) * static_cast<std::size_t>(world_size), kPage);
-}
-
-// Floats add natively; half adds through float and rounds each step (as
-// Gloo's float16 sum does); integers wrap instead of overflowing.
-template <class T>
-T add(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-  } else if constexpr (std::is_same_v<T, c10::Half>) {
-    return c10::Half(static_cast<float>(a) + static_cast<float>(b));
-  } else {
-    return a + b;
-  }
 }
 
 std::string random_hex() {
@@ -110,7 +96,7 @@ void SharedMemoryOperation::finish(const std::string& error) {
   done_changed_.notify_all();
 }
 
-struct SharedMemoryAllReduce::Impl {
+struct SharedMemoryCollectives::Impl {
   std::unique_ptr<SharedMemorySegment> segment;
   int rank = 0;
   int world_size = 0;
@@ -144,7 +130,7 @@ struct SharedMemoryAllReduce::Impl {
       }
       if (broken.empty()) {
         try {
-          sum(*operation);
+          run(*operation);
         } catch (const std::exception& failure) {
           broken = failure.what();
           announce_gone();
@@ -160,65 +146,113 @@ struct SharedMemoryAllReduce::Impl {
     for (Counter* word : {&mine.arrived, &mine.reduced, &mine.released}) futex_wake_all(*word);
   }
 
-  void sum(const SharedMemoryOperation& operation) {
-    const at::Tensor& tensor = operation.tensor;
-    const std::int64_t element = static_cast<std::int64_t>(tensor.element_size());
-    const std::int64_t per_piece = static_cast<std::int64_t>(slot_bytes) / element;
-    const std::int64_t numel = tensor.numel();
-    char* data = static_cast<char*>(tensor.data_ptr());
+  void run(const SharedMemoryOperation& operation) {
+    const at::Tensor& input = operation.input;
+    const std::int64_t element = static_cast<std::int64_t>(input.element_size());
+    const std::int64_t slot_elements = static_cast<std::int64_t>(slot_bytes) / element;
     const Clock::time_point deadline = Clock::now() + timeout;
-    std::int64_t offset = 0;
+    Piece piece{operation.kind, input.scalar_type(), 0, 0, 0};
+    // Elements per piece: of the tensor (sum), of each rank's shard
+    // (all-gather), or of each of the world_size shards (reduce-scatter,
+    // whose slot holds one run of every destination's shard).
+    std::int64_t per_piece = slot_elements;
+    switch (operation.kind) {
+      case SharedMemoryKind::kSum:
+        piece.total = input.numel();
+        break;
+      case SharedMemoryKind::kAllGather:
+        piece.total = input.numel();
+        break;
+      case SharedMemoryKind::kReduceScatter:
+        piece.total = operation.output.numel();
+        per_piece = slot_elements / world_size;
+        break;
+    }
     do {  // an empty tensor still takes one (empty) piece, so ranks stay in step
-      const std::int64_t count = std::min(per_piece, numel - offset);
-      Piece piece{data + offset * element, count, numel, offset, tensor.scalar_type()};
-      sum_piece(piece, operation.what, deadline);
-      offset += count;
-    } while (offset < numel);
+      piece.numel = std::min(per_piece, piece.total - piece.offset);
+      run_piece(operation, piece, deadline);
+      piece.offset += piece.numel;
+    } while (piece.offset < piece.total);
   }
 
   struct Piece {
-    char* data;
-    std::int64_t numel;
-    std::int64_t total;   // elements in the whole tensor
-    std::int64_t offset;  // of the piece in it
+    SharedMemoryKind kind;
     at::ScalarType dtype;
+    std::int64_t total;   // elements in the whole tensor (reduce-scatter: in a shard)
+    std::int64_t offset;  // of the piece in it
+    std::int64_t numel;   // in the piece
   };
 
-  void sum_piece(const Piece& piece, const std::string& what, Clock::time_point deadline) {
-    char* const data = piece.data;
-    const std::int64_t numel = piece.numel;
-    const at::ScalarType dtype = piece.dtype;
+  void run_piece(const SharedMemoryOperation& operation, const Piece& piece,
+                 Clock::time_point deadline) {
+    const std::string& what = operation.what;
     const std::uint32_t g = ++generation;
-    const std::size_t element = c10::elementSize(dtype);
+    const std::size_t element = c10::elementSize(piece.dtype);
+    const std::size_t piece_bytes = static_cast<std::size_t>(piece.numel) * element;
+    const auto at = [&](const at::Tensor& tensor, std::int64_t index) {
+      return static_cast<char*>(tensor.data_ptr()) + static_cast<std::size_t>(index) * element;
+    };
     RankControl& mine = controls[rank];
     // Peers may still be reading this slot's previous piece.
     wait_for_peers(&RankControl::released, g - 1, what, deadline);
-    if (numel > 0) std::memcpy(slot(rank), data, static_cast<std::size_t>(numel) * element);
-    mine.numel = numel;
+    if (piece.kind == SharedMemoryKind::kReduceScatter) {
+      // Slot: this piece's run of shard 0, then of shard 1, ... except this
+      // rank's own shard, which only this rank reads (from its input).
+      for (int d = 0; d < world_size && piece_bytes > 0; ++d) {
+        if (d == rank) continue;
+        std::memcpy(slot(rank) + d * piece_bytes,
+                    at(operation.input, d * piece.total + piece.offset), piece_bytes);
+      }
+    } else if (piece_bytes > 0) {
+      std::memcpy(slot(rank), at(operation.input, piece.offset), piece_bytes);
+    }
+    mine.kind = static_cast<std::int32_t>(piece.kind);
+    mine.numel = piece.numel;
     mine.total = piece.total;
     mine.offset = piece.offset;
-    mine.dtype = static_cast<std::int32_t>(dtype);
+    mine.dtype = static_cast<std::int32_t>(piece.dtype);
     publish(mine.arrived, g);
     wait_for_peers(&RankControl::arrived, g, what, deadline);
     check_peers_match(piece, what);
 
-    std::int64_t lo = 0, hi = 0;
-    share_of(rank, numel, element, &lo, &hi);
-    switch (dtype) {
-      case at::kFloat: sum_share<float>(data, lo, hi); break;
-      case at::kDouble: sum_share<double>(data, lo, hi); break;
-      case at::kHalf: sum_share<c10::Half>(data, lo, hi); break;
-      case at::kInt: sum_share<std::int32_t>(data, lo, hi); break;
-      case at::kLong: sum_share<std::int64_t>(data, lo, hi); break;
-      default: throw std::logic_error("shared-memory all-reduce: unserved dtype");
-    }
-    publish(mine.reduced, g);
-    wait_for_peers(&RankControl::reduced, g, what, deadline);
-    for (int r = 0; r < world_size; ++r) {
-      if (r == rank) continue;
-      share_of(r, numel, element, &lo, &hi);
-      if (hi > lo) std::memcpy(data + lo * element, slot(r) + lo * element,
-                  static_cast<std::size_t>(hi - lo) * element);
+    switch (piece.kind) {
+      case SharedMemoryKind::kSum: {
+        std::int64_t lo = 0, hi = 0;
+        share_of(rank, piece.numel, element, &lo, &hi);
+        // This rank's share, for its peers (in its slot) and for itself.
+        std::vector<const char*> sources;
+        for (int r = 0; r < world_size; ++r) sources.push_back(slot(r) + lo * element);
+        sum_in_rank_order(piece.dtype, sources, hi - lo, slot(rank) + lo * element,
+                          at(operation.input, piece.offset + lo));
+        publish(mine.reduced, g);
+        wait_for_peers(&RankControl::reduced, g, what, deadline);
+        for (int r = 0; r < world_size; ++r) {
+          if (r == rank) continue;
+          share_of(r, piece.numel, element, &lo, &hi);
+          if (hi > lo) {
+            std::memcpy(at(operation.input, piece.offset + lo), slot(r) + lo * element,
+                        static_cast<std::size_t>(hi - lo) * element);
+          }
+        }
+        break;
+      }
+      case SharedMemoryKind::kReduceScatter: {
+        std::vector<const char*> sources;
+        for (int r = 0; r < world_size; ++r) {
+          sources.push_back(r == rank ? at(operation.input, rank * piece.total + piece.offset)
+                                      : slot(r) + rank * piece_bytes);
+        }
+        sum_in_rank_order(piece.dtype, sources, piece.numel, nullptr,
+                          at(operation.output, piece.offset));
+      }
+        publish(mine.reduced, g);
+        break;
+      case SharedMemoryKind::kAllGather:
+        for (int r = 0; r < world_size && piece_bytes > 0; ++r) {
+          std::memcpy(at(operation.output, r * piece.total + piece.offset), slot(r), piece_bytes);
+        }
+        publish(mine.reduced, g);
+        break;
     }
     publish(mine.released, g);
   }
@@ -230,31 +264,6 @@ struct SharedMemoryAllReduce::Impl {
     each = (each + align - 1) / align * align;
     *lo = std::min(numel, r * each);
     *hi = std::min(numel, *lo + each);
-  }
-
-  // This rank's share: the rank-ordered sum of every slot, written to this
-  // rank's slot (for its peers) and to the tensor. Summed a block at a time
-  // into a local buffer, because the slot being written is also an input.
-  template <class T>
-  void sum_share(char* data, std::int64_t lo, std::int64_t hi) {
-    constexpr std::int64_t kBlock = 2048;
-    T block[kBlock];
-    std::vector<const T*> inputs(static_cast<std::size_t>(world_size));
-    for (int r = 0; r < world_size; ++r) inputs[r] = reinterpret_cast<const T*>(slot(r));
-    T* shared = reinterpret_cast<T*>(slot(rank));
-    T* out = reinterpret_cast<T*>(data);
-    for (std::int64_t start = lo; start < hi; start += kBlock) {
-      const std::int64_t n = std::min(kBlock, hi - start);
-      const T* first = inputs[0] + start;
-      const T* second = inputs[1] + start;
-      for (std::int64_t i = 0; i < n; ++i) block[i] = add(first[i], second[i]);
-      for (int r = 2; r < world_size; ++r) {
-        const T* next = inputs[r] + start;
-        for (std::int64_t i = 0; i < n; ++i) block[i] = add(block[i], next[i]);
-      }
-      std::memcpy(shared + start, block, static_cast<std::size_t>(n) * sizeof(T));
-      std::memcpy(out + start, block, static_cast<std::size_t>(n) * sizeof(T));
-    }
   }
 
   static void publish(Counter& counter, std::uint32_t g) {
@@ -294,18 +303,27 @@ struct SharedMemoryAllReduce::Impl {
   // Whole tensors are compared, not just pieces: a tensor of P+5 elements
   // against tensors of P and 5 must be an error, not a mixed-up sum.
   void check_peers_match(const Piece& piece, const std::string& what) const {
+    const auto describe = [](std::int32_t kind, std::int64_t total, std::int32_t dtype) {
+      const char* verb = kind == static_cast<std::int32_t>(SharedMemoryKind::kSum) ? "sums"
+                         : kind == static_cast<std::int32_t>(SharedMemoryKind::kReduceScatter)
+                             ? "reduce-scatters shards of"
+                             : "all-gathers shards of";
+      return std::string(verb) + " " + std::to_string(total) + " elements of " +
+             c10::toString(static_cast<at::ScalarType>(dtype));
+    };
     for (int r = 0; r < world_size; ++r) {
       const RankControl& peer = controls[r];
-      if (peer.total == piece.total && peer.offset == piece.offset && peer.numel == piece.numel &&
+      if (peer.kind == static_cast<std::int32_t>(piece.kind) && peer.total == piece.total &&
+          peer.offset == piece.offset && peer.numel == piece.numel &&
           peer.dtype == static_cast<std::int32_t>(piece.dtype)) {
         continue;
       }
-      throw std::runtime_error(
-          what + ": rank " + std::to_string(r) + " sums " + std::to_string(peer.total) +
-          " elements of " + c10::toString(static_cast<at::ScalarType>(peer.dtype)) +
-          " where rank " + std::to_string(rank) + " sums " + std::to_string(piece.total) +
-          " of " + c10::toString(piece.dtype) +
-          " (do all ranks issue the same collectives in the same order?)");
+      throw std::runtime_error(what + ": rank " + std::to_string(r) + " " +
+                               describe(peer.kind, peer.total, peer.dtype) + " where rank " +
+                               std::to_string(rank) + " " +
+                               describe(static_cast<std::int32_t>(piece.kind), piece.total,
+                                        static_cast<std::int32_t>(piece.dtype)) +
+                               " (do all ranks issue the same collectives in the same order?)");
     }
   }
 };
@@ -313,7 +331,7 @@ struct SharedMemoryAllReduce::Impl {
 namespace {
 
 // The segment's layout: every rank's control block, then every rank's slot.
-void attach(SharedMemoryAllReduce::Impl& impl, std::unique_ptr<SharedMemorySegment> segment) {
+void attach(SharedMemoryCollectives::Impl& impl, std::unique_ptr<SharedMemorySegment> segment) {
   impl.segment = std::move(segment);
   impl.controls = reinterpret_cast<RankControl*>(impl.segment->data());
   impl.slots = impl.segment->data() + controls_bytes_for(impl.world_size);
@@ -321,7 +339,7 @@ void attach(SharedMemoryAllReduce::Impl& impl, std::unique_ptr<SharedMemorySegme
 
 // Rank 0's side of set-up: checks that everyone shares this machine and
 // creates the segment. Returns its name, or "" with *why_not set.
-std::string create_segment(c10d::Store& store, SharedMemoryAllReduce::Impl& impl,
+std::string create_segment(c10d::Store& store, SharedMemoryCollectives::Impl& impl,
                            const std::string& identity, std::size_t bytes, std::string* why_not) {
   if (identity.empty()) {
     *why_not = "this machine's identity cannot be read from /proc";
@@ -335,8 +353,7 @@ std::string create_segment(c10d::Store& store, SharedMemoryAllReduce::Impl& impl
                                           : " runs on another machine or in another namespace");
     return "";
   }
-  const std::string name =
-      "/accelerate-" + std::to_string(::getpid()) + "-" + random_hex();
+  const std::string name = "/accelerate-" + std::to_string(::getpid()) + "-" + random_hex();
   auto segment = SharedMemorySegment::create(name, bytes, why_not);
   if (!segment) return "";
   for (int r = 0; r < impl.world_size; ++r) {
@@ -348,7 +365,7 @@ std::string create_segment(c10d::Store& store, SharedMemoryAllReduce::Impl& impl
 
 }  // namespace
 
-std::unique_ptr<SharedMemoryAllReduce> SharedMemoryAllReduce::create(
+std::unique_ptr<SharedMemoryCollectives> SharedMemoryCollectives::create(
     c10d::Store& store, int rank, int world_size, std::chrono::milliseconds timeout, bool wanted,
     std::string* why_not) {
   if (world_size < 2) {
@@ -413,12 +430,13 @@ std::unique_ptr<SharedMemoryAllReduce> SharedMemoryAllReduce::create(
   }
   Impl* raw = impl.get();
   impl->worker = std::thread([raw] { raw->run_worker(); });
-  return std::unique_ptr<SharedMemoryAllReduce>(new SharedMemoryAllReduce(std::move(impl)));
+  return std::unique_ptr<SharedMemoryCollectives>(new SharedMemoryCollectives(std::move(impl)));
 }
 
-SharedMemoryAllReduce::SharedMemoryAllReduce(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SharedMemoryCollectives::SharedMemoryCollectives(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
 
-SharedMemoryAllReduce::~SharedMemoryAllReduce() {
+SharedMemoryCollectives::~SharedMemoryCollectives() {
   // A peer still waiting for this rank would wait in vain: tell it now.
   impl_->announce_gone();
   {
@@ -430,25 +448,41 @@ SharedMemoryAllReduce::~SharedMemoryAllReduce() {
   impl_->worker.join();
 }
 
-bool SharedMemoryAllReduce::serves(const at::Tensor& tensor) {
-  if (!tensor.defined() || !tensor.device().is_cpu() || tensor.layout() != at::kStrided ||
-      !tensor.is_contiguous()) {
-    return false;
-  }
-  const at::ScalarType dtype = tensor.scalar_type();
-  return dtype == at::kFloat || dtype == at::kDouble || dtype == at::kHalf || dtype == at::kInt ||
-         dtype == at::kLong;
+bool SharedMemoryCollectives::moves(const at::Tensor& tensor) {
+  return tensor.defined() && tensor.device().is_cpu() && tensor.layout() == at::kStrided &&
+         tensor.is_contiguous();
 }
 
-std::shared_ptr<SharedMemoryOperation> SharedMemoryAllReduce::sum_async(const at::Tensor& tensor,
-                                                                        const std::string& what) {
-  auto operation = std::make_shared<SharedMemoryOperation>(tensor, what);
+bool SharedMemoryCollectives::serves(const at::Tensor& tensor) {
+  return moves(tensor) && sums_in_rank_order(tensor.scalar_type());
+}
+
+std::shared_ptr<SharedMemoryOperation> SharedMemoryCollectives::enqueue(
+    std::shared_ptr<SharedMemoryOperation> operation) {
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     impl_->queue.push_back(operation);
   }
   impl_->queue_changed.notify_one();
   return operation;
+}
+
+std::shared_ptr<SharedMemoryOperation> SharedMemoryCollectives::sum_async(const at::Tensor& tensor,
+                                                                          const std::string& what) {
+  return enqueue(
+      std::make_shared<SharedMemoryOperation>(SharedMemoryKind::kSum, tensor, tensor, what));
+}
+
+std::shared_ptr<SharedMemoryOperation> SharedMemoryCollectives::reduce_scatter_async(
+    const at::Tensor& input, const at::Tensor& shard, const std::string& what) {
+  return enqueue(std::make_shared<SharedMemoryOperation>(SharedMemoryKind::kReduceScatter, input,
+                                                         shard, what));
+}
+
+std::shared_ptr<SharedMemoryOperation> SharedMemoryCollectives::all_gather_async(
+    const at::Tensor& shard, const at::Tensor& output, const std::string& what) {
+  return enqueue(
+      std::make_shared<SharedMemoryOperation>(SharedMemoryKind::kAllGather, shard, output, what));
 }
 
 }  // namespace detail

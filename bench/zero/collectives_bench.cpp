@@ -1,0 +1,145 @@
+// Sharded training's collectives against the all-reduce they replace: for
+// flat float buffers of several sizes, the time of an all-reduce (sum), a
+// reduce-scatter (Communicator::reduce_scatter_sum) and an all-gather
+// (all_gather_into) of the same buffer, on each CPU transport: shared memory
+// and Gloo over loopback. A reduce-scatter moves half of an all-reduce's
+// bytes, so the goal is reduce-scatter <= 0.6x all-reduce; reduce-scatter +
+// all-gather (what ZeRO stages 1 and 2 do per step) should cost about one
+// all-reduce.
+//
+// Each time is the slowest rank's (a collective is done when every rank is),
+// the median over --reps after two warm-up rounds; ranks meet at a barrier
+// before each collective.
+//
+// Usage: zero_collectives_bench [--ranks 2,4] [--mb 1,8,32] [--reps 9]
+//          [--transport both|shm|gloo]
+// Started without WORLD_SIZE it forks the ranks (one job per rank count and
+// transport); under `accelerate launch` it measures that job's transport.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "accelerate/communicator.h"
+#include "accelerate/malloc_tuning.h"
+#include "support/forked_ranks.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Settings {
+  std::vector<int> ranks = {2, 4};
+  std::vector<double> megabytes = {1, 8, 32};
+  int reps = 9;
+  std::string transport = "both";
+};
+
+std::vector<double> numbers(const std::string& text) {
+  std::vector<double> values;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) values.push_back(std::stod(item));
+  return values;
+}
+
+Settings parse(int argc, char** argv) {
+  Settings s;
+  for (int i = 1; i < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
+    const std::string value = argv[i + 1];
+    if (flag == "--ranks") {
+      s.ranks.clear();
+      for (double r : numbers(value)) s.ranks.push_back(static_cast<int>(r));
+    } else if (flag == "--mb") {
+      s.megabytes = numbers(value);
+    } else if (flag == "--reps") {
+      s.reps = std::stoi(value);
+    } else if (flag == "--transport") {
+      if (value != "both" && value != "shm" && value != "gloo") {
+        throw std::invalid_argument("--transport expects both, shm or gloo, got '" + value + "'");
+      }
+      s.transport = value;
+    } else {
+      throw std::invalid_argument("unknown flag " + flag);
+    }
+  }
+  return s;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+// Milliseconds until the slowest rank finished `collective`.
+template <class Collective>
+double slowest_ms(accelerate::Communicator& comm, Collective&& collective) {
+  comm.barrier();
+  const Clock::time_point start = Clock::now();
+  collective();
+  at::Tensor ms = at::full(
+      {1}, std::chrono::duration<double, std::milli>(Clock::now() - start).count(), at::kDouble);
+  comm.all_reduce(ms, accelerate::ReduceOp::kMax);
+  return ms.item<double>();
+}
+
+void run_rank(accelerate::Communicator& comm, const Settings& s) {
+  torch::set_num_threads(1);
+  accelerate::tune_malloc_for_training();  // as the Accelerator does: staging buffers are reused
+  const int world = comm.world_size();
+  const char* transport = comm.sums_cpu_tensors_in_shared_memory() ? "shared memory" : "gloo";
+  for (double mb : s.megabytes) {
+    const int64_t shard_numel = static_cast<int64_t>(mb * (1 << 20) / 4) / world;
+    at::Tensor buffer = at::randn({shard_numel * world});
+    at::Tensor shard = at::empty({shard_numel});
+    std::vector<double> all_reduce, reduce_scatter, all_gather;
+    for (int rep = 0; rep < s.reps + 2; ++rep) {
+      const double ar =
+          slowest_ms(comm, [&] { comm.all_reduce(buffer, accelerate::ReduceOp::kSum); });
+      const double rs = slowest_ms(comm, [&] { comm.reduce_scatter_sum(buffer, shard); });
+      const double ag = slowest_ms(comm, [&] { comm.all_gather_into(shard, buffer); });
+      if (rep < 2) continue;  // warm-up
+      all_reduce.push_back(ar);
+      reduce_scatter.push_back(rs);
+      all_gather.push_back(ag);
+    }
+    if (comm.rank() != 0) continue;
+    const double ar = median(all_reduce), rs = median(reduce_scatter), ag = median(all_gather);
+    std::printf(
+        "%-13s ranks=%d %6.1f MB  all-reduce %8.2f ms  reduce-scatter %8.2f ms (%.2fx)  "
+        "all-gather %8.2f ms (%.2fx)  both %8.2f ms (%.2fx)\n",
+        transport, world, mb, ar, rs, rs / ar, ag, ag / ar, rs + ag, (rs + ag) / ar);
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Settings settings;
+  try {
+    settings = parse(argc, argv);
+  } catch (const std::exception& error) {
+    std::cerr << "zero_collectives_bench: " << error.what() << "\n";
+    return 2;
+  }
+  auto body = [&](std::shared_ptr<accelerate::Communicator> comm) { run_rank(*comm, settings); };
+  if (std::getenv("WORLD_SIZE") != nullptr) {
+    return bench::run_forked_ranks("zero-collectives-bench", 0, body);
+  }
+  int status = 0;
+  for (int ranks : settings.ranks) {
+    for (bool shared_memory : {true, false}) {
+      if (settings.transport == (shared_memory ? "gloo" : "shm")) continue;
+      status |= bench::run_forked_ranks("zero-collectives-bench", ranks, body, shared_memory);
+    }
+  }
+  return status;
+}

@@ -1,0 +1,157 @@
+// Communicator's insides, shared by the files that implement it
+// (communicator.cpp: set-up, all-reduce, gathers, broadcast;
+// flat_collectives.cpp: reduce-scatter and all-gather of flat buffers).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "accelerate/communicator.h"
+#include "accelerate/errors.h"
+#include "compat/c10d_compat.h"
+#include "distributed/failure_diagnosis.h"
+#include "distributed/shared_memory_collectives.h"
+
+namespace accelerate {
+
+struct PendingCollective::State {
+  // A c10d backend's work (one or several pieces), or a shared-memory collective.
+  std::vector<c10::intrusive_ptr<compat::Work>> works;
+  std::shared_ptr<detail::SharedMemoryOperation> shared_memory;
+  std::function<void()> then;  // after the transfer: e.g. a reduce-scatter's local sum
+  std::function<void(const std::exception&)> on_failure;  // throws
+};
+
+namespace detail {
+
+// Receive buffers of Gloo reduce-scatters, kept for the next one: a fresh
+// buffer above glibc's mmap threshold (32 MiB even when tuned) is new pages
+// every time, and faulting them in cost as much as the transfer (a 128 MB
+// reduce-scatter on 2 ranks: 1.0x an all-reduce instead of ~0.6x). Shared
+// with pending collectives, which may outlive the communicator.
+class StagingPool {
+ public:
+  // A contiguous tensor of `numel` elements of `options`, maybe reused.
+  at::Tensor take(int64_t numel, const at::TensorOptions& options) {
+    const int64_t bytes = numel * static_cast<int64_t>(options.dtype().itemsize());
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->numel() < bytes) continue;
+      at::Tensor storage = std::move(*it);
+      free_.erase(it);
+      return storage.narrow(0, 0, bytes).view(options.dtype().toScalarType());
+    }
+    return at::empty({bytes}, at::kByte).view(options.dtype().toScalarType());
+  }
+  void give_back(const at::Tensor& tensor) {
+    at::Tensor storage = at::empty({0}, at::kByte).set_(tensor.storage());
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (free_.size() < kKept) free_.push_back(storage.view({-1}));
+  }
+
+ private:
+  static constexpr std::size_t kKept = 4;  // as many as collectives usually in flight
+  std::mutex mutex_;
+  std::vector<at::Tensor> free_;  // whole byte storages
+};
+
+}  // namespace detail
+
+struct Communicator::Impl {
+  JobState job;
+  c10::intrusive_ptr<c10d::Store> store;  // null in a one-process job
+  c10::intrusive_ptr<compat::Backend> gloo;
+  c10::intrusive_ptr<compat::Backend> nccl;  // only for CUDA jobs with NCCL
+  // Sums of CPU tensors when every rank shares this machine; else null.
+  std::unique_ptr<detail::SharedMemoryCollectives> shared_memory;
+  // Shared with pending collectives, which may outlive the communicator.
+  std::shared_ptr<detail::FailureDiagnosis> diagnosis;
+  std::shared_ptr<detail::StagingPool> staging = std::make_shared<detail::StagingPool>();
+  std::uint64_t sequence = 0;
+
+  bool single() const { return job.world_size == 1; }
+
+  bool sums_in_shared_memory(const at::Tensor& tensor) const {
+    return shared_memory && detail::SharedMemoryCollectives::serves(tensor);
+  }
+
+  // The process group that moves `tensor`, and whether it must be staged
+  // through host memory (a CUDA tensor without NCCL).
+  compat::Backend& backend_for(const at::Tensor& tensor, bool* stage_on_host) {
+    *stage_on_host = tensor.is_cuda() && !nccl;
+    return (tensor.is_cuda() && nccl) ? *nccl : *gloo;
+  }
+
+  // Runs one collective; any failure becomes a DistributedError that says
+  // what each peer was doing.
+  template <class Op>
+  void run(const std::string& what, Op&& op) {
+    const std::uint64_t number = ++sequence;
+    try {
+      op();
+    } catch (const DistributedError&) {
+      throw;
+    } catch (const std::exception& cause) {
+      throw DistributedError(
+          diagnosis->explain_collective(number, what, detail::first_line_of(cause)));
+    }
+  }
+
+  // Starts one asynchronous collective: `start` sets the state's work or
+  // shared-memory operation (and what to do after it). A failure, now or in
+  // wait(), becomes a DistributedError as in run().
+  template <class Start>
+  PendingCollective start_async(const std::string& what, Start&& start) {
+    const std::uint64_t number = ++sequence;
+    auto state = std::make_shared<PendingCollective::State>();
+    state->on_failure = [diagnosis = diagnosis, number, what](const std::exception& cause) {
+      throw DistributedError(
+          diagnosis->explain_collective(number, what, detail::first_line_of(cause)));
+    };
+    try {
+      start(*state);
+    } catch (const std::exception& cause) {
+      state->on_failure(cause);
+    }
+    return PendingCollective(std::move(state));
+  }
+
+  // Gloo's pairwise transfers for the flat-buffer collectives: for each
+  // peer, `to_and_from(peer)` gives the 1-D run this rank sends it and the
+  // run it receives from it (`count` elements each). Sent in pieces of
+  // kGlooPieceBytes, all posted at once, so that Gloo's threads pipeline them
+  // as its own all-reduce does (one large message moved at about half the
+  // rate; docs/sharding.md). Contiguous runs go straight from and to the
+  // tensors: no staging copies. Tags number the pieces; a peer's messages
+  // with one tag arrive in the order they were posted, so collectives in
+  // flight together do not mix.
+  template <class ToAndFrom>
+  void exchange_pieces(PendingCollective::State& state, int64_t count, int64_t element_size,
+                       ToAndFrom&& to_and_from) {
+    constexpr int64_t kGlooPieceBytes = int64_t{2} << 20;
+    const int64_t per_piece = std::max<int64_t>(1, kGlooPieceBytes / element_size);
+    const int world = job.world_size;
+    for (int step = 1; step < world; ++step) {
+      // Step k: send to rank + k, receive from rank - k (every link busy).
+      const int to = (job.rank + step) % world, from = (job.rank - step + world) % world;
+      const at::Tensor send_run = to_and_from(to).first;
+      const at::Tensor receive_run = to_and_from(from).second;
+      int tag = 0;
+      for (int64_t offset = 0; offset < count; offset += per_piece, ++tag) {
+        const int64_t n = std::min(per_piece, count - offset);
+        std::vector<at::Tensor> incoming{receive_run.narrow(0, offset, n).view(at::kByte)};
+        std::vector<at::Tensor> outgoing{send_run.narrow(0, offset, n).view(at::kByte)};
+        state.works.push_back(gloo->recv(incoming, from, tag));
+        state.works.push_back(gloo->send(outgoing, to, tag));
+      }
+    }
+  }
+};
+
+}  // namespace accelerate

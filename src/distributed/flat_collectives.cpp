@@ -1,0 +1,135 @@
+// Communicator's reduce-scatter and all-gather of flat buffers, the
+// collectives of sharded training (see accelerate/communicator.h and
+// docs/sharding.md for how each backend does them and what they cost).
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "accelerate/communicator.h"
+#include "accelerate/errors.h"
+#include "distributed/communicator_impl.h"
+
+namespace accelerate {
+
+namespace {
+
+// The checks every flat-buffer collective makes before anything moves.
+void check_flat_buffer(const char* operation, const at::Tensor& buffer, const at::Tensor& shard,
+                       int world_size) {
+  const std::string op = operation;
+  if (!buffer.defined() || !shard.defined()) throw Error(op + ": undefined tensor");
+  if (!buffer.is_contiguous() || !shard.is_contiguous()) {
+    throw Error(op + " needs contiguous tensors");
+  }
+  if (buffer.scalar_type() != shard.scalar_type() || buffer.device() != shard.device()) {
+    throw Error(op + ": the buffer is " + c10::toString(buffer.scalar_type()) + " on " +
+                buffer.device().str() + " but the shard is " + c10::toString(shard.scalar_type()) +
+                " on " + shard.device().str());
+  }
+  if (buffer.numel() != shard.numel() * world_size) {
+    throw Error(op + ": the buffer holds " + std::to_string(buffer.numel()) + " elements, but " +
+                std::to_string(world_size) + " shards of " + std::to_string(shard.numel()) +
+                " make " + std::to_string(shard.numel() * world_size));
+  }
+}
+
+}  // namespace
+
+PendingCollective Communicator::reduce_scatter_sum_async(const at::Tensor& buffer,
+                                                         at::Tensor& shard,
+                                                         const std::string& what) {
+  check_flat_buffer("reduce_scatter_sum", buffer, shard, world_size());
+  if (buffer.scalar_type() == at::kBool) throw Error("reduce_scatter_sum cannot sum bool tensors");
+  if (impl_->single()) {
+    if (!shard.is_same(buffer)) shard.copy_(buffer.reshape(shard.sizes()));
+    return {};
+  }
+  bool stage_on_host = false;
+  compat::Backend& backend = impl_->backend_for(buffer, &stage_on_host);
+  if (stage_on_host) throw Error("reduce_scatter_sum_async: CUDA tensors need NCCL");
+  return impl_->start_async(what, [&](PendingCollective::State& state) {
+    if (&backend != impl_->gloo.get()) {  // NCCL reduce-scatters natively
+      c10d::ReduceScatterOptions options;
+      options.reduceOp = c10d::ReduceOp::SUM;
+      at::Tensor input = buffer;
+      state.works.push_back(backend._reduce_scatter_base(shard, input, options));
+      return;
+    }
+    if (impl_->sums_in_shared_memory(buffer)) {
+      state.shared_memory = impl_->shared_memory->reduce_scatter_async(buffer, shard, what);
+      return;
+    }
+    // Gloo: every rank sends shard r of its buffer to rank r, then adds
+    // what it received in rank order.
+    const int world = world_size(), me = rank();
+    const at::Tensor rows = buffer.view({world, -1});
+    // One row per peer (this rank's own contribution stays in `buffer`).
+    at::Tensor received =
+        impl_->staging->take((world - 1) * shard.numel(), buffer.options()).view({world - 1, -1});
+    const auto from = [me](int peer) { return peer < me ? peer : peer - 1; };
+    impl_->exchange_pieces(state, shard.numel(), shard.element_size(), [&](int peer) {
+      return std::make_pair(rows[peer], received[from(peer)]);
+    });
+    state.then = [rows, received, shard, world, me, from, pool = impl_->staging]() mutable {
+      // ((x0 + x1) + x2) ...; `shard` may be rows[me] itself, so a rank
+      // other than 0 sums into rank 0's received row and copies at the end.
+      at::Tensor sum = me == 0 ? shard.view({-1}) : received[0];
+      if (me == 0) sum.copy_(rows[0]);
+      for (int r = 1; r < world; ++r) sum.add_(r == me ? rows[me] : received[from(r)]);
+      if (me != 0) shard.view({-1}).copy_(sum);
+      pool->give_back(received);
+    };
+  });
+}
+
+void Communicator::reduce_scatter_sum(const at::Tensor& buffer, at::Tensor& shard) {
+  check_flat_buffer("reduce_scatter_sum", buffer, shard, world_size());
+  bool stage_on_host = false;
+  if (!impl_->single()) impl_->backend_for(buffer, &stage_on_host);
+  if (!stage_on_host) return reduce_scatter_sum_async(buffer, shard, "reduce_scatter").wait();
+  at::Tensor host_shard = shard.cpu();
+  reduce_scatter_sum_async(buffer.cpu(), host_shard, "reduce_scatter").wait();
+  shard.copy_(host_shard);
+}
+
+PendingCollective Communicator::all_gather_into_async(const at::Tensor& shard, at::Tensor& buffer,
+                                                      const std::string& what) {
+  check_flat_buffer("all_gather_into", buffer, shard, world_size());
+  if (impl_->single()) {
+    if (!shard.is_same(buffer)) buffer.copy_(shard.reshape(buffer.sizes()));
+    return {};
+  }
+  bool stage_on_host = false;
+  compat::Backend& backend = impl_->backend_for(buffer, &stage_on_host);
+  if (stage_on_host) throw Error("all_gather_into_async: CUDA tensors need NCCL");
+  return impl_->start_async(what, [&](PendingCollective::State& state) {
+    if (&backend != impl_->gloo.get()) {  // NCCL gathers into one buffer natively
+      at::Tensor input = shard;
+      state.works.push_back(backend._allgather_base(buffer, input, c10d::AllgatherOptions()));
+      return;
+    }
+    if (impl_->shared_memory && detail::SharedMemoryCollectives::moves(buffer)) {
+      state.shared_memory = impl_->shared_memory->all_gather_async(shard, buffer, what);
+      return;
+    }
+    // Gloo: this rank's shard to every peer, theirs into their rows.
+    const at::Tensor rows = buffer.view({world_size(), -1});
+    const at::Tensor source = shard.view({-1});
+    impl_->exchange_pieces(state, shard.numel(), shard.element_size(),
+                           [&](int peer) { return std::make_pair(source, rows[peer]); });
+    if (!source.is_same(rows[rank()])) rows[rank()].copy_(source);
+  });
+}
+
+void Communicator::all_gather_into(const at::Tensor& shard, at::Tensor& buffer) {
+  check_flat_buffer("all_gather_into", buffer, shard, world_size());
+  bool stage_on_host = false;
+  if (!impl_->single()) impl_->backend_for(buffer, &stage_on_host);
+  if (!stage_on_host) return all_gather_into_async(shard, buffer, "all_gather").wait();
+  at::Tensor host_buffer = buffer.cpu();
+  all_gather_into_async(shard.cpu(), host_buffer, "all_gather").wait();
+  buffer.copy_(host_buffer);
+}
+
+}  // namespace accelerate

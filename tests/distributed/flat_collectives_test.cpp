@@ -1,0 +1,270 @@
+// Reduce-scatter and all-gather of flat buffers (Communicator::
+// reduce_scatter_sum / all_gather_into), the collectives of sharded
+// training. Ranks are threads with real transports: the shared-memory
+// segment, and Gloo's all-to-all and all-gather when shared memory is off
+// (or the dtype is one it does not sum). Every result is compared bitwise
+// with the rank-ordered sum computed locally.
+#include <torch/torch.h>
+
+#include <gtest/gtest.h>
+#include <gmock/gmock.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "accelerate/errors.h"
+#include "distributed/rank_contributions.h"
+#include "support/thread_ranks.h"
+
+using accelerate::Communicator;
+using accelerate::PendingCollective;
+using namespace accelerate::testing;
+using ::testing::HasSubstr;
+
+namespace {
+
+// A shard count that makes one shared-memory piece too small: 8 MiB slots
+// for 2..4 ranks hold 8 MiB / world of each shard per piece.
+constexpr int64_t kMultiPieceShardBytes = (int64_t{5} << 20) + 4 * 13;
+
+struct FlatCase {
+  int world;
+  bool shared_memory;
+};
+
+class FlatCollectives : public ::testing::TestWithParam<FlatCase> {};
+
+// One reduce-scatter to check: every rank's buffer and the expected sum,
+// computed once before the ranks start (generating them on every rank costs
+// world_size times more).
+struct ReduceScatterCheck {
+  at::ScalarType dtype;
+  int64_t shard_numel;
+  std::vector<at::Tensor> buffers;  // by rank
+  at::Tensor sum;                   // rank-ordered, of the whole buffer
+};
+
+std::vector<ReduceScatterCheck> reduce_scatter_checks(const FlatCase& c) {
+  std::vector<ReduceScatterCheck> checks;
+  for (at::ScalarType dtype :
+       {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16, at::kInt, at::kLong}) {
+    const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
+    std::vector<int64_t> sizes = {0, 1, 7, 4099};
+    // Pieces are a shared-memory matter; one float and one half size cover
+    // both of its adders.
+    if (c.shared_memory && (dtype == at::kFloat || dtype == at::kHalf)) {
+      sizes.push_back(kMultiPieceShardBytes / element);
+    }
+    for (int64_t n : sizes) {
+      ReduceScatterCheck check{dtype, n, {}, {}};
+      for (int r = 0; r < c.world; ++r) {
+        check.buffers.push_back(contribution(r, n * c.world, dtype));
+        check.sum = r == 0 ? check.buffers[0] : check.sum + check.buffers[r];  // rank order
+      }
+      checks.push_back(std::move(check));
+    }
+  }
+  return checks;
+}
+
+TEST_P(FlatCollectives, ReduceScatterIsTheRankOrderedSumOfTheShardBitwise) {
+  const FlatCase c = GetParam();
+  const std::vector<ReduceScatterCheck> checks = reduce_scatter_checks(c);
+  RankOptions options;
+  options.shared_memory_all_reduce = c.shared_memory;
+  run_ranks(
+      c.world,
+      [&](Communicator& comm) {
+        ASSERT_EQ(comm.sums_cpu_tensors_in_shared_memory(), c.shared_memory);
+        for (const ReduceScatterCheck& check : checks) {
+          const int64_t n = check.shard_numel;
+          SCOPED_TRACE(std::string(c10::toString(check.dtype)) + ", shards of " +
+                       std::to_string(n));
+          const at::Tensor& buffer = check.buffers[comm.rank()];
+          const at::Tensor before = buffer.clone();
+          at::Tensor shard = at::full({n}, 7, check.dtype);
+          comm.reduce_scatter_sum(buffer, shard);
+          EXPECT_TRUE(at::equal(shard, check.sum.narrow(0, comm.rank() * n, n)));
+          EXPECT_TRUE(at::equal(buffer, before)) << "the input buffer must not change";
+        }
+      },
+      options);
+}
+
+TEST_P(FlatCollectives, AllGatherPutsEveryRanksShardInRankOrder) {
+  const FlatCase c = GetParam();
+  struct Check {
+    int64_t shard_numel;
+    std::vector<at::Tensor> shards;  // by rank
+  };
+  std::vector<Check> checks;  // made once, before the ranks start
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kBool, at::kByte, at::kLong}) {
+    const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
+    std::vector<int64_t> sizes = {0, 1, 13};
+    if (dtype == at::kFloat) sizes.push_back((int64_t{9} << 20) / element);  // several pieces
+    for (int64_t n : sizes) {
+      Check check{n, {}};
+      for (int r = 0; r < c.world; ++r) {
+        const at::Tensor signs = contribution(r, n, at::kFloat).gt(0);
+        check.shards.push_back(dtype == at::kBool ? signs : signs.to(dtype) + r);
+      }
+      checks.push_back(std::move(check));
+    }
+  }
+  RankOptions options;
+  options.shared_memory_all_reduce = c.shared_memory;
+  run_ranks(
+      c.world,
+      [&](Communicator& comm) {
+        for (const Check& check : checks) {
+          const int64_t n = check.shard_numel;
+          SCOPED_TRACE(std::string(c10::toString(check.shards[0].scalar_type())) + ", shards of " +
+                       std::to_string(n));
+          at::Tensor buffer = at::zeros({n * c.world}, check.shards[0].options());
+          comm.all_gather_into(check.shards[comm.rank()], buffer);
+          for (int r = 0; r < c.world; ++r) {
+            EXPECT_TRUE(at::equal(buffer.narrow(0, r * n, n), check.shards[r])) << "shard " << r;
+          }
+        }
+      },
+      options);
+}
+
+// What sharded training does in place: the shard is this rank's part of the
+// gradient buffer, the parameters' shard is its part of the parameter buffer.
+TEST_P(FlatCollectives, ShardsMayBeViewsIntoTheBuffer) {
+  const FlatCase c = GetParam();
+  RankOptions options;
+  options.shared_memory_all_reduce = c.shared_memory;
+  run_ranks(
+      c.world,
+      [&](Communicator& comm) {
+        const int64_t n = 1001;
+        at::Tensor buffer = contribution(comm.rank(), n * c.world, at::kFloat);
+        at::Tensor mine = buffer.narrow(0, comm.rank() * n, n);
+        comm.reduce_scatter_sum(buffer, mine);
+        const at::Tensor sum = rank_ordered_sum(c.world, n * c.world, at::kFloat);
+        EXPECT_TRUE(at::equal(mine, sum.narrow(0, comm.rank() * n, n)));
+        comm.all_gather_into(mine, buffer);
+        EXPECT_TRUE(at::equal(buffer, sum));
+      },
+      options);
+}
+
+TEST_P(FlatCollectives, AsyncCollectivesInFlightTogetherFinishCorrectly) {
+  const FlatCase c = GetParam();
+  RankOptions options;
+  options.shared_memory_all_reduce = c.shared_memory;
+  run_ranks(
+      c.world,
+      [&](Communicator& comm) {
+        std::vector<at::Tensor> buffers, shards, gathered;
+        std::vector<PendingCollective> pending;
+        for (int k = 0; k < 6; ++k) {
+          const int64_t n = 100 + 31 * k;
+          buffers.push_back(contribution(comm.rank() + 10 * k, n * c.world, at::kFloat));
+          shards.push_back(at::empty({n}, at::kFloat));
+          gathered.push_back(at::empty({n * c.world}, at::kFloat));
+          pending.push_back(comm.reduce_scatter_sum_async(buffers[k], shards[k], "rs"));
+        }
+        for (int k = 5; k >= 0; --k) pending[k].wait();  // any order of waiting
+        pending.clear();
+        for (int k = 0; k < 6; ++k) {
+          pending.push_back(comm.all_gather_into_async(shards[k], gathered[k], "ag"));
+        }
+        for (auto& p : pending) p.wait();
+        for (int k = 0; k < 6; ++k) {
+          const int64_t n = 100 + 31 * k;
+          at::Tensor sum = contribution(10 * k, n * c.world, at::kFloat);
+          for (int r = 1; r < c.world; ++r)
+            sum = sum + contribution(r + 10 * k, n * c.world, at::kFloat);
+          EXPECT_TRUE(at::equal(gathered[k], sum)) << k;
+        }
+      },
+      options);
+}
+
+std::string flat_case_name(const ::testing::TestParamInfo<FlatCase>& info) {
+  return std::to_string(info.param.world) + "_ranks_" +
+         (info.param.shared_memory ? "shared_memory" : "gloo");
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, FlatCollectives,
+                         ::testing::Values(FlatCase{2, true}, FlatCase{3, true}, FlatCase{4, true},
+                                           FlatCase{2, false}, FlatCase{3, false},
+                                           FlatCase{4, false}),
+                         flat_case_name);
+
+// Through shared memory the sum is the same one the all-reduce computes, so
+// a reduce-scatter followed by an all-gather equals an all-reduce bitwise on
+// any number of ranks: ZeRO stages 1 and 2 can match data parallelism
+// exactly.
+TEST(FlatCollectivesEquivalence, ReduceScatterThenAllGatherEqualsAllReduceBitwise) {
+  run_ranks(3, [](Communicator& comm) {
+    const int64_t n = 123457;
+    at::Tensor reduced = contribution(comm.rank(), 3 * n, at::kFloat);
+    comm.all_reduce(reduced, accelerate::ReduceOp::kSum);
+    at::Tensor buffer = contribution(comm.rank(), 3 * n, at::kFloat);
+    at::Tensor shard = at::empty({n}, at::kFloat);
+    comm.reduce_scatter_sum(buffer, shard);
+    comm.all_gather_into(shard, buffer);
+    EXPECT_TRUE(at::equal(buffer, reduced));
+  });
+}
+
+TEST(FlatCollectivesErrors, ShapesThatDoNotTileTheBufferAreRefusedBeforeAnythingMoves) {
+  run_ranks(2, [](Communicator& comm) {
+    at::Tensor buffer = at::zeros({10}, at::kFloat);
+    at::Tensor shard = at::zeros({4}, at::kFloat);
+    try {
+      comm.reduce_scatter_sum(buffer, shard);
+      ADD_FAILURE() << "no error";
+    } catch (const accelerate::Error& error) {
+      EXPECT_THAT(error.what(), HasSubstr("reduce_scatter_sum: the buffer holds 10 elements, but "
+                                          "2 shards of 4 make 8"));
+    }
+    at::Tensor doubles = at::zeros({5}, at::kDouble);
+    EXPECT_THROW(comm.all_gather_into(doubles, buffer), accelerate::Error);
+    at::Tensor strided = at::zeros({20}, at::kFloat).slice(0, 0, 20, 2);
+    EXPECT_THROW(comm.all_gather_into(at::zeros({5}), strided), accelerate::Error);
+    at::Tensor flags = at::zeros({4}, at::kBool), flag = at::zeros({2}, at::kBool);
+    EXPECT_THROW(comm.reduce_scatter_sum(flags, flag), accelerate::Error);
+    // Still in step: nothing was sent by the refused calls.
+    comm.all_gather_into(at::full({5}, comm.rank(), at::kFloat), buffer);
+    EXPECT_EQ(buffer[9].item<float>(), 1.0f);
+  });
+}
+
+TEST(FlatCollectivesErrors, RanksDisagreeingOnTheBufferGetAnErrorNamingBoth) {
+  RankOptions options;
+  options.timeout = std::chrono::seconds(5);
+  run_ranks(
+      2,
+      [](Communicator& comm) {
+        const int64_t n = comm.rank() == 0 ? 8 : 9;
+        at::Tensor buffer = at::zeros({2 * n}, at::kFloat), shard = at::zeros({n}, at::kFloat);
+        try {
+          comm.reduce_scatter_sum_async(buffer, shard, "gradient bucket 2").wait();
+          ADD_FAILURE() << "no error";
+        } catch (const accelerate::DistributedError& error) {
+          EXPECT_THAT(error.what(), HasSubstr("gradient bucket 2: rank "));
+          EXPECT_THAT(error.what(), HasSubstr("reduce-scatters shards of 8 elements of Float"));
+          EXPECT_THAT(error.what(), HasSubstr("reduce-scatters shards of 9 elements of Float"));
+        }
+      },
+      options);
+}
+
+TEST(FlatCollectivesSingleProcess, AreCopies) {
+  run_ranks(1, [](Communicator& comm) {
+    at::Tensor buffer = at::arange(6, at::kFloat), shard = at::zeros({6}, at::kFloat);
+    comm.reduce_scatter_sum(buffer, shard);
+    EXPECT_TRUE(at::equal(shard, buffer));
+    at::Tensor gathered = at::zeros({6}, at::kFloat);
+    comm.all_gather_into(shard, gathered);
+    EXPECT_TRUE(at::equal(gathered, buffer));
+  });
+}
+
+}  // namespace
