@@ -16,6 +16,7 @@
 #include "accelerate/data_typed_ops.h"
 #include "accelerate/dataset.h"
 #include "accelerate/dataset_traits.h"
+#include "accelerate/deepspeed_plugin.h"
 #include "accelerate/environment.h"
 #include "accelerate/errors.h"
 #include "accelerate/grad_scaler.h"

@@ -58,7 +58,7 @@ class Accelerator {
   bool is_main_process() const { return job_->is_main_process(); }
   bool is_local_main_process() const { return job_->is_local_main_process(); }
   bool is_last_process() const { return job_->is_last_process(); }
-  // "NO" (one process), "MULTI_CPU" or "MULTI_GPU", as in Accelerate.
+  // "NO" (one process), "MULTI_CPU", "MULTI_GPU" or "DEEPSPEED", as in Accelerate.
   std::string distributed_type() const;
   // to_string() gives Accelerate's spelling ("no", "bf16", "fp16").
   MixedPrecision mixed_precision() const { return mixed_precision_; }
@@ -209,15 +209,13 @@ class Accelerator {
     }
   }
   void prepare_module(torch::nn::Module& module);
-  void prepare_optimizer(PreparedOptimizerBase& optimizer);
+  void prepare_optimizer(PreparedOptimizerBase& optimizer), shard_optimizer(PreparedOptimizerBase& optimizer);
   void prepare_plain_optimizer(torch::optim::Optimizer& optimizer);
   void prepare_scheduler(PreparedSchedulerBase& scheduler);
   void prepare_loader(DataLoaderBase& loader);
-  void configure_from(const Environment& env);
-  void configure_mixed_precision();
+  void configure_from(const Environment& env), configure_mixed_precision();
   void set_models_sync(bool sync);
-  void begin_micro_step();
-  void end_micro_step();
+  void begin_micro_step(), end_micro_step();
   Environment environment() const;  // options' environment, else the process's
 
   AcceleratorOptions options_;
@@ -233,6 +231,8 @@ class Accelerator {
   std::vector<PreparedSchedulerBase*> prepared_schedulers_;
   std::vector<DataLoaderBase*> loaders_;
   std::vector<std::unique_ptr<GradientReducer>> reducers_;
+  struct Zero;  // sharded training's parts (deepspeed_plugin); null without it
+  std::unique_ptr<Zero> zero_;
   // Checkpoints (accelerator_checkpoint.cpp).
   static ProjectConfiguration resolve_project_config(const AcceleratorOptions& options);
   void restore_state_from(const std::string& folder);

@@ -20,6 +20,7 @@
 #include "accelerate/autocast.h"
 #include "accelerate/checkpointing.h"
 #include "accelerate/data_options.h"
+#include "accelerate/deepspeed_plugin.h"
 #include "accelerate/environment.h"
 #include "accelerate/grad_scaler.h"
 #include "accelerate/gradient_reducer.h"
@@ -67,6 +68,9 @@ struct AcceleratorOptions {
   ACCELERATE_ARG(DataLoaderConfiguration, dataloader_config);
   // DistributedDataParallelKwargs: bucket_cap_mb, find_unused_parameters, ...
   ACCELERATE_ARG(GradientSyncOptions, ddp_options);
+  // Sharded data parallelism (ZeRO stages 1 and 2, deepspeed_plugin.h);
+  // unset: plain data parallelism.
+  ACCELERATE_ARG(std::optional<DeepSpeedPlugin>, deepspeed_plugin);
   // InitProcessGroupKwargs (backend, timeout) and debug mode.
   ACCELERATE_ARG(JobOptions, job_options);
   // Step schedulers together with optimizers (Accelerate's

@@ -62,6 +62,12 @@ class GradScaler {
   // after step(): both throw Error. fp16 gradients are refused (Error): the
   // unscaled values would underflow — keep fp32 master parameters.
   void unscale_(torch::optim::Optimizer& optimizer);
+  // Sharded training: each process unscales only its shard of the
+  // gradients, so the processes' inf/NaN findings are combined (`combine`
+  // all-reduces the 0/1 flag in place) before any step is taken or skipped.
+  void combine_found_inf_with(std::function<void(at::Tensor&)> combine) {
+    combine_found_inf_ = std::move(combine);
+  }
   // Whether unscale_() already ran for `optimizer` since the last update().
   bool is_unscaled(const torch::optim::Optimizer& optimizer) const;
 
@@ -101,6 +107,7 @@ class GradScaler {
   at::Tensor scale_;           // float32 scalar, lazily created
   at::Tensor growth_tracker_;  // int32 scalar beside it
   std::unordered_map<const torch::optim::Optimizer*, OptimizerRecord> records_;
+  std::function<void(at::Tensor&)> combine_found_inf_;
 };
 
 }  // namespace accelerate

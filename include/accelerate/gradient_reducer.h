@@ -79,6 +79,13 @@ struct GradientSyncOptions {
   ACCELERATE_ARG(bool, gradient_as_bucket_view) = true;
 };
 
+// How buckets are laid out for sharded training (ZeRO, docs/sharding.md).
+enum class GradientPartition {
+  kNone,        // data parallelism: every process averages every gradient
+  kReplicated,  // ZeRO stage 1: averaged as usual; buckets padded so each process owns a shard
+  kSharded,     // ZeRO stage 2: each bucket reduce-scattered; a process averages only its shard
+};
+
 // One bucket: which parameters (indices into the constructor's list) share
 // one flat buffer and one all-reduce.
 struct GradientBucket {
@@ -88,6 +95,12 @@ struct GradientBucket {
   at::ScalarType wire_dtype = at::kFloat;       // the buffer's dtype
   bool compressed = false;                      // comm_hook lowered the dtype
   c10::Device device = c10::Device(c10::kCPU);  // where the buffer lives
+  // Elements: the parameters' (each starts where the previous ends, in
+  // parameter_indices order), and the buffer's (padded to a multiple of the
+  // number of processes when partitioned; process r's shard is elements
+  // [r*n, (r+1)*n) with n = padded_numel / processes).
+  std::int64_t numel = 0;
+  std::int64_t padded_numel = 0;
 };
 
 // What the last synced step's communication cost and how much of it ran while
@@ -150,6 +163,25 @@ class GradientReducer {
   // options().broadcast_buffers(); returns whether it did. Every process must
   // call it at the same point.
   bool broadcast_buffers();
+
+  // Sharded training (src/sharding calls it, before the first backward):
+  // pads every bucket to a multiple of the number of processes. kReplicated
+  // forces gradient_as_bucket_view, so each bucket buffer holds the averaged
+  // gradients. kSharded reduce-scatters each bucket instead of all-reducing
+  // it: after a synced backward only gradient_shard(b) holds averages (this
+  // process's shard), and the synced parameters' .grad are released (left
+  // undefined), which is what saves the memory. ConfigError with comm_hook
+  // or find_unused_parameters (not supported with sharding yet).
+  void partition_buckets(GradientPartition partition);
+  GradientPartition partition() const;
+  // Where parameter `index`'s gradient starts in its bucket (-1: frozen).
+  std::int64_t offset_in_bucket(std::size_t parameter_index) const;
+  int bucket_of(std::size_t parameter_index) const;
+  // This process's shard of bucket b's averaged gradients (n elements; valid
+  // after a synced backward): a view into the bucket buffer (kReplicated) or
+  // its own tensor (kSharded).
+  at::Tensor gradient_shard(std::size_t bucket);
+  const std::vector<at::Tensor>& parameters() const;
 
   const GradientSyncOptions& options() const;
   // Buckets in launch order (the same on every process).

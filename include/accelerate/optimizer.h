@@ -26,6 +26,22 @@
 
 namespace accelerate {
 
+// What sharded training (ZeRO, docs/sharding.md) adds around a prepared
+// optimizer's step: the optimizer's parameter groups then hold this
+// process's shards of the parameters, so the step updates only those.
+class OptimizerShardHooks {
+ public:
+  virtual ~OptimizerShardHooks() = default;
+  // Before Base::step (and before the GradScaler unscales): the shards'
+  // gradients are in place.
+  virtual void before_step() = 0;
+  // After it: every process's updated shards gathered into the model (not
+  // when the step was skipped, on every process alike).
+  virtual void after_step(bool stepped) = 0;
+  // Instead of Base::zero_grad: the model's gradients and the shards'.
+  virtual void zero_grad(bool set_to_none) = 0;
+};
+
 // What prepare() needs from any accelerate::Optimizer<Base>.
 class PreparedOptimizerBase {
  public:
@@ -36,6 +52,8 @@ class PreparedOptimizerBase {
   // Loss scaling for fp16 (null: none).
   void attach_scaler(std::shared_ptr<GradScaler> scaler) { scaler_ = std::move(scaler); }
   const std::shared_ptr<GradScaler>& scaler() const { return scaler_; }
+  void attach_shard_hooks(std::shared_ptr<OptimizerShardHooks> hooks) { hooks_ = std::move(hooks); }
+  const std::shared_ptr<OptimizerShardHooks>& shard_hooks() const { return hooks_; }
 
  protected:
   bool should_act() const { return !state_ || state_->sync_gradients(); }
@@ -48,6 +66,7 @@ class PreparedOptimizerBase {
  private:
   std::shared_ptr<GradientState> state_;
   std::shared_ptr<GradScaler> scaler_;
+  std::shared_ptr<OptimizerShardHooks> hooks_;
 };
 
 template <class Base>
@@ -64,25 +83,31 @@ class Optimizer : public Base, public PreparedOptimizerBase {
       return {};
     }
     torch::Tensor loss;
+    if (shard_hooks()) shard_hooks()->before_step();
+    bool stepped = true;
     if (!scaler()) {
       loss = Base::step(std::move(closure));
-      record(true);
-      return loss;
+    } else {
+      stepped = scaler()->step(*this, [&] { loss = Base::step(std::move(closure)); });
+      scaler()->update();
     }
-    const bool stepped = scaler()->step(*this, [&] { loss = Base::step(std::move(closure)); });
-    scaler()->update();
+    if (shard_hooks()) shard_hooks()->after_step(stepped);
     record(stepped);
     return loss;
   }
 
   void zero_grad() {
-    if (should_act()) Base::zero_grad();
+    if (!should_act()) return;
+    if (shard_hooks()) return shard_hooks()->zero_grad(/*set_to_none=*/false);
+    Base::zero_grad();
   }
   // LibTorch 2.x's zero_grad(set_to_none); absent on 1.13 (SFINAE keeps it
   // from being instantiated there).
   template <class B = Base>
   auto zero_grad(bool set_to_none) -> decltype(std::declval<B&>().zero_grad(set_to_none)) {
-    if (should_act()) Base::zero_grad(set_to_none);
+    if (!should_act()) return;
+    if (shard_hooks()) return shard_hooks()->zero_grad(set_to_none);
+    Base::zero_grad(set_to_none);
   }
 
   torch::optim::Optimizer& base_optimizer() override { return *this; }

@@ -12,6 +12,7 @@
 #include "accelerate/errors.h"
 #include "accelerate/malloc_tuning.h"
 #include "common/settings.h"
+#include "sharding/zero_optimizer.h"
 
 namespace accelerate {
 namespace {
@@ -54,6 +55,15 @@ void set_thread_count(const JobState& job, const Environment& env) {
 
 }  // namespace
 
+// ZeRO (docs/sharding.md): the shards of each prepared model, and the
+// sharded optimizers stepping them. Only in multi-process jobs: with one
+// process every stage is data parallelism.
+struct Accelerator::Zero {
+  int stage = 0;
+  std::vector<std::shared_ptr<sharding::ModelShards>> models;
+  std::vector<std::shared_ptr<sharding::ShardedOptimizer>> optimizers;
+};
+
 Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(options)) {
   const Environment env = environment();
   JobOptions job_options = options_.job_options();
@@ -76,6 +86,18 @@ Environment Accelerator::environment() const {
 }
 
 void Accelerator::configure_from(const Environment& env) {
+  if (options_.deepspeed_plugin()) {
+    const int stage = options_.deepspeed_plugin()->zero_stage();
+    if (stage < 0 || stage > 3) {
+      throw ConfigError("zero_stage expects 0, 1, 2 or 3, got " + std::to_string(stage));
+    }
+    if (stage == 3) {
+      throw ConfigError(
+          "zero_stage 3 (parameters sharded) is not available yet in accelerate-cpp; use 1 or 2");
+    }
+    zero_ = std::make_unique<Zero>();
+    zero_->stage = stage;
+  }
   mixed_precision_ = mixed_precision_from(options_, env);
   configure_mixed_precision();
   gradient_state_->set_num_steps(accumulation_steps_from(options_, env));
@@ -120,6 +142,7 @@ torch::Device Accelerator::device() const {
 }
 
 std::string Accelerator::distributed_type() const {
+  if (zero_) return "DEEPSPEED";
   if (!job_->is_distributed()) return "NO";
   return job_->device.is_cuda() ? "MULTI_GPU" : "MULTI_CPU";
 }
@@ -136,18 +159,60 @@ void Accelerator::prepare_module(torch::nn::Module& module) {
     // Every rank starts from rank 0's weights, then gradients stay in sync.
     broadcast_module_state(*comm_, module, /*include_buffers=*/true);
     reducers_.push_back(GradientReducer::for_module(comm_, module, options_.ddp_options()));
+    if (zero_ && zero_->stage > 0) {
+      zero_->models.push_back(
+          std::make_shared<sharding::ModelShards>(comm_, *reducers_.back(), zero_->stage));
+    }
   }
   prepared_modules_.push_back(&module);
 }
 
 void Accelerator::prepare_optimizer(PreparedOptimizerBase& optimizer) {
   if (optimizer.is_prepared()) return;
+  if (zero_ && zero_->stage > 0 && job_->is_distributed()) shard_optimizer(optimizer);
   optimizer.attach(gradient_state_);
   optimizer.attach_scaler(scaler_);
   prepared_optimizers_.push_back(&optimizer.base_optimizer());
 }
 
+void Accelerator::shard_optimizer(PreparedOptimizerBase& optimizer) {
+  // The models holding any of its parameters (the same on every process).
+  std::vector<std::shared_ptr<sharding::ModelShards>> models;
+  for (const auto& model : zero_->models) {
+    const auto& synced = model->reducer().parameters();
+    for (const auto& group : optimizer.base_optimizer().param_groups()) {
+      const bool shares = std::any_of(group.params().begin(), group.params().end(), [&](const at::Tensor& p) {
+        return std::any_of(synced.begin(), synced.end(), [&](const at::Tensor& s) { return s.is_same(p); });
+      });
+      if (shares) {
+        models.push_back(model);
+        break;
+      }
+    }
+  }
+  if (models.empty()) {
+    throw ConfigError(
+        "ZeRO shards an optimizer over its model's gradient buckets: prepare the model before "
+        "its optimizer (e.g. accelerator.prepare(model, optimizer, loader))");
+  }
+  auto sharded = std::make_shared<sharding::ShardedOptimizer>(comm_, optimizer.base_optimizer(),
+                                                              std::move(models));
+  optimizer.attach_shard_hooks(sharded);
+  zero_->optimizers.push_back(sharded);
+  // Each process checks only its shard for inf/NaN: a step skipped anywhere
+  // is skipped everywhere.
+  if (scaler_) {
+    scaler_->combine_found_inf_with(
+        [comm = comm_](at::Tensor& found_inf) { comm->all_reduce(found_inf, ReduceOp::kMax); });
+  }
+}
+
 void Accelerator::prepare_plain_optimizer(torch::optim::Optimizer& optimizer) {
+  if (zero_ && zero_->stage > 0 && job_->is_distributed()) {
+    throw ConfigError(
+        "ZeRO steps each process's shard of the parameters: declare the optimizer as "
+        "accelerate::Optimizer<YourOptimizer> so that prepare() can shard it");
+  }
   if (scaler_) {
     throw ConfigError(
         "mixed_precision 'fp16' scales the loss: declare the optimizer as "
@@ -256,6 +321,9 @@ void Accelerator::unscale_gradients() {
   // Mid-accumulation the gradients are partial sums still to be added to:
   // unscaling them now would mix scaled and unscaled values.
   if (!scaler_ || !sync_gradients()) return;
+  if (zero_) {
+    for (auto& sharded : zero_->optimizers) sharded->before_step();  // the shards' gradients
+  }
   for (torch::optim::Optimizer* optimizer : prepared_optimizers_) {
     if (!scaler_->is_unscaled(*optimizer)) scaler_->unscale_(*optimizer);
   }
@@ -264,6 +332,13 @@ void Accelerator::unscale_gradients() {
 double Accelerator::clip_grad_norm_(const std::vector<at::Tensor>& parameters, double max_norm,
                                     double norm_type) {
   unscale_gradients();
+  // ZeRO stage 2 keeps only shards of the gradients: the norm is combined
+  // from every process's shard (stage 1 still has them all).
+  if (zero_ && zero_->stage == 2) {
+    for (auto& sharded : zero_->optimizers) {
+      if (sharded->covers_any(parameters)) return sharded->clip_grad_norm_(max_norm, norm_type);
+    }
+  }
   return torch::nn::utils::clip_grad_norm_(parameters, max_norm, norm_type);
 }
 

@@ -3,22 +3,19 @@
 
 #include <algorithm>
 #include <limits>
-#include <set>
+#include <optional>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "accelerate/errors.h"
 #include "checkpoint/safetensors_io.h"
+#include "common/strict_json.h"
 
 namespace accelerate::safetensors {
 namespace {
 
 using nlohmann::json;
-
-// Thrown from inside the JSON parser's callback; turned into Error outside.
-struct CallbackFailure {
-  std::string message;
-};
 
 [[noreturn]] void fail(const std::string& source, const std::string& problem) {
   throw Error("safetensors file '" + source + "': " + problem);
@@ -29,39 +26,19 @@ struct CallbackFailure {
   fail(source, "tensor '" + printable(name) + "': " + problem);
 }
 
-// Parses the JSON, refusing duplicate keys (nlohmann keeps the last one
-// silently, which would let two readers see different tensors) and absurd
-// nesting.
+// Parses the JSON strictly (see strict_json.h): two readers must not see
+// different tensors in one header.
 json parse_json(const std::string& text, const std::string& source) {
-  constexpr int kMaxDepth = 16;
-  std::vector<std::set<std::string>> keys_seen;
-  auto callback = [&](int depth, json::parse_event_t event, json& parsed) {
-    if (depth > kMaxDepth) throw CallbackFailure{"JSON nested deeper than 16 levels"};
-    switch (event) {
-      case json::parse_event_t::object_start:
-        keys_seen.emplace_back();
-        break;
-      case json::parse_event_t::object_end:
-        if (!keys_seen.empty()) keys_seen.pop_back();
-        break;
-      case json::parse_event_t::key: {
-        const auto& key = parsed.get_ref<const std::string&>();
-        if (!keys_seen.empty() && !keys_seen.back().insert(key).second) {
-          throw CallbackFailure{"duplicate key '" + printable(key) + "' in header"};
-        }
-        break;
-      }
-      default:
-        break;
-    }
-    return true;
-  };
-  try {
-    return json::parse(text, callback);
-  } catch (const CallbackFailure& failure) {
-    fail(source, failure.message);
-  } catch (const json::exception& e) {
-    fail(source, "header is not valid JSON: " + printable(e.what()));
+  StrictJsonProblem problem;
+  std::optional<json> parsed = parse_strict_json(text, StrictJsonLimits{16}, &problem);
+  if (parsed) return std::move(*parsed);
+  switch (problem.kind) {
+    case StrictJsonProblem::Kind::kDuplicateKey:
+      fail(source, "duplicate key '" + printable(problem.key_path) + "' in header");
+    case StrictJsonProblem::Kind::kSyntax:
+      fail(source, "header is not valid JSON: " + printable(problem.message));
+    default:
+      fail(source, problem.message);
   }
 }
 

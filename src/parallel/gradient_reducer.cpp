@@ -112,6 +112,7 @@ GradientReducer::GradientReducer(std::shared_ptr<Communicator> communicator,
       s.slots[index].offset = offset;
       offset += s.parameters[index].numel();
     }
+    s.buckets[b].numel = s.buckets[b].padded_numel = offset;
     const auto where =
         at::TensorOptions().dtype(s.buckets[b].wire_dtype).device(s.buckets[b].device);
     s.progress[b].buffer = at::empty({offset}, where);
@@ -212,6 +213,62 @@ bool GradientReducer::broadcast_buffers() {
   detail::broadcast_coalesced(*s.communicator, s.buffers);
   return true;
 }
+
+void GradientReducer::partition_buckets(GradientPartition partition) {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (partition == s.partition) return;
+  if (s.partition != GradientPartition::kNone || s.step_in_progress()) {
+    throw Error("gradient sync: partition_buckets() once, before the first backward pass");
+  }
+  if (s.options.comm_hook() != CommHook::kNone) {
+    throw ConfigError("ZeRO sharding does not support comm_hook (gradient compression) yet");
+  }
+  if (s.options.find_unused_parameters()) {
+    throw ConfigError(
+        "ZeRO sharding does not support find_unused_parameters yet: parameters without a "
+        "gradient are averaged as zero (leave find_unused_parameters off)");
+  }
+  const std::int64_t world = s.communicator->world_size();
+  const std::int64_t rank = s.communicator->rank();
+  s.partition = partition;
+  for (std::size_t b = 0; b < s.buckets.size(); ++b) {
+    GradientBucket& bucket = s.buckets[b];
+    bucket.padded_numel = (bucket.numel + world - 1) / world * world;
+    State::BucketProgress& progress = s.progress[b];
+    // Zeros: the padding is summed with everything else and must stay 0.
+    progress.buffer = at::zeros({bucket.padded_numel}, progress.buffer.options());
+    if (partition == GradientPartition::kReplicated) {
+      progress.grads_are_views = bucket.device == s.parameters[bucket.parameter_indices.front()].device();
+      const std::int64_t n = bucket.padded_numel / world;
+      progress.shard = progress.buffer.narrow(0, rank * n, n);
+    } else {
+      progress.grads_are_views = false;
+      progress.shard = at::zeros({bucket.padded_numel / world}, progress.buffer.options());
+      progress.buffer = at::Tensor();  // allocated when the bucket launches
+    }
+  }
+}
+
+GradientPartition GradientReducer::partition() const { return state_->partition; }
+
+std::int64_t GradientReducer::offset_in_bucket(std::size_t parameter_index) const {
+  const State::Slot& slot = state_->slots.at(parameter_index);
+  return slot.bucket < 0 ? -1 : slot.offset;
+}
+
+int GradientReducer::bucket_of(std::size_t parameter_index) const {
+  return state_->slots.at(parameter_index).bucket;
+}
+
+at::Tensor GradientReducer::gradient_shard(std::size_t bucket) {
+  if (state_->partition == GradientPartition::kNone) {
+    throw Error("gradient sync: gradient_shard() needs partition_buckets()");
+  }
+  return state_->progress.at(bucket).shard;
+}
+
+const std::vector<at::Tensor>& GradientReducer::parameters() const { return state_->parameters; }
 
 const GradientSyncOptions& GradientReducer::options() const { return state_->options; }
 

@@ -64,6 +64,12 @@ void GradientReducer::State::launch(std::size_t b) {
   if (b == 0) first_launch = Clock::now();
   c10::NoGradGuard no_grad;
   const bool views = progress[b].grads_are_views;
+  if (partition == GradientPartition::kSharded) {
+    // A fresh buffer each step: it is freed once its shard is reduced.
+    const GradientBucket& bucket = buckets[b];
+    progress[b].buffer = at::empty({bucket.padded_numel}, progress[b].shard.options());
+    progress[b].buffer.narrow(0, bucket.numel, bucket.padded_numel - bucket.numel).zero_();
+  }
   for (std::size_t index : buckets[b].parameter_indices) {
     at::Tensor& grad = parameters[index].mutable_grad();
     at::Tensor view = bucket_view(index);
@@ -83,8 +89,13 @@ void GradientReducer::State::launch(std::size_t b) {
   // Compressed buckets are averaged before the sum (DDP's compress hooks):
   // a sum of N fp16 values could overflow where their mean does not.
   if (buckets[b].compressed) progress[b].buffer.div_(communicator->world_size());
-  progress[b].collective = communicator->all_reduce_sum_async(
-      progress[b].buffer, "gradient bucket " + std::to_string(b));
+  const std::string what = "gradient bucket " + std::to_string(b);
+  if (partition == GradientPartition::kSharded) {
+    progress[b].collective =
+        communicator->reduce_scatter_sum_async(progress[b].buffer, progress[b].shard, what);
+    return;
+  }
+  progress[b].collective = communicator->all_reduce_sum_async(progress[b].buffer, what);
 }
 
 // Gloo matches collectives by issue order, so a complete bucket waits until
@@ -201,7 +212,17 @@ void GradientReducer::State::finalize() {
     // else while copying back (one pass over the gradients either way, and
     // the same arithmetic, so results stay bit-identical).
     const at::Tensor world = at::scalar_tensor(static_cast<double>(communicator->world_size()),
-                                               progress[b].buffer.options());
+                                               progress[b].shard.defined()
+                                                   ? progress[b].shard.options()
+                                                   : progress[b].buffer.options());
+    if (partition == GradientPartition::kSharded) {
+      // Only this process's shard is an average; the rest of the bucket and
+      // the parameters' full gradients are not needed any more.
+      progress[b].shard.div_(world);
+      progress[b].buffer = at::Tensor();
+      for (std::size_t index : buckets[b].parameter_indices) parameters[index].mutable_grad().reset();
+      continue;
+    }
     if (progress[b].grads_are_views) {
       progress[b].buffer.div_(world);
       continue;

@@ -30,7 +30,8 @@ struct GradientReducer::State {
     std::uintptr_t hook_key = 0;
   };
   struct BucketProgress {
-    at::Tensor buffer;
+    at::Tensor buffer;        // kSharded: allocated per synced step, freed after it
+    at::Tensor shard;         // kSharded: this process's averaged shard
     bool grads_are_views = false;  // gradient_as_bucket_view applies here
     std::size_t waiting_for = 0;  // parameters not yet ready this step
     PendingCollective collective;
@@ -42,6 +43,7 @@ struct GradientReducer::State {
   std::vector<at::Tensor> buffers;
   std::vector<GradientBucket> buckets;
   std::vector<Slot> slots;
+  GradientPartition partition = GradientPartition::kNone;
 
   mutable std::mutex mutex;
   bool sync_enabled = true;

@@ -129,6 +129,7 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
       record.found_inf.add_(found_here.to(record.found_inf.device()));
     }
   }
+  if (combine_found_inf_) combine_found_inf_(record.found_inf);
   record.stage = Stage::kUnscaled;
 }
 

@@ -1,18 +1,14 @@
 // The strict JSON reading under the DeepSpeed config reader (see json_input.h).
 #include "sharding/json_input.h"
 
-#include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "accelerate/errors.h"
+#include "common/strict_json.h"
 
 namespace accelerate::sharding::json_input {
 namespace {
-
-// Thrown from inside the JSON parser's callback; turned into ConfigError outside.
-struct CallbackFailure {
-  std::string message;
-};
 
 std::string integer_words(int64_t minimum) {
   if (minimum == 0) return "a non-negative integer";
@@ -52,68 +48,15 @@ bool is_auto(const json& value) {
   fail(source, path + " expects " + expected + ", got '" + shown(value) + "'");
 }
 
-// Parses the JSON, refusing duplicate keys (nlohmann keeps the last one
-// silently, so a file with two "stage" entries would mean whatever the last
-// says) and absurd nesting. Syntax errors name the line and column.
+// Parses the JSON strictly (see strict_json.h); a syntax error names the line
+// and column.
 json parse_json(const std::string& text, const std::string& source) {
-  constexpr int kMaxDepth = 32;
-  struct Frame {
-    std::set<std::string> keys;
-    std::string current;  // the key whose value is being read (objects only)
-    bool is_array = false;
-  };
-  std::vector<Frame> frames;
-  auto callback = [&](int depth, json::parse_event_t event, json& parsed) {
-    if (depth > kMaxDepth) throw CallbackFailure{"JSON nested deeper than 32 levels"};
-    switch (event) {
-      case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start:
-        frames.push_back({{}, {}, event == json::parse_event_t::array_start});
-        break;
-      case json::parse_event_t::object_end:
-      case json::parse_event_t::array_end:
-        if (!frames.empty()) frames.pop_back();
-        break;
-      case json::parse_event_t::key: {
-        if (frames.empty()) break;
-        const auto& key = parsed.get_ref<const std::string&>();
-        if (!frames.back().keys.insert(key).second) {
-          std::string path;
-          for (size_t i = 0; i + 1 < frames.size(); ++i) {
-            if (!frames[i].is_array) path += frames[i].current + ".";
-          }
-          throw CallbackFailure{"duplicate key '" + path + key + "'"};
-        }
-        frames.back().current = key;
-        break;
-      }
-      default:
-        break;
-    }
-    return true;
-  };
-  try {
-    return json::parse(text, callback);
-  } catch (const CallbackFailure& failure) {
-    fail(source, failure.message);
-  } catch (const json::parse_error& e) {
-    // e.byte counts the characters read, the offending one included.
-    const size_t offset = e.byte == 0 ? 0 : std::min<size_t>(e.byte - 1, text.size());
-    const size_t line = 1 + std::count(text.begin(), text.begin() + offset, '\n');
-    const size_t line_start = text.rfind('\n', offset == 0 ? 0 : offset - 1);
-    const size_t column =
-        line_start == std::string::npos || offset == 0 ? offset + 1 : offset - line_start;
-    // Keep nlohmann's description, not its prefix or its own line count.
-    std::string what = e.what();
-    const size_t column_word = what.find("column ");
-    const size_t colon = what.find(": ", column_word == std::string::npos ? 0 : column_word);
-    if (colon != std::string::npos) what = what.substr(colon + 2);
-    std::replace(what.begin(), what.end(), '\n', ' ');
-    fail(source, "line " + std::to_string(line) + ", column " + std::to_string(column) +
-                     ": not valid JSON: " + what);
-  } catch (const json::exception& e) {
-    fail(source, std::string("not valid JSON: ") + e.what());
-  }
+  StrictJsonProblem problem;
+  std::optional<json> parsed = parse_strict_json(text, StrictJsonLimits{32}, &problem);
+  if (parsed) return std::move(*parsed);
+  if (problem.kind != StrictJsonProblem::Kind::kSyntax) fail(source, problem.message);
+  const std::string where = problem.location.empty() ? "" : problem.location + ": ";
+  fail(source, where + "not valid JSON: " + problem.description);
 }
 
 const json* ObjectReader::take(const std::string& key) {

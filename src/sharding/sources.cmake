@@ -1,0 +1,6 @@
+# Sources of the library's sharding area (target_sources on 'accelerate'):
+# the ZeRO engine that shards optimizer state and gradients over a prepared
+# model's gradient buckets. The LibTorch-free DeepSpeed config reader is in
+# config_sources.cmake (part of 'accelerate_common').
+target_sources(accelerate PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/zero_optimizer.cpp)

@@ -1,0 +1,229 @@
+#include "sharding/zero_optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <c10/util/strides.h>
+#include <torch/optim/lbfgs.h>
+
+#include "accelerate/errors.h"
+
+namespace accelerate::sharding {
+
+at::Tensor flat_alias(const at::Tensor& buffer, std::int64_t begin, std::int64_t numel) {
+  c10::NoGradGuard no_grad;
+  at::Tensor alias = at::empty({0}, buffer.options());
+  alias.set_(buffer.storage(), buffer.storage_offset() + begin, {numel}, {1});
+  return alias;
+}
+
+namespace {
+
+// `numel` elements of `buffer` from `begin`, shaped like `like`; not an
+// autograd view (see flat_alias).
+at::Tensor shaped_alias(const at::Tensor& buffer, std::int64_t begin, const at::Tensor& like) {
+  c10::NoGradGuard no_grad;
+  at::Tensor alias = at::empty({0}, buffer.options());
+  alias.set_(buffer.storage(), buffer.storage_offset() + begin, like.sizes(),
+             c10::contiguous_strides(like.sizes()));
+  return alias;
+}
+
+}  // namespace
+
+ModelShards::ModelShards(std::shared_ptr<Communicator> communicator, GradientReducer& reducer,
+                         int stage)
+    : communicator_(std::move(communicator)), reducer_(reducer), stage_(stage) {
+  if (stage != 1 && stage != 2)
+    throw Error("ModelShards: stage 1 or 2, got " + std::to_string(stage));
+  const std::vector<at::Tensor>& parameters = reducer.parameters();
+  for (const GradientBucket& bucket : reducer.buckets()) {
+    if (bucket.device != parameters[bucket.parameter_indices.front()].device()) {
+      throw ConfigError("ZeRO on CUDA needs the NCCL backend (this job's gradients of " +
+                        bucket.device.str() + " parameters would be staged through the host)");
+    }
+  }
+  reducer.partition_buckets(stage == 1 ? GradientPartition::kReplicated
+                                       : GradientPartition::kSharded);
+  c10::NoGradGuard no_grad;
+  for (const GradientBucket& bucket : reducer.buckets()) {
+    const at::Tensor& first = parameters[bucket.parameter_indices.front()];
+    at::Tensor buffer = at::zeros({bucket.padded_numel}, first.options().requires_grad(false));
+    for (std::size_t index : bucket.parameter_indices) {
+      const at::Tensor& parameter = parameters[index];
+      const std::int64_t offset = reducer.offset_in_bucket(index);
+      buffer.narrow(0, offset, parameter.numel()).copy_(parameter.detach().reshape({-1}));
+      // The parameter keeps its identity (autograd hooks, optimizer
+      // references, the module's registration); only its memory moves.
+      parameter.set_data(shaped_alias(buffer, offset, parameter));
+    }
+    buffers_.push_back(buffer);
+  }
+}
+
+std::int64_t ModelShards::shard_numel(std::size_t b) const {
+  return reducer_.buckets().at(b).padded_numel / communicator_->world_size();
+}
+
+void ModelShards::gather_parameters() {
+  std::vector<PendingCollective> pending;
+  for (std::size_t b = 0; b < buffers_.size(); ++b) {
+    at::Tensor buffer = buffers_[b];
+    at::Tensor shard = buffer.narrow(0, shard_begin(b), shard_numel(b));
+    pending.push_back(communicator_->all_gather_into_async(
+        shard, buffer, "ZeRO parameter gather of bucket " + std::to_string(b)));
+  }
+  for (PendingCollective& p : pending) p.wait();
+}
+
+ShardedOptimizer::ShardedOptimizer(std::shared_ptr<Communicator> communicator,
+                                   torch::optim::Optimizer& optimizer,
+                                   std::vector<std::shared_ptr<ModelShards>> models)
+    : communicator_(std::move(communicator)), optimizer_(optimizer), models_(std::move(models)) {
+  if (dynamic_cast<torch::optim::LBFGS*>(&optimizer) != nullptr) {
+    throw ConfigError(
+        "ZeRO steps each process's shard of the parameters on its own, which needs an "
+        "elementwise optimizer (SGD, Adam, AdamW, RMSprop, Adagrad); LBFGS is not one");
+  }
+  if (!optimizer.state().empty()) {
+    throw ConfigError(
+        "ZeRO: the optimizer already has state (it stepped before prepare()); prepare it "
+        "before its first step");
+  }
+  // Where each parameter the models sync lives: (model, parameter index).
+  std::unordered_map<const c10::TensorImpl*, std::pair<std::size_t, std::size_t>> synced;
+  for (std::size_t m = 0; m < models_.size(); ++m) {
+    const auto& parameters = models_[m]->reducer().parameters();
+    for (std::size_t i = 0; i < parameters.size(); ++i) {
+      if (models_[m]->reducer().bucket_of(i) >= 0) {
+        synced[parameters[i].unsafeGetTensorImpl()] = {m, i};
+      }
+    }
+  }
+  auto& groups = optimizer.param_groups();
+  std::map<std::pair<std::size_t, std::size_t>, std::size_t> group_of;
+  std::vector<std::vector<at::Tensor>> kept(groups.size());
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    for (const at::Tensor& parameter : groups[g].params()) {
+      auto it = synced.find(parameter.unsafeGetTensorImpl());
+      if (it == synced.end()) {
+        kept[g].push_back(parameter);  // frozen, or no prepared model syncs it
+        continue;
+      }
+      if (!group_of.emplace(it->second, g).second) {
+        throw ConfigError("ZeRO: a parameter appears twice in the optimizer's groups");
+      }
+      model_parameters_.push_back(parameter);
+    }
+  }
+  // This process's runs: within its shard of each bucket, the elements of
+  // consecutive parameters of one group.
+  for (std::size_t m = 0; m < models_.size(); ++m) {
+    GradientReducer& reducer = models_[m]->reducer();
+    const auto& parameters = reducer.parameters();
+    for (std::size_t b = 0; b < reducer.buckets().size(); ++b) {
+      const std::int64_t lo = models_[m]->shard_begin(b);
+      const std::int64_t hi = lo + models_[m]->shard_numel(b);
+      std::size_t run_group = 0;
+      auto flush = [&] {
+        if (runs_.empty() || runs_.back().parameter.defined()) return;
+        Run& run = runs_.back();
+        run.parameter = flat_alias(models_[m]->parameter_buffer(b), run.begin, run.numel);
+        run.parameter.set_requires_grad(true);
+        kept[run_group].push_back(run.parameter);
+      };
+      for (std::size_t index : reducer.buckets()[b].parameter_indices) {
+        const std::int64_t offset = reducer.offset_in_bucket(index);
+        const std::int64_t begin = std::max(offset, lo);
+        const std::int64_t end = std::min(offset + parameters[index].numel(), hi);
+        auto it = group_of.find({m, index});
+        if (it == group_of.end() || begin >= end) {
+          flush();
+          continue;
+        }
+        const bool extends = !runs_.empty() && !runs_.back().parameter.defined() &&
+                             run_group == it->second &&
+                             runs_.back().begin + runs_.back().numel == begin;
+        if (extends) {
+          runs_.back().numel += end - begin;
+          continue;
+        }
+        flush();
+        runs_.push_back(Run{m, b, begin, end - begin, at::Tensor()});
+        run_group = it->second;
+      }
+      flush();
+    }
+  }
+  for (std::size_t g = 0; g < groups.size(); ++g) groups[g].params() = kept[g];
+}
+
+void ShardedOptimizer::before_step() {
+  c10::NoGradGuard no_grad;
+  for (Run& run : runs_) {
+    ModelShards& model = *models_[run.model];
+    const at::Tensor shard = model.reducer().gradient_shard(run.bucket);
+    run.parameter.mutable_grad() =
+        flat_alias(shard, run.begin - model.shard_begin(run.bucket), run.numel);
+  }
+}
+
+void ShardedOptimizer::after_step(bool stepped) {
+  if (!stepped) return;  // nothing changed, on any process (found_inf is shared)
+  for (auto& model : models_) model->gather_parameters();
+}
+
+void ShardedOptimizer::zero_grad(bool set_to_none) {
+  c10::NoGradGuard no_grad;
+  for (const at::Tensor& parameter : model_parameters_) {
+    at::Tensor& grad = parameter.mutable_grad();
+    if (!grad.defined()) continue;
+    if (set_to_none) {
+      grad.reset();
+    } else {
+      grad.zero_();
+    }
+  }
+  for (Run& run : runs_) run.parameter.mutable_grad().reset();  // bound again by before_step
+}
+
+double ShardedOptimizer::clip_grad_norm_(double max_norm, double norm_type) {
+  before_step();
+  c10::NoGradGuard no_grad;
+  const bool infinity = std::isinf(norm_type);
+  at::Tensor local = at::zeros({1}, at::kDouble);
+  for (const Run& run : runs_) {
+    const at::Tensor magnitude = run.parameter.grad().to(at::kDouble).abs();
+    if (infinity) {
+      local = at::maximum(local, magnitude.max().reshape({1}).cpu());
+    } else {
+      local += magnitude.pow(norm_type).sum().cpu();
+    }
+  }
+  communicator_->all_reduce(local, infinity ? ReduceOp::kMax : ReduceOp::kSum);
+  const double total =
+      infinity ? local.item<double>() : std::pow(local.item<double>(), 1.0 / norm_type);
+  const double coefficient = max_norm / (total + 1e-6);
+  if (coefficient < 1.0) {
+    for (const Run& run : runs_) run.parameter.grad().mul_(coefficient);
+  }
+  return total;
+}
+
+bool ShardedOptimizer::covers_any(const std::vector<at::Tensor>& parameters) const {
+  for (const at::Tensor& mine : model_parameters_) {
+    for (const at::Tensor& parameter : parameters) {
+      if (mine.is_same(parameter)) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace accelerate::sharding

@@ -1,0 +1,93 @@
+// ZeRO stages 1 and 2 for a prepared model and optimizer (docs/sharding.md).
+//
+// The layout comes from the model's GradientReducer: its gradient buckets,
+// padded to a multiple of the number of processes N, are the flat buffers
+// that are sharded; process r owns elements [r*n, (r+1)*n) of each (a
+// parameter may straddle two processes). ModelShards gives every bucket a
+// flat parameter buffer of the same layout and makes the model's parameters
+// views into it, so an all-gather of the buffers updates the model in place.
+// ShardedOptimizer rewrites the optimizer's parameter groups so that they
+// hold this process's runs of those buffers (a run: consecutive elements of
+// one bucket that belong to one group); LibTorch's optimizers are
+// elementwise, so a step on the runs is the step on the whole parameters,
+// restricted to this shard, and the optimizer's state exists only for it.
+//
+// Internal to the library: the Accelerator builds these in prepare().
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <torch/optim/optimizer.h>
+
+#include "accelerate/communicator.h"
+#include "accelerate/gradient_reducer.h"
+#include "accelerate/optimizer.h"
+
+namespace accelerate::sharding {
+
+class ModelShards {
+ public:
+  // stage 1: gradients all-reduced as usual; stage 2: reduce-scattered. Sets
+  // the reducer's partition, copies the parameters into flat buffers and
+  // rebinds them. Before the first backward pass.
+  ModelShards(std::shared_ptr<Communicator> communicator, GradientReducer& reducer, int stage);
+
+  GradientReducer& reducer() { return reducer_; }
+  int stage() const { return stage_; }
+  // Bucket b's padded parameter buffer, and this process's shard of it.
+  const at::Tensor& parameter_buffer(std::size_t b) const { return buffers_.at(b); }
+  std::int64_t shard_numel(std::size_t b) const;
+  std::int64_t shard_begin(std::size_t b) const { return communicator_->rank() * shard_numel(b); }
+  // All-gathers every bucket's shards into its buffer (every process calls it).
+  void gather_parameters();
+
+ private:
+  std::shared_ptr<Communicator> communicator_;
+  GradientReducer& reducer_;
+  int stage_;
+  std::vector<at::Tensor> buffers_;  // per bucket, padded
+};
+
+class ShardedOptimizer : public OptimizerShardHooks {
+ public:
+  // Every parameter of `optimizer` that some model in `models` syncs is
+  // replaced by this process's runs; others (frozen, or of no prepared
+  // model) stay as they are. Throws ConfigError when the optimizer already
+  // has state (it stepped before prepare) or is not elementwise (LBFGS).
+  ShardedOptimizer(std::shared_ptr<Communicator> communicator, torch::optim::Optimizer& optimizer,
+                   std::vector<std::shared_ptr<ModelShards>> models);
+
+  void before_step() override;
+  void after_step(bool stepped) override;
+  void zero_grad(bool set_to_none) override;
+
+  // The global norm of the gradients this optimizer steps (each process's
+  // runs, combined), after which every run's gradient is scaled by
+  // max_norm / (norm + 1e-6) when that is below 1. Stage 2's
+  // clip_grad_norm_: the model's own .grad are released there.
+  double clip_grad_norm_(double max_norm, double norm_type);
+  // Whether any of `parameters` is one of the model parameters it steps.
+  bool covers_any(const std::vector<at::Tensor>& parameters) const;
+
+ private:
+  struct Run {
+    std::size_t model;
+    std::size_t bucket;
+    std::int64_t begin;  // in the bucket
+    std::int64_t numel;
+    at::Tensor parameter;  // the view the optimizer steps
+  };
+  std::shared_ptr<Communicator> communicator_;
+  torch::optim::Optimizer& optimizer_;
+  std::vector<std::shared_ptr<ModelShards>> models_;
+  std::vector<Run> runs_;
+  std::vector<at::Tensor> model_parameters_;  // the ones this optimizer had
+};
+
+// A 1-D alias of `numel` elements of `buffer` from `begin`, that is not an
+// autograd view (so it can be a leaf, or a .grad that zero_grad may detach).
+at::Tensor flat_alias(const at::Tensor& buffer, std::int64_t begin, std::int64_t numel);
+
+}  // namespace accelerate::sharding
