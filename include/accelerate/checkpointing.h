@@ -81,6 +81,10 @@ struct CheckpointMetadata {
   bool scaler = false;
   int64_t step = 0;             // Accelerator::step()
   int64_t optimizer_steps = 0;  // GradientState::optimizer_steps()
+  // ZeRO: the optimizers (by index) whose state each process saved for its
+  // own shard, in optimizer[_i]_rank<r>.bin / .safetensors. Absent from
+  // older checkpoints: none.
+  std::vector<int64_t> sharded_optimizers;
 
   std::string to_json() const;
   // `source` names the file in errors.

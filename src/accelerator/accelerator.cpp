@@ -12,7 +12,7 @@
 #include "accelerate/errors.h"
 #include "accelerate/malloc_tuning.h"
 #include "common/settings.h"
-#include "sharding/zero_optimizer.h"
+#include "accelerator/accelerator_zero.h"
 
 namespace accelerate {
 namespace {
@@ -54,15 +54,6 @@ void set_thread_count(const JobState& job, const Environment& env) {
 }
 
 }  // namespace
-
-// ZeRO (docs/sharding.md): the shards of each prepared model, and the
-// sharded optimizers stepping them. Only in multi-process jobs: with one
-// process every stage is data parallelism.
-struct Accelerator::Zero {
-  int stage = 0;
-  std::vector<std::shared_ptr<sharding::ModelShards>> models;
-  std::vector<std::shared_ptr<sharding::ShardedOptimizer>> optimizers;
-};
 
 Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(options)) {
   const Environment env = environment();

@@ -12,6 +12,7 @@
 #include "accelerate/errors.h"
 #include "accelerate/grad_scaler.h"
 #include "checkpoint/checkpoint_items.h"
+#include "accelerator/accelerator_zero.h"
 #include "checkpoint/optimizer_state.h"
 
 namespace accelerate {
@@ -93,6 +94,19 @@ std::string Accelerator::save_state(const std::optional<std::string>& output_dir
                           /*allow_replace=*/!numbered);
   const std::string& dir = staged.staging_dir();
   std::vector<torch::nn::Module*> models = prepared_modules_;
+  const auto is_sharded = [&](size_t i) {
+    return zero_ && zero_->sharding(prepared_optimizers_[i]) != nullptr;
+  };
+  // optimizer[_i]<suffix>.bin and its tensor file.
+  const auto save_optimizer = [&](size_t i, const std::string& folder, const std::string& suffix) {
+    const std::string stem = file_in(folder, indexed("optimizer", i, "") + suffix);
+    checkpoint::save_optimizer_state(*prepared_optimizers_[i], stem + ".bin",
+                                     stem + ".safetensors", [&](const std::string& path) {
+                                       if (options_.checkpoint_options().sync_to_disk()) {
+                                         checkpoint::start_writeback(path);
+                                       }
+                                     });
+  };
   std::vector<NamedTensors> weights;
   std::string error;
   try {
@@ -118,11 +132,7 @@ std::string Accelerator::save_state(const std::optional<std::string>& output_dir
         if (sync) checkpoint::start_writeback(path);
       }
       for (size_t i = 0; i < prepared_optimizers_.size(); ++i) {
-        checkpoint::save_optimizer_state(
-            *prepared_optimizers_[i], file_in(dir, indexed("optimizer", i, ".bin")),
-            file_in(dir, indexed("optimizer", i, ".safetensors")), [&](const std::string& path) {
-              if (sync) checkpoint::start_writeback(path);
-            });
+        if (!is_sharded(i)) save_optimizer(i, dir, "");
       }
       for (size_t i = 0; i < prepared_schedulers_.size(); ++i) {
         auto* scheduler = prepared_schedulers_[i];
@@ -133,7 +143,11 @@ std::string Accelerator::save_state(const std::optional<std::string>& output_dir
         write("custom_checkpoint_" + std::to_string(i) + ".bin", custom_objects_[i].save);
       }
     }
-    // Every process: its generators and its loaders' positions.
+    // Every process: the state of its shard of each ZeRO optimizer, its
+    // generators and its loaders' positions.
+    for (size_t i = 0; i < prepared_optimizers_.size(); ++i) {
+      if (is_sharded(i)) save_optimizer(i, dir, "_rank" + std::to_string(process_index()));
+    }
     write("random_states_" + std::to_string(process_index()) + ".bin",
           [&](torch::serialize::OutputArchive& archive) {
             checkpoint::save_rng_states(archive);
@@ -160,6 +174,9 @@ std::string Accelerator::save_state(const std::optional<std::string>& output_dir
   metadata.scaler = scaler_ != nullptr;
   metadata.step = step_;
   metadata.optimizer_steps = gradient_state_->optimizer_steps();
+  for (size_t i = 0; i < prepared_optimizers_.size(); ++i) {
+    if (is_sharded(i)) metadata.sharded_optimizers.push_back(static_cast<int64_t>(i));
+  }
   staged.commit(metadata, error);
 
   if (numbered) {
@@ -251,10 +268,24 @@ void Accelerator::restore_state_from(const std::string& folder) {
     }
   }
   // Optimizers: read and checked (their tensor files too) before any is applied.
+  const auto is_sharded = [&](size_t i) {
+    return zero_ && zero_->sharding(prepared_optimizers_[i]) != nullptr;
+  };
   std::vector<checkpoint::PendingOptimizerState> optimizers;
   for (size_t i = 0; i < prepared_optimizers_.size(); ++i) {
+    const bool saved_sharded =
+        std::count(metadata.sharded_optimizers.begin(), metadata.sharded_optimizers.end(),
+                   static_cast<int64_t>(i)) > 0;
+    if (saved_sharded != is_sharded(i)) {
+      throw Error("checkpoint " + folder + " holds " +
+                  (saved_sharded ? "per-process (ZeRO) state" : "the whole state") +
+                  " of optimizer " + std::to_string(i) + " but this Accelerator " +
+                  (is_sharded(i) ? "shards it (ZeRO stage 1 or 2)" : "does not shard it") +
+                  "; resume with the same ZeRO setting");
+    }
+    const std::string rank = is_sharded(i) ? "_rank" + std::to_string(process_index()) : "";
     optimizers.emplace_back(*prepared_optimizers_[i],
-                            file_in(folder, indexed("optimizer", i, ".bin")));
+                            file_in(folder, indexed("optimizer", i, "") + rank + ".bin"));
   }
 
   for (size_t i = 0; i < models.size(); ++i) {

@@ -42,6 +42,7 @@ std::string CheckpointMetadata::to_json() const {
       {"scaler", scaler},
       {"step", step},
       {"optimizer_steps", optimizer_steps},
+      {"sharded_optimizers", sharded_optimizers},
   };
   return json.dump(2) + "\n";
 }
@@ -73,6 +74,10 @@ CheckpointMetadata CheckpointMetadata::from_json(const std::string& text,
   metadata.scaler = field<bool>(json, "scaler", source);
   metadata.step = field<int64_t>(json, "step", source);
   metadata.optimizer_steps = field<int64_t>(json, "optimizer_steps", source);
+  if (json.contains("sharded_optimizers")) {
+    metadata.sharded_optimizers =
+        field<std::vector<int64_t>>(json, "sharded_optimizers", source);
+  }
   return metadata;
 }
 

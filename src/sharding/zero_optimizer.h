@@ -70,6 +70,7 @@ class ShardedOptimizer : public OptimizerShardHooks {
   double clip_grad_norm_(double max_norm, double norm_type);
   // Whether any of `parameters` is one of the model parameters it steps.
   bool covers_any(const std::vector<at::Tensor>& parameters) const;
+  const torch::optim::Optimizer& optimizer() const { return optimizer_; }
 
  private:
   struct Run {

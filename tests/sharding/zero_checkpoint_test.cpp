@@ -1,0 +1,148 @@
+// save_state / load_state with ZeRO: each process writes the optimizer state
+// of its own shard (optimizer_rank<r>.bin/.safetensors), and a run resumed
+// from a checkpoint ends bitwise where the uninterrupted run ends. Ranks are
+// threads with real collectives sharing one checkpoint folder.
+#include <torch/torch.h>
+
+#include <gtest/gtest.h>
+#include <gmock/gmock.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "accelerate/accelerator.h"
+#include "accelerate/errors.h"
+#include "sharding/zero_test_model.h"
+#include "support/thread_ranks.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using accelerate::Accelerator;
+using accelerate::AcceleratorOptions;
+using accelerate::Communicator;
+using accelerate::DeepSpeedPlugin;
+using accelerate::testing::ZeroNet;
+using ::testing::HasSubstr;
+
+struct ResumeRun {
+  int stage = 2;
+  int save_after = -1;     // save_state after this many steps (-1: never)
+  std::string checkpoint;  // folder to save into or resume from
+  bool resume = false;     // load_state(checkpoint) before training
+  int steps = 10;          // steps in all (a resumed run skips the saved ones)
+};
+
+// Trains ZeroNet with AdamW on this rank's shard of the data for
+// `run.steps` steps, saving or resuming as asked; returns the parameters.
+std::vector<at::Tensor> train_with_checkpoint(std::shared_ptr<Communicator> comm,
+                                              const ResumeRun& run) {
+  AcceleratorOptions options;
+  options.ddp_options(
+      accelerate::GradientSyncOptions().bucket_cap_mb(0.002).first_bucket_cap_mb(0.0005));
+  if (run.stage > 0) options.deepspeed_plugin(DeepSpeedPlugin().zero_stage(run.stage));
+  Accelerator accelerator(std::move(comm), options);
+  ZeroNet model;
+  accelerate::Optimizer<torch::optim::AdamW> optimizer(model->parameters(),
+                                                       torch::optim::AdamWOptions(0.01));
+  accelerate::DataLoader loader(accelerate::testing::zero_data(256),
+                                accelerate::DataLoaderOptions(8));
+  accelerator.prepare(model, optimizer, loader);
+  int step = 0;
+  if (run.resume) {
+    accelerator.load_state(run.checkpoint);
+    step = static_cast<int>(accelerator.step());
+  }
+  while (step < run.steps) {
+    for (auto& batch : loader) {
+      auto scope = accelerator.accumulate();  // counts Accelerator::step()
+      accelerator.backward(torch::mse_loss(model->forward(batch.data, true), batch.target));
+      optimizer.step();
+      optimizer.zero_grad();
+      if (++step == run.save_after) accelerator.save_state(run.checkpoint);
+      if (step == run.steps) break;
+    }
+  }
+  std::vector<at::Tensor> parameters;
+  for (const auto& p : model->parameters()) parameters.push_back(p.detach().clone());
+  return parameters;
+}
+
+std::vector<std::vector<at::Tensor>> run_ranks(int world, const ResumeRun& run) {
+  std::vector<std::vector<at::Tensor>> out(world);
+  accelerate::testing::run_rank_communicators(world, [&](std::shared_ptr<Communicator> comm) {
+    const int rank = comm->rank();
+    out[rank] = train_with_checkpoint(comm, run);
+  });
+  return out;
+}
+
+std::string fresh_checkpoint_dir(const std::string& name) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("accelerate-zero-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  return dir.string();
+}
+
+class ZeroResume : public ::testing::TestWithParam<int> {};
+
+TEST_P(ZeroResume, ResumedRunEndsBitwiseWhereTheUninterruptedOneDoes) {
+  const int stage = GetParam();
+  const std::string dir = fresh_checkpoint_dir("resume-" + std::to_string(stage));
+  ResumeRun whole;
+  whole.stage = stage;
+  whole.save_after = 4;
+  whole.checkpoint = dir;
+  const auto uninterrupted = run_ranks(2, whole);
+  // With ZeRO each process saved its own shard's optimizer state (stage 0,
+  // the control, saves one optimizer.bin).
+  EXPECT_EQ(fs::is_regular_file(fs::path(dir) / "optimizer_rank0.bin"), stage > 0);
+  EXPECT_EQ(fs::is_regular_file(fs::path(dir) / "optimizer_rank1.safetensors"), stage > 0);
+  EXPECT_EQ(fs::exists(fs::path(dir) / "optimizer.bin"), stage == 0);
+
+  ResumeRun resumed = whole;
+  resumed.save_after = -1;
+  resumed.resume = true;
+  const auto continued = run_ranks(2, resumed);
+  for (int r = 0; r < 2; ++r) {
+    for (std::size_t i = 0; i < uninterrupted[r].size(); ++i) {
+      EXPECT_TRUE(at::equal(continued[r][i], uninterrupted[r][i]))
+          << "rank " << r << ", parameter " << i << ": max difference "
+          << (continued[r][i] - uninterrupted[r][i]).abs().max().item<double>();
+    }
+  }
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, ZeroResume, ::testing::Values(0, 1, 2));
+
+TEST(ZeroResumeErrors, ACheckpointOfAnotherShardingSettingIsRefusedBeforeAnythingChanges) {
+  const std::string dir = fresh_checkpoint_dir("mismatch");
+  ResumeRun save;
+  save.stage = 2;
+  save.save_after = 2;
+  save.steps = 2;
+  save.checkpoint = dir;
+  run_ranks(2, save);
+  ResumeRun plain = save;
+  plain.stage = 0;
+  plain.save_after = -1;
+  plain.resume = true;
+  std::vector<std::string> errors(2);
+  accelerate::testing::run_rank_communicators(2, [&](std::shared_ptr<Communicator> comm) {
+    const int rank = comm->rank();
+    try {
+      train_with_checkpoint(comm, plain);
+    } catch (const accelerate::Error& error) {
+      errors[rank] = error.what();
+    }
+  });
+  for (const auto& error : errors) {
+    EXPECT_THAT(error, HasSubstr("holds per-process (ZeRO) state of optimizer 0 but this "
+                                 "Accelerator does not shard it"));
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
