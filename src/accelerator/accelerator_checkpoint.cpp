@@ -222,8 +222,12 @@ std::string Accelerator::load_state(const std::optional<std::string>& input_dir)
 
 void Accelerator::restore_state_from(const std::string& folder) {
   const CheckpointMetadata metadata = read_checkpoint_metadata(folder);
-  if (metadata.world_size != num_processes()) {
-    throw Error("checkpoint " + folder + " was saved by " + std::to_string(metadata.world_size) +
+  // ZeRO checkpoints load on another number of processes (resharded); for
+  // others the per-process random states and positions must match.
+  const int saved_world = metadata.world_size;
+  const bool other_world = saved_world != num_processes();
+  if (other_world && metadata.sharded_optimizers.empty()) {
+    throw Error("checkpoint " + folder + " was saved by " + std::to_string(saved_world) +
                 " processes but this job has " + std::to_string(num_processes()) +
                 " (random states and loader positions are per process)");
   }
@@ -244,8 +248,11 @@ void Accelerator::restore_state_from(const std::string& folder) {
   }
   // Every file present, and every model's tensors there with the right
   // shapes, before anything changes.
+  // On another number of processes: a process the checkpoint had keeps
+  // restoring its own; a new one reads the last's loader positions only.
+  const int random_source = std::min(process_index(), saved_world - 1);
   const std::string random_states =
-      file_in(folder, "random_states_" + std::to_string(process_index()) + ".bin");
+      file_in(folder, "random_states_" + std::to_string(random_source) + ".bin");
   std::vector<std::string> files = {random_states};
   for (size_t i = 0; i < prepared_schedulers_.size(); ++i) {
     files.push_back(file_in(folder, indexed("scheduler", i, ".bin")));
@@ -272,20 +279,43 @@ void Accelerator::restore_state_from(const std::string& folder) {
     return zero_ && zero_->sharding(prepared_optimizers_[i]) != nullptr;
   };
   std::vector<checkpoint::PendingOptimizerState> optimizers;
+  std::vector<size_t> resharded;  // saved per process, loaded through the bucket layout
   for (size_t i = 0; i < prepared_optimizers_.size(); ++i) {
     const bool saved_sharded =
         std::count(metadata.sharded_optimizers.begin(), metadata.sharded_optimizers.end(),
                    static_cast<int64_t>(i)) > 0;
-    if (saved_sharded != is_sharded(i)) {
-      throw Error("checkpoint " + folder + " holds " +
-                  (saved_sharded ? "per-process (ZeRO) state" : "the whole state") +
-                  " of optimizer " + std::to_string(i) + " but this Accelerator " +
-                  (is_sharded(i) ? "shards it (ZeRO stage 1 or 2)" : "does not shard it") +
-                  "; resume with the same ZeRO setting");
+    if (!saved_sharded && is_sharded(i)) {
+      throw Error("checkpoint " + folder + " holds the whole state of optimizer " +
+                  std::to_string(i) +
+                  " but this Accelerator shards it (ZeRO stage 1 or 2); resume without ZeRO, "
+                  "or from a checkpoint saved with it");
+    }
+    if (saved_sharded && (other_world || !is_sharded(i))) {
+      resharded.push_back(i);
+      continue;
     }
     const std::string rank = is_sharded(i) ? "_rank" + std::to_string(process_index()) : "";
     optimizers.emplace_back(*prepared_optimizers_[i],
                             file_in(folder, indexed("optimizer", i, "") + rank + ".bin"));
+  }
+  // Each reads and checks every saved shard before it changes anything.
+  for (size_t i : resharded) {
+    const auto archive_of = [&](int k) {
+      return file_in(folder, indexed("optimizer", i, "") + "_rank" + std::to_string(k) + ".bin");
+    };
+    if (auto* sharded = is_sharded(i) ? zero_->sharding(prepared_optimizers_[i]) : nullptr) {
+      sharded->load_resharded(saved_world, archive_of);
+    } else {
+      sharding::load_sharded_state_whole(*prepared_optimizers_[i], prepared_modules_,
+                                         options_.ddp_options(), saved_world, archive_of);
+    }
+  }
+  if (other_world && is_main_process()) {
+    std::cerr << "accelerate: note: checkpoint " << folder << " was saved by " << saved_world
+              << " processes and is loaded on " << num_processes()
+              << ": ZeRO optimizer state resharded, loader positions rescaled"
+              << (num_processes() > saved_world ? ", new processes keep their random state" : "")
+              << "\n";
   }
 
   for (size_t i = 0; i < models.size(); ++i) {
@@ -306,12 +336,14 @@ void Accelerator::restore_state_from(const std::string& folder) {
                              custom_objects_[i].load);
   }
   checkpoint::load_archive(random_states, [&](torch::serialize::InputArchive& archive) {
-    checkpoint::load_rng_states(archive);
+    if (random_source == process_index()) checkpoint::load_rng_states(archive);
     for (size_t i = 0; i < loaders_.size(); ++i) {
       DataLoaderPosition position;
       position.epoch = checkpoint::read_int(archive, loader_key(i, "epoch"));
+      // The same samples consumed in all, in batches of the new world.
       position.batches_yielded =
-          static_cast<uint64_t>(checkpoint::read_int(archive, loader_key(i, "batches_yielded")));
+          static_cast<uint64_t>(checkpoint::read_int(archive, loader_key(i, "batches_yielded"))) *
+          static_cast<uint64_t>(saved_world) / static_cast<uint64_t>(num_processes());
       position.shuffle_seed =
           static_cast<uint64_t>(checkpoint::read_int(archive, loader_key(i, "shuffle_seed")));
       loaders_[i]->restore_position(position);

@@ -1,10 +1,6 @@
 #include "checkpoint/optimizer_state.h"
 
-#include <torch/optim/adagrad.h>
-#include <torch/optim/adam.h>
-#include <torch/optim/adamw.h>
-#include <torch/optim/rmsprop.h>
-#include <torch/optim/sgd.h>
+#include <torch/optim/optimizer.h>
 #include <torch/serialize/archive.h>
 
 #include <filesystem>
@@ -15,6 +11,7 @@
 #include "accelerate/optimizer.h"
 #include "accelerate/safetensors.h"
 #include "checkpoint/checkpoint_items.h"
+#include "checkpoint/optimizer_kinds.h"
 #include "compat/optim_compat.h"
 #include "distributed/failure_diagnosis.h"
 
@@ -29,78 +26,6 @@ using torch::serialize::OutputArchive;
 // optimizer.bin of the split format: this key names the tensor file (its
 // absence means a whole Optimizer::save archive, format version 1).
 constexpr const char* kTensorFileKey = "tensor_file";
-
-// One state tensor of a built-in optimizer's per-parameter state.
-struct StateTensor {
-  const char* name;
-  at::Tensor& (*slot)(OptimizerParamState&);
-};
-// The StateTensor for State::field().
-// clang-format off
-#define ACCELERATE_STATE_TENSOR(State, field)                                  \
-  StateTensor{#field, [](OptimizerParamState& s) -> at::Tensor& {              \
-    return static_cast<State&>(s).field();                                     \
-  }}
-// clang-format on
-
-// A built-in optimizer type whose save() is LibTorch's generic serialisation
-// of State and its options.
-struct Kind {
-  const char* name;
-  const std::type_info& type;
-  const std::type_info& prepared_type;  // accelerate::Optimizer<type>
-  std::unique_ptr<OptimizerParamState> (*make_state)();
-  bool (*holds)(const OptimizerParamState&);
-  std::vector<StateTensor> tensors;
-};
-
-template <class Opt, class State>
-Kind kind(const char* name, std::vector<StateTensor> tensors) {
-  return {name,
-          typeid(Opt),
-          typeid(accelerate::Optimizer<Opt>),
-          []() -> std::unique_ptr<OptimizerParamState> { return std::make_unique<State>(); },
-          [](const OptimizerParamState& s) { return dynamic_cast<const State*>(&s) != nullptr; },
-          std::move(tensors)};
-}
-
-const std::vector<Kind>& kinds() {
-  using namespace torch::optim;
-  static const std::vector<Kind> all = {
-      kind<SGD, SGDParamState>("SGD", {ACCELERATE_STATE_TENSOR(SGDParamState, momentum_buffer)}),
-      kind<Adam, AdamParamState>("Adam", {ACCELERATE_STATE_TENSOR(AdamParamState, exp_avg),
-                                          ACCELERATE_STATE_TENSOR(AdamParamState, exp_avg_sq),
-                                          ACCELERATE_STATE_TENSOR(AdamParamState, max_exp_avg_sq)}),
-      kind<AdamW, AdamWParamState>("AdamW",
-                                   {ACCELERATE_STATE_TENSOR(AdamWParamState, exp_avg),
-                                    ACCELERATE_STATE_TENSOR(AdamWParamState, exp_avg_sq),
-                                    ACCELERATE_STATE_TENSOR(AdamWParamState, max_exp_avg_sq)}),
-      kind<Adagrad, AdagradParamState>("Adagrad",
-                                       {ACCELERATE_STATE_TENSOR(AdagradParamState, sum)}),
-      kind<RMSprop, RMSpropParamState>("RMSprop",
-                                       {ACCELERATE_STATE_TENSOR(RMSpropParamState, square_avg),
-                                        ACCELERATE_STATE_TENSOR(RMSpropParamState, momentum_buffer),
-                                        ACCELERATE_STATE_TENSOR(RMSpropParamState, grad_avg)}),
-  };
-  return all;
-}
-#undef ACCELERATE_STATE_TENSOR
-
-// The built-in kind of `optimizer` (exactly that class, or
-// accelerate::Optimizer of it: a subclass may save more), or null.
-const Kind* kind_of(const torch::optim::Optimizer& optimizer) {
-  for (const auto& k : kinds()) {
-    if (typeid(optimizer) == k.type || typeid(optimizer) == k.prepared_type) return &k;
-  }
-  return nullptr;
-}
-
-const StateTensor* find_tensor(const Kind& kind, const std::string& name) {
-  for (const auto& t : kind.tensors) {
-    if (name == t.name) return &t;
-  }
-  return nullptr;
-}
 
 std::string tensor_name(int64_t index, const char* field) {
   return "state." + std::to_string(index) + "." + field;

@@ -229,6 +229,13 @@ void GradientReducer::partition_buckets(GradientPartition partition) {
         "ZeRO sharding does not support find_unused_parameters yet: parameters without a "
         "gradient are averaged as zero (leave find_unused_parameters off)");
   }
+  for (const GradientBucket& bucket : s.buckets) {
+    if (bucket.wire_dtype != bucket.gradient_dtype) {
+      throw ConfigError(std::string("ZeRO sharding needs float32 or float64 parameters, got ") +
+                        c10::toString(bucket.gradient_dtype) +
+                        " ones (keep fp32 parameters; bf16 autocast is fine)");
+    }
+  }
   const std::int64_t world = s.communicator->world_size();
   const std::int64_t rank = s.communicator->rank();
   s.partition = partition;

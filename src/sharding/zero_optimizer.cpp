@@ -97,72 +97,36 @@ ShardedOptimizer::ShardedOptimizer(std::shared_ptr<Communicator> communicator,
         "ZeRO: the optimizer already has state (it stepped before prepare()); prepare it "
         "before its first step");
   }
-  // Where each parameter the models sync lives: (model, parameter index).
-  std::unordered_map<const c10::TensorImpl*, std::pair<std::size_t, std::size_t>> synced;
-  for (std::size_t m = 0; m < models_.size(); ++m) {
-    const auto& parameters = models_[m]->reducer().parameters();
-    for (std::size_t i = 0; i < parameters.size(); ++i) {
-      if (models_[m]->reducer().bucket_of(i) >= 0) {
-        synced[parameters[i].unsafeGetTensorImpl()] = {m, i};
-      }
-    }
-  }
+  std::vector<ShardLayout::Model> layouts;
+  for (const auto& model : models_) layouts.push_back(ShardLayout::from_reducer(model->reducer()));
+  layout_ = std::make_unique<ShardLayout>(optimizer, std::move(layouts));
   auto& groups = optimizer.param_groups();
-  std::map<std::pair<std::size_t, std::size_t>, std::size_t> group_of;
-  std::vector<std::vector<at::Tensor>> kept(groups.size());
-  for (std::size_t g = 0; g < groups.size(); ++g) {
-    for (const at::Tensor& parameter : groups[g].params()) {
-      auto it = synced.find(parameter.unsafeGetTensorImpl());
-      if (it == synced.end()) {
-        kept[g].push_back(parameter);  // frozen, or no prepared model syncs it
-        continue;
-      }
-      if (!group_of.emplace(it->second, g).second) {
-        throw ConfigError("ZeRO: a parameter appears twice in the optimizer's groups");
-      }
-      model_parameters_.push_back(parameter);
+  for (const auto& group : groups) {
+    for (const at::Tensor& parameter : group.params()) {
+      if (layout_->locate(parameter)) model_parameters_.push_back(parameter);
     }
   }
-  // This process's runs: within its shard of each bucket, the elements of
-  // consecutive parameters of one group.
-  for (std::size_t m = 0; m < models_.size(); ++m) {
-    GradientReducer& reducer = models_[m]->reducer();
-    const auto& parameters = reducer.parameters();
-    for (std::size_t b = 0; b < reducer.buckets().size(); ++b) {
-      const std::int64_t lo = models_[m]->shard_begin(b);
-      const std::int64_t hi = lo + models_[m]->shard_numel(b);
-      std::size_t run_group = 0;
-      auto flush = [&] {
-        if (runs_.empty() || runs_.back().parameter.defined()) return;
-        Run& run = runs_.back();
-        run.parameter = flat_alias(models_[m]->parameter_buffer(b), run.begin, run.numel);
-        run.parameter.set_requires_grad(true);
-        kept[run_group].push_back(run.parameter);
-      };
-      for (std::size_t index : reducer.buckets()[b].parameter_indices) {
-        const std::int64_t offset = reducer.offset_in_bucket(index);
-        const std::int64_t begin = std::max(offset, lo);
-        const std::int64_t end = std::min(offset + parameters[index].numel(), hi);
-        auto it = group_of.find({m, index});
-        if (it == group_of.end() || begin >= end) {
-          flush();
-          continue;
-        }
-        const bool extends = !runs_.empty() && !runs_.back().parameter.defined() &&
-                             run_group == it->second &&
-                             runs_.back().begin + runs_.back().numel == begin;
-        if (extends) {
-          runs_.back().numel += end - begin;
-          continue;
-        }
-        flush();
-        runs_.push_back(Run{m, b, begin, end - begin, at::Tensor()});
-        run_group = it->second;
-      }
-      flush();
-    }
+  // The groups hold the parameters no model syncs, then this process's runs.
+  std::vector<std::vector<at::Tensor>> kept = layout_->unsynced();
+  for (const ShardLayout::Run& run :
+       layout_->runs_for(communicator_->rank(), communicator_->world_size())) {
+    at::Tensor parameter =
+        flat_alias(models_[run.model]->parameter_buffer(run.bucket), run.begin, run.numel);
+    parameter.set_requires_grad(true);
+    kept[run.group].push_back(parameter);
+    runs_.push_back(Run{run.model, run.bucket, run.begin, run.numel, parameter});
   }
   for (std::size_t g = 0; g < groups.size(); ++g) groups[g].params() = kept[g];
+}
+
+ShardedOptimizer::~ShardedOptimizer() = default;
+
+void ShardedOptimizer::load_resharded(int saved_world,
+                                      const std::function<std::string(int)>& archive_of) {
+  std::vector<StatePiece> pieces;
+  for (const Run& run : runs_)
+    pieces.push_back(StatePiece{run.model, run.bucket, run.begin, run.parameter});
+  load_sharded_state(*layout_, saved_world, archive_of, optimizer_, pieces);
 }
 
 void ShardedOptimizer::before_step() {

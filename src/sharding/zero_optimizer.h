@@ -15,7 +15,9 @@
 // Internal to the library: the Accelerator builds these in prepare().
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -24,6 +26,7 @@
 #include "accelerate/communicator.h"
 #include "accelerate/gradient_reducer.h"
 #include "accelerate/optimizer.h"
+#include "sharding/shard_layout.h"
 
 namespace accelerate::sharding {
 
@@ -58,6 +61,11 @@ class ShardedOptimizer : public OptimizerShardHooks {
   // has state (it stepped before prepare) or is not elementwise (LBFGS).
   ShardedOptimizer(std::shared_ptr<Communicator> communicator, torch::optim::Optimizer& optimizer,
                    std::vector<std::shared_ptr<ModelShards>> models);
+  ~ShardedOptimizer() override;
+
+  // load_state of an optimizer saved sharded by `saved_world` processes
+  // (rank k's archive at archive_of(k)), this or another number.
+  void load_resharded(int saved_world, const std::function<std::string(int)>& archive_of);
 
   void before_step() override;
   void after_step(bool stepped) override;
@@ -83,6 +91,7 @@ class ShardedOptimizer : public OptimizerShardHooks {
   std::shared_ptr<Communicator> communicator_;
   torch::optim::Optimizer& optimizer_;
   std::vector<std::shared_ptr<ModelShards>> models_;
+  std::unique_ptr<ShardLayout> layout_;
   std::vector<Run> runs_;
   std::vector<at::Tensor> model_parameters_;  // the ones this optimizer had
 };

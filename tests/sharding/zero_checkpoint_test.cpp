@@ -8,11 +8,13 @@
 #include <gmock/gmock.h>
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "accelerate/accelerator.h"
 #include "accelerate/errors.h"
+#include "accelerate/safetensors.h"
 #include "sharding/zero_test_model.h"
 #include "support/thread_ranks.h"
 
@@ -32,6 +34,7 @@ struct ResumeRun {
   std::string checkpoint;  // folder to save into or resume from
   bool resume = false;     // load_state(checkpoint) before training
   int steps = 10;          // steps in all (a resumed run skips the saved ones)
+  std::string save_to;     // with resume: save_state here right after loading
 };
 
 // Trains ZeroNet with AdamW on this rank's shard of the data for
@@ -53,6 +56,7 @@ std::vector<at::Tensor> train_with_checkpoint(std::shared_ptr<Communicator> comm
   if (run.resume) {
     accelerator.load_state(run.checkpoint);
     step = static_cast<int>(accelerator.step());
+    if (!run.save_to.empty()) accelerator.save_state(run.save_to);
   }
   while (step < run.steps) {
     for (auto& batch : loader) {
@@ -117,32 +121,85 @@ TEST_P(ZeroResume, ResumedRunEndsBitwiseWhereTheUninterruptedOneDoes) {
 
 INSTANTIATE_TEST_SUITE_P(Stages, ZeroResume, ::testing::Values(0, 1, 2));
 
-TEST(ZeroResumeErrors, ACheckpointOfAnotherShardingSettingIsRefusedBeforeAnythingChanges) {
+TEST(ZeroResumeErrors, AWholeOptimizerStateDoesNotLoadIntoAShardedOne) {
   const std::string dir = fresh_checkpoint_dir("mismatch");
   ResumeRun save;
-  save.stage = 2;
+  save.stage = 0;
   save.save_after = 2;
   save.steps = 2;
   save.checkpoint = dir;
   run_ranks(2, save);
-  ResumeRun plain = save;
-  plain.stage = 0;
-  plain.save_after = -1;
-  plain.resume = true;
+  ResumeRun sharded = save;
+  sharded.stage = 2;
+  sharded.save_after = -1;
+  sharded.resume = true;
   std::vector<std::string> errors(2);
   accelerate::testing::run_rank_communicators(2, [&](std::shared_ptr<Communicator> comm) {
     const int rank = comm->rank();
     try {
-      train_with_checkpoint(comm, plain);
+      train_with_checkpoint(comm, sharded);
     } catch (const accelerate::Error& error) {
       errors[rank] = error.what();
     }
   });
   for (const auto& error : errors) {
-    EXPECT_THAT(error, HasSubstr("holds per-process (ZeRO) state of optimizer 0 but this "
-                                 "Accelerator does not shard it"));
+    EXPECT_THAT(error, HasSubstr("holds the whole state of optimizer 0 but this Accelerator "
+                                 "shards it"));
   }
   fs::remove_all(dir);
+}
+
+// Every state tensor of `dir`'s optimizer.safetensors (a whole, unsharded
+// optimizer state), by name.
+std::map<std::string, at::Tensor> whole_optimizer_state(const std::string& dir) {
+  accelerate::SafetensorsReader reader((fs::path(dir) / "optimizer.safetensors").string());
+  std::map<std::string, at::Tensor> state;
+  for (const auto& name : reader.names()) state[name] = reader.read(name);
+  return state;
+}
+
+// Saved by 2 processes at stage 2, loaded and saved again by 3, then by 1
+// (which has no ZeRO: one process), the optimizer state is bitwise the
+// whole state that data parallelism (stage 0, equal to stage 2 bitwise)
+// saved after the same steps; and training continues after each load.
+TEST(ZeroReshard, TwoThenThreeThenOneProcessesKeepTheExactOptimizerState) {
+  const std::string a = fresh_checkpoint_dir("reshard-a"), b = fresh_checkpoint_dir("reshard-b"),
+                    c = fresh_checkpoint_dir("reshard-c"), d = fresh_checkpoint_dir("reshard-d");
+  ResumeRun first;
+  first.stage = 2;
+  first.save_after = 4;
+  first.steps = 4;
+  first.checkpoint = a;
+  run_ranks(2, first);
+  ResumeRun reference = first;
+  reference.stage = 0;
+  reference.checkpoint = d;
+  run_ranks(2, reference);
+
+  ResumeRun on_three;
+  on_three.stage = 2;
+  on_three.resume = true;
+  on_three.checkpoint = a;
+  on_three.save_to = b;  // right after loading
+  on_three.steps = 8;
+  const auto three = run_ranks(3, on_three);
+  EXPECT_TRUE(fs::is_regular_file(fs::path(b) / "optimizer_rank2.bin"));
+  ResumeRun on_one = on_three;
+  on_one.checkpoint = b;
+  on_one.save_to = c;
+  const auto one = run_ranks(1, on_one);
+  for (const auto& p : three[0]) EXPECT_TRUE(p.isfinite().all().item<bool>());
+  for (const auto& p : one[0]) EXPECT_TRUE(p.isfinite().all().item<bool>());
+
+  const auto resharded = whole_optimizer_state(c);
+  const auto expected = whole_optimizer_state(d);
+  ASSERT_EQ(resharded.size(), expected.size());
+  ASSERT_FALSE(expected.empty());
+  for (const auto& [name, tensor] : expected) {
+    ASSERT_TRUE(resharded.count(name)) << name;
+    EXPECT_TRUE(at::equal(resharded.at(name), tensor)) << name;
+  }
+  for (const auto& dir : {a, b, c, d}) fs::remove_all(dir);
 }
 
 }  // namespace

@@ -1,0 +1,196 @@
+#include "sharding/shard_layout.h"
+
+#include <algorithm>
+#include <memory>
+#include <unordered_map>
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+
+#include "accelerate/errors.h"
+#include "checkpoint/optimizer_reshard.h"
+#include "checkpoint/optimizer_state.h"
+#include "parallel/bucket_assignment.h"
+
+namespace accelerate::sharding {
+
+ShardLayout::ShardLayout(const torch::optim::Optimizer& optimizer, std::vector<Model> models)
+    : models_(std::move(models)) {
+  std::unordered_map<const c10::TensorImpl*, std::pair<std::size_t, std::size_t>> synced;
+  for (std::size_t m = 0; m < models_.size(); ++m) {
+    for (const Bucket& bucket : models_[m].buckets) {
+      for (std::size_t index : bucket.parameters) {
+        synced[models_[m].parameters[index].unsafeGetTensorImpl()] = {m, index};
+      }
+    }
+  }
+  const auto& groups = optimizer.param_groups();
+  unsynced_.resize(groups.size());
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    for (const at::Tensor& parameter : groups[g].params()) {
+      auto it = synced.find(parameter.unsafeGetTensorImpl());
+      if (it == synced.end()) {
+        unsynced_[g].push_back(parameter);
+      } else if (!group_of_.emplace(it->second, g).second) {
+        throw ConfigError("ZeRO: a parameter appears twice in the optimizer's groups");
+      }
+    }
+  }
+}
+
+ShardLayout::Model ShardLayout::from_reducer(const GradientReducer& reducer) {
+  Model model{reducer.parameters(), {}};
+  for (const GradientBucket& bucket : reducer.buckets()) {
+    Bucket b{bucket.parameter_indices, {}, bucket.numel};
+    for (std::size_t index : bucket.parameter_indices) {
+      b.offsets.push_back(reducer.offset_in_bucket(index));
+    }
+    model.buckets.push_back(std::move(b));
+  }
+  return model;
+}
+
+ShardLayout::Model ShardLayout::for_parameters(const std::vector<at::Tensor>& parameters,
+                                               const GradientSyncOptions& options) {
+  Model model{parameters, {}};
+  const auto buckets = detail::assign_buckets(parameters, detail::bucket_caps_from(options),
+                                              [](c10::Device device) { return device; });
+  for (const GradientBucket& bucket : buckets) {
+    Bucket b{bucket.parameter_indices, {}, 0};
+    for (std::size_t index : bucket.parameter_indices) {  // as the reducer lays them out
+      b.offsets.push_back(b.numel);
+      b.numel += parameters[index].numel();
+    }
+    model.buckets.push_back(std::move(b));
+  }
+  return model;
+}
+
+std::vector<ShardLayout::Run> ShardLayout::runs_for(int rank, int world) const {
+  std::vector<Run> runs;
+  for (std::size_t m = 0; m < models_.size(); ++m) {
+    for (std::size_t b = 0; b < models_[m].buckets.size(); ++b) {
+      const Bucket& bucket = models_[m].buckets[b];
+      const std::int64_t shard = padded(bucket.numel, world) / world;
+      const std::int64_t lo = rank * shard, hi = lo + shard;
+      bool open = false;  // the last run may still grow
+      for (std::size_t k = 0; k < bucket.parameters.size(); ++k) {
+        const std::int64_t offset = bucket.offsets[k];
+        const std::int64_t begin = std::max(offset, lo);
+        const std::int64_t end =
+            std::min(offset + models_[m].parameters[bucket.parameters[k]].numel(), hi);
+        auto it = group_of_.find({m, bucket.parameters[k]});
+        if (it == group_of_.end() || begin >= end) {
+          open = false;
+          continue;
+        }
+        if (open && runs.back().group == it->second &&
+            runs.back().begin + runs.back().numel == begin) {
+          runs.back().numel += end - begin;
+          continue;
+        }
+        runs.push_back(Run{m, b, begin, end - begin, it->second});
+        open = true;
+      }
+    }
+  }
+  return runs;
+}
+
+std::optional<ShardLayout::Location> ShardLayout::locate(const at::Tensor& parameter) const {
+  for (std::size_t m = 0; m < models_.size(); ++m) {
+    for (std::size_t b = 0; b < models_[m].buckets.size(); ++b) {
+      const Bucket& bucket = models_[m].buckets[b];
+      for (std::size_t k = 0; k < bucket.parameters.size(); ++k) {
+        if (!models_[m].parameters[bucket.parameters[k]].is_same(parameter)) continue;
+        auto it = group_of_.find({m, bucket.parameters[k]});
+        if (it == group_of_.end()) return std::nullopt;
+        return Location{m, b, bucket.offsets[k], it->second};
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+void load_sharded_state(const ShardLayout& layout, int saved_world,
+                        const std::function<std::string(int)>& archive_of,
+                        torch::optim::Optimizer& target, const std::vector<StatePiece>& pieces) {
+  // Each saved shard in an optimizer of its own over tensors shaped like
+  // that process's runs: read and checked, all of them, before anything
+  // changes (this holds the whole saved state in memory at once).
+  struct Saved {
+    std::vector<ShardLayout::Run> runs;
+    std::vector<at::Tensor> run_tensors;
+    std::unique_ptr<torch::optim::Optimizer> optimizer;
+  };
+  std::vector<Saved> saved(static_cast<std::size_t>(saved_world));
+  std::vector<checkpoint::PendingOptimizerState> pending;
+  for (int k = 0; k < saved_world; ++k) {
+    Saved& s = saved[k];
+    s.runs = layout.runs_for(k, saved_world);
+    std::vector<std::vector<at::Tensor>> params = layout.unsynced();
+    for (const auto& run : s.runs) {
+      const ShardLayout::Model& model = layout.models()[run.model];
+      const at::Tensor& like = model.parameters[model.buckets[run.bucket].parameters.front()];
+      s.run_tensors.push_back(at::zeros({run.numel}, like.options().requires_grad(false)));
+      params[run.group].push_back(s.run_tensors.back());
+    }
+    s.optimizer = checkpoint::make_optimizer_like(target, params);
+    pending.emplace_back(*s.optimizer, archive_of(k));
+  }
+  for (auto& p : pending) p.apply();
+
+  checkpoint::copy_group_options(*saved[0].optimizer, target);
+  for (const auto& group : layout.unsynced()) {  // replicated: every rank saved the same
+    for (const at::Tensor& parameter : group) {
+      checkpoint::copy_state_slice(*saved[0].optimizer, parameter, 0, target, parameter, 0,
+                                   parameter.numel());
+    }
+  }
+  for (const StatePiece& piece : pieces) {
+    const std::int64_t piece_end = piece.begin + piece.tensor.numel();
+    for (const Saved& s : saved) {
+      for (std::size_t r = 0; r < s.runs.size(); ++r) {
+        const ShardLayout::Run& run = s.runs[r];
+        if (run.model != piece.model || run.bucket != piece.bucket) continue;
+        const std::int64_t lo = std::max(run.begin, piece.begin);
+        const std::int64_t hi = std::min(run.begin + run.numel, piece_end);
+        if (lo >= hi) continue;
+        checkpoint::copy_state_slice(*s.optimizer, s.run_tensors[r], lo - run.begin, target,
+                                     piece.tensor, lo - piece.begin, hi - lo);
+      }
+    }
+  }
+}
+
+void load_sharded_state_whole(torch::optim::Optimizer& optimizer,
+                              const std::vector<torch::nn::Module*>& modules,
+                              const GradientSyncOptions& options, int saved_world,
+                              const std::function<std::string(int)>& archive_of) {
+  // The models as the saving job's ZeRO saw them: those holding any of the
+  // optimizer's parameters, in prepare() order.
+  std::vector<ShardLayout::Model> models;
+  for (torch::nn::Module* module : modules) {
+    const std::vector<at::Tensor> parameters = module->parameters(true);
+    bool shares = false;
+    for (const auto& group : optimizer.param_groups()) {
+      for (const at::Tensor& p : group.params()) {
+        shares = shares || std::any_of(parameters.begin(), parameters.end(),
+                                       [&](const at::Tensor& q) { return q.is_same(p); });
+      }
+    }
+    if (shares) models.push_back(ShardLayout::for_parameters(parameters, options));
+  }
+  const ShardLayout layout(optimizer, std::move(models));
+  std::vector<StatePiece> pieces;
+  for (const auto& group : optimizer.param_groups()) {
+    for (const at::Tensor& parameter : group.params()) {
+      if (auto where = layout.locate(parameter)) {
+        pieces.push_back(StatePiece{where->model, where->bucket, where->offset, parameter});
+      }
+    }
+  }
+  load_sharded_state(layout, saved_world, archive_of, optimizer, pieces);
+}
+
+}  // namespace accelerate::sharding

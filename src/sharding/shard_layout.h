@@ -1,0 +1,112 @@
+// Where the parameters an optimizer steps lie in their models' gradient
+// buckets, and which elements of each bucket a process owns for a given
+// number of processes: the arithmetic ShardedOptimizer builds its runs from,
+// and what loading ZeRO optimizer state saved on another number of
+// processes needs (the old and new shards cut the same buckets at other
+// places). The bucket layout depends on the parameters and the bucket caps,
+// not on the number of processes. Internal to the library.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <torch/optim/optimizer.h>
+
+#include "accelerate/gradient_reducer.h"
+
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
+
+namespace accelerate::sharding {
+
+class ShardLayout {
+ public:
+  struct Bucket {
+    std::vector<std::size_t> parameters;  // indices into Model::parameters, in buffer order
+    std::vector<std::int64_t> offsets;    // where each starts in the bucket
+    std::int64_t numel = 0;               // unpadded
+  };
+  struct Model {
+    std::vector<at::Tensor> parameters;
+    std::vector<Bucket> buckets;
+  };
+  // Consecutive elements of one bucket shard that belong to one group.
+  struct Run {
+    std::size_t model = 0;
+    std::size_t bucket = 0;
+    std::int64_t begin = 0;  // in the bucket
+    std::int64_t numel = 0;
+    std::size_t group = 0;
+  };
+  // Where a synced parameter lies.
+  struct Location {
+    std::size_t model = 0;
+    std::size_t bucket = 0;
+    std::int64_t offset = 0;
+    std::size_t group = 0;
+  };
+
+  // `optimizer`'s groups as the program built them (whole parameters).
+  ShardLayout(const torch::optim::Optimizer& optimizer, std::vector<Model> models);
+
+  // A model's layout as its reducer has it, or as a reducer would build it
+  // for `parameters` with `options`' bucket caps (a one-process job has none).
+  static Model from_reducer(const GradientReducer& reducer);
+  static Model for_parameters(const std::vector<at::Tensor>& parameters,
+                              const GradientSyncOptions& options);
+
+  const std::vector<Model>& models() const { return models_; }
+  // Bucket b's length padded to a multiple of `world`, and a shard's length.
+  static std::int64_t padded(std::int64_t numel, int world) {
+    return (numel + world - 1) / world * world;
+  }
+  // Process `rank`'s runs when `world` processes share the buckets, in
+  // (model, bucket, position) order: the order its optimizer holds them.
+  std::vector<Run> runs_for(int rank, int world) const;
+  // Per group, the optimizer's parameters no model syncs (frozen ones, or of
+  // unprepared models): kept whole, before the runs, in group order.
+  const std::vector<std::vector<at::Tensor>>& unsynced() const { return unsynced_; }
+  std::optional<Location> locate(const at::Tensor& parameter) const;
+
+ private:
+  std::vector<Model> models_;
+  std::map<std::pair<std::size_t, std::size_t>, std::size_t> group_of_;  // (model, index) -> group
+  std::vector<std::vector<at::Tensor>> unsynced_;
+};
+
+// A tensor of `target` that receives saved state: a run of this process's
+// shard, or a whole parameter, at `begin` of its bucket.
+struct StatePiece {
+  std::size_t model = 0;
+  std::size_t bucket = 0;
+  std::int64_t begin = 0;
+  at::Tensor tensor;
+};
+
+// Loads an optimizer saved sharded by `saved_world` processes (rank k's
+// archive at archive_of(k)) into `target`, whose synced parameters are
+// `pieces` and whose other parameters are layout.unsynced(): every file is
+// read and checked first, then every piece gets its elements' state from
+// the saved shards that hold them, and the groups their options. Built-in
+// optimizers only (Error otherwise).
+void load_sharded_state(const ShardLayout& layout, int saved_world,
+                        const std::function<std::string(int)>& archive_of,
+                        torch::optim::Optimizer& target, const std::vector<StatePiece>& pieces);
+
+// The same into an optimizer that is not sharded here (one process, or no
+// ZeRO): each of its parameters gets its state assembled from the saved
+// shards, through the bucket layout the prepared `modules` have (their
+// reducers would use `options`' bucket caps).
+void load_sharded_state_whole(torch::optim::Optimizer& optimizer,
+                              const std::vector<torch::nn::Module*>& modules,
+                              const GradientSyncOptions& options, int saved_world,
+                              const std::function<std::string(int)>& archive_of);
+
+}  // namespace accelerate::sharding
