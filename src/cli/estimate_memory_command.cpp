@@ -8,6 +8,8 @@
 
 #include "accelerate/errors.h"
 #include "cli/memory_estimate.h"
+#include "common/environment_text.h"
+#include "common/settings.h"
 
 namespace accelerate::cli {
 namespace {
@@ -15,7 +17,7 @@ namespace {
 constexpr int kUsageExitCode = 2;
 
 const char* const kHelp =
-    "usage: accelerate estimate-memory MODEL [--dtypes DTYPE [DTYPE ...]]\n"
+    "usage: accelerate estimate-memory MODEL [--dtypes DTYPE [DTYPE ...]] [--num_processes N]\n"
     "\n"
     "Estimates the memory a model needs to load (largest layer, total size) and\n"
     "to train with Adam at batch size 1 (no activations), per dtype, with the\n"
@@ -29,12 +31,17 @@ const char* const kHelp =
     "\n"
     "options:\n"
     "  --dtypes DTYPE ...    any of float32 float16 bfloat16 int8 int4 (default: all)\n"
+    "  --num_processes N     also print, per process when training on N processes with\n"
+    "                        ZeRO stage 0 (data parallel), 1 (Adam states sharded) and\n"
+    "                        2 (gradients too), the bytes of parameters + gradients +\n"
+    "                        Adam states, all in the weights' dtype (no activations)\n"
     "  -h, --help            show this help\n";
 
 struct EstimateArguments {
   bool help = false;
   std::string model;
   std::vector<std::string> dtypes;
+  std::optional<int> num_processes;  // --num_processes: add the ZeRO table
 };
 
 bool is_known_dtype(const std::string& dtype) {
@@ -58,6 +65,13 @@ void add_dtype(EstimateArguments& parsed, const std::string& dtype) {
   }
 }
 
+int parse_num_processes(const std::string& spelled, const std::string& value) {
+  const auto number = detail::parse_integer_in(value, 1, settings::kMaxCount);
+  if (!number)
+    throw ConfigError(settings::bad_value_message(spelled, settings::count_expectation(), value));
+  return static_cast<int>(*number);
+}
+
 EstimateArguments parse(const std::vector<std::string>& args) {
   EstimateArguments parsed;
   bool dtypes_given = false;
@@ -76,6 +90,14 @@ EstimateArguments parse(const std::vector<std::string>& args) {
       if (parsed.dtypes.size() == before && arg == "--dtypes") {
         throw ConfigError("--dtypes expects at least one of " + known_dtype_list());
       }
+    } else if (arg == "--num_processes" || arg == "--num-processes") {
+      if (i + 1 >= args.size()) {
+        throw ConfigError(arg + " needs a value (" + settings::count_expectation() + ")");
+      }
+      parsed.num_processes = parse_num_processes(arg, args[++i]);
+    } else if (arg.rfind("--num_processes=", 0) == 0 || arg.rfind("--num-processes=", 0) == 0) {
+      const size_t equals = arg.find('=');
+      parsed.num_processes = parse_num_processes(arg.substr(0, equals), arg.substr(equals + 1));
     } else if (arg.size() > 1 && arg[0] == '-') {
       throw ConfigError("unknown option '" + arg + "' (see 'accelerate estimate-memory --help')");
     } else if (!parsed.model.empty()) {
@@ -118,6 +140,12 @@ int run_estimate_memory_command(const std::vector<std::string>& args) {
     }
     const ModelSize size = size_of(parsed.model);
     std::cout << render_estimate(parsed.model, size, estimate_rows(size, parsed.dtypes));
+    if (parsed.num_processes) {
+      std::cout << "\n"
+                << render_zero_estimate(
+                       zero_estimate_rows(size, parsed.dtypes, *parsed.num_processes),
+                       *parsed.num_processes);
+    }
     return 0;
   } catch (const std::exception& error) {
     // Every failure here is about the input: a flag, a count or a file.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 
 #include "checkpoint/safetensors_header.h"
@@ -108,13 +109,22 @@ std::optional<uint64_t> training_bytes_with_adam(uint64_t fp32_bytes, const std:
   return std::nullopt;  // no training estimate for quantized weights
 }
 
+namespace {
+
+// A dtype's size relative to float32, as Accelerate divides it.
+double dtype_divisor(const std::string& dtype) {
+  if (dtype == "float16" || dtype == "bfloat16") return 2;
+  if (dtype == "int8") return 4;
+  if (dtype == "int4") return 8;
+  return 1;
+}
+
+}  // namespace
+
 std::vector<EstimateRow> estimate_rows(const ModelSize& size, const std::vector<std::string>& dtypes) {
   std::vector<EstimateRow> rows;
   for (const auto& dtype : dtypes) {
-    double divisor = 1;
-    if (dtype == "float16" || dtype == "bfloat16") divisor = 2;
-    if (dtype == "int8") divisor = 4;
-    if (dtype == "int4") divisor = 8;
+    const double divisor = dtype_divisor(dtype);
     EstimateRow row;
     row.dtype = dtype;
     row.integral = divisor == 1;
@@ -123,6 +133,24 @@ std::vector<EstimateRow> estimate_rows(const ModelSize& size, const std::vector<
       row.largest_layer = static_cast<double>(*size.largest_layer_bytes) / divisor;
     if (auto training = training_bytes_with_adam(size.total_bytes, dtype)) {
       row.training = static_cast<double>(*training);
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+std::vector<ZeroEstimateRow> zero_estimate_rows(const ModelSize& size,
+                                                const std::vector<std::string>& dtypes,
+                                                int processes) {
+  const double n = processes;
+  std::vector<ZeroEstimateRow> rows;
+  for (const auto& dtype : dtypes) {
+    ZeroEstimateRow row;
+    row.dtype = dtype;
+    if (dtype == "float32" || dtype == "float16" || dtype == "bfloat16") {
+      // W: the weights in this dtype; gradients and each Adam moment are as large.
+      const double w = static_cast<double>(size.total_bytes) / dtype_divisor(dtype);
+      row.per_process = std::array<double, 3>{4 * w, 2 * w + 2 * w / n, w + 3 * w / n};
     }
     rows.push_back(row);
   }
@@ -167,17 +195,8 @@ std::string centered(const std::string& text, size_t width) {
   return std::string(left, ' ') + text + std::string(width - text.size() - left, ' ');
 }
 
-}  // namespace
-
-std::string render_estimate(const std::string& model_name, const ModelSize& size,
-                            const std::vector<EstimateRow>& rows) {
-  std::vector<std::vector<std::string>> cells = {
-      {"dtype", "Largest Layer", "Total Size", "Training using Adam"}};
-  for (const auto& row : rows) {
-    cells.push_back({row.dtype, row.largest_layer ? format_bytes(*row.largest_layer, row.integral) : "N/A",
-                     format_bytes(row.total, row.integral),
-                     row.training ? format_bytes(*row.training, true) : "N/A"});
-  }
+// A boxed table, every cell centred; the first line of `cells` is the header.
+std::string render_table(const std::vector<std::vector<std::string>>& cells) {
   std::vector<size_t> widths(cells[0].size(), 0);
   for (const auto& line : cells) {
     for (size_t c = 0; c < line.size(); ++c) widths[c] = std::max(widths[c], line[c].size() + 2);
@@ -195,17 +214,53 @@ std::string render_estimate(const std::string& model_name, const ModelSize& size
     for (size_t c = 0; c < row.size(); ++c) text += centered(row[c], widths[c]) + "│";
     return text + "\n";
   };
+  std::string out = rule("┌", "┬", "┐") + line(cells[0]) + rule("├", "┼", "┤");
+  for (size_t r = 1; r < cells.size(); ++r) out += line(cells[r]);
+  return out + rule("└", "┴", "┘");
+}
+
+}  // namespace
+
+std::string render_estimate(const std::string& model_name, const ModelSize& size,
+                            const std::vector<EstimateRow>& rows) {
+  std::vector<std::vector<std::string>> cells = {
+      {"dtype", "Largest Layer", "Total Size", "Training using Adam"}};
+  for (const auto& row : rows) {
+    cells.push_back({row.dtype, row.largest_layer ? format_bytes(*row.largest_layer, row.integral) : "N/A",
+                     format_bytes(row.total, row.integral),
+                     row.training ? format_bytes(*row.training, true) : "N/A"});
+  }
   std::string out =
       "Memory usage for loading `" + model_name + "`: " + with_thousands(size.parameters) + " parameters";
   if (size.largest_layer_bytes)
     out += ", largest layer '" + safetensors::printable(size.largest_layer_name) + "'";
-  out += "\n" + rule("┌", "┬", "┐") + line(cells[0]) + rule("├", "┼", "┤");
-  for (size_t r = 1; r < cells.size(); ++r) out += line(cells[r]);
-  out += rule("└", "┴", "┘");
+  out += "\n" + render_table(cells);
   out +=
       "Training using Adam: the largest of weights, gradients, optimizer states and the step "
       "at batch size 1, without activations.\n";
   return out;
+}
+
+std::string render_zero_estimate(const std::vector<ZeroEstimateRow>& rows, int processes) {
+  std::vector<std::vector<std::string>> cells = {
+      {"dtype", "ZeRO stage 0", "ZeRO stage 1", "ZeRO stage 2"}};
+  for (const auto& row : rows) {
+    std::vector<std::string> line = {row.dtype};
+    for (size_t stage = 0; stage < 3; ++stage) {
+      if (!row.per_process) {
+        line.push_back("N/A");
+        continue;
+      }
+      const double bytes = (*row.per_process)[stage];
+      line.push_back(format_bytes(bytes, std::floor(bytes) == bytes));  // whole bytes without ".0"
+    }
+    cells.push_back(line);
+  }
+  return "ZeRO model state per process on " + std::to_string(processes) +
+         (processes == 1 ? " process" : " processes") +
+         " (parameters + gradients + Adam states, no activations):\n" + render_table(cells) +
+         "Stage 0: data parallel, nothing sharded; stage 1 shards Adam's states; stage 2 also the "
+         "gradients. All in the weights' dtype.\n";
 }
 
 }  // namespace accelerate::cli

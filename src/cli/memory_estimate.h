@@ -8,6 +8,7 @@
 // optimizer states, the step itself), no activations.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -56,6 +57,24 @@ struct EstimateRow {
 
 std::vector<EstimateRow> estimate_rows(const ModelSize& size, const std::vector<std::string>& dtypes);
 
+// One row of the ZeRO table: the bytes of model state (parameters,
+// gradients, Adam's two moments) that each of `processes` holds, for a model
+// of P parameters in a dtype of b bytes each. The library's ZeRO keeps all
+// of it in the weights' dtype (Adam's moments are zeros_like(param)), so with
+// W = Pb, the dtype's size from the table above (float32 size, halved for
+// float16/bfloat16): stage 0 (data parallel) 4W, stage 1 (Adam's states
+// sharded) 2W + 2W/N, stage 2 (gradients too) W + 3W/N.
+struct ZeroEstimateRow {
+  std::string dtype;
+  // Stages 0, 1, 2; nullopt where the weights cannot be trained (int8, int4).
+  std::optional<std::array<double, 3>> per_process;
+};
+
+// `processes` must be at least 1.
+std::vector<ZeroEstimateRow> zero_estimate_rows(const ModelSize& size,
+                                                const std::vector<std::string>& dtypes,
+                                                int processes);
+
 // Bytes in the largest unit that keeps the number below 1024, rounded to
 // two decimals without trailing zeros, as Accelerate prints them:
 // 4e9 -> "3.73 GB", 16e9 -> "14.9 GB", 1024 -> "1.0 KB", 512 (whole) -> "512 bytes".
@@ -64,5 +83,9 @@ std::string format_bytes(double bytes, bool integral = false);
 // The whole report: a title line, the parameter count and the table.
 std::string render_estimate(const std::string& model_name, const ModelSize& size,
                             const std::vector<EstimateRow>& rows);
+
+// The ZeRO report: a title line naming the processes, the table (same style
+// and byte formatting as render_estimate's) and a line on the stages.
+std::string render_zero_estimate(const std::vector<ZeroEstimateRow>& rows, int processes);
 
 }  // namespace accelerate::cli

@@ -3,6 +3,8 @@
 // safetensors headers, and one-line errors for bad input.
 #include <gtest/gtest.h>
 
+#include <array>
+
 #include "cli/cli_test_support.h"
 #include "cli/memory_estimate.h"
 
@@ -190,6 +192,150 @@ TEST(EstimateMemoryCommand, HelpListsTheDtypes) {
   auto result = run_accelerate({"estimate-memory", "--help"});
   EXPECT_EQ(result.exit_code, 0);
   EXPECT_NE(result.out.find("float32 float16 bfloat16 int8 int4"), std::string::npos) << result.out;
+}
+
+// --num_processes: per-process model state under ZeRO stages 0, 1, 2, all in
+// the weights' dtype. For W bytes of weights on N processes: 4W, 2W + 2W/N,
+// W + 3W/N (float32: the ZeRO paper's 16P, 8P + 8P/N, 4P + 12P/N).
+
+using Stages = std::array<double, 3>;
+
+TEST(ZeroEstimate, OneBillionParametersOnTwoAndFourProcesses) {
+  const ModelSize size = model_size_from_count(1'000'000'000ULL);
+  const std::vector<std::string> dtypes = {"float32", "bfloat16", "float16", "int8", "int4"};
+
+  const auto two = zero_estimate_rows(size, dtypes, 2);
+  ASSERT_EQ(two.size(), 5u);
+  EXPECT_EQ(two[0].dtype, "float32");
+  EXPECT_EQ(two[0].per_process, (Stages{16e9, 12e9, 10e9}));
+  EXPECT_EQ(two[1].dtype, "bfloat16");
+  EXPECT_EQ(two[1].per_process, (Stages{8e9, 6e9, 5e9}));
+  EXPECT_EQ(two[2].per_process, (Stages{8e9, 6e9, 5e9}));
+  EXPECT_EQ(two[3].dtype, "int8");
+  EXPECT_FALSE(two[3].per_process.has_value());
+  EXPECT_EQ(two[4].dtype, "int4");
+  EXPECT_FALSE(two[4].per_process.has_value());
+
+  const auto four = zero_estimate_rows(size, dtypes, 4);
+  ASSERT_EQ(four.size(), 5u);
+  EXPECT_EQ(four[0].per_process, (Stages{16e9, 10e9, 7e9}));
+  EXPECT_EQ(four[1].per_process, (Stages{8e9, 5e9, 3.5e9}));
+  EXPECT_FALSE(four[3].per_process.has_value());
+  EXPECT_FALSE(four[4].per_process.has_value());
+}
+
+TEST(ZeroEstimate, OneProcessShardsNothingAndManyApproachTheParameterShare) {
+  const ModelSize size = model_size_from_count(1'000'000'000ULL);
+  EXPECT_EQ(zero_estimate_rows(size, {"float32"}, 1)[0].per_process, (Stages{16e9, 16e9, 16e9}));
+  // 1000 processes: 8P + 8P/N = 8.008e9, 4P + 12P/N = 4.012e9.
+  const auto many = *zero_estimate_rows(size, {"float32"}, 1000)[0].per_process;
+  EXPECT_EQ(many[0], 16e9);
+  EXPECT_DOUBLE_EQ(many[1], 8.008e9);
+  EXPECT_DOUBLE_EQ(many[2], 4.012e9);
+}
+
+TEST(ZeroEstimate, RendersTheTableInTheEstimateStyle) {
+  const auto rows = zero_estimate_rows(model_size_from_count(1'000'000'000ULL),
+                                       {"float32", "bfloat16", "int8"}, 4);
+  EXPECT_EQ(
+      render_zero_estimate(rows, 4),
+      "ZeRO model state per process on 4 processes (parameters + gradients + Adam states, no "
+      "activations):\n"
+      "┌──────────┬──────────────┬──────────────┬──────────────┐\n"
+      "│  dtype   │ ZeRO stage 0 │ ZeRO stage 1 │ ZeRO stage 2 │\n"
+      "├──────────┼──────────────┼──────────────┼──────────────┤\n"
+      "│ float32  │   14.9 GB    │   9.31 GB    │   6.52 GB    │\n"
+      "│ bfloat16 │   7.45 GB    │   4.66 GB    │   3.26 GB    │\n"
+      "│   int8   │     N/A      │     N/A      │     N/A      │\n"
+      "└──────────┴──────────────┴──────────────┴──────────────┘\n"
+      "Stage 0: data parallel, nothing sharded; stage 1 shards Adam's states; stage 2 also the "
+      "gradients. All in the weights' dtype.\n");
+}
+
+TEST(ZeroEstimate, SmallModelsShowWholeAndFractionalBytes) {
+  // 50 parameters: 200 bytes in float32, 100 in float16; on 3 processes
+  // float32 gives 800, 400 + 400/3, 200 + 600/3 = 400.
+  const auto rows = zero_estimate_rows(model_size_from_count(50), {"float32", "float16"}, 3);
+  const std::string text = render_zero_estimate(rows, 3);
+  EXPECT_NE(text.find("│ float32 │  800 bytes   │ 533.33 bytes │  400 bytes   │\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("│ float16 │  400 bytes   │ 266.67 bytes │  200 bytes   │\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(render_zero_estimate(zero_estimate_rows(model_size_from_count(50), {"int4"}, 1), 1)
+                .rfind("ZeRO model state per process on 1 process (", 0),
+            0u);
+}
+
+// The output of `estimate-memory 1B --dtypes float32 int8` before
+// --num_processes existed; it must not change.
+const char* const kOneBillionTable =
+    "Memory usage for loading `1B`: 1,000,000,000 parameters\n"
+    "┌─────────┬───────────────┬────────────┬─────────────────────┐\n"
+    "│  dtype  │ Largest Layer │ Total Size │ Training using Adam │\n"
+    "├─────────┼───────────────┼────────────┼─────────────────────┤\n"
+    "│ float32 │      N/A      │  3.73 GB   │       14.9 GB       │\n"
+    "│  int8   │      N/A      │ 953.67 MB  │         N/A         │\n"
+    "└─────────┴───────────────┴────────────┴─────────────────────┘\n"
+    "Training using Adam: the largest of weights, gradients, optimizer states and the step at "
+    "batch size 1, without activations.\n";
+
+TEST(EstimateMemoryCommand, WithoutNumProcessesTheOutputIsUnchanged) {
+  auto result = run_accelerate({"estimate-memory", "1B", "--dtypes", "float32", "int8"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, kOneBillionTable);
+  EXPECT_EQ(result.err, "");
+}
+
+TEST(EstimateMemoryCommand, NumProcessesAddsTheZeroTableAfterTheEstimate) {
+  const std::string zero_table =
+      "ZeRO model state per process on 2 processes (parameters + gradients + Adam states, no "
+      "activations):\n"
+      "┌─────────┬──────────────┬──────────────┬──────────────┐\n"
+      "│  dtype  │ ZeRO stage 0 │ ZeRO stage 1 │ ZeRO stage 2 │\n"
+      "├─────────┼──────────────┼──────────────┼──────────────┤\n"
+      "│ float32 │   14.9 GB    │   11.18 GB   │   9.31 GB    │\n"
+      "│  int8   │     N/A      │     N/A      │     N/A      │\n"
+      "└─────────┴──────────────┴──────────────┴──────────────┘\n"
+      "Stage 0: data parallel, nothing sharded; stage 1 shards Adam's states; stage 2 also the "
+      "gradients. All in the weights' dtype.\n";
+  const std::string expected = std::string(kOneBillionTable) + "\n" + zero_table;
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"estimate-memory", "1B", "--dtypes", "float32", "int8", "--num_processes", "2"},
+           {"estimate-memory", "1B", "--num_processes=2", "--dtypes", "float32", "int8"},
+           {"estimate-memory", "--num-processes", "2", "1B", "--dtypes", "float32", "int8"}}) {
+    auto result = run_accelerate(args);
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    EXPECT_EQ(result.out, expected) << args[2] << " " << args[3];
+  }
+}
+
+TEST(EstimateMemoryCommand, BadNumProcessesAreOneLineErrors) {
+  const std::string expects = "expects a whole number from 1 to 1000000, got ";
+  expect_one_line_error({"estimate-memory", "7B", "--num_processes", "0"},
+                        "--num_processes " + expects + "'0'");
+  expect_one_line_error({"estimate-memory", "7B", "--num_processes", "-1"},
+                        "--num_processes " + expects + "'-1'");
+  expect_one_line_error({"estimate-memory", "7B", "--num_processes", "x"},
+                        "--num_processes " + expects + "'x'");
+  expect_one_line_error({"estimate-memory", "7B", "--num_processes", "2.5"}, expects + "'2.5'");
+  expect_one_line_error({"estimate-memory", "7B", "--num_processes", "1000001"},
+                        expects + "'1000001'");
+  expect_one_line_error({"estimate-memory", "7B", "--num_processes=0"},
+                        "--num_processes " + expects + "'0'");
+  expect_one_line_error({"estimate-memory", "7B", "--num_processes="},
+                        "--num_processes " + expects + "''");
+  expect_one_line_error({"estimate-memory", "7B", "--num_processes"},
+                        "--num_processes needs a value (a whole number from 1 to 1000000)");
+}
+
+TEST(EstimateMemoryCommand, HelpDescribesNumProcesses) {
+  auto result = run_accelerate({"estimate-memory", "--help"});
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_NE(result.out.find("[--num_processes N]"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("  --num_processes N     "), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("ZeRO stage 0"), std::string::npos) << result.out;
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 
 #include "accelerate/accelerator.h"
 #include "accelerate/errors.h"
+#include "compat/optim_compat.h"
 #include "sharding/zero_test_model.h"
 #include "support/thread_ranks.h"
 
@@ -109,12 +110,10 @@ Outcome run_loop(std::shared_ptr<Communicator> comm, const Recipe& recipe,
   }
   Outcome outcome;
   for (const auto& p : model->parameters()) outcome.parameters.push_back(p.detach().clone());
-  for (const auto& entry : optimizer.state()) {
-    for (const auto& group : optimizer.param_groups()) {
-      for (const auto& p : group.params()) {
-        if (c10::guts::to_string(p.unsafeGetTensorImpl()) == entry.first) {
-          outcome.optimizer_state_elements += p.numel();
-        }
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) {
+      if (accelerate::compat::param_state(optimizer, p) != nullptr) {
+        outcome.optimizer_state_elements += p.numel();
       }
     }
   }
