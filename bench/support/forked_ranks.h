@@ -75,4 +75,19 @@ inline int run_forked_ranks(const char* program, int ranks, const RankBody& body
   }
 }
 
+// A benchmark's jobs: under a launcher (WORLD_SIZE set) the one this
+// process belongs to; otherwise one forked job per number of processes in
+// `worlds` and per CPU transport in `shared_memory` (true: shared memory,
+// false: Gloo), in that order. Returns the exit status for main().
+inline int run_forked_jobs(const char* program, const std::vector<int>& worlds,
+                           const std::vector<bool>& shared_memory, const RankBody& body) {
+  if (std::getenv("WORLD_SIZE") != nullptr) return run_forked_ranks(program, 0, body);
+  int status = 0;
+  for (int ranks : worlds) {
+    for (bool transport : shared_memory)
+      status |= run_forked_ranks(program, ranks, body, transport);
+  }
+  return status;
+}
+
 }  // namespace bench

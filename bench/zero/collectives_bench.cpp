@@ -130,16 +130,10 @@ int main(int argc, char** argv) {
     std::cerr << "zero_collectives_bench: " << error.what() << "\n";
     return 2;
   }
-  auto body = [&](std::shared_ptr<accelerate::Communicator> comm) { run_rank(*comm, settings); };
-  if (std::getenv("WORLD_SIZE") != nullptr) {
-    return bench::run_forked_ranks("zero-collectives-bench", 0, body);
-  }
-  int status = 0;
-  for (int ranks : settings.ranks) {
-    for (bool shared_memory : {true, false}) {
-      if (settings.transport == (shared_memory ? "gloo" : "shm")) continue;
-      status |= bench::run_forked_ranks("zero-collectives-bench", ranks, body, shared_memory);
-    }
-  }
-  return status;
+  std::vector<bool> transports;
+  if (settings.transport != "gloo") transports.push_back(true);
+  if (settings.transport != "shm") transports.push_back(false);
+  return bench::run_forked_jobs(
+      "zero-collectives-bench", settings.ranks, transports,
+      [&](std::shared_ptr<accelerate::Communicator> comm) { run_rank(*comm, settings); });
 }

@@ -169,15 +169,7 @@ int main(int argc, char** argv) {
     std::cerr << "zero_training_bench: " << error.what() << "\n";
     return 2;
   }
-  auto body = [&](std::shared_ptr<accelerate::Communicator> comm) {
-    run_rank(*comm, comm, settings);
-  };
-  if (std::getenv("WORLD_SIZE") != nullptr) {
-    return bench::run_forked_ranks("zero-training-bench", 0, body);
-  }
-  int status = 0;
-  for (int ranks : settings.ranks) {
-    status |= bench::run_forked_ranks("zero-training-bench", ranks, body);
-  }
-  return status;
+  return bench::run_forked_jobs(
+      "zero-training-bench", settings.ranks, {true},
+      [&](std::shared_ptr<accelerate::Communicator> comm) { run_rank(*comm, comm, settings); });
 }

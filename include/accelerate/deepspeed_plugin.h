@@ -7,18 +7,56 @@
 //   Accelerator
 //   accelerator(AcceleratorOptions().deepspeed_plugin(DeepSpeedPlugin().zero_stage(2)));
 //   accelerator.prepare(model, optimizer, loader);  // the model before its optimizer
+//
+// `accelerate launch` builds the same plugin for the program from a config
+// file's deepspeed_config (or fsdp_config) and flags such as --zero_stage,
+// through the ACCELERATE_DEEPSPEED_* variables (docs/launching.md).
 #pragma once
+
+#include <optional>
+#include <string>
 
 #include "accelerate/arg.h"
 
 namespace accelerate {
 
+// Where ZeRO keeps what a process does not compute with: DeepSpeed's
+// offload_optimizer / offload_param "device". DeepSpeed's "nvme" is not
+// supported.
+enum class OffloadDevice { kNone, kCpu };
+
+// "none" or "cpu", as DeepSpeed and Accelerate write them.
+inline const char* to_string(OffloadDevice device) {
+  return device == OffloadDevice::kCpu ? "cpu" : "none";
+}
+
 struct DeepSpeedPlugin {
+  // A DeepSpeed JSON config file (docs/deepspeed-config.md). When given, its
+  // values win over the fields below, whose values fill its "auto" entries.
+  ACCELERATE_ARG(std::optional<std::string>, hf_ds_config);
   // 0: data parallelism (every process keeps everything). 1: each process
   // keeps the optimizer state of its shard of the parameters only. 2: and
   // only its shard of the averaged gradients. Stage 3 (parameters sharded
-  // too) is not available yet: ConfigError. Accelerate's default is 2.
+  // too) is not available yet: the Accelerator refuses it (ConfigError).
+  // Accelerate's default is 2.
   ACCELERATE_ARG(int, zero_stage) = 2;
+  // Micro-batches per optimizer step; nullopt: the Accelerator's own
+  // gradient_accumulation_steps (Accelerate's "auto").
+  ACCELERATE_ARG(std::optional<int>, gradient_accumulation_steps);
+  // Clip the gradients to this global norm at every optimizer step;
+  // nullopt: no clipping here (the program may still call clip_grad_norm_).
+  ACCELERATE_ARG(std::optional<double>, gradient_clipping);
+  // Keep the optimizer state (stages 1 and 2) or the parameters (stage 3)
+  // in CPU memory. Default: on the device. Not available yet on GPUs (the
+  // Accelerator refuses kCpu there); a CPU-only job keeps everything in CPU
+  // memory anyway.
+  ACCELERATE_ARG(OffloadDevice, offload_optimizer_device) = OffloadDevice::kNone;
+  ACCELERATE_ARG(OffloadDevice, offload_param_device) = OffloadDevice::kNone;
+  // Stage 3 only (DeepSpeed's zero.Init: construct the model sharded).
+  // Accelerate switches it off below stage 3.
+  ACCELERATE_ARG(bool, zero3_init_flag) = false;
+  // Stage 3 only: gather 16-bit weights when saving the model.
+  ACCELERATE_ARG(bool, zero3_save_16bit_model) = false;
 };
 
 }  // namespace accelerate

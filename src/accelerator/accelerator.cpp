@@ -77,21 +77,23 @@ Environment Accelerator::environment() const {
 }
 
 void Accelerator::configure_from(const Environment& env) {
-  if (options_.deepspeed_plugin()) {
-    const int stage = options_.deepspeed_plugin()->zero_stage();
-    if (stage < 0 || stage > 3) {
-      throw ConfigError("zero_stage expects 0, 1, 2 or 3, got " + std::to_string(stage));
-    }
-    if (stage == 3) {
-      throw ConfigError(
-          "zero_stage 3 (parameters sharded) is not available yet in accelerate-cpp; use 1 or 2");
-    }
-    zero_ = std::make_unique<Zero>();
-    zero_->stage = stage;
-  }
   mixed_precision_ = mixed_precision_from(options_, env);
+  zero_ = Zero::configure(options_, env, *job_, mixed_precision_);
+  if (zero_ && zero_->file_precision) mixed_precision_ = *zero_->file_precision;
   configure_mixed_precision();
-  gradient_state_->set_num_steps(accumulation_steps_from(options_, env));
+  int accumulation = accumulation_steps_from(options_, env);
+  if (zero_ && zero_->plugin.gradient_accumulation_steps() &&
+      *zero_->plugin.gradient_accumulation_steps() != accumulation) {
+    // Accelerate's rule: the DeepSpeed setting wins over the Accelerator's.
+    if (job_->is_main_process() && options_.gradient_accumulation_steps()) {
+      std::cerr << "accelerate: note: gradient_accumulation_steps is "
+                << *options_.gradient_accumulation_steps() << " in AcceleratorOptions but "
+                << *zero_->plugin.gradient_accumulation_steps()
+                << " in the DeepSpeed settings; using DeepSpeed's\n";
+    }
+    accumulation = *zero_->plugin.gradient_accumulation_steps();
+  }
+  gradient_state_->set_num_steps(accumulation);
   gradient_state_->set_adjust_scheduler(options_.gradient_accumulation_plugin().adjust_scheduler() &&
                                         options_.step_scheduler_with_optimizer());
   trackers_ = std::make_unique<Trackers>(
@@ -133,7 +135,7 @@ torch::Device Accelerator::device() const {
 }
 
 std::string Accelerator::distributed_type() const {
-  if (zero_) return "DEEPSPEED";
+  if (zero_) return zero_->distributed_type;
   if (!job_->is_distributed()) return "NO";
   return job_->device.is_cuda() ? "MULTI_GPU" : "MULTI_CPU";
 }
@@ -172,9 +174,11 @@ void Accelerator::shard_optimizer(PreparedOptimizerBase& optimizer) {
   for (const auto& model : zero_->models) {
     const auto& synced = model->reducer().parameters();
     for (const auto& group : optimizer.base_optimizer().param_groups()) {
-      const bool shares = std::any_of(group.params().begin(), group.params().end(), [&](const at::Tensor& p) {
-        return std::any_of(synced.begin(), synced.end(), [&](const at::Tensor& s) { return s.is_same(p); });
-      });
+      const auto synced_by_model = [&](const at::Tensor& p) {
+        return std::any_of(synced.begin(), synced.end(),
+                           [&](const at::Tensor& s) { return s.is_same(p); });
+      };
+      const bool shares = std::any_of(group.params().begin(), group.params().end(), synced_by_model);
       if (shares) {
         models.push_back(model);
         break;
@@ -301,6 +305,14 @@ void Accelerator::backward(const at::Tensor& loss) {
     // DDP broadcasts buffers before each forward; after a synced backward is
     // the same point in the loop (before the next forward).
     if (synced) reducer->broadcast_buffers();
+  }
+  // DeepSpeed's gradient_clipping: every optimizer step clips, as its engine does.
+  if (zero_ && zero_->plugin.gradient_clipping() && sync_gradients()) {
+    std::vector<at::Tensor> parameters;
+    for (auto* module : prepared_modules_) {
+      for (const auto& p : module->parameters()) parameters.push_back(p);
+    }
+    clip_grad_norm_(parameters, *zero_->plugin.gradient_clipping());
   }
   if (force_sync_) {
     force_sync_ = false;

@@ -100,8 +100,8 @@ std::string Accelerator::save_state(const std::optional<std::string>& output_dir
   // optimizer[_i]<suffix>.bin and its tensor file.
   const auto save_optimizer = [&](size_t i, const std::string& folder, const std::string& suffix) {
     const std::string stem = file_in(folder, indexed("optimizer", i, "") + suffix);
-    checkpoint::save_optimizer_state(*prepared_optimizers_[i], stem + ".bin",
-                                     stem + ".safetensors", [&](const std::string& path) {
+    checkpoint::save_optimizer_state(*prepared_optimizers_[i], stem + ".bin", stem + ".safetensors",
+                                     [&](const std::string& path) {
                                        if (options_.checkpoint_options().sync_to_disk()) {
                                          checkpoint::start_writeback(path);
                                        }
@@ -132,7 +132,15 @@ std::string Accelerator::save_state(const std::optional<std::string>& output_dir
         if (sync) checkpoint::start_writeback(path);
       }
       for (size_t i = 0; i < prepared_optimizers_.size(); ++i) {
-        if (!is_sharded(i)) save_optimizer(i, dir, "");
+        if (!is_sharded(i)) {
+          save_optimizer(i, dir, "");
+          continue;
+        }
+        // How the per-process files cut the optimizer's parameters.
+        const std::string manifest =
+            zero_->sharding(prepared_optimizers_[i])->layout().manifest(num_processes());
+        checkpoint::write_text_file(file_in(dir, indexed("optimizer", i, "") + "_partition.json"),
+                                    manifest);
       }
       for (size_t i = 0; i < prepared_schedulers_.size(); ++i) {
         auto* scheduler = prepared_schedulers_[i];
@@ -294,6 +302,8 @@ void Accelerator::restore_state_from(const std::string& folder) {
       resharded.push_back(i);
       continue;
     }
+    const std::string manifest = file_in(folder, indexed("optimizer", i, "") + "_partition.json");
+    if (is_sharded(i)) zero_->sharding(prepared_optimizers_[i])->layout().check_manifest(manifest);
     const std::string rank = is_sharded(i) ? "_rank" + std::to_string(process_index()) : "";
     optimizers.emplace_back(*prepared_optimizers_[i],
                             file_in(folder, indexed("optimizer", i, "") + rank + ".bin"));
@@ -303,11 +313,12 @@ void Accelerator::restore_state_from(const std::string& folder) {
     const auto archive_of = [&](int k) {
       return file_in(folder, indexed("optimizer", i, "") + "_rank" + std::to_string(k) + ".bin");
     };
+    const std::string manifest = file_in(folder, indexed("optimizer", i, "") + "_partition.json");
     if (auto* sharded = is_sharded(i) ? zero_->sharding(prepared_optimizers_[i]) : nullptr) {
-      sharded->load_resharded(saved_world, archive_of);
+      sharded->load_resharded(saved_world, manifest, archive_of);
     } else {
       sharding::load_sharded_state_whole(*prepared_optimizers_[i], prepared_modules_,
-                                         options_.ddp_options(), saved_world, archive_of);
+                                         options_.ddp_options(), saved_world, manifest, archive_of);
     }
   }
   if (other_world && is_main_process()) {

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "accelerate/accelerator.h"
@@ -16,6 +18,18 @@ namespace accelerate {
 // them. Only in multi-process jobs: with one process every stage is data
 // parallelism.
 struct Accelerator::Zero {
+  // The plugin this job runs with: AcceleratorOptions::deepspeed_plugin
+  // (its hf_ds_config file applied), else the one `accelerate launch`
+  // describes in the environment; null when there is neither. Checks it
+  // against the job (ConfigError) and prints its notes on the main process.
+  static std::unique_ptr<Zero> configure(const AcceleratorOptions& options, const Environment& env,
+                                         const JobState& job, MixedPrecision mixed_precision);
+
+  DeepSpeedPlugin plugin;
+  std::string distributed_type = "DEEPSPEED";  // or "FSDP"
+  // What a DeepSpeed config file switches on (fp16.enabled / bf16.enabled
+  // true) when the job set no mixed precision itself.
+  std::optional<MixedPrecision> file_precision;
   int stage = 0;
   std::vector<std::shared_ptr<sharding::ModelShards>> models;
   std::vector<std::shared_ptr<sharding::ShardedOptimizer>> optimizers;

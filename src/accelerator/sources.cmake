@@ -2,6 +2,7 @@
 target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/accelerator.cpp
   ${CMAKE_CURRENT_LIST_DIR}/accelerator_checkpoint.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/accelerator_zero.cpp
   ${CMAKE_CURRENT_LIST_DIR}/accelerator_delegates.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gradient_state.cpp
   ${CMAKE_CURRENT_LIST_DIR}/scheduler.cpp

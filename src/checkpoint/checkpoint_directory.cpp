@@ -12,6 +12,7 @@
 #include "accelerate/checkpointing.h"
 #include "accelerate/communicator.h"
 #include "accelerate/errors.h"
+#include "checkpoint/checkpoint_items.h"
 
 namespace accelerate {
 namespace fs = std::filesystem;
@@ -231,11 +232,7 @@ void StagedCheckpoint::commit(const CheckpointMetadata& metadata, const std::str
   if (comm_.job().is_main_process()) {
     try {
       const std::string path = (fs::path(staging_dir_) / kCheckpointMetadataFile).string();
-      std::FILE* file = std::fopen(path.c_str(), "wb");
-      if (file == nullptr) throw Error(system_error("cannot create", path));
-      const std::string text = metadata.to_json();
-      const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
-      if (std::fclose(file) != 0 || !written) throw Error(system_error("cannot write", path));
+      checkpoint::write_text_file(path, metadata.to_json());
       if (options_.sync_to_disk()) sync_tree(staging_dir_);
       notify(CheckpointStage::kMetadataWritten, staging_dir_);
       move_into_place(staging_dir_, final_dir_);

@@ -6,6 +6,9 @@
 #include <torch/serialize/archive.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 
@@ -131,6 +134,16 @@ void load_rng_states(torch::serialize::InputArchive& archive) {
     if (archive.try_read("cuda_rng_" + std::to_string(device.index()), state)) {
       set_generator_state(at::globalContext().defaultGenerator(device), state);
     }
+  }
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  std::FILE* file = std::fopen(path.c_str(), "wb");
+  if (file == nullptr) throw Error("cannot create " + path + ": " + std::strerror(errno));
+  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
+  const int saved = errno;
+  if (std::fclose(file) != 0 || !written) {
+    throw Error("cannot write " + path + ": " + std::strerror(written ? errno : saved));
   }
 }
 

@@ -36,6 +36,9 @@ void load_optimizer(torch::optim::Optimizer& optimizer, torch::serialize::InputA
 // while later files are still being serialised. Best effort.
 void start_writeback(const std::string& path);
 
+// Writes `text` to a new file at `path`; Error naming the path on failure.
+void write_text_file(const std::string& path, const std::string& text);
+
 void write_int(torch::serialize::OutputArchive& archive, const std::string& key, int64_t value);
 // Throws Error naming `key` when it is missing or not an integer.
 int64_t read_int(torch::serialize::InputArchive& archive, const std::string& key);

@@ -52,7 +52,7 @@ const char* yes_no(bool value) { return value ? "yes" : "no"; }
 
 // Variables that change what a job does; reported when set.
 bool is_relevant_variable(const std::string& name) {
-  static const char* const kPrefixes[] = {"ACCELERATE_", "NCCL_", "GLOO_", "TORCH_"};
+  static const char* const kPrefixes[] = {"ACCELERATE_", "FSDP_", "NCCL_", "GLOO_", "TORCH_"};
   static const char* const kNames[] = {
       "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS",  "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY", "HF_HOME",
       "XDG_CACHE_HOME",       "MASTER_ADDR",      "MASTER_PORT",          "WORLD_SIZE",      "RANK",

@@ -17,6 +17,7 @@
 #include "launcher/output_relay.h"
 #include "launcher/port_check.h"
 #include "launcher/program_resolution.h"
+#include "launcher/sharding_check.h"
 #include "launcher/slurm_defaults.h"
 #include "launcher/supervisor.h"
 
@@ -73,6 +74,8 @@ PlanInputs prepare(LaunchOptions& options, std::vector<std::string>& notes) {
   inputs.usable_cores = machine.usable_cores;
   resolve_launch_options(options, machine);
   check_main_address(options);
+  for (auto& note : check_sharded_training(options, inputs.environment))
+    notes.push_back(std::move(note));
   inputs.program = resolve_command(options, inputs.environment);
   if (options.mpirun_hostfile) {
     inputs.hostfile = read_hostfile(*options.mpirun_hostfile);

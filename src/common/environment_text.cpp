@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <climits>
+#include <cmath>
 
 #include "accelerate/errors.h"
 
@@ -74,6 +75,41 @@ std::optional<long long> parse_seconds_as_milliseconds(std::string_view text) {
     millis += (fraction[i] - '0') * digit_scale;
   }
   return millis;
+}
+
+std::optional<double> parse_non_negative_number(std::string_view text) {
+  // from_chars would also take a '-', "inf", "nan" and hex after "0x"; the
+  // first character must start a plain decimal.
+  if (text.empty() || !(std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '.'))
+    return std::nullopt;
+  double value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(value))
+    return std::nullopt;
+  return value;
+}
+
+std::string python_float_text(double value) {
+  if (value == 0) return std::signbit(value) ? "-0.0" : "0.0";
+  char buffer[64];
+  const auto result =
+      std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::scientific);
+  std::string text(buffer, result.ptr);  // the shortest digits that read back: "-1.25e+05"
+  const std::string sign = text[0] == '-' ? "-" : "";
+  const std::size_t e = text.find('e');
+  std::string digits = text.substr(sign.size(), e - sign.size());
+  digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
+  const int exponent = std::stoi(text.substr(e + 1));
+  const int size = static_cast<int>(digits.size());
+  // Python switches to an exponent below 1e-4 and from 1e16 on.
+  if (exponent < -4 || exponent >= 16) {
+    const std::string power = std::to_string(std::abs(exponent));
+    return sign + digits.substr(0, 1) + (size > 1 ? "." + digits.substr(1) : "") + "e" +
+           (exponent < 0 ? "-" : "+") + (power.size() < 2 ? "0" : "") + power;
+  }
+  if (exponent < 0) return sign + "0." + std::string(-exponent - 1, '0') + digits;
+  if (size <= exponent + 1) return sign + digits + std::string(exponent + 1 - size, '0') + ".0";
+  return sign + digits.substr(0, exponent + 1) + "." + digits.substr(exponent + 1);
 }
 
 }  // namespace detail

@@ -33,6 +33,13 @@ std::optional<int> parse_digits(std::string_view text);
 // read without the C locale, in whole milliseconds (digits finer than 1 ms
 // are dropped); nullopt when malformed or above a billion seconds.
 std::optional<long long> parse_seconds_as_milliseconds(std::string_view text);
+// A number >= 0 as Python's float() reads one, less signs, inf and nan:
+// digits with an optional fraction and exponent ("1", "1.0", ".5", "1e-3"),
+// read without the C locale; nullopt otherwise.
+std::optional<double> parse_non_negative_number(std::string_view text);
+// A finite number as Python's repr() writes it, as Accelerate passes floats
+// on: "1.0", "0.5", "0.0001", "1e-05", "1.5e+16".
+std::string python_float_text(double value);
 
 }  // namespace detail
 }  // namespace accelerate

@@ -30,12 +30,48 @@ std::optional<int> parse_restart_count(std::string_view text) {
   return value ? std::optional<int>(static_cast<int>(*value)) : std::nullopt;
 }
 
+std::optional<int> parse_zero_stage(std::string_view text) {
+  const auto value = detail::parse_integer_in(text, 0, 3);
+  return value ? std::optional<int>(static_cast<int>(*value)) : std::nullopt;
+}
+
+std::optional<int> parse_fsdp_version(std::string_view text) {
+  const auto value = detail::parse_integer_in(text, 1, 2);
+  return value ? std::optional<int>(static_cast<int>(*value)) : std::nullopt;
+}
+
+std::optional<std::string> parse_path(std::string_view text) {
+  return text.empty() ? std::nullopt : std::optional<std::string>(text);
+}
+
+// DeepSpeed's devices, any case (Accelerate's launcher lowercases them).
+// "nvme" is refused like any other word: the expectation says why.
+std::optional<OffloadDevice> parse_offload_device(std::string_view text) {
+  const std::string word = lower(text);
+  if (word == "none") return OffloadDevice::kNone;
+  if (word == "cpu") return OffloadDevice::kCpu;
+  return std::nullopt;
+}
+
+// FSDP 1 takes a sharding strategy here, FSDP 2 a boolean (Accelerate's
+// FullyShardedDataParallelPlugin); which one applies depends on
+// FSDP_VERSION, so both are kept, as the strategy's name or "true"/"false".
+std::optional<std::string> parse_reshard_after_forward(std::string_view text) {
+  if (auto strategy = parse_fsdp_sharding_strategy(text)) return std::string(to_string(*strategy));
+  if (auto flag = parse_bool(text)) return std::string(*flag ? "true" : "false");
+  return std::nullopt;
+}
+
 // OpenMP's two wait policies, any case (as OpenMP runtimes accept them).
 std::optional<std::string> parse_wait_policy(std::string_view text) {
   const std::string word = lower(text);
   if (word == "active") return std::string("ACTIVE");
   if (word == "passive") return std::string("PASSIVE");
   return std::nullopt;
+}
+
+std::optional<double> parse_gradient_clipping(std::string_view text) {
+  return detail::parse_non_negative_number(text);
 }
 
 // At least 1 ms: a zero timeout would fail every collective at once.
@@ -46,6 +82,12 @@ std::optional<milliseconds> parse_timeout(std::string_view text) {
 }
 
 std::string format_int(const int& value) { return std::to_string(value); }
+// As Accelerate's launcher writes it (str() of a Python float): "1.0".
+std::string format_number(const double& value) { return detail::python_float_text(value); }
+std::string format_offload_device(const OffloadDevice& value) { return to_string(value); }
+std::string format_fsdp_sharding_strategy(const FsdpShardingStrategy& value) {
+  return to_string(value);
+}
 std::string format_text(const std::string& value) { return value; }
 std::string format_bool(const bool& value) { return value ? "true" : "false"; }
 std::string format_mixed_precision(const MixedPrecision& value) { return to_string(value); }
@@ -64,6 +106,10 @@ std::string format_timeout(const milliseconds& value) {
 
 constexpr const char* kCountExpectation = "a whole number from 1 to 1000000";
 constexpr const char* kBoolExpectation = "true or false (or 1/0, yes/no)";
+constexpr const char* kOffloadExpectation =
+    "none or cpu (nvme offloading is not supported by accelerate-cpp)";
+constexpr const char* kStrategyNames[] = {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD",
+                                          "HYBRID_SHARD_ZERO2"};
 
 }  // namespace
 
@@ -72,6 +118,23 @@ std::string bad_value_message(std::string_view subject, std::string_view expecte
 }
 
 std::string count_expectation() { return kCountExpectation; }
+
+const char* to_string(FsdpShardingStrategy strategy) {
+  const int number = static_cast<int>(strategy);
+  return number >= 1 && number <= 5 ? kStrategyNames[number - 1] : "?";
+}
+
+std::optional<FsdpShardingStrategy> parse_fsdp_sharding_strategy(std::string_view text) {
+  std::string word(text);
+  std::transform(word.begin(), word.end(), word.begin(),
+                 [](unsigned char c) { return std::toupper(c); });
+  for (int number = 1; number <= 5; ++number) {
+    if (word == kStrategyNames[number - 1] || word == std::to_string(number)) {
+      return static_cast<FsdpShardingStrategy>(number);
+    }
+  }
+  return std::nullopt;
+}
 
 std::optional<bool> parse_bool(std::string_view text) {
   const std::string word = lower(text);
@@ -99,6 +162,9 @@ template struct Setting<bool>;
 template struct Setting<milliseconds>;
 template struct Setting<LogLevel>;
 template struct Setting<std::string>;
+template struct Setting<double>;
+template struct Setting<OffloadDevice>;
+template struct Setting<FsdpShardingStrategy>;
 
 const Setting<MixedPrecision> kMixedPrecision{
     {"ACCELERATE_MIXED_PRECISION", "--mixed_precision / mixed_precision", "one of no, bf16, fp16", "no",
@@ -119,6 +185,103 @@ const Setting<bool> kDebugMode{
     {"ACCELERATE_DEBUG_MODE", "--debug / debug", kBoolExpectation, "false",
      "check shapes and dtypes across ranks before every collective"},
     false, parse_bool, format_bool};
+
+const Setting<bool> kUseDeepSpeed{
+    {"ACCELERATE_USE_DEEPSPEED", "--use_deepspeed / distributed_type: DEEPSPEED", kBoolExpectation,
+     "false", "shard the training state with ZeRO (DeepSpeedPlugin), set by the variables below"},
+    false,
+    parse_bool,
+    format_bool};
+
+const Setting<int> kZeroStage{
+    {"ACCELERATE_DEEPSPEED_ZERO_STAGE", "--zero_stage / deepspeed_config.zero_stage",
+     "0, 1, 2 or 3", "2",
+     "ZeRO stage: 1 shards the optimizer state, 2 the gradients too (3 is refused for now)"},
+    2,
+    parse_zero_stage,
+    format_int};
+
+const Setting<std::string> kDeepSpeedConfigFile{
+    {"ACCELERATE_DEEPSPEED_CONFIG_FILE",
+     "--deepspeed_config_file / deepspeed_config.deepspeed_config_file",
+     "a DeepSpeed JSON config file (none: no file)", "none",
+     "DeepSpeed JSON config whose values win over the variables above (docs/deepspeed-config.md)"},
+    "none",
+    parse_path,
+    format_text};
+
+const Setting<double> kGradientClipping{
+    {"ACCELERATE_GRADIENT_CLIPPING", "--gradient_clipping / deepspeed_config.gradient_clipping",
+     "a number >= 0 (e.g. 1.0)", "not set (no clipping)",
+     "clip the gradients to this global norm (DeepSpeed)"},
+    0.0,
+    parse_gradient_clipping,
+    format_number};
+
+const Setting<OffloadDevice> kOffloadOptimizerDevice{
+    {"ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE",
+     "--offload_optimizer_device / deepspeed_config.offload_optimizer_device", kOffloadExpectation,
+     "none", "keep the optimizer state in CPU memory (cpu) or on the device (none)"},
+    OffloadDevice::kNone,
+    parse_offload_device,
+    format_offload_device};
+
+const Setting<OffloadDevice> kOffloadParamDevice{
+    {"ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE",
+     "--offload_param_device / deepspeed_config.offload_param_device", kOffloadExpectation, "none",
+     "keep the parameters in CPU memory (stage 3 only)"},
+    OffloadDevice::kNone,
+    parse_offload_device,
+    format_offload_device};
+
+const Setting<bool> kZero3Init{
+    {"ACCELERATE_DEEPSPEED_ZERO3_INIT", "--zero3_init_flag / deepspeed_config.zero3_init_flag",
+     kBoolExpectation, "true at stage 3, else false",
+     "construct the model sharded (DeepSpeed's zero.Init; stage 3 only)"},
+    false,
+    parse_bool,
+    format_bool};
+
+const Setting<bool> kZero3Save16BitModel{
+    {"ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL",
+     "--zero3_save_16bit_model / deepspeed_config.zero3_save_16bit_model", kBoolExpectation,
+     "false", "gather 16-bit weights when saving the model (stage 3 only)"},
+    false,
+    parse_bool,
+    format_bool};
+
+const Setting<bool> kUseFsdp{
+    {"ACCELERATE_USE_FSDP", "--use_fsdp / distributed_type: FSDP", kBoolExpectation, "false",
+     "shard the training state with ZeRO, chosen by FSDP's names (set by the FSDP_* variables)"},
+    false,
+    parse_bool,
+    format_bool};
+
+const Setting<FsdpShardingStrategy> kFsdpShardingStrategy{
+    {"FSDP_SHARDING_STRATEGY", "--fsdp_sharding_strategy / fsdp_config.fsdp_sharding_strategy",
+     "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD or HYBRID_SHARD_ZERO2 (or 1-5)",
+     "FULL_SHARD (refused: it is ZeRO-3)", "SHARD_GRAD_OP is ZeRO stage 2, NO_SHARD stage 0"},
+    FsdpShardingStrategy::kFullShard,
+    parse_fsdp_sharding_strategy,
+    format_fsdp_sharding_strategy};
+
+const Setting<std::string> kFsdpReshardAfterForward{
+    {"FSDP_RESHARD_AFTER_FORWARD",
+     "--fsdp_reshard_after_forward / fsdp_config.fsdp_reshard_after_forward",
+     "a sharding strategy as for FSDP_SHARDING_STRATEGY (FSDP 1), or true or false (FSDP 2)",
+     "FULL_SHARD (FSDP 1), true (FSDP 2)",
+     "the strategy when FSDP_SHARDING_STRATEGY is not set; FSDP 2: false is SHARD_GRAD_OP, true "
+     "FULL_SHARD"},
+    "FULL_SHARD",
+    parse_reshard_after_forward,
+    format_text};
+
+const Setting<int> kFsdpVersion{
+    {"FSDP_VERSION", "--fsdp_version / fsdp_config.fsdp_version", "1 or 2", "1",
+     "which of FSDP's spellings FSDP_RESHARD_AFTER_FORWARD uses"},
+    1,
+    parse_fsdp_version,
+    format_int};
 
 const Setting<milliseconds> kTimeout{
     {"ACCELERATE_TIMEOUT", "--rdzv_conf timeout=SECONDS", "a positive number of seconds (e.g. 300 or 2.5)",
@@ -160,7 +323,10 @@ const std::vector<Description>& all() {
       kMixedPrecision.about, kGradientAccumulationSteps.about, kUseCpu.about,
       kDebugMode.about,      kTimeout.about,                   kLogLevel.about,
       kSharedMemoryAllReduce.about, kRestartCount.about,       kOmpNumThreads.about,
-      kOpenblasNumThreads.about, kOmpWaitPolicy.about};
+      kOpenblasNumThreads.about, kOmpWaitPolicy.about,
+      kUseDeepSpeed.about, kZeroStage.about, kDeepSpeedConfigFile.about, kGradientClipping.about,
+      kOffloadOptimizerDevice.about, kOffloadParamDevice.about, kZero3Init.about, kZero3Save16BitModel.about,
+      kUseFsdp.about, kFsdpShardingStrategy.about, kFsdpReshardAfterForward.about, kFsdpVersion.about};
   return descriptions;
 }
 

@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "accelerate/deepspeed_plugin.h"
 #include "accelerate/environment.h"
 #include "accelerate/log_level.h"
 #include "accelerate/mixed_precision.h"
@@ -61,11 +62,39 @@ struct Setting {
   void write(Environment& env, const T& value) const { env[about.variable] = format_text(value); }
 };
 
+// FSDP's sharding strategies, numbered as Accelerate and PyTorch number them:
+// FSDP_SHARDING_STRATEGY may be written as the name (any case) or the number.
+enum class FsdpShardingStrategy {
+  kFullShard = 1,
+  kShardGradOp,
+  kNoShard,
+  kHybridShard,
+  kHybridShardZero2
+};
+const char* to_string(FsdpShardingStrategy strategy);  // "SHARD_GRAD_OP"
+std::optional<FsdpShardingStrategy> parse_fsdp_sharding_strategy(std::string_view text);
+
 // ---- What the launcher tells the program (Accelerate's names) -------------
 extern const Setting<MixedPrecision> kMixedPrecision;          // ACCELERATE_MIXED_PRECISION
 extern const Setting<int> kGradientAccumulationSteps;          // ACCELERATE_GRADIENT_ACCUMULATION_STEPS
 extern const Setting<bool> kUseCpu;                            // ACCELERATE_USE_CPU
 extern const Setting<bool> kDebugMode;                         // ACCELERATE_DEBUG_MODE
+// ---- Sharded training: DeepSpeed's ZeRO, or FSDP's names for it ------------
+// (read by deepspeed_plugin_from_environment, src/sharding/plugin_from_environment.h)
+extern const Setting<bool> kUseDeepSpeed;                // ACCELERATE_USE_DEEPSPEED
+extern const Setting<int> kZeroStage;                    // ACCELERATE_DEEPSPEED_ZERO_STAGE
+extern const Setting<std::string> kDeepSpeedConfigFile;  // ACCELERATE_DEEPSPEED_CONFIG_FILE
+extern const Setting<double> kGradientClipping;          // ACCELERATE_GRADIENT_CLIPPING
+extern const Setting<OffloadDevice>
+    kOffloadOptimizerDevice;  // ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE
+extern const Setting<OffloadDevice>
+    kOffloadParamDevice;                          // ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE
+extern const Setting<bool> kZero3Init;            // ACCELERATE_DEEPSPEED_ZERO3_INIT
+extern const Setting<bool> kZero3Save16BitModel;  // ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL
+extern const Setting<bool> kUseFsdp;              // ACCELERATE_USE_FSDP
+extern const Setting<FsdpShardingStrategy> kFsdpShardingStrategy;  // FSDP_SHARDING_STRATEGY
+extern const Setting<std::string> kFsdpReshardAfterForward;        // FSDP_RESHARD_AFTER_FORWARD
+extern const Setting<int> kFsdpVersion;                            // FSDP_VERSION
 // ---- Ours ------------------------------------------------------------------
 extern const Setting<std::chrono::milliseconds> kTimeout;      // ACCELERATE_TIMEOUT (seconds)
 extern const Setting<LogLevel> kLogLevel;                      // ACCELERATE_LOG_LEVEL

@@ -93,7 +93,13 @@ YAML::Node updated_config_node(const std::string& text, const std::string& path)
   fill_missing(root, "enable_cpu_affinity", YAML::Node(false));
   fill_missing(root, "machine_rank", YAML::Node(0));
   fill_missing(root, "main_training_function", string_node("main"));
-  fill_missing(root, "mixed_precision", string_node("no"));
+  // Beside a DeepSpeed config file, which has its own fp16/bf16, Accelerate
+  // writes no mixed_precision (and refuses one).
+  const YAML::Node json_file =
+      view["deepspeed_config"] ? view["deepspeed_config"]["deepspeed_config_file"] : YAML::Node();
+  const bool precision_in_json = view["distributed_type"].Scalar() == "DEEPSPEED" && json_file &&
+                                 json_file.IsScalar() && json_file.Scalar() != "none";
+  if (!precision_in_json) fill_missing(root, "mixed_precision", string_node("no"));
   fill_missing(root, "num_machines", YAML::Node(1));
   fill_missing(root, "rdzv_backend", string_node("static"));
   fill_missing(root, "tpu_env", YAML::Node(YAML::NodeType::Sequence));

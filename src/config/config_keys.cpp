@@ -28,10 +28,11 @@ const std::vector<KeySpec> kKeys = {
     {"same_network", B, kUse, true, nullptr, nullptr},
     // Only its mpirun_hostfile is used; mpirun_ccl is oneCCL's, reported.
     {"mpirun_config", M, kUse, true, nullptr, nullptr},
+    // Sharded training (ZeRO); their keys are in kSectionKeys.
+    {"deepspeed_config", M, kUse, true, nullptr, nullptr},
+    {"fsdp_config", M, kUse, true, nullptr, nullptr},
     // Features we don't have. Accelerate writes most of them in every file,
     // set to "off", so only a value that asks for something gets a note.
-    {"deepspeed_config", M, kIgn, true, "DeepSpeed is not supported by accelerate-cpp", nullptr},
-    {"fsdp_config", M, kIgn, true, "FSDP is not supported by accelerate-cpp", nullptr},
     {"tp_config", M, kIgn, true, "tensor parallelism is not supported by accelerate-cpp", nullptr},
     {"megatron_lm_config", M, kIgn, true, "Megatron-LM is not supported by accelerate-cpp", nullptr},
     {"ipex_config", M, kIgn, true, "Intel Extension for PyTorch is not supported by accelerate-cpp", nullptr},
@@ -54,10 +55,93 @@ const std::vector<KeySpec> kKeys = {
     {"dynamo_backend", S, kOld, true, "torch dynamo (torch.compile) is not used by accelerate-cpp", "no"},
 };
 
+// The keys of deepspeed_config and fsdp_config that Accelerate has written
+// (commands/config/cluster.py, every version) or reads from them. Used keys
+// become launch options; ignored ones with a reason are listed in one note
+// when they ask for something (Accelerate's "off" value passes silently),
+// those without one are accepted silently. Values we cannot run (nvme,
+// FULL_SHARD, fsdp_offload_params: true) are refused when the section is
+// applied (launcher/config_application.cpp).
+// The reasons complete "accelerate-cpp ignores <keys> (<reason>)".
+constexpr const char* kLauncher =
+    "it runs one launcher per machine, as Accelerate's standard launcher does";
+constexpr const char* kWrapping = "it shards gradient buckets, not wrapped modules";
+constexpr const char* kPrefetch = "it has no sharded parameters to prefetch";
+
+const std::vector<KeySpec> kSectionKeys = {
+    {"deepspeed_config.deepspeed_config_file", S, kUse, true, nullptr, nullptr},
+    {"deepspeed_config.zero_stage", I, kUse, true, nullptr, nullptr},
+    {"deepspeed_config.gradient_accumulation_steps", I, kUse, true, nullptr, nullptr},
+    {"deepspeed_config.gradient_clipping", S, kUse, true, nullptr, nullptr},
+    {"deepspeed_config.offload_optimizer_device", S, kUse, true, nullptr, nullptr},
+    {"deepspeed_config.offload_param_device", S, kUse, true, nullptr, nullptr},
+    {"deepspeed_config.zero3_init_flag", B, kUse, true, nullptr, nullptr},
+    {"deepspeed_config.zero3_save_16bit_model", B, kUse, true, nullptr, nullptr},
+    // Meaningless without nvme, which the device keys refuse.
+    {"deepspeed_config.offload_optimizer_nvme_path", S, kIgn, true, nullptr, nullptr},
+    {"deepspeed_config.offload_param_nvme_path", S, kIgn, true, nullptr, nullptr},
+    {"deepspeed_config.deepspeed_multinode_launcher", S, kIgn, true, kLauncher, "standard"},
+    {"deepspeed_config.deepspeed_hostfile", S, kIgn, true, kLauncher, nullptr},
+    {"deepspeed_config.deepspeed_exclusion_filter", S, kIgn, true, kLauncher, nullptr},
+    {"deepspeed_config.deepspeed_inclusion_filter", S, kIgn, true, kLauncher, nullptr},
+    {"deepspeed_config.deepspeed_moe_layer_cls_names", S, kIgn, true, "they matter at stage 3 only",
+     nullptr},
+    {"fsdp_config.fsdp_version", I, kUse, true, nullptr, nullptr},
+    {"fsdp_config.fsdp_sharding_strategy", S, kUse, true, nullptr, nullptr},
+    {"fsdp_config.fsdp_reshard_after_forward", S, kUse, true, nullptr, nullptr},
+    {"fsdp_config.fsdp_offload_params", B, kUse, true, nullptr, nullptr},
+    {"fsdp_config.fsdp_activation_checkpointing", B, kIgn, true,
+     "it has no activation checkpointing", "false"},
+    {"fsdp_config.fsdp_auto_wrap_policy", S, kIgn, true, kWrapping, "NO_WRAP"},
+    {"fsdp_config.fsdp_transformer_layer_cls_to_wrap", S, kIgn, true, kWrapping, nullptr},
+    {"fsdp_config.fsdp_min_num_params", I, kIgn, true, kWrapping, nullptr},
+    {"fsdp_config.fsdp_ignored_modules", S, kIgn, true, kWrapping, nullptr},
+    {"fsdp_config.fsdp_backward_prefetch", S, kIgn, true, kPrefetch, "NO_PREFETCH"},
+    {"fsdp_config.fsdp_backward_prefetch_policy", S, kIgn, true, kPrefetch, "NO_PREFETCH"},
+    {"fsdp_config.fsdp_forward_prefetch", B, kIgn, true, kPrefetch, "false"},
+    // PyTorch FSDP's own details, which change nothing here: prepare()
+    // always broadcasts process 0's weights, checkpoints have our format.
+    {"fsdp_config.fsdp_state_dict_type", S, kIgn, true, nullptr, nullptr},
+    {"fsdp_config.fsdp_use_orig_params", B, kIgn, true, nullptr, nullptr},
+    {"fsdp_config.fsdp_cpu_ram_efficient_loading", B, kIgn, true, nullptr, nullptr},
+    {"fsdp_config.fsdp_sync_module_states", B, kIgn, true, nullptr, nullptr},
+};
+
+// The name closest to a misspelled one, or "": beyond about a third of the
+// name in edits, a suggestion is a guess.
+std::string closest_name(const std::string& name, const std::vector<std::string>& names) {
+  std::size_t best = std::min<std::size_t>(3, std::max<std::size_t>(1, name.size() / 3)) + 1;
+  std::string closest;
+  for (const auto& candidate : names) {
+    std::size_t distance = edit_distance(name, candidate);
+    if (distance < best) best = distance, closest = candidate;
+  }
+  return closest;
+}
 
 }  // namespace
 
 const std::vector<KeySpec>& config_key_table() { return kKeys; }
+
+const KeySpec* find_section_key(const std::string& section, const std::string& name) {
+  // Accelerate before 0.12 wrote fsdp_config's keys without the prefix.
+  const std::string canonical =
+      section == "fsdp_config" && name.rfind("fsdp_", 0) != 0 ? "fsdp_" + name : name;
+  for (const auto& spec : kSectionKeys) {
+    if (section + "." + canonical == spec.name) return &spec;
+  }
+  return nullptr;
+}
+
+std::string closest_section_key(const std::string& section, const std::string& name) {
+  std::vector<std::string> names;
+  const std::string prefix = section + ".";
+  for (const auto& spec : kSectionKeys) {
+    const std::string full = spec.name;
+    if (full.rfind(prefix, 0) == 0) names.push_back(full.substr(prefix.size()));
+  }
+  return closest_name(name, names);
+}
 
 const KeySpec* find_config_key(const std::string& name) {
   for (const auto& spec : kKeys) {
@@ -67,14 +151,9 @@ const KeySpec* find_config_key(const std::string& name) {
 }
 
 std::string closest_config_key(const std::string& name) {
-  // Beyond about a third of the name in edits, a suggestion is a guess.
-  std::size_t best = std::min<std::size_t>(3, std::max<std::size_t>(1, name.size() / 3)) + 1;
-  std::string closest;
-  for (const auto& spec : kKeys) {
-    std::size_t distance = edit_distance(name, spec.name);
-    if (distance < best) best = distance, closest = spec.name;
-  }
-  return closest;
+  std::vector<std::string> names;
+  for (const auto& spec : kKeys) names.push_back(spec.name);
+  return closest_name(name, names);
 }
 
 const char* to_string(KeyType type) {

@@ -41,6 +41,13 @@ const KeySpec* find_config_key(const std::string& name);
 // The known key closest to a misspelled one, or "" when none is close.
 std::string closest_config_key(const std::string& name);
 
+// A key of deepspeed_config or fsdp_config (`section`), whose row is named
+// "section.key" (fsdp_config's old unprefixed names find the prefixed row),
+// or nullptr.
+const KeySpec* find_section_key(const std::string& section, const std::string& name);
+// The key of `section` closest to a misspelled one, or "".
+std::string closest_section_key(const std::string& section, const std::string& name);
+
 const char* to_string(KeyType type);
 
 }  // namespace accelerate::config

@@ -106,16 +106,19 @@ struct Loader {
   void check_distributed_type(ConfigValue& entry) const {
     // PyYAML reads an unquoted NO as false; accept what it would have meant.
     if (entry.text == "no" || entry.text == "false") entry.text = "NO";
-    static const std::set<std::string> kRunnable = {"NO", "MULTI_CPU", "MULTI_GPU"};
-    static const std::set<std::string> kOthers = {"DEEPSPEED", "FSDP", "XLA", "TPU", "MEGATRON_LM", "MULTI_NPU",
-                                                  "MULTI_XPU", "MULTI_MLU", "MULTI_MUSA", "MULTI_HPU", "MPS"};
+    static const std::set<std::string> kRunnable = {"NO", "MULTI_CPU", "MULTI_GPU", "DEEPSPEED",
+                                                    "FSDP"};
+    static const std::set<std::string> kOthers = {"XLA",        "TPU",       "MEGATRON_LM",
+                                                  "MULTI_NPU",  "MULTI_XPU", "MULTI_MLU",
+                                                  "MULTI_MUSA", "MULTI_HPU", "MPS"};
     if (kRunnable.count(entry.text)) return;
+    const std::string runs = "NO, MULTI_CPU, MULTI_GPU, DEEPSPEED and FSDP";
     if (kOthers.count(entry.text)) {
       fail(entry.line, "key 'distributed_type' is " + entry.text +
-                           ", which accelerate-cpp cannot run (it runs NO, MULTI_CPU and MULTI_GPU)");
+                           ", which accelerate-cpp cannot run (it runs " + runs + ")");
     }
     fail(entry.line, "key 'distributed_type' has unknown value '" + entry.text +
-                         "' (accelerate-cpp runs NO, MULTI_CPU and MULTI_GPU)");
+                         "' (accelerate-cpp runs " + runs + ")");
   }
 
   void check_mixed_precision(ConfigValue& entry) const {
@@ -139,6 +142,27 @@ struct Loader {
       } else {
         fail(entry.line, "unknown key 'mpirun_config." + sub + "' (mpirun_config has mpirun_hostfile and mpirun_ccl)");
       }
+    }
+  }
+
+  // deepspeed_config and fsdp_config: each key is checked for its name and
+  // type here and kept as "section.key"; the launcher judges the values
+  // when the section is in effect (distributed_type, --use_deepspeed).
+  void split_sharding_section(const std::string& section, const YAML::Node& node,
+                              ConfigFile& file) const {
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      const std::string sub = it->first.Scalar();
+      ConfigValue entry = make_value(section + "." + sub, it->first, it->second);
+      const KeySpec* spec = find_section_key(section, sub);
+      if (spec == nullptr) {
+        const std::string hint = closest_section_key(section, sub);
+        fail(entry.line,
+             "unknown key '" + entry.key + "'" +
+                 (hint.empty() ? "" : " (did you mean '" + section + "." + hint + "'?)") +
+                 "; see 'Config file' in docs/cli.md for the keys of " + section);
+      }
+      check_type(*spec, it->second, entry);
+      (spec->use == KeyUse::kSetting ? file.settings : file.ignored).push_back(entry);
     }
   }
 
@@ -192,6 +216,9 @@ struct Loader {
         has_mixed_precision = true;
       }
       if (entry.key == "mpirun_config" && node.IsMap()) split_mpirun_config(node, file);
+      if ((entry.key == "deepspeed_config" || entry.key == "fsdp_config") && node.IsMap()) {
+        split_sharding_section(entry.key, node, file);
+      }
       if (entry.key == "gpu_ids" && lower(entry.text) == "all") entry.text = "all";
       (spec.use == KeyUse::kSetting ? file.settings : file.ignored).push_back(entry);
     }

@@ -6,6 +6,8 @@
 #include <sstream>
 #include <vector>
 
+#include "common/environment_text.h"
+
 namespace accelerate::config {
 namespace {
 
@@ -175,6 +177,15 @@ YAML::Node string_node(const std::string& text) {
   YAML::Node node(text);
   node.SetTag("!");
   return node;
+}
+
+YAML::Node float_node(double value) {
+  std::string text = detail::python_float_text(value);
+  // PyYAML's represent_float: an exponent without a '.' gets ".0" (1e-05 -> 1.0e-05).
+  if (text.find('.') == std::string::npos && text.find('e') != std::string::npos) {
+    text.replace(text.find('e'), 1, ".0e");
+  }
+  return YAML::Node(text);
 }
 
 std::string scalar_text(const YAML::Node& scalar) {

@@ -15,6 +15,9 @@ namespace accelerate::config {
 // string "no"). Nodes read from a quoted scalar already count as strings.
 YAML::Node string_node(const std::string& text);
 
+// A float as PyYAML writes a Python float: "1.0", "0.5", "1.0e-05".
+YAML::Node float_node(double value);
+
 // One scalar as YAML text: strings quoted where needed, others verbatim.
 std::string scalar_text(const YAML::Node& scalar);
 

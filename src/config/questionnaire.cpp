@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <functional>
 
+#include "accelerate/errors.h"
 #include "accelerate/mixed_precision.h"
 #include "common/environment_text.h"
+#include "common/settings.h"
 #include "config/config_yaml.h"
+#include "sharding/plugin_from_environment.h"
 
 namespace accelerate::config {
 namespace {
@@ -46,6 +50,27 @@ class Asker {
       if (!answer.empty()) return answer;
       if (default_value) return *default_value;
       prompter_.say("Please enter a value.");
+    }
+  }
+
+  double number(const std::string& prompt, double default_value) {
+    for (;;) {
+      const std::string answer = prompter_.ask(prompt);
+      if (answer.empty()) return default_value;
+      if (auto value = detail::parse_non_negative_number(answer)) return *value;
+      prompter_.say("Please enter a number of 0 or more, such as 1.0.");
+    }
+  }
+
+  // A menu whose options accelerate-cpp cannot run all: `refusal` returns
+  // why an option is refused ("" when it is fine), said before asking again.
+  int choose_runnable(const std::string& question, const std::vector<std::string>& options,
+                      int default_index, const std::function<std::string(int)>& refusal) {
+    for (;;) {
+      const int index = prompter_.choose(question, options, default_index);
+      const std::string why = refusal(index);
+      if (why.empty()) return index;
+      prompter_.say(why);
     }
   }
 
@@ -100,6 +125,77 @@ void ask_machines(Asker& ask, ClusterAnswers& answers) {
       false);
 }
 
+// Accelerate asks for DeepSpeed on one process and on GPUs, not for multi-CPU.
+void ask_deepspeed(Asker& ask, ClusterAnswers& answers) {
+  if (!ask.yes_no("Do you want to use DeepSpeed? [yes/NO]: ", false)) return;
+  answers.distributed_type = "DEEPSPEED";
+  DeepSpeedAnswers& ds = answers.deepspeed.emplace();
+  if (ask.yes_no("Do you want to specify a json file to a DeepSpeed config? [yes/NO]: ", false)) {
+    ds.config_file =
+        ask.text("Please enter the path to the json DeepSpeed config file: ", std::string("none"));
+    return;
+  }
+  ds.zero_stage = ask.choose_runnable(
+      "What should be your DeepSpeed's ZeRO optimization stage?", {"0", "1", "2", "3"}, 2,
+      [](int stage) -> std::string {
+        if (stage < 3) return "";
+        return "ZeRO stage 3 shards parameters, which accelerate-cpp does not have "
+               "yet; choose 0, 1 or 2.";
+      });
+  if (ds.zero_stage >= 2) {
+    const std::vector<std::string> devices = {"none", "cpu", "nvme"};
+    const auto no_nvme = [](int device) -> std::string {
+      return device == 2 ? "NVMe offloading is not supported by accelerate-cpp; choose none or cpu."
+                         : "";
+    };
+    ds.offload_optimizer_device =
+        devices[ask.choose_runnable("Where to offload optimizer states?", devices, 0, no_nvme)];
+    ds.offload_param_device =
+        devices[ask.choose_runnable("Where to offload parameters?", devices, 0, no_nvme)];
+  }
+  ds.gradient_accumulation_steps =
+      ask.integer("How many gradient accumulation steps you're passing in your script? [1]: ", 1, 1,
+                  settings::kMaxCount);
+  if (ask.yes_no("Do you want to use gradient clipping? [yes/NO]: ", false)) {
+    ds.gradient_clipping = ask.number("What is the gradient clipping value? [1.0]: ", 1.0);
+  }
+}
+
+// Accelerate asks for FSDP on GPUs. Its default answers mean FULL_SHARD
+// (ZeRO-3), which accelerate-cpp does not have, so ours mean SHARD_GRAD_OP.
+void ask_fsdp(Asker& ask, ClusterAnswers& answers) {
+  if (!ask.yes_no("Do you want to use FullyShardedDataParallel? [yes/NO]: ", false)) return;
+  answers.distributed_type = "FSDP";
+  FsdpAnswers& fsdp = answers.fsdp.emplace();
+  fsdp.version =
+      ask.prompter().choose("What should be your FSDP version? [2]: ", {"1", "2"}, 1) + 1;
+  if (fsdp.version == 1) {
+    std::vector<std::string> strategies;
+    for (int number = 1; number <= 5; ++number) {
+      strategies.push_back(to_string(static_cast<settings::FsdpShardingStrategy>(number)));
+    }
+    const int index =
+        ask.choose_runnable("What should be your sharding strategy?", strategies, 1, [](int i) {
+          try {
+            sharding::zero_stage_of(static_cast<settings::FsdpShardingStrategy>(i + 1));
+            return std::string();
+          } catch (const ConfigError& error) {
+            return std::string(error.what()) + ".";
+          }
+        });
+    fsdp.reshard_after_forward = strategies[index];
+    return;
+  }
+  for (;;) {
+    if (!ask.yes_no("Do you want to enable resharding after forward? [yes/NO]: ", false)) break;
+    ask.prompter().say(
+        "Resharding after forward is FSDP's FULL_SHARD (ZeRO-3), which accelerate-cpp does not "
+        "have "
+        "yet; answer no (SHARD_GRAD_OP).");
+  }
+  fsdp.reshard_after_forward = "false";
+}
+
 }  // namespace
 
 ClusterAnswers ask_cluster_questions(Prompter& prompter, const std::string& home) {
@@ -127,24 +223,58 @@ ClusterAnswers ask_cluster_questions(Prompter& prompter, const std::string& home
     answers.mpirun_hostfile = hostfile;
   }
 
-  if (multi) {
-    const std::string what = type == 1 ? "processes" : "GPU(s)";
+  if (type != 1) ask_deepspeed(ask, answers);
+  if (type == 2 && !answers.deepspeed) ask_fsdp(ask, answers);
+  const bool sharded = answers.deepspeed || answers.fsdp;
+
+  if (multi || sharded) {
+    const std::string what = answers.use_cpu ? "processes" : "GPU(s)";
     for (;;) {
       answers.num_processes =
           ask.integer("How many " + what + " should be used for distributed training? [1]: ", 1, 1, 100000);
-      if (type != 2 || answers.num_machines > 1 || answers.num_processes > 1) break;
+      if (answers.distributed_type != "MULTI_GPU" || answers.num_machines > 1 ||
+          answers.num_processes > 1)
+        break;
       prompter.say("multi-GPU on one machine needs at least 2 GPUs; for one GPU, choose 'No distributed training'.");
     }
   }
-  if (!answers.use_cpu) {
+  // As in Accelerate, not asked with DeepSpeed or FSDP (all GPUs are used).
+  if (!answers.use_cpu && !sharded) {
     answers.gpu_ids = ask.gpu_ids(
         "What GPU(s) (by id) should be used for training on this machine as a comma-separated list? [all]: ");
   }
+  // A DeepSpeed config file has its own fp16/bf16 sections.
+  if (answers.deepspeed && answers.deepspeed->config_file) return answers;
   std::vector<std::string> precisions;
   for (MixedPrecision precision : kAllMixedPrecisions) precisions.push_back(to_string(precision));
   answers.mixed_precision = precisions[prompter.choose("Do you wish to use mixed precision?", precisions, 0)];
   return answers;
 }
+
+namespace {
+
+// The keys Accelerate writes for these answers. zero3_init_flag is written
+// false, as Accelerate's default answer (stage 3 is not offered here).
+YAML::Node deepspeed_node(const DeepSpeedAnswers& ds, int num_machines) {
+  YAML::Node node(YAML::NodeType::Map);
+  if (ds.config_file) {
+    node["deepspeed_config_file"] = string_node(*ds.config_file);
+  } else {
+    node["zero_stage"] = ds.zero_stage;
+    if (ds.offload_optimizer_device)
+      node["offload_optimizer_device"] = string_node(*ds.offload_optimizer_device);
+    if (ds.offload_param_device)
+      node["offload_param_device"] = string_node(*ds.offload_param_device);
+    node["gradient_accumulation_steps"] = ds.gradient_accumulation_steps;
+    if (ds.gradient_clipping) node["gradient_clipping"] = float_node(*ds.gradient_clipping);
+  }
+  node["zero3_init_flag"] = false;
+  // accelerate-cpp starts one launcher per machine: Accelerate's "standard".
+  if (num_machines > 1) node["deepspeed_multinode_launcher"] = string_node("standard");
+  return node;
+}
+
+}  // namespace
 
 YAML::Node to_config_node(const ClusterAnswers& answers) {
   YAML::Node root(YAML::NodeType::Map);
@@ -158,7 +288,20 @@ YAML::Node to_config_node(const ClusterAnswers& answers) {
   if (answers.main_process_ip) root["main_process_ip"] = string_node(*answers.main_process_ip);
   if (answers.main_process_port) root["main_process_port"] = *answers.main_process_port;
   root["main_training_function"] = string_node("main");
-  root["mixed_precision"] = string_node(answers.mixed_precision);
+  if (!answers.deepspeed || !answers.deepspeed->config_file) {
+    root["mixed_precision"] = string_node(answers.mixed_precision);
+  }
+  if (answers.deepspeed)
+    root["deepspeed_config"] = deepspeed_node(*answers.deepspeed, answers.num_machines);
+  if (answers.fsdp) {
+    root["fsdp_config"]["fsdp_version"] = answers.fsdp->version;
+    const std::string& reshard = answers.fsdp->reshard_after_forward;
+    if (answers.fsdp->version == 2) {
+      root["fsdp_config"]["fsdp_reshard_after_forward"] = reshard == "true";
+    } else {
+      root["fsdp_config"]["fsdp_reshard_after_forward"] = string_node(reshard);
+    }
+  }
   if (answers.mpirun_hostfile) root["mpirun_config"]["mpirun_hostfile"] = string_node(*answers.mpirun_hostfile);
   root["num_machines"] = answers.num_machines;
   root["num_processes"] = answers.num_processes;

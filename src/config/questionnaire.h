@@ -1,6 +1,7 @@
 // `accelerate config`: the questions Hugging Face Accelerate asks, in its
 // order, limited to what accelerate-cpp runs (one machine or several; no
-// distributed training, multi-CPU or multi-GPU), and the file they produce.
+// distributed training, multi-CPU or multi-GPU; ZeRO through DeepSpeed's or
+// FSDP's questions), and the file they produce.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -12,9 +13,27 @@
 
 namespace accelerate::config {
 
+// deepspeed_config, as Accelerate's questions fill it.
+struct DeepSpeedAnswers {
+  // deepspeed_config_file ("none": no file); the keys below are not asked then.
+  std::optional<std::string> config_file;
+  int zero_stage = 2;                                   // 0-2 (3 is refused and asked again)
+  std::optional<std::string> offload_optimizer_device;  // none | cpu; asked from stage 2 on
+  std::optional<std::string> offload_param_device;
+  int gradient_accumulation_steps = 1;
+  std::optional<double> gradient_clipping;
+};
+
+// fsdp_config, as Accelerate's questions fill it.
+struct FsdpAnswers {
+  int version = 2;
+  // FSDP 1: a sharding strategy's name; FSDP 2: "true" or "false".
+  std::string reshard_after_forward = "false";
+};
+
 // The answers, with Accelerate's defaults.
 struct ClusterAnswers {
-  std::string distributed_type = "NO";  // NO | MULTI_CPU | MULTI_GPU
+  std::string distributed_type = "NO";  // NO | MULTI_CPU | MULTI_GPU | DEEPSPEED | FSDP
   int num_machines = 1;
   int machine_rank = 0;
   std::optional<std::string> main_process_ip;
@@ -26,7 +45,10 @@ struct ClusterAnswers {
   std::optional<std::string> mpirun_hostfile;
   int num_processes = 1;
   std::optional<std::string> gpu_ids;
-  std::string mixed_precision = "no";  // no | fp16 | bf16
+  std::string mixed_precision =
+      "no";  // no | fp16 | bf16 (not written beside a DeepSpeed config file)
+  std::optional<DeepSpeedAnswers> deepspeed;  // distributed_type DEEPSPEED
+  std::optional<FsdpAnswers> fsdp;            // distributed_type FSDP
 };
 
 // Asks every question through `prompter`. `home` expands "~/" in paths.

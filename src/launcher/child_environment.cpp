@@ -8,6 +8,37 @@
 
 namespace accelerate::launcher {
 
+namespace {
+
+template <class T>
+void write_given(const settings::Setting<T>& setting, const std::optional<T>& value,
+                 Environment& env) {
+  if (value) setting.write(env, *value);
+}
+
+// Sharded training, in Accelerate's variables: those of the kind in use only
+// (a DeepSpeed flag without DeepSpeed is ignored with a note at launch).
+void write_sharding_settings(const LaunchOptions& o, Environment& env) {
+  if (o.use_deepspeed) {
+    settings::kUseDeepSpeed.write(env, true);
+    write_given(settings::kZeroStage, o.zero_stage, env);
+    write_given(settings::kDeepSpeedConfigFile, o.deepspeed_config_file, env);
+    write_given(settings::kGradientClipping, o.gradient_clipping, env);
+    write_given(settings::kOffloadOptimizerDevice, o.offload_optimizer_device, env);
+    write_given(settings::kOffloadParamDevice, o.offload_param_device, env);
+    write_given(settings::kZero3Init, o.zero3_init_flag, env);
+    write_given(settings::kZero3Save16BitModel, o.zero3_save_16bit_model, env);
+  }
+  if (o.use_fsdp) {
+    settings::kUseFsdp.write(env, true);
+    write_given(settings::kFsdpShardingStrategy, o.fsdp_sharding_strategy, env);
+    write_given(settings::kFsdpReshardAfterForward, o.fsdp_reshard_after_forward, env);
+    write_given(settings::kFsdpVersion, o.fsdp_version, env);
+  }
+}
+
+}  // namespace
+
 int global_rank(const LaunchOptions& options, int local_rank) {
   return options.machine_rank * options.local_processes() + local_rank;
 }
@@ -54,9 +85,8 @@ Environment build_child_environment(const LaunchOptions& options, int local_rank
   }
   // "all" means every GPU the launcher itself sees: the variable is left as it is.
   if (options.gpu_ids && *options.gpu_ids != "all") env["CUDA_VISIBLE_DEVICES"] = *options.gpu_ids;
-  if (options.gradient_accumulation_steps) {
-    settings::kGradientAccumulationSteps.write(env, *options.gradient_accumulation_steps);
-  }
+  write_given(settings::kGradientAccumulationSteps, options.gradient_accumulation_steps, env);
+  write_sharding_settings(options, env);
 
   // Threads (docs/launching.md, "Threads"). LibTorch's OpenMP pool gets the
   // rank's share of the cores, and OpenBLAS 1 thread: Debian's LibTorch links

@@ -6,6 +6,8 @@
 
 #include "common/environment_text.h"
 #include "config/config_keys.h"
+#include "launcher/launch_errors.h"
+#include "sharding/deepspeed_config.h"
 
 namespace accelerate::launcher {
 namespace {
@@ -25,7 +27,7 @@ bool is_inert(const ConfigValue& value, const KeySpec& spec) {
   if (value.is_off) return true;
   const std::string text = lower(value.text);
   if (spec.inert_value != nullptr) {
-    const std::string inert = spec.inert_value;
+    const std::string inert = lower(spec.inert_value);
     if (text == inert || (inert == "no" && text == "false")) return true;
   }
   return false;
@@ -73,6 +75,15 @@ class Applier {
     if (type != nullptr && type->text == "NO" && file_.find("num_processes") == nullptr) set("num_processes", *type, "1");
   }
 
+  // DEEPSPEED and FSDP choose sharded training, unless a flag chose the
+  // other kind (a flag replaces the file's choice, as --cpu replaces MULTI_GPU).
+  void sharding_kind() {
+    const ConfigValue* type = file_.find("distributed_type");
+    if (type == nullptr || set_by_flag("use_deepspeed") || set_by_flag("use_fsdp")) return;
+    if (type->text == "DEEPSPEED") set("use_deepspeed", *type, "true");
+    if (type->text == "FSDP") set("use_fsdp", *type, "true");
+  }
+
   void counts() {
     // -1 is Accelerate's "not set" (ClusterConfig's default); 0 reaches the
     // flag row, which rejects it with file, line and key.
@@ -96,6 +107,37 @@ class Applier {
     copy("mpirun_config.mpirun_hostfile", "mpirun_hostfile");
   }
 
+  // deepspeed_config and fsdp_config: applied when that kind of sharding is
+  // in use, else ignored with a note when they ask for something.
+  void sharding_sections() {
+    section_in_use("deepspeed_config", options_.use_deepspeed, "use_fsdp", "DEEPSPEED");
+    section_in_use("fsdp_config", options_.use_fsdp, "use_deepspeed", "FSDP");
+    if (options_.use_deepspeed) {
+      for (const char* key :
+           {"zero_stage", "deepspeed_config_file", "gradient_clipping", "offload_optimizer_device",
+            "offload_param_device", "zero3_init_flag", "zero3_save_16bit_model"}) {
+        copy_section("deepspeed_config", key, key);
+      }
+      accumulation_steps();
+      keys_beside_config_file();
+      list_ignored("deepspeed_config");
+    }
+    if (options_.use_fsdp) {
+      for (const char* key :
+           {"fsdp_version", "fsdp_sharding_strategy", "fsdp_reshard_after_forward"}) {
+        copy_section("fsdp_config", key, key);
+      }
+      const ConfigValue* offload = find_section("fsdp_config", "fsdp_offload_params");
+      if (offload != nullptr && offload->text == "true") {
+        throw UsageError(file_.where(*offload) + ": key '" + offload->key +
+                         "' is true: accelerate-cpp cannot offload FSDP's parameters and gradients "
+                         "to the CPU; set "
+                         "it to false");
+      }
+      list_ignored("fsdp_config");
+    }
+  }
+
   void ignored() {
     for (const auto& value : file_.ignored) {
       if (value.key == "mpirun_config.mpirun_ccl") {
@@ -113,6 +155,101 @@ class Applier {
   std::vector<std::string> take_notes() { return std::move(notes_); }
 
  private:
+  // A key of `section` by its current name (fsdp_config's old unprefixed
+  // names too), among the used or the ignored keys; nullptr when absent.
+  const ConfigValue* find_section(const std::string& section, const std::string& name) const {
+    for (const auto* list : {&file_.settings, &file_.ignored}) {
+      for (const auto& value : *list) {
+        if (value.key.rfind(section + ".", 0) != 0) continue;
+        const KeySpec* spec =
+            config::find_section_key(section, value.key.substr(section.size() + 1));
+        if (spec != nullptr && section + "." + name == spec->name) return &value;
+      }
+    }
+    return nullptr;
+  }
+
+  void copy_section(const std::string& section, const std::string& name, const std::string& flag) {
+    const ConfigValue* value = find_section(section, name);
+    if (value != nullptr && !value->is_null) set(flag, *value, value->text);
+  }
+
+  void section_in_use(const std::string& section, bool in_use, const std::string& other_flag,
+                      const std::string& type_name) {
+    const ConfigValue* value = file_.find(section);
+    if (in_use || value == nullptr || value->is_off) return;
+    const ConfigValue* type = file_.find("distributed_type");
+    const std::string why = set_by_flag(other_flag) ? "--" + other_flag + " was given"
+                            : type == nullptr
+                                ? "the file has no distributed_type"
+                                : "distributed_type is " + type->text + ", not " + type_name;
+    notes_.push_back(file_.where(*value) + ": " + section + " is ignored: " + why);
+  }
+
+  // Accelerate's DeepSpeed launcher takes gradient_accumulation_steps from
+  // deepspeed_config. --gradient_accumulation_steps is the launcher's own
+  // flag for every kind of job; both say what the script does, so two
+  // different numbers are a mistake in one of them, not an override.
+  void accumulation_steps() {
+    const ConfigValue* value = find_section("deepspeed_config", "gradient_accumulation_steps");
+    if (value == nullptr || value->is_null) return;
+    if (!set_by_flag("gradient_accumulation_steps"))
+      return set("gradient_accumulation_steps", *value, value->text);
+    LaunchOptions from_file;
+    const std::string subject = file_.where(*value) + ": key '" + value->key + "'";
+    find_launch_flag("gradient_accumulation_steps")->apply(from_file, subject, value->text);
+    if (from_file.gradient_accumulation_steps != options_.gradient_accumulation_steps) {
+      throw UsageError(subject + " is " + value->text + " but --gradient_accumulation_steps is " +
+                       std::to_string(*options_.gradient_accumulation_steps) +
+                       "; give the same number in both, or only one of them");
+    }
+  }
+
+  // Accelerate refuses deepspeed_config keys (and a mixed_precision the
+  // flags do not override) beside a DeepSpeed config file, which replaces them.
+  void keys_beside_config_file() {
+    if (!options_.deepspeed_config_file) return;
+    const std::string prefix = "deepspeed_config.";
+    std::vector<std::string> keys;
+    for (const auto* list : {&file_.settings, &file_.ignored}) {
+      for (const auto& value : *list) {
+        if (value.key.rfind(prefix, 0) == 0 && !value.is_null)
+          keys.push_back(value.key.substr(prefix.size()));
+      }
+    }
+    const ConfigValue* precision = file_.find("mixed_precision");
+    if (precision != nullptr && !precision->is_null && !set_by_flag("mixed_precision")) {
+      keys.push_back("mixed_precision");
+    }
+    try {
+      sharding::check_keys_beside_config_file(keys, file_.path, *options_.deepspeed_config_file);
+    } catch (const ConfigError& error) {
+      throw UsageError(error.what());
+    }
+  }
+
+  // One note for the keys of `section` that ask for something we ignore,
+  // grouped by reason: "accelerate-cpp ignores a, b (why); c (why)".
+  void list_ignored(const std::string& section) {
+    std::vector<std::pair<std::string, std::string>> groups;  // reason, keys
+    for (const auto& value : file_.ignored) {
+      if (value.key.rfind(section + ".", 0) != 0) continue;
+      const std::string name = value.key.substr(section.size() + 1);
+      const KeySpec* spec = config::find_section_key(section, name);
+      if (spec == nullptr || spec->reason == nullptr || is_inert(value, *spec)) continue;
+      auto group = std::find_if(groups.begin(), groups.end(),
+                                [&](const auto& g) { return g.first == spec->reason; });
+      if (group == groups.end()) group = groups.insert(groups.end(), {spec->reason, ""});
+      group->second += (group->second.empty() ? "" : ", ") + name;
+    }
+    const ConfigValue* where = file_.find(section);
+    if (groups.empty() || where == nullptr) return;
+    std::string text;
+    for (const auto& [reason, keys] : groups)
+      text += (text.empty() ? "" : "; ") + keys + " (" + reason + ")";
+    notes_.push_back(file_.where(*where) + ": " + section + ": accelerate-cpp ignores " + text);
+  }
+
   const ConfigFile& file_;
   LaunchOptions& options_;
   std::vector<std::string> notes_;
@@ -123,8 +260,10 @@ class Applier {
 std::vector<std::string> apply_config_file(const ConfigFile& file, LaunchOptions& options) {
   Applier applier(file, options);
   applier.machine_type();
+  applier.sharding_kind();
   applier.counts();
   applier.rest();
+  applier.sharding_sections();
   applier.ignored();
   return applier.take_notes();
 }

@@ -76,6 +76,11 @@ std::string show_int(const std::optional<int>& value) {
   return value ? std::to_string(*value) : "(unset)";
 }
 std::string show_text(const std::optional<std::string>& value) { return value.value_or("(unset)"); }
+// An optional value of the settings contract, as the ranks would get it.
+template <class T>
+std::string show_setting(const settings::Setting<T>& setting, const std::optional<T>& value) {
+  return value ? setting.format(*value) : "(unset)";
+}
 
 // A switch row: `member` is the bool it sets.
 #define ACCELERATE_SWITCH(name, short_name, member, help)                                          \
@@ -185,6 +190,80 @@ const std::vector<FlagSpec> kFlags = {
     {"mpirun_hostfile", 0, "FILE", "start the ranks with mpirun --hostfile FILE (OpenMPI)",
      [](Options& o, Text f, Text v) { o.mpirun_hostfile = non_empty(f, v, "a file"); },
      [](const Options& o) { return show_text(o.mpirun_hostfile); }},
+    // Sharded training (docs/launching.md, "Sharded training"): Accelerate's
+    // DeepSpeed and FSDP flags, mapped onto the one ZeRO engine.
+    ACCELERATE_SWITCH("use_deepspeed", 0, use_deepspeed,
+                      "shard the training state with ZeRO (DeepSpeed's flags below; stages 0-2)"),
+    {"zero_stage", 0, "0-3",
+     "ZeRO stage: 1 shards optimizer state, 2 also gradients (default 2; 3 not yet)",
+     [](Options& o, Text f, Text v) { o.zero_stage = parse_setting(settings::kZeroStage, f, v); },
+     [](const Options& o) { return show_setting(settings::kZeroStage, o.zero_stage); }},
+    {"deepspeed_config_file", 0, "FILE",
+     "DeepSpeed JSON config file (docs/deepspeed-config.md); 'none': no file",
+     [](Options& o, Text f, Text v) {
+       const std::string path = parse_setting(settings::kDeepSpeedConfigFile, f, v);
+       o.deepspeed_config_file = path == "none" ? std::nullopt : std::optional<std::string>(path);
+     },
+     [](const Options& o) { return show_text(o.deepspeed_config_file); }},
+    {"offload_optimizer_device", 0, "none|cpu",
+     "where ZeRO keeps the optimizer state (default none)",
+     [](Options& o, Text f, Text v) {
+       o.offload_optimizer_device = parse_setting(settings::kOffloadOptimizerDevice, f, v);
+     },
+     [](const Options& o) {
+       return show_setting(settings::kOffloadOptimizerDevice, o.offload_optimizer_device);
+     }},
+    {"offload_param_device", 0, "none|cpu",
+     "where ZeRO stage 3 keeps the parameters (default none)",
+     [](Options& o, Text f, Text v) {
+       o.offload_param_device = parse_setting(settings::kOffloadParamDevice, f, v);
+     },
+     [](const Options& o) {
+       return show_setting(settings::kOffloadParamDevice, o.offload_param_device);
+     }},
+    {"gradient_clipping", 0, "NORM", "clip the gradients to this global norm (DeepSpeed)",
+     [](Options& o, Text f, Text v) {
+       o.gradient_clipping = parse_setting(settings::kGradientClipping, f, v);
+     },
+     [](const Options& o) {
+       return show_setting(settings::kGradientClipping, o.gradient_clipping);
+     }},
+    {"zero3_init_flag", 0, "true|false", "construct the model sharded (ZeRO stage 3 only)",
+     [](Options& o, Text f, Text v) {
+       o.zero3_init_flag = parse_setting(settings::kZero3Init, f, v);
+     },
+     [](const Options& o) { return show_setting(settings::kZero3Init, o.zero3_init_flag); }},
+    {"zero3_save_16bit_model", 0, "true|false",
+     "gather 16-bit weights when saving (ZeRO stage 3 only)",
+     [](Options& o, Text f, Text v) {
+       o.zero3_save_16bit_model = parse_setting(settings::kZero3Save16BitModel, f, v);
+     },
+     [](const Options& o) {
+       return show_setting(settings::kZero3Save16BitModel, o.zero3_save_16bit_model);
+     }},
+    ACCELERATE_SWITCH(
+        "use_fsdp", 0, use_fsdp,
+        "shard the training state with ZeRO, chosen by FSDP's names (SHARD_GRAD_OP, NO_SHARD)"),
+    {"fsdp_sharding_strategy", 0, "STRATEGY",
+     "SHARD_GRAD_OP (ZeRO stage 2) or NO_SHARD (stage 0); FULL_SHARD and HYBRID_* are refused",
+     [](Options& o, Text f, Text v) {
+       o.fsdp_sharding_strategy = parse_setting(settings::kFsdpShardingStrategy, f, v);
+     },
+     [](const Options& o) {
+       return show_setting(settings::kFsdpShardingStrategy, o.fsdp_sharding_strategy);
+     }},
+    {"fsdp_reshard_after_forward", 0, "VALUE",
+     "the strategy when --fsdp_sharding_strategy is not given: a strategy (FSDP 1) or true|false "
+     "(FSDP 2)",
+     [](Options& o, Text f, Text v) {
+       o.fsdp_reshard_after_forward = parse_setting(settings::kFsdpReshardAfterForward, f, v);
+     },
+     [](const Options& o) { return show_text(o.fsdp_reshard_after_forward); }},
+    {"fsdp_version", 0, "1|2", "FSDP version, for --fsdp_reshard_after_forward (default 1)",
+     [](Options& o, Text f, Text v) {
+       o.fsdp_version = parse_setting(settings::kFsdpVersion, f, v);
+     },
+     [](const Options& o) { return show_int(o.fsdp_version); }},
     ACCELERATE_SWITCH("dry_run", 0, dry_run,
                       "print the settings (and where each came from) and the exact commands, start nothing"),
 };

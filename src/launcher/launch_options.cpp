@@ -127,6 +127,11 @@ void resolve_launch_options(LaunchOptions& options, const MachineFacts& facts) {
   if (options.cpu && options.multi_gpu) {
     throw UsageError("--cpu and --multi_gpu conflict: choose CPU processes (--cpu) or one process per GPU");
   }
+  if (options.use_deepspeed && options.use_fsdp) {
+    throw UsageError(
+        "--use_deepspeed and --use_fsdp conflict: both choose how ZeRO shards the training; give "
+        "one of them");
+  }
   const int gpus = gpus_for_ranks(options, facts);
   if (options.multi_gpu && gpus == 0) {
     // From a config file (distributed_type: MULTI_GPU) the flag to change is --cpu.

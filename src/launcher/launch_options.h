@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "accelerate/deepspeed_plugin.h"
 #include "accelerate/mixed_precision.h"
+#include "common/settings.h"
 #include "launcher/machine_facts.h"
 
 namespace accelerate::launcher {
@@ -55,6 +57,23 @@ struct LaunchOptions {
   std::optional<std::string> mpirun_hostfile;  // run the ranks through mpirun
   std::optional<std::string> config_file;
   bool dry_run = false;  // print the settings and commands, start nothing
+
+  // Sharded training (ZeRO), in DeepSpeed's or FSDP's words; each value
+  // becomes a variable of the settings contract (common/settings.h) for the
+  // ranks, written only when DeepSpeed (or FSDP) is in use and the value
+  // was given.
+  bool use_deepspeed = false;
+  std::optional<int> zero_stage;
+  std::optional<std::string> deepspeed_config_file;  // "none" is stored as nullopt
+  std::optional<double> gradient_clipping;
+  std::optional<OffloadDevice> offload_optimizer_device;
+  std::optional<OffloadDevice> offload_param_device;
+  std::optional<bool> zero3_init_flag;
+  std::optional<bool> zero3_save_16bit_model;
+  bool use_fsdp = false;
+  std::optional<settings::FsdpShardingStrategy> fsdp_sharding_strategy;
+  std::optional<std::string> fsdp_reshard_after_forward;  // a strategy's name, or "true"/"false"
+  std::optional<int> fsdp_version;
 
   std::string program;
   std::vector<std::string> program_args;

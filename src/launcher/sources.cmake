@@ -14,6 +14,7 @@ target_sources(accelerate_cli_core PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/network_checks.cpp
   ${CMAKE_CURRENT_LIST_DIR}/slurm_defaults.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config_application.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/sharding_check.cpp
   ${CMAKE_CURRENT_LIST_DIR}/mpirun_command.cpp
   ${CMAKE_CURRENT_LIST_DIR}/output_relay.cpp
   ${CMAKE_CURRENT_LIST_DIR}/signal_pipe.cpp

@@ -19,6 +19,7 @@
 #include <variant>
 #include <vector>
 
+#include "accelerate/deepspeed_plugin.h"
 #include "accelerate/mixed_precision.h"
 
 namespace accelerate::sharding {
@@ -38,9 +39,9 @@ struct AutoValue {
   bool has_value() const { return state == State::kValue; }
 };
 
-// Where ZeRO keeps optimizer states or parameters. DeepSpeed's "nvme" is
-// refused when the file is read.
-enum class OffloadDevice { kNone, kCpu };
+// Where ZeRO keeps optimizer states or parameters: the public enum of
+// deepspeed_plugin.h. DeepSpeed's "nvme" is refused when the file is read.
+using OffloadDevice = accelerate::OffloadDevice;
 
 // fp16 loss scaling, with DeepSpeed's defaults.
 struct LossScaleSettings {
@@ -196,6 +197,12 @@ struct ResolvedDeepSpeedConfig {
 // contradiction. Throws std::invalid_argument if `program` is malformed
 // (world_size, gradient_accumulation_steps or micro_batch_size below 1).
 ResolvedDeepSpeedConfig resolve(const DeepSpeedConfig& config, const ProgramValues& program);
+
+// Accelerate's refusal of a file that switches on the other 16-bit type
+// than `mixed_precision` names (fp16.enabled true with bf16, bf16.enabled
+// true with fp16). resolve() runs it too; `accelerate launch` runs it before
+// any process starts. Throws ConfigError.
+void check_mixed_precision(const DeepSpeedConfig& config, MixedPrecision mixed_precision);
 
 // The accelerate config (YAML) deepspeed_config keys that a DeepSpeed config
 // file replaces, in Accelerate's order, plus "mixed_precision" (the top-level

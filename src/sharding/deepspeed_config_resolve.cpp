@@ -67,17 +67,7 @@ void resolve_precision(const DeepSpeedConfig& config, const ProgramValues& progr
                        ResolvedDeepSpeedConfig& out) {
   const std::string& source = config.source;
   const MixedPrecision wanted = program.mixed_precision;
-  const auto literally_true = [](const AutoValue<bool>& v) { return v.has_value() && v.value; };
-  if (wanted == MixedPrecision::kFP16 && literally_true(config.bf16.enabled)) {
-    fail(source,
-         "bf16.enabled is true but mixed_precision is fp16; Accelerate refuses the pair: "
-         "set bf16.enabled to false or \"auto\", or mixed_precision to bf16");
-  }
-  if (wanted == MixedPrecision::kBF16 && literally_true(config.fp16.enabled)) {
-    fail(source,
-         "fp16.enabled is true but mixed_precision is bf16; Accelerate refuses the pair: "
-         "set fp16.enabled to false or \"auto\", or mixed_precision to fp16");
-  }
+  check_mixed_precision(config, wanted);
   const auto enabled = [&](bool present, const AutoValue<bool>& v, MixedPrecision mine) {
     if (!present || v.is_auto()) return wanted == mine;
     return v.has_value() && v.value;  // a section without "enabled": DeepSpeed's false
@@ -308,6 +298,20 @@ std::optional<ParamValue> param(const std::optional<T>& value) {
 }
 
 }  // namespace
+
+void check_mixed_precision(const DeepSpeedConfig& config, MixedPrecision mixed_precision) {
+  const auto literally_true = [](const AutoValue<bool>& v) { return v.has_value() && v.value; };
+  if (mixed_precision == MixedPrecision::kFP16 && literally_true(config.bf16.enabled)) {
+    fail(config.source,
+         "bf16.enabled is true but mixed_precision is fp16; Accelerate refuses the pair: "
+         "set bf16.enabled to false or \"auto\", or mixed_precision to bf16");
+  }
+  if (mixed_precision == MixedPrecision::kBF16 && literally_true(config.fp16.enabled)) {
+    fail(config.source,
+         "fp16.enabled is true but mixed_precision is bf16; Accelerate refuses the pair: "
+         "set fp16.enabled to false or \"auto\", or mixed_precision to fp16");
+  }
+}
 
 ResolvedDeepSpeedConfig resolve(const DeepSpeedConfig& config, const ProgramValues& program) {
   check_program(program);

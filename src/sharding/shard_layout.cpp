@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <memory>
+#include <fstream>
+#include <sstream>
 #include <unordered_map>
+
+#include <nlohmann/json.hpp>
 
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
@@ -112,9 +116,69 @@ std::optional<ShardLayout::Location> ShardLayout::locate(const at::Tensor& param
   return std::nullopt;
 }
 
+namespace {
+
+nlohmann::json layout_json(const std::vector<ShardLayout::Model>& models) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& model : models) {
+    nlohmann::json buckets = nlohmann::json::array();
+    for (const auto& bucket : model.buckets) {
+      nlohmann::json parameters = nlohmann::json::array();
+      for (std::size_t k = 0; k < bucket.parameters.size(); ++k) {
+        parameters.push_back({bucket.parameters[k], bucket.offsets[k],
+                              model.parameters[bucket.parameters[k]].numel()});
+      }
+      buckets.push_back({{"numel", bucket.numel}, {"parameters", parameters}});
+    }
+    out.push_back({{"buckets", buckets}});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string ShardLayout::manifest(int world) const {
+  return nlohmann::json({{"world_size", world}, {"models", layout_json(models_)}}).dump(1) + "\n";
+}
+
+void ShardLayout::check_manifest(const std::string& path) const {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("checkpoint file " + path + " is missing (the ZeRO partition manifest)");
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json saved;
+  try {
+    saved = nlohmann::json::parse(text.str()).at("models");
+  } catch (const nlohmann::json::exception&) {
+    throw Error(path + ": not a ZeRO partition manifest");
+  }
+  const nlohmann::json mine = layout_json(models_);
+  if (saved == mine) return;
+  std::string where = "the number of models";
+  if (saved.is_array() && saved.size() == mine.size()) {
+    for (std::size_t m = 0; m < mine.size(); ++m) {
+      const auto& a = saved[m]["buckets"];
+      const auto& b = mine[m]["buckets"];
+      if (a == b) continue;
+      where = "model " + std::to_string(m) + "'s buckets";
+      for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+        if (a[i] != b[i]) {
+          where = "model " + std::to_string(m) + ", bucket " + std::to_string(i);
+          break;
+        }
+      }
+      break;
+    }
+  }
+  throw Error(path + ": the saved ZeRO partition differs from this job's at " + where +
+              " (the bucket layout follows the model and bucket_cap_mb: resume with the same)");
+}
+
 void load_sharded_state(const ShardLayout& layout, int saved_world,
+                        const std::string& manifest_path,
                         const std::function<std::string(int)>& archive_of,
                         torch::optim::Optimizer& target, const std::vector<StatePiece>& pieces) {
+  layout.check_manifest(manifest_path);
   // Each saved shard in an optimizer of its own over tensors shaped like
   // that process's runs: read and checked, all of them, before anything
   // changes (this holds the whole saved state in memory at once).
@@ -166,6 +230,7 @@ void load_sharded_state(const ShardLayout& layout, int saved_world,
 void load_sharded_state_whole(torch::optim::Optimizer& optimizer,
                               const std::vector<torch::nn::Module*>& modules,
                               const GradientSyncOptions& options, int saved_world,
+                              const std::string& manifest_path,
                               const std::function<std::string(int)>& archive_of) {
   // The models as the saving job's ZeRO saw them: those holding any of the
   // optimizer's parameters, in prepare() order.
@@ -190,7 +255,7 @@ void load_sharded_state_whole(torch::optim::Optimizer& optimizer,
       }
     }
   }
-  load_sharded_state(layout, saved_world, archive_of, optimizer, pieces);
+  load_sharded_state(layout, saved_world, manifest_path, archive_of, optimizer, pieces);
 }
 
 }  // namespace accelerate::sharding

@@ -75,6 +75,14 @@ class ShardLayout {
   const std::vector<std::vector<at::Tensor>>& unsynced() const { return unsynced_; }
   std::optional<Location> locate(const at::Tensor& parameter) const;
 
+  // The partition manifest a checkpoint keeps beside per-process optimizer
+  // files (JSON: the number of processes, and per model and bucket its
+  // length and each parameter's index, offset and length), and the check
+  // that a saved one describes this layout: Error naming `path` and the
+  // first difference (the layout follows the model and bucket_cap_mb).
+  std::string manifest(int world) const;
+  void check_manifest(const std::string& path) const;
+
  private:
   std::vector<Model> models_;
   std::map<std::pair<std::size_t, std::size_t>, std::size_t> group_of_;  // (model, index) -> group
@@ -96,7 +104,9 @@ struct StatePiece {
 // read and checked first, then every piece gets its elements' state from
 // the saved shards that hold them, and the groups their options. Built-in
 // optimizers only (Error otherwise).
+// (load_sharded_state checks `manifest_path` first.)
 void load_sharded_state(const ShardLayout& layout, int saved_world,
+                        const std::string& manifest_path,
                         const std::function<std::string(int)>& archive_of,
                         torch::optim::Optimizer& target, const std::vector<StatePiece>& pieces);
 
@@ -107,6 +117,7 @@ void load_sharded_state(const ShardLayout& layout, int saved_world,
 void load_sharded_state_whole(torch::optim::Optimizer& optimizer,
                               const std::vector<torch::nn::Module*>& modules,
                               const GradientSyncOptions& options, int saved_world,
+                              const std::string& manifest_path,
                               const std::function<std::string(int)>& archive_of);
 
 }  // namespace accelerate::sharding

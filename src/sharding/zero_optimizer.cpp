@@ -121,12 +121,12 @@ ShardedOptimizer::ShardedOptimizer(std::shared_ptr<Communicator> communicator,
 
 ShardedOptimizer::~ShardedOptimizer() = default;
 
-void ShardedOptimizer::load_resharded(int saved_world,
+void ShardedOptimizer::load_resharded(int saved_world, const std::string& manifest_path,
                                       const std::function<std::string(int)>& archive_of) {
   std::vector<StatePiece> pieces;
   for (const Run& run : runs_)
     pieces.push_back(StatePiece{run.model, run.bucket, run.begin, run.parameter});
-  load_sharded_state(*layout_, saved_world, archive_of, optimizer_, pieces);
+  load_sharded_state(*layout_, saved_world, manifest_path, archive_of, optimizer_, pieces);
 }
 
 void ShardedOptimizer::before_step() {

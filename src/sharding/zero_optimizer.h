@@ -65,7 +65,9 @@ class ShardedOptimizer : public OptimizerShardHooks {
 
   // load_state of an optimizer saved sharded by `saved_world` processes
   // (rank k's archive at archive_of(k)), this or another number.
-  void load_resharded(int saved_world, const std::function<std::string(int)>& archive_of);
+  void load_resharded(int saved_world, const std::string& manifest_path,
+                      const std::function<std::string(int)>& archive_of);
+  const ShardLayout& layout() const { return *layout_; }
 
   void before_step() override;
   void after_step(bool stepped) override;

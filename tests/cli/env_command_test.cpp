@@ -52,6 +52,16 @@ TEST(EnvCommand, PrintsEverySectionWithOurVersion) {
   EXPECT_EQ(result.err, "");
 }
 
+TEST(EnvCommand, ListsTheShardingVariables) {
+  TemporaryFolder home;
+  auto result = run_accelerate({"env"}, {{"HF_HOME", home.path()},
+                                         {"ACCELERATE_USE_FSDP", "true"},
+                                         {"FSDP_SHARDING_STRATEGY", "SHARD_GRAD_OP"}});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_TRUE(has_line(result.out, "\t- ACCELERATE_USE_FSDP=true")) << result.out;
+  EXPECT_TRUE(has_line(result.out, "\t- FSDP_SHARDING_STRATEGY=SHARD_GRAD_OP")) << result.out;
+}
+
 TEST(EnvCommand, ReportsTheExplicitConfigFile) {
   TemporaryFolder folder;
   const std::string config = folder.path() + "/my_config.yaml";

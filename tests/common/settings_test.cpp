@@ -47,7 +47,7 @@ TEST(Settings, EveryVariableIsDeclaredOnceWithItsFacts) {
     EXPECT_NE(std::string(about.default_text), "") << about.variable;
     EXPECT_NE(std::string(about.meaning), "") << about.variable;
   }
-  EXPECT_EQ(seen.size(), 11u);
+  EXPECT_EQ(seen.size(), 23u);
   EXPECT_EQ(seen.count("ACCELERATE_MIXED_PRECISION"), 1u);
   EXPECT_EQ(seen.count("ACCELERATE_GRADIENT_ACCUMULATION_STEPS"), 1u);
 }
@@ -123,7 +123,8 @@ TEST(Settings, GradientAccumulationSteps) {
 }
 
 TEST(Settings, Booleans) {
-  for (const Setting<bool>* flag : {&kUseCpu, &kDebugMode, &kSharedMemoryAllReduce}) {
+  for (const Setting<bool>* flag : {&kUseCpu, &kDebugMode, &kSharedMemoryAllReduce, &kUseDeepSpeed,
+                                    &kUseFsdp, &kZero3Init, &kZero3Save16BitModel}) {
     for (const char* yes : {"1", "true", "TRUE", "yes", "Yes"}) {
       EXPECT_EQ(flag->read({{flag->variable(), yes}}), true) << flag->variable() << "=" << yes;
     }
@@ -180,6 +181,85 @@ TEST(Settings, RestartCountAndThreads) {
   expect_refused(kOmpWaitPolicy, "lazy");
 }
 
+TEST(Settings, ShardedTrainingDefaults) {
+  EXPECT_FALSE(kUseDeepSpeed.read_or_default({}));
+  EXPECT_FALSE(kUseFsdp.read_or_default({}));
+  EXPECT_EQ(kZeroStage.read_or_default({}), 2);  // Accelerate's default stage
+  EXPECT_EQ(kDeepSpeedConfigFile.read_or_default({}), "none");
+  EXPECT_FALSE(kGradientClipping.read({}).has_value());
+  EXPECT_EQ(kOffloadOptimizerDevice.read_or_default({}), OffloadDevice::kNone);
+  EXPECT_EQ(kFsdpShardingStrategy.read_or_default({}), FsdpShardingStrategy::kFullShard);
+  EXPECT_EQ(kFsdpVersion.read_or_default({}), 1);
+}
+
+TEST(Settings, ZeroStageAndGradientClipping) {
+  for (int stage = 0; stage <= 3; ++stage) {
+    EXPECT_EQ(kZeroStage.read({{"ACCELERATE_DEEPSPEED_ZERO_STAGE", std::to_string(stage)}}), stage);
+  }
+  for (const char* bad : {"4", "-1", "two", "2.0", " 2"}) expect_refused(kZeroStage, bad);
+  EXPECT_EQ(read_error(kZeroStage, "4"),
+            "ACCELERATE_DEEPSPEED_ZERO_STAGE expects 0, 1, 2 or 3, got '4'");
+
+  const auto clip = [](const std::string& text) {
+    return kGradientClipping.read({{"ACCELERATE_GRADIENT_CLIPPING", text}});
+  };
+  EXPECT_EQ(clip("1.0"), 1.0);
+  EXPECT_EQ(clip("0"), 0.0);
+  EXPECT_EQ(clip(".5"), 0.5);
+  EXPECT_EQ(clip("1e-3"), 0.001);
+  for (const char* bad : {"-1", "+1", "inf", "nan", "1,5", " 1", "1e", "1e999", "auto"}) {
+    expect_refused(kGradientClipping, bad);
+  }
+  EXPECT_EQ(read_error(kGradientClipping, "-1"),
+            "ACCELERATE_GRADIENT_CLIPPING expects a number >= 0 (e.g. 1.0), got '-1'");
+}
+
+TEST(Settings, OffloadDevicesRefuseNvmeInOneLine) {
+  for (const Setting<OffloadDevice>* device : {&kOffloadOptimizerDevice, &kOffloadParamDevice}) {
+    EXPECT_EQ(device->read({{device->variable(), "cpu"}}), OffloadDevice::kCpu);
+    EXPECT_EQ(device->read({{device->variable(), "CPU"}}),
+              OffloadDevice::kCpu);  // Accelerate lowercases it
+    EXPECT_EQ(device->read({{device->variable(), "none"}}), OffloadDevice::kNone);
+    expect_refused(*device, "nvme");
+    expect_refused(*device, "gpu");
+  }
+  EXPECT_EQ(read_error(kOffloadOptimizerDevice, "nvme"),
+            "ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE expects none or cpu (nvme offloading is "
+            "not supported by "
+            "accelerate-cpp), got 'nvme'");
+}
+
+TEST(Settings, FsdpStrategiesByNameOrNumber) {
+  const char* names[] = {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD",
+                         "HYBRID_SHARD_ZERO2"};
+  for (int number = 1; number <= 5; ++number) {
+    const auto strategy = static_cast<FsdpShardingStrategy>(number);
+    EXPECT_STREQ(to_string(strategy), names[number - 1]);
+    EXPECT_EQ(kFsdpShardingStrategy.read({{"FSDP_SHARDING_STRATEGY", names[number - 1]}}),
+              strategy);
+    EXPECT_EQ(kFsdpShardingStrategy.read({{"FSDP_SHARDING_STRATEGY", std::to_string(number)}}),
+              strategy);
+  }
+  EXPECT_EQ(kFsdpShardingStrategy.read({{"FSDP_SHARDING_STRATEGY", "shard_grad_op"}}),
+            FsdpShardingStrategy::kShardGradOp);  // Accelerate upper-cases the name
+  for (const char* bad : {"0", "6", "FULL", "ZERO2"}) expect_refused(kFsdpShardingStrategy, bad);
+  EXPECT_EQ(read_error(kFsdpShardingStrategy, "ZERO2"),
+            "FSDP_SHARDING_STRATEGY expects FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD or "
+            "HYBRID_SHARD_ZERO2 (or 1-5), got 'ZERO2'");
+  // FSDP 1 writes a strategy here, FSDP 2 a boolean; both are kept in one spelling.
+  const auto reshard = [](const std::string& text) {
+    return kFsdpReshardAfterForward.read({{"FSDP_RESHARD_AFTER_FORWARD", text}});
+  };
+  EXPECT_EQ(reshard("shard_grad_op"), "SHARD_GRAD_OP");
+  EXPECT_EQ(reshard("2"), "SHARD_GRAD_OP");
+  EXPECT_EQ(reshard("False"), "false");
+  EXPECT_EQ(reshard("yes"), "true");
+  expect_refused(kFsdpReshardAfterForward, "maybe");
+  EXPECT_EQ(kFsdpVersion.read({{"FSDP_VERSION", "2"}}), 2);
+  expect_refused(kFsdpVersion, "3");
+  EXPECT_EQ(read_error(kFsdpVersion, "3"), "FSDP_VERSION expects 1 or 2, got '3'");
+}
+
 TEST(Settings, WrittenValuesReadBackAsWritten) {
   Environment env;
   kMixedPrecision.write(env, MixedPrecision::kFP16);
@@ -197,6 +277,15 @@ TEST(Settings, WrittenValuesReadBackAsWritten) {
   EXPECT_EQ(kUseCpu.read(env), true);
   EXPECT_EQ(kTimeout.read(env), milliseconds(2500));
   EXPECT_EQ(kLogLevel.read(env), LogLevel::kError);
+  kGradientClipping.write(env, 1.0);
+  EXPECT_EQ(env.at("ACCELERATE_GRADIENT_CLIPPING"), "1.0");  // as Accelerate's str(float) writes it
+  kGradientClipping.write(env, 1e-5);
+  EXPECT_EQ(env.at("ACCELERATE_GRADIENT_CLIPPING"), "1e-05");
+  EXPECT_EQ(kGradientClipping.read(env), 1e-5);
+  kFsdpShardingStrategy.write(env, FsdpShardingStrategy::kNoShard);
+  EXPECT_EQ(env.at("FSDP_SHARDING_STRATEGY"), "NO_SHARD");
+  kOffloadParamDevice.write(env, OffloadDevice::kCpu);
+  EXPECT_EQ(env.at("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE"), "cpu");
   kTimeout.write(env, std::chrono::minutes(5));
   EXPECT_EQ(env.at("ACCELERATE_TIMEOUT"), "300");
   kTimeout.write(env, milliseconds(1));
@@ -237,6 +326,27 @@ TEST(NumberText, SecondsAreReadWithoutTheLocale) {
   for (const char* bad : {"", ".", "-1", "+1", "1,5", "1.2.3", "1000000001", "inf", " 1"}) {
     EXPECT_FALSE(parse_seconds_as_milliseconds(bad).has_value()) << "'" << bad << "'";
   }
+}
+
+TEST(NumberText, NonNegativeNumbersAndPythonsFloatText) {
+  using detail::parse_non_negative_number;
+  using detail::python_float_text;
+  EXPECT_EQ(parse_non_negative_number("2.5e1"), 25.0);
+  EXPECT_EQ(parse_non_negative_number("5."), 5.0);
+  for (const char* bad : {"", ".", "-0", "+1", "1 ", "0x10", "infinity", "NaN", "1e+", "--1"}) {
+    EXPECT_FALSE(parse_non_negative_number(bad).has_value()) << "'" << bad << "'";
+  }
+  // What Python's repr() writes: Accelerate passes floats on with str().
+  EXPECT_EQ(python_float_text(1.0), "1.0");
+  EXPECT_EQ(python_float_text(0.5), "0.5");
+  EXPECT_EQ(python_float_text(0.0), "0.0");
+  EXPECT_EQ(python_float_text(0.0001), "0.0001");
+  EXPECT_EQ(python_float_text(1e-05), "1e-05");
+  EXPECT_EQ(python_float_text(123.25), "123.25");
+  EXPECT_EQ(python_float_text(1e15), "1000000000000000.0");
+  EXPECT_EQ(python_float_text(1e16), "1e+16");
+  EXPECT_EQ(python_float_text(1.5e300), "1.5e+300");
+  EXPECT_EQ(python_float_text(0.1 + 0.2), "0.30000000000000004");
 }
 
 TEST(NamedValues, MixedPrecisionRoundTrips) {

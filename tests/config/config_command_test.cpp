@@ -77,6 +77,67 @@ TEST(ConfigCommand, AJsonPathGetsJsonAsAccelerateWritesIt) {
   EXPECT_EQ(check.exit_code, 0) << check.err;
 }
 
+TEST(ConfigCommand, DeepSpeedAnswersWriteAFileAccelerateAndOurLauncherRead) {
+  TemporaryFolder folder;
+  const std::string path = folder.path() + "/ds.yaml";
+  // Multi-GPU, 1 machine, no debug, DeepSpeed without a JSON file, stage 1,
+  // 2 accumulation steps, no clipping, 2 GPUs, bf16.
+  RunResult written = shell("printf '0\\n2\\n1\\nno\\nyes\\nno\\n1\\n2\\nno\\n2\\nbf16\\n' | " +
+                            kCli + " config --config_file " + path);
+  ASSERT_EQ(written.exit_code, 0) << written.err << written.out;
+  const std::string text = read_file(path);
+  EXPECT_NE(
+      text.find("deepspeed_config:\n  gradient_accumulation_steps: 2\n  zero3_init_flag: false\n"
+                "  zero_stage: 1\ndistributed_type: DEEPSPEED\n"),
+      std::string::npos)
+      << text;
+  if (shell("/usr/bin/python3 -c 'import yaml' 2>/dev/null").exit_code == 0) {
+    RunResult check = run_program({"/usr/bin/python3", "-c",
+                                   "import sys, yaml\n"
+                                   "text = open(sys.argv[1]).read()\n"
+                                   "data = yaml.safe_load(text)\n"
+                                   "assert data['deepspeed_config']['zero_stage'] == 1\n"
+                                   "sys.exit(0 if yaml.safe_dump(data) == text else 3)\n",
+                                   path});
+    EXPECT_EQ(check.exit_code, 0) << check.err;
+  }
+  RunResult launch =
+      run_program({kCli, "launch", "--config_file", path, "--cpu", "--dry_run", "/bin/true"},
+                  {{"SLURM_JOB_ID", std::nullopt}});
+  ASSERT_EQ(launch.exit_code, 0) << launch.err;
+  EXPECT_NE(launch.out.find("  use_deepspeed = true (config file)\n"), std::string::npos)
+      << launch.out;
+  EXPECT_NE(launch.out.find(" ACCELERATE_DEEPSPEED_ZERO_STAGE=1 "), std::string::npos)
+      << launch.out;
+  EXPECT_NE(launch.out.find(" ACCELERATE_GRADIENT_ACCUMULATION_STEPS=2 "), std::string::npos);
+}
+
+TEST(ConfigCommand, AccelerateDeepSpeedFileWithAJsonFileLaunches) {
+  // The fixture names the JSON file relative to the repository's root, as
+  // a relative path in a config file is read from the working directory.
+  const std::string root = std::string(CONFIG_FIXTURES_DIR) + "/../../..";
+  RunResult ok =
+      shell("cd " + root + " && " + kCli + " launch --config_file " + CONFIG_FIXTURES_DIR +
+            "/hf_deepspeed_config_file.yaml --cpu --dry_run /bin/true");
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(
+      ok.out.find(
+          " ACCELERATE_DEEPSPEED_CONFIG_FILE=tests/sharding/fixtures/zero_stage2_config.json "),
+      std::string::npos)
+      << ok.out;
+  // The JSON's fp16 section refuses bf16 before anything starts.
+  RunResult bf16 =
+      shell("cd " + root + " && " + kCli + " launch --config_file " + CONFIG_FIXTURES_DIR +
+            "/hf_deepspeed_config_file.yaml --cpu --mixed_precision bf16 /bin/true");
+  EXPECT_EQ(bf16.exit_code, 2);
+  EXPECT_EQ(bf16.err,
+            "accelerate launch: error: tests/sharding/fixtures/zero_stage2_config.json: "
+            "fp16.enabled is true but "
+            "mixed_precision is bf16; Accelerate refuses the pair: set fp16.enabled to false or "
+            "\"auto\", or "
+            "mixed_precision to fp16\n");
+}
+
 TEST(ConfigCommand, DefaultWritesToHfHomeAndRefusesToOverwrite) {
   TemporaryFolder folder;
   const std::string path = folder.path() + "/accelerate/default_config.yaml";

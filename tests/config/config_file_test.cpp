@@ -111,10 +111,16 @@ TEST(ConfigFixtures, UnsupportedSectionsAreIgnoredWithANoteEach) {
   EXPECT_EQ(a.options.num_processes, 2);
   EXPECT_EQ(a.options.mixed_precision, accelerate::MixedPrecision::kBF16);
   const std::string file = kFixtures + "/unsupported_sections.yaml";
-  EXPECT_TRUE(mentions(a.notes, file + ":5: deepspeed_config is ignored: DeepSpeed is not supported"));
+  // The sharding sections apply only with distributed_type DEEPSPEED / FSDP.
+  EXPECT_TRUE(mentions(
+      a.notes,
+      file + ":5: deepspeed_config is ignored: distributed_type is MULTI_GPU, not DEEPSPEED"));
   EXPECT_TRUE(mentions(a.notes, file + ":13: dynamo_config is ignored"));
   EXPECT_TRUE(mentions(a.notes, file + ":16: enable_cpu_affinity is ignored"));
-  EXPECT_TRUE(mentions(a.notes, file + ":17: fsdp_config is ignored: FSDP"));
+  EXPECT_TRUE(mentions(
+      a.notes, file + ":17: fsdp_config is ignored: distributed_type is MULTI_GPU, not FSDP"));
+  EXPECT_FALSE(a.options.use_deepspeed);
+  EXPECT_FALSE(a.options.zero_stage.has_value());
   // megatron_lm_config: {} and tpu_env: [] ask for nothing.
   EXPECT_EQ(a.notes.size(), 4u);
 }
@@ -207,10 +213,14 @@ TEST(ConfigErrors, WrongTypesNameKeyAndLine) {
 }
 
 TEST(ConfigErrors, DistributedTypesWeCannotRunAreClearErrors) {
+  EXPECT_EQ(load_error("distributed_type: XLA\n"),
+            "my.yaml:1: key 'distributed_type' is XLA, which accelerate-cpp cannot run (it runs "
+            "NO, MULTI_CPU, "
+            "MULTI_GPU, DEEPSPEED and FSDP)");
   EXPECT_EQ(load_error("distributed_type: DEEPSPEED\n"),
-            "my.yaml:1: key 'distributed_type' is DEEPSPEED, which accelerate-cpp cannot run (it runs NO, MULTI_CPU "
-            "and MULTI_GPU)");
-  for (const char* type : {"FSDP", "XLA", "TPU", "MULTI_NPU", "MEGATRON_LM"}) {
+            "(no error)");  // ZeRO (config_sharding_test.cpp)
+  EXPECT_EQ(load_error("distributed_type: FSDP\n"), "(no error)");
+  for (const char* type : {"TPU", "MULTI_NPU", "MEGATRON_LM"}) {
     EXPECT_NE(load_error(std::string("distributed_type: ") + type + "\n").find("which accelerate-cpp cannot run"),
               std::string::npos)
         << type;
@@ -234,7 +244,8 @@ TEST(ConfigErrors, Fp8SyntaxDuplicatesAndEmptyFiles) {
 }
 
 TEST(ConfigErrors, EveryMessageIsOneLine) {
-  for (const char* text : {"num_proceses: 2\n", "debug: [\n", "use_cpu: 3\n", "distributed_type: FSDP\n"}) {
+  for (const char* text :
+       {"num_proceses: 2\n", "debug: [\n", "use_cpu: 3\n", "distributed_type: XLA\n"}) {
     EXPECT_EQ(load_error(text).find('\n'), std::string::npos) << text;
   }
 }
@@ -280,13 +291,16 @@ TEST(ConfigLocation, ExplicitFileMustExistAndDefaultIsOptional) {
 }
 
 TEST(ConfigDescribe, ListsSettingsThenIgnoredKeys) {
-  ConfigFile file = parse_config_text("fsdp_config: {a: 1}\ndistributed_type: MULTI_GPU\nfp16: true\n", "f");
+  ConfigFile file = parse_config_text(
+      "fsdp_config: {fsdp_version: 2}\ndistributed_type: MULTI_GPU\nfp16: true\ntpu_name: t\n",
+      "f");
   std::vector<std::string> lines = describe_config_file(file);
-  ASSERT_EQ(lines.size(), 4u);
-  EXPECT_EQ(lines[0], "distributed_type: MULTI_GPU");
-  EXPECT_EQ(lines[1], "mixed_precision: fp16");
-  EXPECT_EQ(lines[2], "fsdp_config: {a: 1} (ignored)");
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_EQ(lines[0], "fsdp_config: {fsdp_version: 2}");  // a section, shown whole
+  EXPECT_EQ(lines[1], "distributed_type: MULTI_GPU");
+  EXPECT_EQ(lines[2], "mixed_precision: fp16");
   EXPECT_EQ(lines[3], "fp16: true (old key, read as mixed_precision)");
+  EXPECT_EQ(lines[4], "tpu_name: t (ignored)");
 }
 
 }  // namespace

@@ -77,6 +77,10 @@ TEST(ConfigTerminal, ArrowKeysAndTypedAnswersWriteTheFile) {
   session.keys({"1", "Enter"});
   ASSERT_TRUE(session.wait_for("Should distributed operations be checked")) << session.screen();
   session.keys({"yes", "Enter"});
+  ASSERT_TRUE(session.wait_for("Do you want to use DeepSpeed?")) << session.screen();
+  session.keys({"Enter"});
+  ASSERT_TRUE(session.wait_for("Do you want to use FullyShardedDataParallel?")) << session.screen();
+  session.keys({"Enter"});
   ASSERT_TRUE(session.wait_for("How many GPU(s) should be used")) << session.screen();
   session.keys({"2", "Enter"});
   ASSERT_TRUE(session.wait_for("What GPU(s) (by id)")) << session.screen();

@@ -32,7 +32,9 @@ inline std::string find_on_path(const std::string& name) {
 
 // What the pipe test answers, and the file it must produce: the current
 // Accelerate key set, byte for byte as PyYAML's safe_dump writes it.
-inline const char kPipedAnswers[] = "0\n2\n1\nyes\n2\n0,1\n1\n";
+// (This machine, multi-GPU, 1 machine, debug, no DeepSpeed, no FSDP, 2 GPUs,
+// GPUs 0,1, fp16.)
+inline const char kPipedAnswers[] = "0\n2\n1\nyes\nno\nno\n2\n0,1\n1\n";
 inline const char kExpectedMultiGpu[] =
     "compute_environment: LOCAL_MACHINE\n"
     "debug: true\n"

@@ -140,18 +140,21 @@ ClusterAnswers answer(const std::string& lines, std::string* transcript = nullpt
 }
 
 TEST(Questionnaire, AllDefaultsMeanOneProcessNoPrecision) {
-  // compute environment, machine type, CPU only?, GPU ids, mixed precision
-  ClusterAnswers a = answer("\n\n\n\n\n");
+  // compute environment, machine type, CPU only?, DeepSpeed?, GPU ids, mixed precision
+  ClusterAnswers a = answer("\n\n\n\n\n\n");
   EXPECT_EQ(a.distributed_type, "NO");
   EXPECT_FALSE(a.use_cpu);
   EXPECT_EQ(a.num_processes, 1);
   EXPECT_EQ(a.gpu_ids, "all");
   EXPECT_EQ(a.mixed_precision, "no");
+  EXPECT_FALSE(a.deepspeed.has_value());
+  EXPECT_FALSE(a.fsdp.has_value());
 }
 
 TEST(Questionnaire, MultiNodeGpuAnswers) {
   std::string transcript;
-  ClusterAnswers a = answer("0\nmulti-GPU\n2\n1\n10.0.0.5\n1234\nno\nyes\n8\n0, 1\nbf16\n", &transcript);
+  ClusterAnswers a =
+      answer("0\nmulti-GPU\n2\n1\n10.0.0.5\n1234\nno\nyes\nno\nno\n8\n0, 1\nbf16\n", &transcript);
   EXPECT_EQ(a.distributed_type, "MULTI_GPU");
   EXPECT_EQ(a.num_machines, 2);
   EXPECT_EQ(a.machine_rank, 1);
@@ -179,8 +182,9 @@ TEST(Questionnaire, MultiCpuWithMpirunExpandsTheHostfile) {
 TEST(Questionnaire, BadAnswersAreAskedAgain) {
   std::string transcript;
   // SageMaker, then a number out of range, then "maybe" for a yes/no, then
-  // one GPU for multi-GPU on one machine, then a bad GPU list.
-  ClusterAnswers a = answer("1\n0\n7\n2\n\nmaybe\nno\n1\n2\n0;1\n0,1\n\n", &transcript);
+  // no DeepSpeed and no FSDP, then one GPU for multi-GPU on one machine,
+  // then a bad GPU list.
+  ClusterAnswers a = answer("1\n0\n7\n2\n\nmaybe\nno\nno\nno\n1\n2\n0;1\n0,1\n\n", &transcript);
   EXPECT_EQ(a.distributed_type, "MULTI_GPU");
   EXPECT_EQ(a.num_processes, 2);
   EXPECT_EQ(a.gpu_ids, "0,1");
@@ -189,6 +193,123 @@ TEST(Questionnaire, BadAnswersAreAskedAgain) {
   EXPECT_NE(transcript.find("Please enter yes or no."), std::string::npos);
   EXPECT_NE(transcript.find("needs at least 2 GPUs"), std::string::npos);
   EXPECT_NE(transcript.find("Please enter 'all' or GPU ids"), std::string::npos);
+}
+
+TEST(Questionnaire, DeepSpeedAnswersWriteAcceleratesSection) {
+  std::string transcript;
+  // One machine, not CPU only, DeepSpeed without a JSON file: stage 3 and
+  // nvme are refused and asked again; 4 accumulation steps, clipping 0.5,
+  // 2 GPUs (GPU ids are not asked with DeepSpeed), bf16.
+  ClusterAnswers a =
+      answer("\n\nno\nyes\nno\n3\n2\nnvme\ncpu\n\n4\nyes\n0.5\n2\nbf16\n", &transcript);
+  EXPECT_EQ(a.distributed_type, "DEEPSPEED");
+  ASSERT_TRUE(a.deepspeed.has_value());
+  EXPECT_EQ(a.deepspeed->zero_stage, 2);
+  EXPECT_EQ(a.num_processes, 2);
+  EXPECT_FALSE(a.gpu_ids.has_value());
+  EXPECT_NE(transcript.find("Do you want to use DeepSpeed? [yes/NO]: "), std::string::npos);
+  EXPECT_NE(transcript.find("What should be your DeepSpeed's ZeRO optimization stage?"),
+            std::string::npos);
+  EXPECT_NE(
+      transcript.find(
+          "ZeRO stage 3 shards parameters, which accelerate-cpp does not have yet; choose 0, 1 or "
+          "2."),
+      std::string::npos);
+  EXPECT_NE(
+      transcript.find("NVMe offloading is not supported by accelerate-cpp; choose none or cpu."),
+      std::string::npos);
+  EXPECT_NE(
+      transcript.find("How many gradient accumulation steps you're passing in your script? [1]: "),
+      std::string::npos);
+  EXPECT_EQ(to_config_yaml(to_config_node(a)),
+            "compute_environment: LOCAL_MACHINE\n"
+            "debug: false\n"
+            "deepspeed_config:\n"
+            "  gradient_accumulation_steps: 4\n"
+            "  gradient_clipping: 0.5\n"
+            "  offload_optimizer_device: cpu\n"
+            "  offload_param_device: none\n"
+            "  zero3_init_flag: false\n"
+            "  zero_stage: 2\n"
+            "distributed_type: DEEPSPEED\n"
+            "downcast_bf16: 'no'\n"
+            "enable_cpu_affinity: false\n"
+            "machine_rank: 0\n"
+            "main_training_function: main\n"
+            "mixed_precision: bf16\n"
+            "num_machines: 1\n"
+            "num_processes: 2\n"
+            "rdzv_backend: static\n"
+            "same_network: true\n"
+            "tpu_env: []\n"
+            "tpu_use_cluster: false\n"
+            "tpu_use_sudo: false\n"
+            "use_cpu: false\n");
+}
+
+TEST(Questionnaire, DeepSpeedWithAJsonFileAsksNoMore) {
+  // Multi-GPU on two machines: the DeepSpeed keys come from the file, the
+  // file's fp16/bf16 replace mixed precision, and the launcher is "standard".
+  ClusterAnswers a = answer("0\n2\n2\n0\n10.0.0.1\n\n\nno\nyes\nyes\n/cfg/zero2.json\n4\n");
+  EXPECT_EQ(a.distributed_type, "DEEPSPEED");
+  const std::string text = to_config_yaml(to_config_node(a));
+  EXPECT_NE(text.find("deepspeed_config:\n  deepspeed_config_file: /cfg/zero2.json\n"
+                      "  deepspeed_multinode_launcher: standard\n  zero3_init_flag: false\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("mixed_precision"), std::string::npos) << text;
+  EXPECT_EQ(text.find("zero_stage"), std::string::npos) << text;
+  // And it loads back, with DeepSpeed keys beside the file refused only when set.
+  EXPECT_EQ(parse_config_text(text, "x").find("distributed_type")->text, "DEEPSPEED");
+}
+
+TEST(Questionnaire, FsdpAsksTheStrategyAndRefusesParameterSharding) {
+  std::string transcript;
+  // FSDP 1 (menu entry 0): FULL_SHARD refused, then SHARD_GRAD_OP (our default answer).
+  ClusterAnswers v1 = answer("0\n2\n1\nno\nno\nyes\n0\nFULL_SHARD\n\n2\n\n\n", &transcript);
+  EXPECT_EQ(v1.distributed_type, "FSDP");
+  ASSERT_TRUE(v1.fsdp.has_value());
+  EXPECT_EQ(v1.fsdp->version, 1);
+  EXPECT_EQ(v1.fsdp->reshard_after_forward, "SHARD_GRAD_OP");
+  EXPECT_NE(transcript.find(
+                "What should be your sharding strategy?\n  [0] FULL_SHARD\n  [1] SHARD_GRAD_OP\n"),
+            std::string::npos)
+      << transcript;
+  EXPECT_NE(
+      transcript.find(
+          "FSDP sharding strategy FULL_SHARD shards parameters (ZeRO-3), which accelerate-cpp "
+          "does not have yet; use SHARD_GRAD_OP."),
+      std::string::npos);
+  EXPECT_NE(
+      to_config_yaml(to_config_node(v1))
+          .find("fsdp_config:\n  fsdp_reshard_after_forward: SHARD_GRAD_OP\n  fsdp_version: 1\n"),
+      std::string::npos);
+  // FSDP 2 (the default version): resharding after forward is FULL_SHARD.
+  ClusterAnswers v2 = answer("0\n2\n1\nno\nno\nyes\n\nyes\n\n2\n\n\n", &transcript);
+  EXPECT_EQ(v2.fsdp->version, 2);
+  EXPECT_NE(transcript.find("Resharding after forward is FSDP's FULL_SHARD (ZeRO-3)"),
+            std::string::npos);
+  EXPECT_NE(to_config_yaml(to_config_node(v2))
+                .find("fsdp_config:\n  fsdp_reshard_after_forward: false\n  fsdp_version: 2\n"),
+            std::string::npos);
+}
+
+TEST(ConfigUpdate, NoMixedPrecisionIsAddedBesideADeepSpeedConfigFile) {
+  const std::string text = to_config_yaml(updated_config_node(
+      "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json\n", "f"));
+  EXPECT_EQ(text.find("mixed_precision"), std::string::npos) << text;
+  const std::string plain = to_config_yaml(updated_config_node(
+      "distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 1\n", "f"));
+  EXPECT_NE(plain.find("mixed_precision: 'no'\n"), std::string::npos) << plain;
+}
+
+TEST(ConfigYaml, FloatsAreWrittenAsPyYamlWritesThem) {
+  YAML::Node root(YAML::NodeType::Map);
+  root["a"] = float_node(1.0);
+  root["b"] = float_node(0.5);
+  root["c"] = float_node(1e-05);
+  root["d"] = float_node(1e16);
+  EXPECT_EQ(to_config_yaml(root), "a: 1.0\nb: 0.5\nc: 1.0e-05\nd: 1.0e+16\n");
 }
 
 TEST(Questionnaire, EndOfInputIsAClearError) {

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <gmock/gmock.h>
 
+#include <functional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -34,6 +35,13 @@ struct FlatCase {
 };
 
 class FlatCollectives : public ::testing::TestWithParam<FlatCase> {};
+
+// body(comm) on every rank of the case's job, on the case's transport.
+void run_flat_case(const FlatCase& c, const std::function<void(Communicator&)>& body) {
+  RankOptions options;
+  options.shared_memory_all_reduce = c.shared_memory;
+  run_ranks(c.world, body, options);
+}
 
 // One reduce-scatter to check: every rank's buffer and the expected sum,
 // computed once before the ranks start (generating them on every rank costs
@@ -71,25 +79,19 @@ std::vector<ReduceScatterCheck> reduce_scatter_checks(const FlatCase& c) {
 TEST_P(FlatCollectives, ReduceScatterIsTheRankOrderedSumOfTheShardBitwise) {
   const FlatCase c = GetParam();
   const std::vector<ReduceScatterCheck> checks = reduce_scatter_checks(c);
-  RankOptions options;
-  options.shared_memory_all_reduce = c.shared_memory;
-  run_ranks(
-      c.world,
-      [&](Communicator& comm) {
-        ASSERT_EQ(comm.sums_cpu_tensors_in_shared_memory(), c.shared_memory);
-        for (const ReduceScatterCheck& check : checks) {
-          const int64_t n = check.shard_numel;
-          SCOPED_TRACE(std::string(c10::toString(check.dtype)) + ", shards of " +
-                       std::to_string(n));
-          const at::Tensor& buffer = check.buffers[comm.rank()];
-          const at::Tensor before = buffer.clone();
-          at::Tensor shard = at::full({n}, 7, check.dtype);
-          comm.reduce_scatter_sum(buffer, shard);
-          EXPECT_TRUE(at::equal(shard, check.sum.narrow(0, comm.rank() * n, n)));
-          EXPECT_TRUE(at::equal(buffer, before)) << "the input buffer must not change";
-        }
-      },
-      options);
+  run_flat_case(c, [&](Communicator& comm) {
+    ASSERT_EQ(comm.sums_cpu_tensors_in_shared_memory(), c.shared_memory);
+    for (const ReduceScatterCheck& check : checks) {
+      const int64_t n = check.shard_numel;
+      SCOPED_TRACE(std::string(c10::toString(check.dtype)) + ", shards of " + std::to_string(n));
+      const at::Tensor& buffer = check.buffers[comm.rank()];
+      const at::Tensor before = buffer.clone();
+      at::Tensor shard = at::full({n}, 7, check.dtype);
+      comm.reduce_scatter_sum(buffer, shard);
+      EXPECT_TRUE(at::equal(shard, check.sum.narrow(0, comm.rank() * n, n)));
+      EXPECT_TRUE(at::equal(buffer, before)) << "the input buffer must not change";
+    }
+  });
 }
 
 TEST_P(FlatCollectives, AllGatherPutsEveryRanksShardInRankOrder) {
@@ -112,77 +114,62 @@ TEST_P(FlatCollectives, AllGatherPutsEveryRanksShardInRankOrder) {
       checks.push_back(std::move(check));
     }
   }
-  RankOptions options;
-  options.shared_memory_all_reduce = c.shared_memory;
-  run_ranks(
-      c.world,
-      [&](Communicator& comm) {
-        for (const Check& check : checks) {
-          const int64_t n = check.shard_numel;
-          SCOPED_TRACE(std::string(c10::toString(check.shards[0].scalar_type())) + ", shards of " +
-                       std::to_string(n));
-          at::Tensor buffer = at::zeros({n * c.world}, check.shards[0].options());
-          comm.all_gather_into(check.shards[comm.rank()], buffer);
-          for (int r = 0; r < c.world; ++r) {
-            EXPECT_TRUE(at::equal(buffer.narrow(0, r * n, n), check.shards[r])) << "shard " << r;
-          }
-        }
-      },
-      options);
+  run_flat_case(c, [&](Communicator& comm) {
+    for (const Check& check : checks) {
+      const int64_t n = check.shard_numel;
+      SCOPED_TRACE(std::string(c10::toString(check.shards[0].scalar_type())) + ", shards of " +
+                   std::to_string(n));
+      at::Tensor buffer = at::zeros({n * c.world}, check.shards[0].options());
+      comm.all_gather_into(check.shards[comm.rank()], buffer);
+      for (int r = 0; r < c.world; ++r) {
+        EXPECT_TRUE(at::equal(buffer.narrow(0, r * n, n), check.shards[r])) << "shard " << r;
+      }
+    }
+  });
 }
 
 // What sharded training does in place: the shard is this rank's part of the
 // gradient buffer, the parameters' shard is its part of the parameter buffer.
 TEST_P(FlatCollectives, ShardsMayBeViewsIntoTheBuffer) {
   const FlatCase c = GetParam();
-  RankOptions options;
-  options.shared_memory_all_reduce = c.shared_memory;
-  run_ranks(
-      c.world,
-      [&](Communicator& comm) {
-        const int64_t n = 1001;
-        at::Tensor buffer = contribution(comm.rank(), n * c.world, at::kFloat);
-        at::Tensor mine = buffer.narrow(0, comm.rank() * n, n);
-        comm.reduce_scatter_sum(buffer, mine);
-        const at::Tensor sum = rank_ordered_sum(c.world, n * c.world, at::kFloat);
-        EXPECT_TRUE(at::equal(mine, sum.narrow(0, comm.rank() * n, n)));
-        comm.all_gather_into(mine, buffer);
-        EXPECT_TRUE(at::equal(buffer, sum));
-      },
-      options);
+  run_flat_case(c, [&](Communicator& comm) {
+    const int64_t n = 1001;
+    at::Tensor buffer = contribution(comm.rank(), n * c.world, at::kFloat);
+    at::Tensor mine = buffer.narrow(0, comm.rank() * n, n);
+    comm.reduce_scatter_sum(buffer, mine);
+    const at::Tensor sum = rank_ordered_sum(c.world, n * c.world, at::kFloat);
+    EXPECT_TRUE(at::equal(mine, sum.narrow(0, comm.rank() * n, n)));
+    comm.all_gather_into(mine, buffer);
+    EXPECT_TRUE(at::equal(buffer, sum));
+  });
 }
 
 TEST_P(FlatCollectives, AsyncCollectivesInFlightTogetherFinishCorrectly) {
   const FlatCase c = GetParam();
-  RankOptions options;
-  options.shared_memory_all_reduce = c.shared_memory;
-  run_ranks(
-      c.world,
-      [&](Communicator& comm) {
-        std::vector<at::Tensor> buffers, shards, gathered;
-        std::vector<PendingCollective> pending;
-        for (int k = 0; k < 6; ++k) {
-          const int64_t n = 100 + 31 * k;
-          buffers.push_back(contribution(comm.rank() + 10 * k, n * c.world, at::kFloat));
-          shards.push_back(at::empty({n}, at::kFloat));
-          gathered.push_back(at::empty({n * c.world}, at::kFloat));
-          pending.push_back(comm.reduce_scatter_sum_async(buffers[k], shards[k], "rs"));
-        }
-        for (int k = 5; k >= 0; --k) pending[k].wait();  // any order of waiting
-        pending.clear();
-        for (int k = 0; k < 6; ++k) {
-          pending.push_back(comm.all_gather_into_async(shards[k], gathered[k], "ag"));
-        }
-        for (auto& p : pending) p.wait();
-        for (int k = 0; k < 6; ++k) {
-          const int64_t n = 100 + 31 * k;
-          at::Tensor sum = contribution(10 * k, n * c.world, at::kFloat);
-          for (int r = 1; r < c.world; ++r)
-            sum = sum + contribution(r + 10 * k, n * c.world, at::kFloat);
-          EXPECT_TRUE(at::equal(gathered[k], sum)) << k;
-        }
-      },
-      options);
+  run_flat_case(c, [&](Communicator& comm) {
+    std::vector<at::Tensor> buffers, shards, gathered;
+    std::vector<PendingCollective> pending;
+    for (int k = 0; k < 6; ++k) {
+      const int64_t n = 100 + 31 * k;
+      buffers.push_back(contribution(comm.rank() + 10 * k, n * c.world, at::kFloat));
+      shards.push_back(at::empty({n}, at::kFloat));
+      gathered.push_back(at::empty({n * c.world}, at::kFloat));
+      pending.push_back(comm.reduce_scatter_sum_async(buffers[k], shards[k], "rs"));
+    }
+    for (int k = 5; k >= 0; --k) pending[k].wait();  // any order of waiting
+    pending.clear();
+    for (int k = 0; k < 6; ++k) {
+      pending.push_back(comm.all_gather_into_async(shards[k], gathered[k], "ag"));
+    }
+    for (auto& p : pending) p.wait();
+    for (int k = 0; k < 6; ++k) {
+      const int64_t n = 100 + 31 * k;
+      at::Tensor sum = contribution(10 * k, n * c.world, at::kFloat);
+      for (int r = 1; r < c.world; ++r)
+        sum = sum + contribution(r + 10 * k, n * c.world, at::kFloat);
+      EXPECT_TRUE(at::equal(gathered[k], sum)) << k;
+    }
+  });
 }
 
 std::string flat_case_name(const ::testing::TestParamInfo<FlatCase>& info) {

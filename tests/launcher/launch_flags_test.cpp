@@ -51,6 +51,18 @@ const std::vector<FlagCase> kEveryFlag = {
     {{"--log_dir", "logs"}, "log_dir", "logs"},
     {{"--mpirun_hostfile", "hosts"}, "mpirun_hostfile", "hosts"},
     {{"--dry_run"}, "dry_run", "true"},
+    {{"--use_deepspeed"}, "use_deepspeed", "true"},
+    {{"--zero_stage", "1"}, "zero_stage", "1"},
+    {{"--deepspeed_config_file", "ds.json"}, "deepspeed_config_file", "ds.json"},
+    {{"--offload_optimizer_device", "CPU"}, "offload_optimizer_device", "cpu"},
+    {{"--offload_param_device", "none"}, "offload_param_device", "none"},
+    {{"--gradient_clipping", "1"}, "gradient_clipping", "1.0"},
+    {{"--zero3_init_flag", "True"}, "zero3_init_flag", "true"},
+    {{"--zero3_save_16bit_model", "no"}, "zero3_save_16bit_model", "false"},
+    {{"--use_fsdp"}, "use_fsdp", "true"},
+    {{"--fsdp_sharding_strategy", "2"}, "fsdp_sharding_strategy", "SHARD_GRAD_OP"},
+    {{"--fsdp_reshard_after_forward", "False"}, "fsdp_reshard_after_forward", "false"},
+    {{"--fsdp_version", "2"}, "fsdp_version", "2"},
 };
 
 TEST(LaunchFlags, EveryFlagInBothSpellings) {

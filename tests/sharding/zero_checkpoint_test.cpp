@@ -35,6 +35,7 @@ struct ResumeRun {
   bool resume = false;     // load_state(checkpoint) before training
   int steps = 10;          // steps in all (a resumed run skips the saved ones)
   std::string save_to;     // with resume: save_state here right after loading
+  double bucket_cap_mb = 0.002;
 };
 
 // Trains ZeroNet with AdamW on this rank's shard of the data for
@@ -42,8 +43,9 @@ struct ResumeRun {
 std::vector<at::Tensor> train_with_checkpoint(std::shared_ptr<Communicator> comm,
                                               const ResumeRun& run) {
   AcceleratorOptions options;
-  options.ddp_options(
-      accelerate::GradientSyncOptions().bucket_cap_mb(0.002).first_bucket_cap_mb(0.0005));
+  options.ddp_options(accelerate::GradientSyncOptions()
+                          .bucket_cap_mb(run.bucket_cap_mb)
+                          .first_bucket_cap_mb(0.0005));
   if (run.stage > 0) options.deepspeed_plugin(DeepSpeedPlugin().zero_stage(run.stage));
   Accelerator accelerator(std::move(comm), options);
   ZeroNet model;
@@ -145,6 +147,41 @@ TEST(ZeroResumeErrors, AWholeOptimizerStateDoesNotLoadIntoAShardedOne) {
   for (const auto& error : errors) {
     EXPECT_THAT(error, HasSubstr("holds the whole state of optimizer 0 but this Accelerator "
                                  "shards it"));
+  }
+  fs::remove_all(dir);
+}
+
+// The per-process files cut the buckets; buckets follow bucket_cap_mb. A
+// checkpoint whose partition manifest describes other buckets is refused
+// before anything changes, on the same and on another number of processes.
+TEST(ZeroResumeErrors, AnotherBucketLayoutIsRefusedByThePartitionManifest) {
+  const std::string dir = fresh_checkpoint_dir("layout");
+  ResumeRun save;
+  save.stage = 2;
+  save.save_after = 2;
+  save.steps = 2;
+  save.checkpoint = dir;
+  run_ranks(2, save);
+  EXPECT_TRUE(fs::is_regular_file(fs::path(dir) / "optimizer_partition.json"));
+  for (int world : {2, 3}) {
+    ResumeRun other = save;
+    other.save_after = -1;
+    other.resume = true;
+    other.bucket_cap_mb = 0.004;
+    std::vector<std::string> errors(world);
+    accelerate::testing::run_rank_communicators(world, [&](std::shared_ptr<Communicator> comm) {
+      const int rank = comm->rank();
+      try {
+        train_with_checkpoint(comm, other);
+      } catch (const accelerate::Error& error) {
+        errors[rank] = error.what();
+      }
+    });
+    for (const auto& error : errors) {
+      EXPECT_THAT(error, HasSubstr("optimizer_partition.json: the saved ZeRO partition differs "
+                                   "from this job's at model 0"))
+          << world << " processes";
+    }
   }
   fs::remove_all(dir);
 }

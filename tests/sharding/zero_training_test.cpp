@@ -49,6 +49,7 @@ struct Recipe {
   // those elements see: every rank must skip the step.
   bool fp16 = false;
   int inf_at_step = -1;
+  bool gloo = false;  // collectives through Gloo instead of shared memory
 };
 
 struct Outcome {
@@ -144,10 +145,15 @@ Outcome train(std::shared_ptr<Communicator> comm, const Recipe& recipe) {
 // Every rank's outcome of `recipe` on `world` ranks.
 std::vector<Outcome> train_on(int world, const Recipe& recipe) {
   std::vector<Outcome> outcomes(world);
-  accelerate::testing::run_rank_communicators(world, [&](std::shared_ptr<Communicator> comm) {
-    const int rank = comm->rank();
-    outcomes[rank] = train(comm, recipe);
-  });
+  accelerate::testing::RankOptions transport;
+  transport.shared_memory_all_reduce = !recipe.gloo;
+  accelerate::testing::run_rank_communicators(
+      world,
+      [&](std::shared_ptr<Communicator> comm) {
+        const int rank = comm->rank();
+        outcomes[rank] = train(comm, recipe);
+      },
+      transport);
   return outcomes;
 }
 
@@ -277,6 +283,19 @@ TEST(ZeroVariations, Fp16StepSkippedOnEveryRankWhenOneShardOverflows) {
   // The skip happened: the scale backed off once from 65536.
   recipe.stage = 2;
   EXPECT_EQ(train_on(2, recipe)[0].loss_scale, 32768.0);
+}
+
+// Through Gloo (what jobs across machines use): on 2 processes a sum has one
+// order, so the pairwise reduce-scatter equals Gloo's all-reduce bitwise too.
+TEST(ZeroVariations, ThroughGlooOnTwoProcesses) {
+  Recipe recipe;
+  recipe.gloo = true;
+  const auto reference = train_on(2, recipe);
+  for (int stage : {1, 2}) {
+    recipe.stage = stage;
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    expect_same_parameters(train_on(2, recipe), reference);
+  }
 }
 
 TEST(ZeroConfiguration, StageThreeIsRefusedClearly) {

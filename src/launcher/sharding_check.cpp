@@ -1,0 +1,71 @@
+#include "launcher/sharding_check.h"
+
+#include "common/settings.h"
+#include "launcher/child_environment.h"
+#include "launcher/launch_errors.h"
+#include "sharding/plugin_from_environment.h"
+
+namespace accelerate::launcher {
+namespace {
+
+// "--a, --b are ignored: <why>" for the flags of `names` given on the
+// command line, or nothing.
+void note_unused_flags(const LaunchOptions& options, const std::vector<const char*>& names,
+                       const std::string& why, std::vector<std::string>& notes) {
+  std::string flags;
+  for (const char* name : names) {
+    if (options.source_of(name) == OptionSource::kFlag)
+      flags += (flags.empty() ? "--" : ", --") + std::string(name);
+  }
+  if (!flags.empty())
+    notes.push_back(flags + (flags.find(',') == std::string::npos ? " is" : " are") +
+                    " ignored: " + why);
+}
+
+}  // namespace
+
+std::vector<std::string> check_sharded_training(const LaunchOptions& options,
+                                                const Environment& launcher_environment) {
+  std::vector<std::string> notes;
+  if (!options.use_deepspeed) {
+    note_unused_flags(
+        options,
+        {"zero_stage", "deepspeed_config_file", "gradient_clipping", "offload_optimizer_device",
+         "offload_param_device", "zero3_init_flag", "zero3_save_16bit_model"},
+        "DeepSpeed is not in use (give --use_deepspeed, or distributed_type: DEEPSPEED in the "
+        "config "
+        "file)",
+        notes);
+  }
+  if (!options.use_fsdp) {
+    note_unused_flags(
+        options, {"fsdp_sharding_strategy", "fsdp_reshard_after_forward", "fsdp_version"},
+        "FSDP is not in use (give --use_fsdp, or distributed_type: FSDP in the config file)",
+        notes);
+  }
+  // Rank 0's environment: the launcher's own, with what it writes for the
+  // ranks (so an exported ACCELERATE_USE_DEEPSPEED counts too).
+  const Environment env = build_child_environment(options, 0, launcher_environment, 1);
+  try {
+    const auto plugin = sharding::deepspeed_plugin_from_environment(env, nullptr);
+    if (!plugin) return notes;
+    // The Accelerator's words (accelerator_zero.cpp), said once, here.
+    if (plugin->zero_stage() == 3) {
+      throw UsageError(
+          "zero_stage 3 (parameters sharded) is not available yet in accelerate-cpp; use 1 or 2");
+    }
+    // Accelerate refuses a --mixed_precision the JSON file's fp16/bf16 contradicts.
+    const auto precision = settings::kMixedPrecision.read(env);
+    if (plugin->hf_ds_config() && precision) {
+      sharding::check_mixed_precision(sharding::read_deepspeed_config(*plugin->hf_ds_config()),
+                                      *precision);
+    }
+  } catch (const UsageError&) {
+    throw;
+  } catch (const ConfigError& error) {
+    throw UsageError(error.what());
+  }
+  return notes;
+}
+
+}  // namespace accelerate::launcher

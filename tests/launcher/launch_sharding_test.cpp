@@ -1,0 +1,194 @@
+// Sharded training (ZeRO) through `accelerate launch`: the DeepSpeed and
+// FSDP flags reach the ranks as Accelerate's variables, a config file's
+// sections do too, and everything the ranks would refuse fails before any
+// process starts, in one line with exit code 2 (docs/launching.md,
+// "Sharded training").
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "launcher/child_environment.h"
+#include "launcher/launch_test_support.h"
+#include "launcher/sharding_check.h"
+#include "support/launcher_process.h"
+
+namespace accelerate::launcher {
+namespace {
+
+using testing::run_launcher;
+using testing::RunResult;
+using testing::split_lines;
+using testing::TemporaryFolder;
+
+Environment rank0_environment(const std::vector<std::string>& args) {
+  return build_child_environment(resolved(args), 0, {}, 2);
+}
+
+std::string sharding_refusal(const std::vector<std::string>& args,
+                             const Environment& launcher_env = {}) {
+  try {
+    check_sharded_training(resolved(args), launcher_env);
+  } catch (const UsageError& error) {
+    return error.what();
+  }
+  return "(no error)";
+}
+
+// A small DeepSpeed config file in `folder`.
+std::string write_deepspeed_json(const TemporaryFolder& folder, const std::string& fp16_enabled) {
+  const std::string path = folder.path() + "/zero2.json";
+  std::ofstream(path) << "{\"fp16\": {\"enabled\": " << fp16_enabled
+                      << "}, \"zero_optimization\": {\"stage\": 2}, "
+                         "\"train_micro_batch_size_per_gpu\": \"auto\"}\n";
+  return path;
+}
+
+TEST(LaunchSharding, DeepSpeedFlagsBecomeAcceleratesVariables) {
+  const Environment env = rank0_environment(
+      {"--use_deepspeed", "--zero_stage", "1", "--gradient_clipping", "1",
+       "--offload_optimizer_device", "cpu", "--offload_param_device", "none",
+       "--deepspeed_config_file", "ds.json", "--zero3_init_flag", "false",
+       "--zero3_save_16bit_model", "true", "--gradient_accumulation_steps", "4", "prog"});
+  EXPECT_EQ(env.at("ACCELERATE_USE_DEEPSPEED"), "true");
+  EXPECT_EQ(env.at("ACCELERATE_DEEPSPEED_ZERO_STAGE"), "1");
+  EXPECT_EQ(env.at("ACCELERATE_GRADIENT_CLIPPING"), "1.0");
+  EXPECT_EQ(env.at("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE"), "cpu");
+  EXPECT_EQ(env.at("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE"), "none");
+  EXPECT_EQ(env.at("ACCELERATE_DEEPSPEED_CONFIG_FILE"), "ds.json");
+  EXPECT_EQ(env.at("ACCELERATE_DEEPSPEED_ZERO3_INIT"), "false");
+  EXPECT_EQ(env.at("ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL"), "true");
+  EXPECT_EQ(env.at("ACCELERATE_GRADIENT_ACCUMULATION_STEPS"), "4");
+  EXPECT_EQ(env.count("ACCELERATE_USE_FSDP"), 0u);
+}
+
+TEST(LaunchSharding, OnlyTheKindInUseIsWritten) {
+  const Environment plain =
+      rank0_environment({"--zero_stage", "1", "--fsdp_sharding_strategy", "NO_SHARD", "prog"});
+  EXPECT_EQ(plain.count("ACCELERATE_USE_DEEPSPEED"), 0u);
+  EXPECT_EQ(plain.count("ACCELERATE_DEEPSPEED_ZERO_STAGE"), 0u);
+  EXPECT_EQ(plain.count("FSDP_SHARDING_STRATEGY"), 0u);
+  const Environment fsdp =
+      rank0_environment({"--use_fsdp", "--fsdp_sharding_strategy", "shard_grad_op",
+                         "--fsdp_version", "1", "--zero_stage", "1", "prog"});
+  EXPECT_EQ(fsdp.at("ACCELERATE_USE_FSDP"), "true");
+  EXPECT_EQ(fsdp.at("FSDP_SHARDING_STRATEGY"), "SHARD_GRAD_OP");
+  EXPECT_EQ(fsdp.at("FSDP_VERSION"), "1");
+  EXPECT_EQ(fsdp.count("ACCELERATE_DEEPSPEED_ZERO_STAGE"), 0u);
+  // ... and the flags of the other kind are noted as ignored.
+  const auto notes =
+      check_sharded_training(resolved({"--use_fsdp", "--fsdp_sharding_strategy", "2",
+                                       "--zero_stage", "1", "--gradient_clipping", "1", "p"}),
+                             {});
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0],
+            "--zero_stage, --gradient_clipping are ignored: DeepSpeed is not in use (give "
+            "--use_deepspeed, or "
+            "distributed_type: DEEPSPEED in the config file)");
+}
+
+TEST(LaunchSharding, BadFlagValuesAreOneLine) {
+  EXPECT_EQ(usage_error_of({"--offload_optimizer_device", "nvme", "p"}),
+            "--offload_optimizer_device expects none or cpu (nvme offloading is not supported by "
+            "accelerate-cpp), "
+            "got 'nvme'");
+  EXPECT_EQ(usage_error_of({"--zero_stage", "4", "p"}),
+            "--zero_stage expects 0, 1, 2 or 3, got '4'");
+  EXPECT_EQ(usage_error_of({"--gradient_clipping", "-1", "p"}),
+            "--gradient_clipping expects a number >= 0 (e.g. 1.0), got '-1'");
+  EXPECT_EQ(usage_error_of({"--fsdp_version", "3", "p"}), "--fsdp_version expects 1 or 2, got '3'");
+  EXPECT_EQ(usage_error_of({"--zero3_init_flag", "perhaps", "p"}),
+            "--zero3_init_flag expects true or false (or 1/0, yes/no), got 'perhaps'");
+  EXPECT_EQ(usage_error_of({"--use_deepspeed", "--use_fsdp", "p"}),
+            "--use_deepspeed and --use_fsdp conflict: both choose how ZeRO shards the training; "
+            "give one of them");
+}
+
+TEST(LaunchSharding, WhatTheRanksWouldRefuseIsRefusedFirst) {
+  EXPECT_EQ(sharding_refusal({"--use_fsdp", "p"}),
+            "FSDP sharding strategy FULL_SHARD shards parameters (ZeRO-3), which accelerate-cpp "
+            "does not have yet; "
+            "use SHARD_GRAD_OP");
+  EXPECT_EQ(sharding_refusal({"--use_deepspeed", "--zero_stage", "3", "p"}),
+            "zero_stage 3 (parameters sharded) is not available yet in accelerate-cpp; use 1 or 2");
+  EXPECT_EQ(sharding_refusal({"--use_deepspeed", "--deepspeed_config_file", "/no/such.json", "p"}),
+            "/no/such.json: cannot read the DeepSpeed config file: No such file or directory");
+  // A variable exported in the launcher's shell counts as the ranks would see it.
+  EXPECT_EQ(sharding_refusal(
+                {"p"}, {{"ACCELERATE_USE_DEEPSPEED", "true"}, {"ACCELERATE_USE_FSDP", "true"}}),
+            "ACCELERATE_USE_DEEPSPEED and ACCELERATE_USE_FSDP are both true; choose one (they "
+            "select the same ZeRO "
+            "engine)");
+  EXPECT_EQ(sharding_refusal({"--use_deepspeed", "p"}), "(no error)");
+  EXPECT_EQ(sharding_refusal({"--use_fsdp", "--fsdp_sharding_strategy", "NO_SHARD", "p"}),
+            "(no error)");
+}
+
+TEST(LaunchSharding, MixedPrecisionMustFitTheDeepSpeedFile) {
+  TemporaryFolder folder;
+  const std::string path = write_deepspeed_json(folder, "true");
+  EXPECT_EQ(
+      sharding_refusal(
+          {"--use_deepspeed", "--deepspeed_config_file", path, "--mixed_precision", "bf16", "p"}),
+      path +
+          ": fp16.enabled is true but mixed_precision is bf16; Accelerate refuses the pair: set "
+          "fp16.enabled to false or \"auto\", or mixed_precision to fp16");
+  EXPECT_EQ(sharding_refusal({"--use_deepspeed", "--deepspeed_config_file", path,
+                              "--mixed_precision", "fp16", "p"}),
+            "(no error)");
+  std::ofstream(folder.path() + "/broken.json") << "{\"zero_optimization\": {\"stage\": 2},\n";
+  EXPECT_EQ(sharding_refusal(
+                {"--use_deepspeed", "--deepspeed_config_file", folder.path() + "/broken.json", "p"})
+                .rfind(folder.path() + "/broken.json: line 2, column 1: not valid JSON", 0),
+            0u);
+}
+
+TEST(LaunchSharding, RanksOfADeepSpeedConfigFileGetItsSettings) {
+  TemporaryFolder folder;
+  const std::string json = write_deepspeed_json(folder, "\"auto\"");
+  const std::string config = folder.path() + "/ds.yaml";
+  std::ofstream(config) << "compute_environment: LOCAL_MACHINE\n"
+                           "deepspeed_config:\n"
+                           "  deepspeed_config_file: "
+                        << json
+                        << "\n"
+                           "  zero3_init_flag: false\n"
+                           "distributed_type: DEEPSPEED\n"
+                           "num_processes: 2\n"
+                           "use_cpu: true\n";
+  RunResult result = run_launcher(
+      {"launch", "-q", "--config_file", config, "--main_process_port", "0", kProbe, "env",
+       "ACCELERATE_USE_DEEPSPEED", "ACCELERATE_DEEPSPEED_CONFIG_FILE", "ACCELERATE_USE_CPU"},
+      {{"SLURM_JOB_ID", std::nullopt}});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string prefix = "[rank" + std::to_string(rank) + "]: ";
+    EXPECT_NE(result.out.find(prefix + "ACCELERATE_USE_DEEPSPEED=true\n"), std::string::npos)
+        << result.out;
+    EXPECT_NE(result.out.find(prefix + "ACCELERATE_DEEPSPEED_CONFIG_FILE=" + json + "\n"),
+              std::string::npos);
+    EXPECT_NE(result.out.find(prefix + "ACCELERATE_USE_CPU=true\n"), std::string::npos);
+  }
+}
+
+TEST(LaunchSharding, RefusalsExitWithTwoAndOneLine) {
+  TemporaryFolder folder;
+  const std::string config = folder.path() + "/fsdp.yaml";
+  std::ofstream(config)
+      << "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n"
+         "num_processes: 2\nuse_cpu: true\n";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"launch", "--config_file", config, kProbe, "exit", "0"},
+        std::vector<std::string>{"launch", "--cpu", "--use_deepspeed", "--offload_param_device",
+                                 "nvme", kProbe},
+        std::vector<std::string>{"launch", "--cpu", "--use_deepspeed", "--zero_stage", "3",
+                                 kProbe}}) {
+    RunResult result = run_launcher(args, {{"SLURM_JOB_ID", std::nullopt}});
+    EXPECT_EQ(result.exit_code, 2) << args[2];
+    EXPECT_EQ(split_lines(result.err).size(), 1u) << result.err;
+    EXPECT_EQ(result.err.rfind("accelerate launch: error: ", 0), 0u) << result.err;
+    EXPECT_EQ(result.out, "");
+  }
+}
+
+}  // namespace
+}  // namespace accelerate::launcher
