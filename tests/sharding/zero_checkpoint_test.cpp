@@ -84,6 +84,20 @@ std::vector<std::vector<at::Tensor>> run_ranks(int world, const ResumeRun& run) 
   return out;
 }
 
+// What each rank's train_with_checkpoint(run) threw ("" if nothing).
+std::vector<std::string> errors_of(int world, const ResumeRun& run) {
+  std::vector<std::string> errors(world);
+  accelerate::testing::run_rank_communicators(world, [&](std::shared_ptr<Communicator> comm) {
+    const int rank = comm->rank();
+    try {
+      train_with_checkpoint(comm, run);
+    } catch (const accelerate::Error& error) {
+      errors[rank] = error.what();
+    }
+  });
+  return errors;
+}
+
 std::string fresh_checkpoint_dir(const std::string& name) {
   const fs::path dir =
       fs::temp_directory_path() / ("accelerate-zero-" + name + "-" + std::to_string(::getpid()));
@@ -135,16 +149,7 @@ TEST(ZeroResumeErrors, AWholeOptimizerStateDoesNotLoadIntoAShardedOne) {
   sharded.stage = 2;
   sharded.save_after = -1;
   sharded.resume = true;
-  std::vector<std::string> errors(2);
-  accelerate::testing::run_rank_communicators(2, [&](std::shared_ptr<Communicator> comm) {
-    const int rank = comm->rank();
-    try {
-      train_with_checkpoint(comm, sharded);
-    } catch (const accelerate::Error& error) {
-      errors[rank] = error.what();
-    }
-  });
-  for (const auto& error : errors) {
+  for (const auto& error : errors_of(2, sharded)) {
     EXPECT_THAT(error, HasSubstr("holds the whole state of optimizer 0 but this Accelerator "
                                  "shards it"));
   }
@@ -168,16 +173,7 @@ TEST(ZeroResumeErrors, AnotherBucketLayoutIsRefusedByThePartitionManifest) {
     other.save_after = -1;
     other.resume = true;
     other.bucket_cap_mb = 0.004;
-    std::vector<std::string> errors(world);
-    accelerate::testing::run_rank_communicators(world, [&](std::shared_ptr<Communicator> comm) {
-      const int rank = comm->rank();
-      try {
-        train_with_checkpoint(comm, other);
-      } catch (const accelerate::Error& error) {
-        errors[rank] = error.what();
-      }
-    });
-    for (const auto& error : errors) {
+    for (const auto& error : errors_of(world, other)) {
       EXPECT_THAT(error, HasSubstr("optimizer_partition.json: the saved ZeRO partition differs "
                                    "from this job's at model 0"))
           << world << " processes";
