@@ -181,6 +181,10 @@ class GradientReducer {
   // after a synced backward): a view into the bucket buffer (kReplicated) or
   // its own tensor (kSharded).
   at::Tensor gradient_shard(std::size_t bucket);
+  // kSharded: zero_grad for the shards. Until it is called, each synced
+  // backward adds its averaged shard to them, as LibTorch adds a backward
+  // pass's gradients to .grad (several backward passes before one step).
+  void clear_gradient_shards();
   const std::vector<at::Tensor>& parameters() const;
 
   const GradientSyncOptions& options() const;

@@ -53,6 +53,26 @@ void set_thread_count(const JobState& job, const Environment& env) {
   }
 }
 
+// ZeRO shards an optimizer when it is prepared, over the models prepared
+// by then: a model prepared later would keep its parameters whole in it,
+// while its reducer released their gradients after each backward.
+void refuse_optimizers_holding(const std::vector<torch::optim::Optimizer*>& optimizers,
+                               torch::nn::Module& module) {
+  const std::vector<at::Tensor> parameters = module.parameters(true);
+  for (const torch::optim::Optimizer* optimizer : optimizers) {
+    for (const auto& group : optimizer->param_groups()) {
+      for (const at::Tensor& p : group.params()) {
+        for (const at::Tensor& q : parameters) {
+          if (!p.is_same(q)) continue;
+          throw ConfigError(
+              "ZeRO shards an optimizer over its model's gradient buckets: prepare the model "
+              "before its optimizer (e.g. accelerator.prepare(model, optimizer, loader))");
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(options)) {
@@ -151,6 +171,7 @@ void Accelerator::prepare_module(torch::nn::Module& module) {
   if (job_->is_distributed()) {
     // Every rank starts from rank 0's weights, then gradients stay in sync.
     broadcast_module_state(*comm_, module, /*include_buffers=*/true);
+    if (zero_ && zero_->stage > 0) refuse_optimizers_holding(prepared_optimizers_, module);
     reducers_.push_back(GradientReducer::for_module(comm_, module, options_.ddp_options()));
     if (zero_ && zero_->stage > 0) {
       zero_->models.push_back(
@@ -178,7 +199,8 @@ void Accelerator::shard_optimizer(PreparedOptimizerBase& optimizer) {
         return std::any_of(synced.begin(), synced.end(),
                            [&](const at::Tensor& s) { return s.is_same(p); });
       };
-      const bool shares = std::any_of(group.params().begin(), group.params().end(), synced_by_model);
+      const auto& params = group.params();
+      const bool shares = std::any_of(params.begin(), params.end(), synced_by_model);
       if (shares) {
         models.push_back(model);
         break;
@@ -335,18 +357,19 @@ void Accelerator::unscale_gradients() {
 double Accelerator::clip_grad_norm_(const std::vector<at::Tensor>& parameters, double max_norm,
                                     double norm_type) {
   unscale_gradients();
-  // ZeRO stage 2 keeps only shards of the gradients: the norm is combined
-  // from every process's shard (stage 1 still has them all).
-  if (zero_ && zero_->stage == 2) {
-    for (auto& sharded : zero_->optimizers) {
-      if (sharded->covers_any(parameters)) return sharded->clip_grad_norm_(max_norm, norm_type);
-    }
-  }
+  // ZeRO: each process holds the unscaled, averaged gradients of its shard
+  // only; the norm is combined from every process's shards.
+  const auto sharded =
+      zero_ ? zero_->covering(parameters) : std::vector<sharding::ShardedOptimizer*>();
+  if (!sharded.empty()) return sharding::clip_grad_norm(*comm_, sharded, max_norm, norm_type);
   return torch::nn::utils::clip_grad_norm_(parameters, max_norm, norm_type);
 }
 
 void Accelerator::clip_grad_value_(const std::vector<at::Tensor>& parameters, double clip_value) {
   unscale_gradients();
+  const auto sharded =
+      zero_ ? zero_->covering(parameters) : std::vector<sharding::ShardedOptimizer*>();
+  if (!sharded.empty()) return sharding::clip_grad_value(sharded, clip_value);
   torch::nn::utils::clip_grad_value_(parameters, clip_value);
 }
 

@@ -34,6 +34,16 @@ struct Accelerator::Zero {
   std::vector<std::shared_ptr<sharding::ModelShards>> models;
   std::vector<std::shared_ptr<sharding::ShardedOptimizer>> optimizers;
 
+  // The sharded optimizers stepping any of `parameters`.
+  std::vector<sharding::ShardedOptimizer*> covering(
+      const std::vector<at::Tensor>& parameters) const {
+    std::vector<sharding::ShardedOptimizer*> found;
+    for (const auto& sharded : optimizers) {
+      if (sharded->covers_any(parameters)) found.push_back(sharded.get());
+    }
+    return found;
+  }
+
   // The sharded optimizer stepping `optimizer`, or null.
   sharding::ShardedOptimizer* sharding(const torch::optim::Optimizer* optimizer) const {
     auto it = std::find_if(optimizers.begin(), optimizers.end(),

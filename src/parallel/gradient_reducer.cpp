@@ -275,6 +275,14 @@ at::Tensor GradientReducer::gradient_shard(std::size_t bucket) {
   return state_->progress.at(bucket).shard;
 }
 
+void GradientReducer::clear_gradient_shards() {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.partition != GradientPartition::kSharded) return;
+  s.shards_hold_gradients = false;
+  for (auto& progress : s.progress) progress.shard.zero_();
+}
+
 const std::vector<at::Tensor>& GradientReducer::parameters() const { return state_->parameters; }
 
 const GradientSyncOptions& GradientReducer::options() const { return state_->options; }

@@ -91,8 +91,11 @@ void GradientReducer::State::launch(std::size_t b) {
   if (buckets[b].compressed) progress[b].buffer.div_(communicator->world_size());
   const std::string what = "gradient bucket " + std::to_string(b);
   if (partition == GradientPartition::kSharded) {
-    progress[b].collective =
-        communicator->reduce_scatter_sum_async(progress[b].buffer, progress[b].shard, what);
+    // Straight into the shard, unless it holds an earlier sync's gradients
+    // this step (several backward passes): those are added to in finalize.
+    at::Tensor& into = shards_hold_gradients ? progress[b].arriving : progress[b].shard;
+    if (shards_hold_gradients) into = at::empty_like(progress[b].shard);
+    progress[b].collective = communicator->reduce_scatter_sum_async(progress[b].buffer, into, what);
     return;
   }
   progress[b].collective = communicator->all_reduce_sum_async(progress[b].buffer, what);
@@ -218,7 +221,12 @@ void GradientReducer::State::finalize() {
     if (partition == GradientPartition::kSharded) {
       // Only this process's shard is an average; the rest of the bucket and
       // the parameters' full gradients are not needed any more.
-      progress[b].shard.div_(world);
+      if (progress[b].arriving.defined()) {
+        progress[b].shard.add_(progress[b].arriving.div_(world));
+        progress[b].arriving = at::Tensor();
+      } else {
+        progress[b].shard.div_(world);
+      }
       progress[b].buffer = at::Tensor();
       for (std::size_t index : buckets[b].parameter_indices) parameters[index].mutable_grad().reset();
       continue;
@@ -241,6 +249,7 @@ void GradientReducer::State::finalize() {
     }
   }
 
+  if (partition == GradientPartition::kSharded) shards_hold_gradients = true;
   stats.synced_steps += 1;
   stats.bucket_count = static_cast<int>(buckets.size());
   stats.buckets_launched_during_backward = during_backward;

@@ -32,6 +32,7 @@ struct GradientReducer::State {
   struct BucketProgress {
     at::Tensor buffer;        // kSharded: allocated per synced step, freed after it
     at::Tensor shard;         // kSharded: this process's averaged shard
+    at::Tensor arriving;      // kSharded: where a sync's shard arrives while `shard` holds one
     bool grads_are_views = false;  // gradient_as_bucket_view applies here
     std::size_t waiting_for = 0;  // parameters not yet ready this step
     PendingCollective collective;
@@ -44,6 +45,9 @@ struct GradientReducer::State {
   std::vector<GradientBucket> buckets;
   std::vector<Slot> slots;
   GradientPartition partition = GradientPartition::kNone;
+  // kSharded: the shards hold gradients since the last clear_gradient_shards()
+  // (a later synced backward adds to them, as .grad accumulates).
+  bool shards_hold_gradients = false;
 
   mutable std::mutex mutex;
   bool sync_enabled = true;

@@ -14,6 +14,7 @@
 #include "accelerate/errors.h"
 #include "checkpoint/optimizer_reshard.h"
 #include "checkpoint/optimizer_state.h"
+#include "compat/optim_compat.h"
 #include "parallel/bucket_assignment.h"
 
 namespace accelerate::sharding {
@@ -118,7 +119,10 @@ std::optional<ShardLayout::Location> ShardLayout::locate(const at::Tensor& param
 
 namespace {
 
-nlohmann::json layout_json(const std::vector<ShardLayout::Model>& models) {
+// Per model and bucket: its length, and each parameter's index, offset,
+// length and optimizer group (-1: not stepped by the optimizer).
+nlohmann::json layout_json(const std::vector<ShardLayout::Model>& models,
+                           const std::function<int(std::size_t, std::size_t)>& group_of) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& model : models) {
     nlohmann::json buckets = nlohmann::json::array();
@@ -126,7 +130,8 @@ nlohmann::json layout_json(const std::vector<ShardLayout::Model>& models) {
       nlohmann::json parameters = nlohmann::json::array();
       for (std::size_t k = 0; k < bucket.parameters.size(); ++k) {
         parameters.push_back({bucket.parameters[k], bucket.offsets[k],
-                              model.parameters[bucket.parameters[k]].numel()});
+                              model.parameters[bucket.parameters[k]].numel(),
+                              group_of(&model - models.data(), bucket.parameters[k])});
       }
       buckets.push_back({{"numel", bucket.numel}, {"parameters", parameters}});
     }
@@ -137,8 +142,17 @@ nlohmann::json layout_json(const std::vector<ShardLayout::Model>& models) {
 
 }  // namespace
 
+std::function<int(std::size_t, std::size_t)> ShardLayout::group_index() const {
+  return [this](std::size_t model, std::size_t index) {
+    auto it = group_of_.find({model, index});
+    return it == group_of_.end() ? -1 : static_cast<int>(it->second);
+  };
+}
+
 std::string ShardLayout::manifest(int world) const {
-  return nlohmann::json({{"world_size", world}, {"models", layout_json(models_)}}).dump(1) + "\n";
+  return nlohmann::json({{"world_size", world}, {"models", layout_json(models_, group_index())}})
+             .dump(1) +
+         "\n";
 }
 
 void ShardLayout::check_manifest(const std::string& path) const {
@@ -152,7 +166,7 @@ void ShardLayout::check_manifest(const std::string& path) const {
   } catch (const nlohmann::json::exception&) {
     throw Error(path + ": not a ZeRO partition manifest");
   }
-  const nlohmann::json mine = layout_json(models_);
+  const nlohmann::json mine = layout_json(models_, group_index());
   if (saved == mine) return;
   std::string where = "the number of models";
   if (saved.is_array() && saved.size() == mine.size()) {
@@ -204,6 +218,12 @@ void load_sharded_state(const ShardLayout& layout, int saved_world,
   }
   for (auto& p : pending) p.apply();
 
+  // The loaded state replaces whatever the target had (an Adam step count
+  // included), as a load of the whole state does.
+  for (const auto& group : layout.unsynced()) {
+    for (const at::Tensor& parameter : group) compat::take_param_state(target, parameter);
+  }
+  for (const StatePiece& piece : pieces) compat::take_param_state(target, piece.tensor);
   checkpoint::copy_group_options(*saved[0].optimizer, target);
   for (const auto& group : layout.unsynced()) {  // replicated: every rank saved the same
     for (const at::Tensor& parameter : group) {

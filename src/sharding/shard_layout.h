@@ -77,13 +77,16 @@ class ShardLayout {
 
   // The partition manifest a checkpoint keeps beside per-process optimizer
   // files (JSON: the number of processes, and per model and bucket its
-  // length and each parameter's index, offset and length), and the check
+  // length and each parameter's index, offset, length and optimizer group),
+  // and the check
   // that a saved one describes this layout: Error naming `path` and the
   // first difference (the layout follows the model and bucket_cap_mb).
   std::string manifest(int world) const;
   void check_manifest(const std::string& path) const;
 
  private:
+  std::function<int(std::size_t, std::size_t)> group_index()
+      const;  // (model, index) -> group or -1
   std::vector<Model> models_;
   std::map<std::pair<std::size_t, std::size_t>, std::size_t> group_of_;  // (model, index) -> group
   std::vector<std::vector<at::Tensor>> unsynced_;

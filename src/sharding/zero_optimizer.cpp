@@ -81,6 +81,12 @@ void ModelShards::gather_parameters() {
         shard, buffer, "ZeRO parameter gather of bucket " + std::to_string(b)));
   }
   for (PendingCollective& p : pending) p.wait();
+  // The parameters changed in place behind autograd's back (through their
+  // buffers): a graph saved before the step must notice, as it would
+  // after an optimizer's in-place update.
+  for (const at::Tensor& parameter : reducer_.parameters()) {
+    if (parameter.requires_grad()) parameter.unsafeGetTensorImpl()->bump_version();
+  }
 }
 
 ShardedOptimizer::ShardedOptimizer(std::shared_ptr<Communicator> communicator,
@@ -117,6 +123,7 @@ ShardedOptimizer::ShardedOptimizer(std::shared_ptr<Communicator> communicator,
     runs_.push_back(Run{run.model, run.bucket, run.begin, run.numel, parameter});
   }
   for (std::size_t g = 0; g < groups.size(); ++g) groups[g].params() = kept[g];
+  before_step();  // bound from the start: unscale_ or a clip may come before any step
 }
 
 ShardedOptimizer::~ShardedOptimizer() = default;
@@ -155,30 +162,53 @@ void ShardedOptimizer::zero_grad(bool set_to_none) {
       grad.zero_();
     }
   }
-  for (Run& run : runs_) run.parameter.mutable_grad().reset();  // bound again by before_step
+  // The runs' gradients stay bound (a GradScaler::unscale_ before the next
+  // step must find them); the shards they alias are zeroed or overwritten.
+  for (auto& model : models_) model->reducer().clear_gradient_shards();
+  before_step();
 }
 
-double ShardedOptimizer::clip_grad_norm_(double max_norm, double norm_type) {
+std::vector<at::Tensor> ShardedOptimizer::shard_gradients() {
   before_step();
+  std::vector<at::Tensor> gradients;
+  for (const Run& run : runs_) gradients.push_back(run.parameter.grad());
+  return gradients;
+}
+
+double clip_grad_norm(Communicator& communicator, const std::vector<ShardedOptimizer*>& optimizers,
+                      double max_norm, double norm_type) {
   c10::NoGradGuard no_grad;
+  std::vector<at::Tensor> gradients;
+  for (ShardedOptimizer* optimizer : optimizers) {
+    for (const at::Tensor& gradient : optimizer->shard_gradients()) gradients.push_back(gradient);
+  }
   const bool infinity = std::isinf(norm_type);
   at::Tensor local = at::zeros({1}, at::kDouble);
-  for (const Run& run : runs_) {
-    const at::Tensor magnitude = run.parameter.grad().to(at::kDouble).abs();
+  for (const at::Tensor& gradient : gradients) {
+    const at::Tensor magnitude = gradient.to(at::kDouble).abs();
     if (infinity) {
       local = at::maximum(local, magnitude.max().reshape({1}).cpu());
     } else {
       local += magnitude.pow(norm_type).sum().cpu();
     }
   }
-  communicator_->all_reduce(local, infinity ? ReduceOp::kMax : ReduceOp::kSum);
+  communicator.all_reduce(local, infinity ? ReduceOp::kMax : ReduceOp::kSum);
   const double total =
       infinity ? local.item<double>() : std::pow(local.item<double>(), 1.0 / norm_type);
   const double coefficient = max_norm / (total + 1e-6);
   if (coefficient < 1.0) {
-    for (const Run& run : runs_) run.parameter.grad().mul_(coefficient);
+    for (const at::Tensor& gradient : gradients) gradient.mul_(coefficient);
   }
   return total;
+}
+
+void clip_grad_value(const std::vector<ShardedOptimizer*>& optimizers, double clip_value) {
+  c10::NoGradGuard no_grad;
+  for (ShardedOptimizer* optimizer : optimizers) {
+    for (const at::Tensor& gradient : optimizer->shard_gradients()) {
+      gradient.clamp_(-clip_value, clip_value);
+    }
+  }
 }
 
 bool ShardedOptimizer::covers_any(const std::vector<at::Tensor>& parameters) const {

@@ -73,11 +73,9 @@ class ShardedOptimizer : public OptimizerShardHooks {
   void after_step(bool stepped) override;
   void zero_grad(bool set_to_none) override;
 
-  // The global norm of the gradients this optimizer steps (each process's
-  // runs, combined), after which every run's gradient is scaled by
-  // max_norm / (norm + 1e-6) when that is below 1. Stage 2's
-  // clip_grad_norm_: the model's own .grad are released there.
-  double clip_grad_norm_(double max_norm, double norm_type);
+  // This process's shard of the gradients it steps (views: changing them
+  // changes what the next step uses).
+  std::vector<at::Tensor> shard_gradients();
   // Whether any of `parameters` is one of the model parameters it steps.
   bool covers_any(const std::vector<at::Tensor>& parameters) const;
   const torch::optim::Optimizer& optimizer() const { return optimizer_; }
@@ -97,6 +95,16 @@ class ShardedOptimizer : public OptimizerShardHooks {
   std::vector<Run> runs_;
   std::vector<at::Tensor> model_parameters_;  // the ones this optimizer had
 };
+
+// clip_grad_norm_ for ZeRO (the model's own .grad are released at stage 2,
+// and hold other processes' scaled values under fp16 at stage 1): the global
+// norm of every optimizer's shard gradients, combined over the processes
+// with one all-reduce (in double), after which every shard gradient is
+// scaled by max_norm / (norm + 1e-6) when that is below 1. Returns the norm.
+double clip_grad_norm(Communicator& communicator, const std::vector<ShardedOptimizer*>& optimizers,
+                      double max_norm, double norm_type);
+// clip_grad_value_ for ZeRO: clamps every shard gradient to ±clip_value.
+void clip_grad_value(const std::vector<ShardedOptimizer*>& optimizers, double clip_value);
 
 // A 1-D alias of `numel` elements of `buffer` from `begin`, that is not an
 // autograd view (so it can be a leaf, or a .grad that zero_grad may detach).

@@ -39,7 +39,9 @@ struct Recipe {
   int stage = 0;
   Opt optimizer = Opt::kAdamW;
   int accumulation = 1;
-  double clip = 0;  // 0: none
+  double clip = 0;            // 0: none
+  double clip_value = 0;      // clip_grad_value_; 0: none
+  bool two_backward = false;  // the loss in two halves, each its own synced backward
   bool bf16 = false;
   bool freeze_last = false;
   bool use_spare = true;
@@ -101,9 +103,21 @@ Outcome run_loop(std::shared_ptr<Communicator> comm, const Recipe& recipe,
       if (step++ == recipe.inf_at_step && last_rank) {
         loss = loss + model->first->bias.sum() * std::numeric_limits<float>::infinity();
       }
+      if (recipe.two_backward) {  // the first half of the batch, then the second
+        const auto half = batch.data.size(0) / 2;
+        accelerator.backward(torch::mse_loss(
+            model->forward(batch.data.narrow(0, 0, half), recipe.use_spare).to(at::kFloat),
+            batch.target.narrow(0, 0, half)));
+        loss = torch::mse_loss(
+            model->forward(batch.data.narrow(0, half, half), recipe.use_spare).to(at::kFloat),
+            batch.target.narrow(0, half, half));
+      }
       accelerator.backward(loss);
       if (recipe.clip > 0 && accelerator.sync_gradients()) {
         accelerator.clip_grad_norm_(model->parameters(), recipe.clip);
+      }
+      if (recipe.clip_value > 0 && accelerator.sync_gradients()) {
+        accelerator.clip_grad_value_(model->parameters(), recipe.clip_value);
       }
       optimizer.step();
       optimizer.zero_grad();
@@ -226,19 +240,15 @@ INSTANTIATE_TEST_SUITE_P(StagesOptimizersRanks, ZeroEqualsDataParallel,
 
 // Each variation of the loop, at stages 1 and 2 on 2 and 3 ranks, against
 // stage 0 with the same variation.
-void expect_stages_match(Recipe recipe, double stage2_rtol = 0, double stage2_atol = 0) {
+// Bitwise unless a bound is given.
+void expect_stages_match(Recipe recipe, double rtol = 0, double atol = 0) {
   for (int world : {2, 3}) {
     recipe.stage = 0;
     const auto reference = train_on(world, recipe);
     for (int stage : {1, 2}) {
       SCOPED_TRACE(std::to_string(world) + " ranks, stage " + std::to_string(stage));
       recipe.stage = stage;
-      const auto sharded = train_on(world, recipe);
-      if (stage == 2) {
-        expect_same_parameters(sharded, reference, stage2_rtol, stage2_atol);
-      } else {
-        expect_same_parameters(sharded, reference);
-      }
+      expect_same_parameters(train_on(world, recipe), reference, rtol, atol);
     }
   }
 }
@@ -253,7 +263,31 @@ TEST(ZeroVariations, ClippingTheGlobalNormOverAllShards) {
   Recipe recipe;
   recipe.optimizer = Opt::kSgdMomentum;
   recipe.clip = 0.05;  // clips most steps
-  expect_stages_match(recipe, /*stage2_rtol=*/1e-5, /*stage2_atol=*/1e-6);
+  expect_stages_match(recipe, /*rtol=*/1e-5, /*atol=*/1e-6);
+}
+
+// Clamping is elementwise: the shards clamp exactly what data parallelism
+// clamps.
+TEST(ZeroVariations, ClippingValues) {
+  Recipe recipe;
+  recipe.optimizer = Opt::kSgdMomentum;
+  recipe.clip_value = 0.02;
+  expect_stages_match(recipe);
+}
+
+// Several backward passes before one step (GAN training, sync_each_batch):
+// stage 2 adds each sync's averaged shard to the last, where data
+// parallelism averages the gradients accumulated so far; the sums are
+// associated differently, hence the bound.
+TEST(ZeroVariations, TwoBackwardPassesBeforeEachStep) {
+  Recipe recipe;
+  recipe.two_backward = true;
+  expect_stages_match(recipe, /*rtol=*/1e-5, /*atol=*/1e-6);
+  recipe.stage = 2;
+  Recipe one = recipe;
+  one.two_backward = false;
+  EXPECT_FALSE(at::equal(train_on(2, recipe)[0].parameters[0], train_on(2, one)[0].parameters[0]))
+      << "the second backward pass changed nothing: its gradients were lost";
 }
 
 TEST(ZeroVariations, Bf16Autocast) {
@@ -280,6 +314,10 @@ TEST(ZeroVariations, Fp16StepSkippedOnEveryRankWhenOneShardOverflows) {
   recipe.fp16 = true;
   recipe.inf_at_step = 3;
   expect_stages_match(recipe);
+  // With clipping: the norm is that of the unscaled gradients on every stage.
+  Recipe clipped = recipe;
+  clipped.clip = 0.05;
+  expect_stages_match(clipped, /*rtol=*/1e-5, /*atol=*/1e-6);
   // The skip happened: the scale backed off once from 65536.
   recipe.stage = 2;
   EXPECT_EQ(train_on(2, recipe)[0].loss_scale, 32768.0);
@@ -311,6 +349,22 @@ TEST(ZeroConfiguration, StageThreeIsRefusedClearly) {
     EXPECT_THROW(
         Accelerator(comm, AcceleratorOptions().deepspeed_plugin(DeepSpeedPlugin().zero_stage(4))),
         accelerate::ConfigError);
+  });
+}
+
+TEST(ZeroConfiguration, AModelPreparedAfterAnOptimizerHoldingItsParametersIsRefused) {
+  accelerate::testing::run_rank_communicators(2, [](std::shared_ptr<Communicator> comm) {
+    Accelerator accelerator(comm, AcceleratorOptions().deepspeed_plugin(DeepSpeedPlugin()));
+    ZeroNet encoder, decoder;
+    auto parameters = encoder->parameters();
+    for (auto& p : decoder->parameters()) parameters.push_back(p);
+    accelerate::Optimizer<torch::optim::SGD> optimizer(parameters, torch::optim::SGDOptions(0.1));
+    try {
+      accelerator.prepare(encoder, optimizer, decoder);
+      ADD_FAILURE() << "no error";
+    } catch (const accelerate::ConfigError& error) {
+      EXPECT_THAT(error.what(), HasSubstr("prepare the model before its optimizer"));
+    }
   });
 }
 
