@@ -41,7 +41,9 @@ accuracies() {
   local out
   out=$("$cli" launch --main_process_port 0 "$@" "$program" --data_dir "$data" --epochs "$epochs")
   echo "$out" >&2
-  grep -E "test accuracy" <<<"$out" | sed -E 's/^\[rank0\]: //; s/, [0-9.]+ ms\/step//'
+  # rank 0's lines only: the ranks' lines interleave in any order
+  grep -E "^(\[rank0\]: )?epoch [0-9]+: test accuracy" <<<"$out" |
+    sed -E 's/^\[rank0\]: //; s/, [0-9.]+ ms\/step//'
 }
 
 # assert: the config reaches the processes as ZeRO stage 2 (what the
