@@ -4,6 +4,7 @@
 // (docs/checkpoint-format.md).
 #include <torch/serialize/archive.h>
 
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -240,74 +241,86 @@ void Accelerator::restore_state_from(const std::string& folder) {
                 " (random states and loader positions are per process)");
   }
   std::vector<torch::nn::Module*> models = prepared_modules_;
-  for (auto& [id, hook] : state_pre_hooks_.load->hooks()) hook(models, folder);
-  require_count(folder, "models", metadata.models, models.size());
-  require_count(folder, "optimizers", metadata.optimizers, prepared_optimizers_.size());
-  require_count(folder, "schedulers", metadata.schedulers, prepared_schedulers_.size());
-  require_count(folder, "data loaders", metadata.dataloaders, loaders_.size());
-  require_count(folder, "registered objects", metadata.custom_objects, custom_objects_.size());
-  if (metadata.scaler != (scaler_ != nullptr)) {
-    throw Error("checkpoint " + folder + (metadata.scaler ? " has" : " has no") +
-                " scaler.pt but this Accelerator " + (scaler_ ? "uses" : "does not use") +
-                " fp16 loss scaling");
-  }
-  for (auto* loader : loaders_) {
-    if (loader->is_iterating()) throw Error("load_state: a prepared data loader is mid-iteration");
-  }
-  // Every file present, and every model's tensors there with the right
-  // shapes, before anything changes.
   // On another number of processes: a process the checkpoint had keeps
   // restoring its own; a new one reads the last's loader positions only.
   const int random_source = std::min(process_index(), saved_world - 1);
   const std::string random_states =
       file_in(folder, "random_states_" + std::to_string(random_source) + ".bin");
-  std::vector<std::string> files = {random_states};
-  for (size_t i = 0; i < prepared_schedulers_.size(); ++i) {
-    files.push_back(file_in(folder, indexed("scheduler", i, ".bin")));
-  }
-  for (size_t i = 0; i < custom_objects_.size(); ++i) {
-    files.push_back(file_in(folder, "custom_checkpoint_" + std::to_string(i) + ".bin"));
-  }
-  if (scaler_) files.push_back(file_in(folder, "scaler.pt"));
-  for (const auto& path : files) {
-    if (!fs::is_regular_file(path)) throw Error("checkpoint file " + path + " is missing");
-  }
-  for (size_t i = 0; i < models.size(); ++i) {
-    const std::string path = file_in(folder, indexed("model", i, ".safetensors"));
-    if (!fs::is_regular_file(path)) throw Error("checkpoint file " + path + " is missing");
-    SafetensorsReader reader(path);
-    for (const auto& [name, tensor] : module_state_dict(*models[i])) {
-      if (!reader.contains(name)) throw Error(path + ": tensor '" + name + "' is missing");
-      const std::string mismatch = reader.mismatch(name, tensor);
-      if (!mismatch.empty()) throw Error(mismatch);
-    }
-  }
-  // Optimizers: read and checked (their tensor files too) before any is applied.
   const auto is_sharded = [&](size_t i) {
     return zero_ && zero_->sharding(prepared_optimizers_[i]) != nullptr;
   };
   std::vector<checkpoint::PendingOptimizerState> optimizers;
   std::vector<size_t> resharded;  // saved per process, loaded through the bucket layout
-  for (size_t i = 0; i < prepared_optimizers_.size(); ++i) {
-    const bool saved_sharded =
-        std::count(metadata.sharded_optimizers.begin(), metadata.sharded_optimizers.end(),
-                   static_cast<int64_t>(i)) > 0;
-    if (!saved_sharded && is_sharded(i)) {
-      throw Error("checkpoint " + folder + " holds the whole state of optimizer " +
-                  std::to_string(i) +
-                  " but this Accelerator shards it (ZeRO stage 1 or 2); resume without ZeRO, "
-                  "or from a checkpoint saved with it");
+  // Everything is read and checked before anything changes, and every
+  // process learns whether any failed (each reads its own files): none may
+  // go on alone and wait in a collective the others never reach.
+  std::exception_ptr failure;
+  std::string problem;
+  try {
+    for (auto& [id, hook] : state_pre_hooks_.load->hooks()) hook(models, folder);
+    require_count(folder, "models", metadata.models, models.size());
+    require_count(folder, "optimizers", metadata.optimizers, prepared_optimizers_.size());
+    require_count(folder, "schedulers", metadata.schedulers, prepared_schedulers_.size());
+    require_count(folder, "data loaders", metadata.dataloaders, loaders_.size());
+    require_count(folder, "registered objects", metadata.custom_objects, custom_objects_.size());
+    if (metadata.scaler != (scaler_ != nullptr)) {
+      throw Error("checkpoint " + folder + (metadata.scaler ? " has" : " has no") +
+                  " scaler.pt but this Accelerator " + (scaler_ ? "uses" : "does not use") +
+                  " fp16 loss scaling");
     }
-    if (saved_sharded && (other_world || !is_sharded(i))) {
-      resharded.push_back(i);
-      continue;
+    for (auto* loader : loaders_) {
+      if (loader->is_iterating()) throw Error("load_state: a prepared data loader is mid-iteration");
     }
-    const std::string manifest = file_in(folder, indexed("optimizer", i, "") + "_partition.json");
-    if (is_sharded(i)) zero_->sharding(prepared_optimizers_[i])->layout().check_manifest(manifest);
-    const std::string rank = is_sharded(i) ? "_rank" + std::to_string(process_index()) : "";
-    optimizers.emplace_back(*prepared_optimizers_[i],
-                            file_in(folder, indexed("optimizer", i, "") + rank + ".bin"));
+    // Every file present, and every model's tensors there with the right
+    // shapes, before anything changes.
+    std::vector<std::string> files = {random_states};
+    for (size_t i = 0; i < prepared_schedulers_.size(); ++i) {
+      files.push_back(file_in(folder, indexed("scheduler", i, ".bin")));
+    }
+    for (size_t i = 0; i < custom_objects_.size(); ++i) {
+      files.push_back(file_in(folder, "custom_checkpoint_" + std::to_string(i) + ".bin"));
+    }
+    if (scaler_) files.push_back(file_in(folder, "scaler.pt"));
+    for (const auto& path : files) {
+      if (!fs::is_regular_file(path)) throw Error("checkpoint file " + path + " is missing");
+    }
+    for (size_t i = 0; i < models.size(); ++i) {
+      const std::string path = file_in(folder, indexed("model", i, ".safetensors"));
+      if (!fs::is_regular_file(path)) throw Error("checkpoint file " + path + " is missing");
+      SafetensorsReader reader(path);
+      for (const auto& [name, tensor] : module_state_dict(*models[i])) {
+        if (!reader.contains(name)) throw Error(path + ": tensor '" + name + "' is missing");
+        const std::string mismatch = reader.mismatch(name, tensor);
+        if (!mismatch.empty()) throw Error(mismatch);
+      }
+    }
+    // Optimizers: read and checked (their tensor files too) before any is applied.
+    for (size_t i = 0; i < prepared_optimizers_.size(); ++i) {
+      const bool saved_sharded =
+          std::count(metadata.sharded_optimizers.begin(), metadata.sharded_optimizers.end(),
+                     static_cast<int64_t>(i)) > 0;
+      if (!saved_sharded && is_sharded(i)) {
+        throw Error("checkpoint " + folder + " holds the whole state of optimizer " +
+                    std::to_string(i) +
+                    " but this Accelerator shards it (ZeRO stage 1 or 2); resume without ZeRO, "
+                    "or from a checkpoint saved with it");
+      }
+      if (saved_sharded && (other_world || !is_sharded(i))) {
+        resharded.push_back(i);
+        continue;
+      }
+      const std::string manifest = file_in(folder, indexed("optimizer", i, "") + "_partition.json");
+      if (is_sharded(i)) zero_->sharding(prepared_optimizers_[i])->layout().check_manifest(manifest);
+      const std::string rank = is_sharded(i) ? "_rank" + std::to_string(process_index()) : "";
+      optimizers.emplace_back(*prepared_optimizers_[i],
+                              file_in(folder, indexed("optimizer", i, "") + rank + ".bin"));
+    }
+  } catch (const std::exception& e) {
+    failure = std::current_exception();
+    problem = e.what();
   }
+  if (num_processes() > 1) checkpoint::agree(*comm_, problem, "load_state from " + folder);
+  if (failure) std::rethrow_exception(failure);
   // Each reads and checks every saved shard before it changes anything.
   for (size_t i : resharded) {
     const auto archive_of = [&](int k) {

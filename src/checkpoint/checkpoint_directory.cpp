@@ -84,17 +84,6 @@ void move_into_place(const std::string& staging, const std::string& final_dir) {
   remove_tree(replaced);
 }
 
-// Every process learns the main process's error (or every rank's), so no
-// one is left waiting in a barrier for a process that gave up.
-void agree(Communicator& comm, const std::string& local_error, const std::string& what) {
-  const auto errors = comm.all_gather_bytes(local_error);
-  for (size_t rank = 0; rank < errors.size(); ++rank) {
-    if (errors[rank].empty()) continue;
-    if (errors.size() == 1) throw Error(what + ": " + errors[rank]);
-    throw Error(what + " failed on rank " + std::to_string(rank) + ": " + errors[rank]);
-  }
-}
-
 }  // namespace
 
 const char* to_string(CheckpointStage stage) {
@@ -217,7 +206,7 @@ StagedCheckpoint::StagedCheckpoint(Communicator& comm, std::string final_dir,
       error = e.what();
     }
   }
-  agree(comm_, error, "save_state to " + final_dir_);
+  checkpoint::agree(comm_, error, "save_state to " + final_dir_);
   notify(CheckpointStage::kStaged, staging_dir_);
 }
 
@@ -226,7 +215,7 @@ void StagedCheckpoint::notify(CheckpointStage stage, const std::string& director
 }
 
 void StagedCheckpoint::commit(const CheckpointMetadata& metadata, const std::string& local_error) {
-  agree(comm_, local_error, "save_state to " + final_dir_);
+  checkpoint::agree(comm_, local_error, "save_state to " + final_dir_);
   notify(CheckpointStage::kFilesWritten, staging_dir_);
   std::string error;
   if (comm_.job().is_main_process()) {
@@ -241,7 +230,7 @@ void StagedCheckpoint::commit(const CheckpointMetadata& metadata, const std::str
       error = e.what();
     }
   }
-  agree(comm_, error, "save_state to " + final_dir_);
+  checkpoint::agree(comm_, error, "save_state to " + final_dir_);
   notify(CheckpointStage::kRenamed, final_dir_);
 }
 

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "accelerate/communicator.h"
 #include "accelerate/errors.h"
 #include "distributed/failure_diagnosis.h"
 
@@ -144,6 +145,17 @@ void write_text_file(const std::string& path, const std::string& text) {
   const int saved = errno;
   if (std::fclose(file) != 0 || !written) {
     throw Error("cannot write " + path + ": " + std::strerror(written ? errno : saved));
+  }
+}
+
+// Every process learns the main process's error (or every rank's), so no
+// one is left waiting in a barrier for a process that gave up.
+void agree(Communicator& comm, const std::string& local_error, const std::string& what) {
+  const auto errors = comm.all_gather_bytes(local_error);
+  for (size_t rank = 0; rank < errors.size(); ++rank) {
+    if (errors[rank].empty()) continue;
+    if (errors.size() == 1) throw Error(what + ": " + errors[rank]);
+    throw Error(what + " failed on rank " + std::to_string(rank) + ": " + errors[rank]);
   }
 }
 

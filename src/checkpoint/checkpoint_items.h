@@ -16,6 +16,10 @@ namespace torch::optim {
 class Optimizer;
 }  // namespace torch::optim
 
+namespace accelerate {
+class Communicator;
+}  // namespace accelerate
+
 namespace accelerate::checkpoint {
 
 // Fills a fresh archive with `fill` and writes it to `path`.
@@ -35,6 +39,10 @@ void load_optimizer(torch::optim::Optimizer& optimizer, torch::serialize::InputA
 // fsync before the checkpoint is renamed into place finds less left to do
 // while later files are still being serialised. Best effort.
 void start_writeback(const std::string& path);
+
+// Every process's `local_error` (empty: none) to all: throws the same Error
+// on every process when any failed ("<what> failed on rank r: ...").
+void agree(Communicator& comm, const std::string& local_error, const std::string& what);
 
 // Writes `text` to a new file at `path`; Error naming the path on failure.
 void write_text_file(const std::string& path, const std::string& text);

@@ -182,6 +182,28 @@ TEST(ZeroResumeErrors, AnotherBucketLayoutIsRefusedByThePartitionManifest) {
   fs::remove_all(dir);
 }
 
+// Each process reads its own optimizer file: one missing on one process
+// fails the load on every process, at once, before anything changed (not
+// one process training on while the others wait in a collective).
+TEST(ZeroResumeErrors, AFileMissingForOneProcessFailsTheLoadEverywhere) {
+  const std::string dir = fresh_checkpoint_dir("missing");
+  ResumeRun save;
+  save.stage = 2;
+  save.save_after = 2;
+  save.steps = 2;
+  save.checkpoint = dir;
+  run_ranks(2, save);
+  fs::remove(fs::path(dir) / "optimizer_rank1.bin");
+  ResumeRun load = save;
+  load.save_after = -1;
+  load.resume = true;
+  for (const auto& error : errors_of(2, load)) {
+    EXPECT_THAT(error, HasSubstr("load_state from " + dir + " failed on rank 1"));
+    EXPECT_THAT(error, HasSubstr("optimizer_rank1.bin"));
+  }
+  fs::remove_all(dir);
+}
+
 // Every state tensor of `dir`'s optimizer.safetensors (a whole, unsharded
 // optimizer state), by name.
 std::map<std::string, at::Tensor> whole_optimizer_state(const std::string& dir) {
