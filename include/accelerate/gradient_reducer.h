@@ -176,7 +176,6 @@ class GradientReducer {
   GradientPartition partition() const;
   // Where parameter `index`'s gradient starts in its bucket (-1: frozen).
   std::int64_t offset_in_bucket(std::size_t parameter_index) const;
-  int bucket_of(std::size_t parameter_index) const;
   // This process's shard of bucket b's averaged gradients (n elements; valid
   // after a synced backward): a view into the bucket buffer (kReplicated) or
   // its own tensor (kSharded).

@@ -60,16 +60,10 @@ void refuse_optimizers_holding(const std::vector<torch::optim::Optimizer*>& opti
                                torch::nn::Module& module) {
   const std::vector<at::Tensor> parameters = module.parameters(true);
   for (const torch::optim::Optimizer* optimizer : optimizers) {
-    for (const auto& group : optimizer->param_groups()) {
-      for (const at::Tensor& p : group.params()) {
-        for (const at::Tensor& q : parameters) {
-          if (!p.is_same(q)) continue;
-          throw ConfigError(
-              "ZeRO shards an optimizer over its model's gradient buckets: prepare the model "
-              "before its optimizer (e.g. accelerator.prepare(model, optimizer, loader))");
-        }
-      }
-    }
+    if (!sharding::shares_parameters(*optimizer, parameters)) continue;
+    throw ConfigError(
+        "ZeRO shards an optimizer over its model's gradient buckets: prepare the model "
+        "before its optimizer (e.g. accelerator.prepare(model, optimizer, loader))");
   }
 }
 
@@ -193,18 +187,8 @@ void Accelerator::shard_optimizer(PreparedOptimizerBase& optimizer) {
   // The models holding any of its parameters (the same on every process).
   std::vector<std::shared_ptr<sharding::ModelShards>> models;
   for (const auto& model : zero_->models) {
-    const auto& synced = model->reducer().parameters();
-    for (const auto& group : optimizer.base_optimizer().param_groups()) {
-      const auto synced_by_model = [&](const at::Tensor& p) {
-        return std::any_of(synced.begin(), synced.end(),
-                           [&](const at::Tensor& s) { return s.is_same(p); });
-      };
-      const auto& params = group.params();
-      const bool shares = std::any_of(params.begin(), params.end(), synced_by_model);
-      if (shares) {
-        models.push_back(model);
-        break;
-      }
+    if (sharding::shares_parameters(optimizer.base_optimizer(), model->reducer().parameters())) {
+      models.push_back(model);
     }
   }
   if (models.empty()) {

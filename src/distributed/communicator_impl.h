@@ -81,6 +81,12 @@ struct Communicator::Impl {
     return shared_memory && detail::SharedMemoryCollectives::serves(tensor);
   }
 
+  // Whether `tensor` must be staged through host memory: a CUDA tensor in a
+  // job without NCCL.
+  bool stages_on_host(const at::Tensor& tensor) const {
+    return !single() && tensor.is_cuda() && !nccl;
+  }
+
   // The process group that moves `tensor`, and whether it must be staged
   // through host memory (a CUDA tensor without NCCL).
   compat::Backend& backend_for(const at::Tensor& tensor, bool* stage_on_host) {

@@ -85,9 +85,10 @@ PendingCollective Communicator::reduce_scatter_sum_async(const at::Tensor& buffe
 
 void Communicator::reduce_scatter_sum(const at::Tensor& buffer, at::Tensor& shard) {
   check_flat_buffer("reduce_scatter_sum", buffer, shard, world_size());
-  bool stage_on_host = false;
-  if (!impl_->single()) impl_->backend_for(buffer, &stage_on_host);
-  if (!stage_on_host) return reduce_scatter_sum_async(buffer, shard, "reduce_scatter").wait();
+  // CUDA tensors without NCCL go through host copies (the async form refuses them).
+  if (!impl_->stages_on_host(buffer)) {
+    return reduce_scatter_sum_async(buffer, shard, "reduce_scatter").wait();
+  }
   at::Tensor host_shard = shard.cpu();
   reduce_scatter_sum_async(buffer.cpu(), host_shard, "reduce_scatter").wait();
   shard.copy_(host_shard);
@@ -124,9 +125,8 @@ PendingCollective Communicator::all_gather_into_async(const at::Tensor& shard, a
 
 void Communicator::all_gather_into(const at::Tensor& shard, at::Tensor& buffer) {
   check_flat_buffer("all_gather_into", buffer, shard, world_size());
-  bool stage_on_host = false;
-  if (!impl_->single()) impl_->backend_for(buffer, &stage_on_host);
-  if (!stage_on_host) return all_gather_into_async(shard, buffer, "all_gather").wait();
+  if (!impl_->stages_on_host(buffer))
+    return all_gather_into_async(shard, buffer, "all_gather").wait();
   at::Tensor host_buffer = buffer.cpu();
   all_gather_into_async(shard.cpu(), host_buffer, "all_gather").wait();
   buffer.copy_(host_buffer);

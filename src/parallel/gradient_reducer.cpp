@@ -264,10 +264,6 @@ std::int64_t GradientReducer::offset_in_bucket(std::size_t parameter_index) cons
   return slot.bucket < 0 ? -1 : slot.offset;
 }
 
-int GradientReducer::bucket_of(std::size_t parameter_index) const {
-  return state_->slots.at(parameter_index).bucket;
-}
-
 at::Tensor GradientReducer::gradient_shard(std::size_t bucket) {
   if (state_->partition == GradientPartition::kNone) {
     throw Error("gradient sync: gradient_shard() needs partition_buckets()");

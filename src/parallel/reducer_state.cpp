@@ -2,13 +2,13 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
-#include <c10/util/strides.h>
 
 #include <algorithm>
 #include <iostream>
 #include <sstream>
 
 #include "accelerate/errors.h"
+#include "parallel/storage_alias.h"
 
 namespace accelerate {
 
@@ -27,18 +27,10 @@ std::string describe_shape(const at::Tensor& tensor) {
   return out.str();
 }
 
-// Built with set_ rather than narrow().view(): the result shares the
-// buffer's memory but is not an autograd view, so it can become a .grad that
-// LibTorch 1.13's Optimizer::zero_grad may detach_() (which views refuse).
 at::Tensor GradientReducer::State::bucket_view(std::size_t parameter_index) {
   const Slot& slot = slots[parameter_index];
-  const at::Tensor& parameter = parameters[parameter_index];
-  const at::Tensor& buffer = progress[slot.bucket].buffer;
-  c10::NoGradGuard no_grad;
-  at::Tensor slice = at::empty({0}, buffer.options());
-  slice.set_(buffer.storage(), buffer.storage_offset() + slot.offset, parameter.sizes(),
-             c10::contiguous_strides(parameter.sizes()));
-  return slice;
+  return detail::storage_alias(progress[slot.bucket].buffer, slot.offset,
+                               parameters[parameter_index].sizes());
 }
 
 void GradientReducer::State::mark_ready(std::size_t parameter_index) {

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
@@ -21,11 +22,15 @@ namespace accelerate::sharding {
 
 ShardLayout::ShardLayout(const torch::optim::Optimizer& optimizer, std::vector<Model> models)
     : models_(std::move(models)) {
-  std::unordered_map<const c10::TensorImpl*, std::pair<std::size_t, std::size_t>> synced;
+  // Where every synced parameter lies, and its index in its model.
+  std::unordered_map<const c10::TensorImpl*, std::pair<Location, std::size_t>> synced;
   for (std::size_t m = 0; m < models_.size(); ++m) {
-    for (const Bucket& bucket : models_[m].buckets) {
-      for (std::size_t index : bucket.parameters) {
-        synced[models_[m].parameters[index].unsafeGetTensorImpl()] = {m, index};
+    for (std::size_t b = 0; b < models_[m].buckets.size(); ++b) {
+      const Bucket& bucket = models_[m].buckets[b];
+      for (std::size_t k = 0; k < bucket.parameters.size(); ++k) {
+        const at::Tensor& parameter = models_[m].parameters[bucket.parameters[k]];
+        synced[parameter.unsafeGetTensorImpl()] = {Location{m, b, bucket.offsets[k], 0},
+                                                   bucket.parameters[k]};
       }
     }
   }
@@ -36,9 +41,14 @@ ShardLayout::ShardLayout(const torch::optim::Optimizer& optimizer, std::vector<M
       auto it = synced.find(parameter.unsafeGetTensorImpl());
       if (it == synced.end()) {
         unsynced_[g].push_back(parameter);
-      } else if (!group_of_.emplace(it->second, g).second) {
+        continue;
+      }
+      auto [location, index] = it->second;
+      if (!group_of_.emplace(std::make_pair(location.model, index), g).second) {
         throw ConfigError("ZeRO: a parameter appears twice in the optimizer's groups");
       }
+      location.group = g;
+      locations_[parameter.unsafeGetTensorImpl()] = location;
     }
   }
 }
@@ -103,18 +113,9 @@ std::vector<ShardLayout::Run> ShardLayout::runs_for(int rank, int world) const {
 }
 
 std::optional<ShardLayout::Location> ShardLayout::locate(const at::Tensor& parameter) const {
-  for (std::size_t m = 0; m < models_.size(); ++m) {
-    for (std::size_t b = 0; b < models_[m].buckets.size(); ++b) {
-      const Bucket& bucket = models_[m].buckets[b];
-      for (std::size_t k = 0; k < bucket.parameters.size(); ++k) {
-        if (!models_[m].parameters[bucket.parameters[k]].is_same(parameter)) continue;
-        auto it = group_of_.find({m, bucket.parameters[k]});
-        if (it == group_of_.end()) return std::nullopt;
-        return Location{m, b, bucket.offsets[k], it->second};
-      }
-    }
-  }
-  return std::nullopt;
+  auto it = locations_.find(parameter.unsafeGetTensorImpl());
+  if (it == locations_.end()) return std::nullopt;
+  return it->second;
 }
 
 namespace {
@@ -188,6 +189,18 @@ void ShardLayout::check_manifest(const std::string& path) const {
               " (the bucket layout follows the model and bucket_cap_mb: resume with the same)");
 }
 
+bool shares_parameters(const torch::optim::Optimizer& optimizer,
+                       const std::vector<at::Tensor>& parameters) {
+  std::unordered_set<const c10::TensorImpl*> wanted;
+  for (const at::Tensor& p : parameters) wanted.insert(p.unsafeGetTensorImpl());
+  for (const auto& group : optimizer.param_groups()) {
+    for (const at::Tensor& p : group.params()) {
+      if (wanted.count(p.unsafeGetTensorImpl()) > 0) return true;
+    }
+  }
+  return false;
+}
+
 void load_sharded_state(const ShardLayout& layout, int saved_world,
                         const std::string& manifest_path,
                         const std::function<std::string(int)>& archive_of,
@@ -257,13 +270,7 @@ void load_sharded_state_whole(torch::optim::Optimizer& optimizer,
   std::vector<ShardLayout::Model> models;
   for (torch::nn::Module* module : modules) {
     const std::vector<at::Tensor> parameters = module->parameters(true);
-    bool shares = false;
-    for (const auto& group : optimizer.param_groups()) {
-      for (const at::Tensor& p : group.params()) {
-        shares = shares || std::any_of(parameters.begin(), parameters.end(),
-                                       [&](const at::Tensor& q) { return q.is_same(p); });
-      }
-    }
+    const bool shares = shares_parameters(optimizer, parameters);
     if (shares) models.push_back(ShardLayout::for_parameters(parameters, options));
   }
   const ShardLayout layout(optimizer, std::move(models));

@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -89,8 +90,13 @@ class ShardLayout {
       const;  // (model, index) -> group or -1
   std::vector<Model> models_;
   std::map<std::pair<std::size_t, std::size_t>, std::size_t> group_of_;  // (model, index) -> group
+  std::unordered_map<const c10::TensorImpl*, Location> locations_;  // the optimizer's synced ones
   std::vector<std::vector<at::Tensor>> unsynced_;
 };
+
+// Whether any of `parameters` is in `optimizer`'s groups (by identity).
+bool shares_parameters(const torch::optim::Optimizer& optimizer,
+                       const std::vector<at::Tensor>& parameters);
 
 // A tensor of `target` that receives saved state: a run of this process's
 // shard, or a whole parameter, at `begin` of its bucket.

@@ -1,46 +1,21 @@
 #include "sharding/zero_optimizer.h"
 
-#include <algorithm>
 #include <cmath>
-#include <limits>
-#include <map>
 #include <string>
-#include <unordered_map>
 #include <utility>
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
-#include <c10/util/strides.h>
 #include <torch/optim/lbfgs.h>
 
 #include "accelerate/errors.h"
+#include "parallel/storage_alias.h"
 
 namespace accelerate::sharding {
 
-at::Tensor flat_alias(const at::Tensor& buffer, std::int64_t begin, std::int64_t numel) {
-  c10::NoGradGuard no_grad;
-  at::Tensor alias = at::empty({0}, buffer.options());
-  alias.set_(buffer.storage(), buffer.storage_offset() + begin, {numel}, {1});
-  return alias;
-}
-
-namespace {
-
-// `numel` elements of `buffer` from `begin`, shaped like `like`; not an
-// autograd view (see flat_alias).
-at::Tensor shaped_alias(const at::Tensor& buffer, std::int64_t begin, const at::Tensor& like) {
-  c10::NoGradGuard no_grad;
-  at::Tensor alias = at::empty({0}, buffer.options());
-  alias.set_(buffer.storage(), buffer.storage_offset() + begin, like.sizes(),
-             c10::contiguous_strides(like.sizes()));
-  return alias;
-}
-
-}  // namespace
-
 ModelShards::ModelShards(std::shared_ptr<Communicator> communicator, GradientReducer& reducer,
                          int stage)
-    : communicator_(std::move(communicator)), reducer_(reducer), stage_(stage) {
+    : communicator_(std::move(communicator)), reducer_(reducer) {
   if (stage != 1 && stage != 2)
     throw Error("ModelShards: stage 1 or 2, got " + std::to_string(stage));
   const std::vector<at::Tensor>& parameters = reducer.parameters();
@@ -62,7 +37,7 @@ ModelShards::ModelShards(std::shared_ptr<Communicator> communicator, GradientRed
       buffer.narrow(0, offset, parameter.numel()).copy_(parameter.detach().reshape({-1}));
       // The parameter keeps its identity (autograd hooks, optimizer
       // references, the module's registration); only its memory moves.
-      parameter.set_data(shaped_alias(buffer, offset, parameter));
+      parameter.set_data(detail::storage_alias(buffer, offset, parameter.sizes()));
     }
     buffers_.push_back(buffer);
   }
@@ -116,8 +91,8 @@ ShardedOptimizer::ShardedOptimizer(std::shared_ptr<Communicator> communicator,
   std::vector<std::vector<at::Tensor>> kept = layout_->unsynced();
   for (const ShardLayout::Run& run :
        layout_->runs_for(communicator_->rank(), communicator_->world_size())) {
-    at::Tensor parameter =
-        flat_alias(models_[run.model]->parameter_buffer(run.bucket), run.begin, run.numel);
+    at::Tensor parameter = detail::storage_alias(models_[run.model]->parameter_buffer(run.bucket),
+                                                 run.begin, {run.numel});
     parameter.set_requires_grad(true);
     kept[run.group].push_back(parameter);
     runs_.push_back(Run{run.model, run.bucket, run.begin, run.numel, parameter});
@@ -142,7 +117,7 @@ void ShardedOptimizer::before_step() {
     ModelShards& model = *models_[run.model];
     const at::Tensor shard = model.reducer().gradient_shard(run.bucket);
     run.parameter.mutable_grad() =
-        flat_alias(shard, run.begin - model.shard_begin(run.bucket), run.numel);
+        detail::storage_alias(shard, run.begin - model.shard_begin(run.bucket), {run.numel});
   }
 }
 
@@ -212,10 +187,8 @@ void clip_grad_value(const std::vector<ShardedOptimizer*>& optimizers, double cl
 }
 
 bool ShardedOptimizer::covers_any(const std::vector<at::Tensor>& parameters) const {
-  for (const at::Tensor& mine : model_parameters_) {
-    for (const at::Tensor& parameter : parameters) {
-      if (mine.is_same(parameter)) return true;
-    }
+  for (const at::Tensor& parameter : parameters) {
+    if (layout_->locate(parameter)) return true;
   }
   return false;
 }

@@ -38,7 +38,6 @@ class ModelShards {
   ModelShards(std::shared_ptr<Communicator> communicator, GradientReducer& reducer, int stage);
 
   GradientReducer& reducer() { return reducer_; }
-  int stage() const { return stage_; }
   // Bucket b's padded parameter buffer, and this process's shard of it.
   const at::Tensor& parameter_buffer(std::size_t b) const { return buffers_.at(b); }
   std::int64_t shard_numel(std::size_t b) const;
@@ -49,7 +48,6 @@ class ModelShards {
  private:
   std::shared_ptr<Communicator> communicator_;
   GradientReducer& reducer_;
-  int stage_;
   std::vector<at::Tensor> buffers_;  // per bucket, padded
 };
 
@@ -105,9 +103,5 @@ double clip_grad_norm(Communicator& communicator, const std::vector<ShardedOptim
                       double max_norm, double norm_type);
 // clip_grad_value_ for ZeRO: clamps every shard gradient to ±clip_value.
 void clip_grad_value(const std::vector<ShardedOptimizer*>& optimizers, double clip_value);
-
-// A 1-D alias of `numel` elements of `buffer` from `begin`, that is not an
-// autograd view (so it can be a leaf, or a .grad that zero_grad may detach).
-at::Tensor flat_alias(const at::Tensor& buffer, std::int64_t begin, std::int64_t numel);
 
 }  // namespace accelerate::sharding

@@ -84,6 +84,24 @@ std::vector<std::vector<at::Tensor>> run_ranks(int world, const ResumeRun& run) 
   return out;
 }
 
+// A run of `steps` steps at `stage` that saves into `dir` at its end
+// (after `save_after` steps when given).
+ResumeRun saving(int stage, int steps, const std::string& dir, int save_after = -1) {
+  ResumeRun run;
+  run.stage = stage;
+  run.steps = steps;
+  run.save_after = save_after < 0 ? steps : save_after;
+  run.checkpoint = dir;
+  return run;
+}
+
+// `saved` continued: it loads its checkpoint and trains to its last step.
+ResumeRun resuming(ResumeRun saved) {
+  saved.save_after = -1;
+  saved.resume = true;
+  return saved;
+}
+
 // What each rank's train_with_checkpoint(run) threw ("" if nothing).
 std::vector<std::string> errors_of(int world, const ResumeRun& run) {
   std::vector<std::string> errors(world);
@@ -110,10 +128,7 @@ class ZeroResume : public ::testing::TestWithParam<int> {};
 TEST_P(ZeroResume, ResumedRunEndsBitwiseWhereTheUninterruptedOneDoes) {
   const int stage = GetParam();
   const std::string dir = fresh_checkpoint_dir("resume-" + std::to_string(stage));
-  ResumeRun whole;
-  whole.stage = stage;
-  whole.save_after = 4;
-  whole.checkpoint = dir;
+  const ResumeRun whole = saving(stage, /*steps=*/10, dir, /*save_after=*/4);
   const auto uninterrupted = run_ranks(2, whole);
   // With ZeRO each process saved its own shard's optimizer state (stage 0,
   // the control, saves one optimizer.bin).
@@ -121,10 +136,7 @@ TEST_P(ZeroResume, ResumedRunEndsBitwiseWhereTheUninterruptedOneDoes) {
   EXPECT_EQ(fs::is_regular_file(fs::path(dir) / "optimizer_rank1.safetensors"), stage > 0);
   EXPECT_EQ(fs::exists(fs::path(dir) / "optimizer.bin"), stage == 0);
 
-  ResumeRun resumed = whole;
-  resumed.save_after = -1;
-  resumed.resume = true;
-  const auto continued = run_ranks(2, resumed);
+  const auto continued = run_ranks(2, resuming(whole));
   for (int r = 0; r < 2; ++r) {
     for (std::size_t i = 0; i < uninterrupted[r].size(); ++i) {
       EXPECT_TRUE(at::equal(continued[r][i], uninterrupted[r][i]))
@@ -139,16 +151,10 @@ INSTANTIATE_TEST_SUITE_P(Stages, ZeroResume, ::testing::Values(0, 1, 2));
 
 TEST(ZeroResumeErrors, AWholeOptimizerStateDoesNotLoadIntoAShardedOne) {
   const std::string dir = fresh_checkpoint_dir("mismatch");
-  ResumeRun save;
-  save.stage = 0;
-  save.save_after = 2;
-  save.steps = 2;
-  save.checkpoint = dir;
+  const ResumeRun save = saving(0, /*steps=*/2, dir);
   run_ranks(2, save);
-  ResumeRun sharded = save;
+  ResumeRun sharded = resuming(save);
   sharded.stage = 2;
-  sharded.save_after = -1;
-  sharded.resume = true;
   for (const auto& error : errors_of(2, sharded)) {
     EXPECT_THAT(error, HasSubstr("holds the whole state of optimizer 0 but this Accelerator "
                                  "shards it"));
@@ -161,17 +167,11 @@ TEST(ZeroResumeErrors, AWholeOptimizerStateDoesNotLoadIntoAShardedOne) {
 // before anything changes, on the same and on another number of processes.
 TEST(ZeroResumeErrors, AnotherBucketLayoutIsRefusedByThePartitionManifest) {
   const std::string dir = fresh_checkpoint_dir("layout");
-  ResumeRun save;
-  save.stage = 2;
-  save.save_after = 2;
-  save.steps = 2;
-  save.checkpoint = dir;
+  const ResumeRun save = saving(2, /*steps=*/2, dir);
   run_ranks(2, save);
   EXPECT_TRUE(fs::is_regular_file(fs::path(dir) / "optimizer_partition.json"));
   for (int world : {2, 3}) {
-    ResumeRun other = save;
-    other.save_after = -1;
-    other.resume = true;
+    ResumeRun other = resuming(save);
     other.bucket_cap_mb = 0.004;
     for (const auto& error : errors_of(world, other)) {
       EXPECT_THAT(error, HasSubstr("optimizer_partition.json: the saved ZeRO partition differs "
@@ -187,17 +187,10 @@ TEST(ZeroResumeErrors, AnotherBucketLayoutIsRefusedByThePartitionManifest) {
 // one process training on while the others wait in a collective).
 TEST(ZeroResumeErrors, AFileMissingForOneProcessFailsTheLoadEverywhere) {
   const std::string dir = fresh_checkpoint_dir("missing");
-  ResumeRun save;
-  save.stage = 2;
-  save.save_after = 2;
-  save.steps = 2;
-  save.checkpoint = dir;
+  const ResumeRun save = saving(2, /*steps=*/2, dir);
   run_ranks(2, save);
   fs::remove(fs::path(dir) / "optimizer_rank1.bin");
-  ResumeRun load = save;
-  load.save_after = -1;
-  load.resume = true;
-  for (const auto& error : errors_of(2, load)) {
+  for (const auto& error : errors_of(2, resuming(save))) {
     EXPECT_THAT(error, HasSubstr("load_state from " + dir + " failed on rank 1"));
     EXPECT_THAT(error, HasSubstr("optimizer_rank1.bin"));
   }
@@ -220,23 +213,11 @@ std::map<std::string, at::Tensor> whole_optimizer_state(const std::string& dir) 
 TEST(ZeroReshard, TwoThenThreeThenOneProcessesKeepTheExactOptimizerState) {
   const std::string a = fresh_checkpoint_dir("reshard-a"), b = fresh_checkpoint_dir("reshard-b"),
                     c = fresh_checkpoint_dir("reshard-c"), d = fresh_checkpoint_dir("reshard-d");
-  ResumeRun first;
-  first.stage = 2;
-  first.save_after = 4;
-  first.steps = 4;
-  first.checkpoint = a;
-  run_ranks(2, first);
-  ResumeRun reference = first;
-  reference.stage = 0;
-  reference.checkpoint = d;
-  run_ranks(2, reference);
+  run_ranks(2, saving(2, /*steps=*/4, a));
+  run_ranks(2, saving(0, /*steps=*/4, d));
 
-  ResumeRun on_three;
-  on_three.stage = 2;
-  on_three.resume = true;
-  on_three.checkpoint = a;
+  ResumeRun on_three = resuming(saving(2, /*steps=*/8, a));
   on_three.save_to = b;  // right after loading
-  on_three.steps = 8;
   const auto three = run_ranks(3, on_three);
   EXPECT_TRUE(fs::is_regular_file(fs::path(b) / "optimizer_rank2.bin"));
   ResumeRun on_one = on_three;
