@@ -165,11 +165,11 @@ void Accelerator::prepare_module(torch::nn::Module& module) {
   if (job_->is_distributed()) {
     // Every rank starts from rank 0's weights, then gradients stay in sync.
     broadcast_module_state(*comm_, module, /*include_buffers=*/true);
-    if (zero_ && zero_->stage > 0) refuse_optimizers_holding(prepared_optimizers_, module);
+    if (zero_ && zero_->stage() > 0) refuse_optimizers_holding(prepared_optimizers_, module);
     reducers_.push_back(GradientReducer::for_module(comm_, module, options_.ddp_options()));
-    if (zero_ && zero_->stage > 0) {
+    if (zero_ && zero_->stage() > 0) {
       zero_->models.push_back(
-          std::make_shared<sharding::ModelShards>(comm_, *reducers_.back(), zero_->stage));
+          std::make_shared<sharding::ModelShards>(comm_, *reducers_.back(), zero_->stage()));
     }
   }
   prepared_modules_.push_back(&module);
@@ -177,7 +177,7 @@ void Accelerator::prepare_module(torch::nn::Module& module) {
 
 void Accelerator::prepare_optimizer(PreparedOptimizerBase& optimizer) {
   if (optimizer.is_prepared()) return;
-  if (zero_ && zero_->stage > 0 && job_->is_distributed()) shard_optimizer(optimizer);
+  if (zero_ && zero_->stage() > 0 && job_->is_distributed()) shard_optimizer(optimizer);
   optimizer.attach(gradient_state_);
   optimizer.attach_scaler(scaler_);
   prepared_optimizers_.push_back(&optimizer.base_optimizer());
@@ -209,7 +209,7 @@ void Accelerator::shard_optimizer(PreparedOptimizerBase& optimizer) {
 }
 
 void Accelerator::prepare_plain_optimizer(torch::optim::Optimizer& optimizer) {
-  if (zero_ && zero_->stage > 0 && job_->is_distributed()) {
+  if (zero_ && zero_->stage() > 0 && job_->is_distributed()) {
     throw ConfigError(
         "ZeRO steps each process's shard of the parameters: declare the optimizer as "
         "accelerate::Optimizer<YourOptimizer> so that prepare() can shard it");

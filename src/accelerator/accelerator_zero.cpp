@@ -22,21 +22,13 @@ std::unique_ptr<Accelerator::Zero> Accelerator::Zero::configure(const Accelerato
       sharding::fill_from_config_file(*file, zero->plugin);
     }
   } else if (auto plugin =
-                 sharding::deepspeed_plugin_from_environment(env, &zero->distributed_type)) {
+                 sharding::deepspeed_plugin_from_environment(env, &zero->distributed_type, &file)) {
     zero->plugin = *plugin;
-    if (plugin->hf_ds_config()) file = sharding::read_deepspeed_config(*plugin->hf_ds_config());
   } else {
     return nullptr;
   }
+  sharding::check_zero_stage(zero->plugin);
   const int stage = zero->plugin.zero_stage();
-  if (stage < 0 || stage > 3) {
-    throw ConfigError("zero_stage expects 0, 1, 2 or 3, got " + std::to_string(stage));
-  }
-  if (stage == 3) {
-    throw ConfigError(
-        "zero_stage 3 (parameters sharded) is not available yet in accelerate-cpp; use 1 or 2");
-  }
-  zero->stage = stage;
   if (file) {
     sharding::check_mixed_precision(*file, mixed_precision);
     const auto on = [](const auto& section) {

@@ -30,7 +30,7 @@ struct Accelerator::Zero {
   // What a DeepSpeed config file switches on (fp16.enabled / bf16.enabled
   // true) when the job set no mixed precision itself.
   std::optional<MixedPrecision> file_precision;
-  int stage = 0;
+  int stage() const { return plugin.zero_stage(); }
   std::vector<std::shared_ptr<sharding::ModelShards>> models;
   std::vector<std::shared_ptr<sharding::ShardedOptimizer>> optimizers;
 

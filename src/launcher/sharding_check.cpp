@@ -47,19 +47,13 @@ std::vector<std::string> check_sharded_training(const LaunchOptions& options,
   // ranks (so an exported ACCELERATE_USE_DEEPSPEED counts too).
   const Environment env = build_child_environment(options, 0, launcher_environment, 1);
   try {
-    const auto plugin = sharding::deepspeed_plugin_from_environment(env, nullptr);
+    std::optional<sharding::DeepSpeedConfig> file;
+    const auto plugin = sharding::deepspeed_plugin_from_environment(env, nullptr, &file);
     if (!plugin) return notes;
-    // The Accelerator's words (accelerator_zero.cpp), said once, here.
-    if (plugin->zero_stage() == 3) {
-      throw UsageError(
-          "zero_stage 3 (parameters sharded) is not available yet in accelerate-cpp; use 1 or 2");
-    }
+    sharding::check_zero_stage(*plugin);  // the Accelerator's judgement, before any process starts
     // Accelerate refuses a --mixed_precision the JSON file's fp16/bf16 contradicts.
     const auto precision = settings::kMixedPrecision.read(env);
-    if (plugin->hf_ds_config() && precision) {
-      sharding::check_mixed_precision(sharding::read_deepspeed_config(*plugin->hf_ds_config()),
-                                      *precision);
-    }
+    if (file && precision) sharding::check_mixed_precision(*file, *precision);
   } catch (const UsageError&) {
     throw;
   } catch (const ConfigError& error) {

@@ -75,8 +75,20 @@ void fill_from_config_file(const DeepSpeedConfig& file, DeepSpeedPlugin& plugin)
   if (file.gradient_clipping.absent()) plugin.gradient_clipping(std::nullopt);
 }
 
-std::optional<DeepSpeedPlugin> deepspeed_plugin_from_environment(const Environment& env,
-                                                                 std::string* distributed_type) {
+void check_zero_stage(const DeepSpeedPlugin& plugin) {
+  const int stage = plugin.zero_stage();
+  if (stage < 0 || stage > 3) {
+    throw ConfigError("zero_stage expects 0, 1, 2 or 3, got " + std::to_string(stage));
+  }
+  if (stage == 3) {
+    throw ConfigError(
+        "zero_stage 3 (parameters sharded) is not available yet in accelerate-cpp; use 1 or 2");
+  }
+}
+
+std::optional<DeepSpeedPlugin> deepspeed_plugin_from_environment(
+    const Environment& env, std::string* distributed_type,
+    std::optional<DeepSpeedConfig>* config_file) {
   const bool deepspeed = settings::kUseDeepSpeed.read_or_default(env);
   const bool fsdp = settings::kUseFsdp.read_or_default(env);
   if (deepspeed && fsdp) {
@@ -100,7 +112,9 @@ std::optional<DeepSpeedPlugin> deepspeed_plugin_from_environment(const Environme
   const std::string file = settings::kDeepSpeedConfigFile.read_or_default(env);
   if (file != "none") {  // Accelerate's spelling of "no file"
     plugin.hf_ds_config(file);
-    fill_from_config_file(read_deepspeed_config(file), plugin);
+    DeepSpeedConfig parsed = read_deepspeed_config(file);
+    fill_from_config_file(parsed, plugin);
+    if (config_file != nullptr) *config_file = std::move(parsed);
   }
   // Accelerate: on by default at stage 3, and switched off below it.
   const std::optional<bool> zero3_init = settings::kZero3Init.read(env);

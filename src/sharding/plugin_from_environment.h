@@ -25,8 +25,16 @@ namespace accelerate::sharding {
 // read (read_deepspeed_config) and fills the plugin as fill_from_config_file
 // says. Throws ConfigError (one line) for a bad value, both variables set,
 // a strategy that shards parameters, or a file that cannot be used.
-std::optional<DeepSpeedPlugin> deepspeed_plugin_from_environment(const Environment& env,
-                                                                 std::string* distributed_type);
+// `config_file` (when not null) receives the parsed JSON file, if any, so
+// that callers need not read it again.
+std::optional<DeepSpeedPlugin> deepspeed_plugin_from_environment(
+    const Environment& env, std::string* distributed_type,
+    std::optional<DeepSpeedConfig>* config_file = nullptr);
+
+// The stages accelerate-cpp runs: 0, 1 and 2. ConfigError (one line) for 3
+// (not available yet) and anything else; the launcher and the Accelerator
+// both judge a plugin by it.
+void check_zero_stage(const DeepSpeedPlugin& plugin);
 
 // Accelerate's last step when a plugin has a DeepSpeed config file: a value
 // the file gives wins over the plugin's, "auto" keeps the plugin's, and a
