@@ -95,7 +95,11 @@ struct Measured {
 Measured run_stage(accelerate::Communicator& comm, std::shared_ptr<accelerate::Communicator> owner,
                    const Settings& s, int stage) {
   accelerate::AcceleratorOptions options;
-  if (stage > 0) options.deepspeed_plugin(accelerate::DeepSpeedPlugin().zero_stage(stage));
+  // Stage 0 is plain data parallelism, so the ZeRO runs do not clip either.
+  if (stage > 0) {
+    options.deepspeed_plugin(
+        accelerate::DeepSpeedPlugin().zero_stage(stage).gradient_clipping(std::nullopt));
+  }
   accelerate::Accelerator accelerator(owner, options);
   auto model = make_model(s);
   accelerate::Optimizer<torch::optim::AdamW> optimizer(model->parameters(),

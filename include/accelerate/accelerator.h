@@ -87,9 +87,15 @@ class Accelerator {
   // Prepares each argument in place, in any number and order: models,
   // accelerate::Optimizer<...> (plain torch optimizers only without
   // accumulation), accelerate::Scheduler<...>, accelerate::DataLoader<...>
-  // (or a pointer to one). Preparing an object again does nothing.
+  // (or a pointer to one). Preparing an object again does nothing. With a
+  // DeepSpeed config file, the call that prepares the first optimizer
+  // checks the file against the program (prepare its data loader in that
+  // call or before; docs/deepspeed-config.md).
   template <class... Objects>
-  void prepare(Objects&... objects) { (prepare_one(objects), ...); }
+  void prepare(Objects&... objects) {
+    (prepare_one(objects), ...);
+    finish_prepare();
+  }
 
   // ---- The step -------------------------------------------------------------
   // loss / gradient_accumulation_steps (times the fp16 loss scale), backward
@@ -213,6 +219,7 @@ class Accelerator {
   void prepare_plain_optimizer(torch::optim::Optimizer& optimizer);
   void prepare_scheduler(PreparedSchedulerBase& scheduler);
   void prepare_loader(DataLoaderBase& loader);
+  void finish_prepare();
   void configure_from(const Environment& env), configure_mixed_precision();
   void set_models_sync(bool sync);
   void begin_micro_step(), end_micro_step();

@@ -43,9 +43,11 @@ struct DeepSpeedPlugin {
   // Micro-batches per optimizer step; nullopt: the Accelerator's own
   // gradient_accumulation_steps (Accelerate's "auto").
   ACCELERATE_ARG(std::optional<int>, gradient_accumulation_steps);
-  // Clip the gradients to this global norm at every optimizer step;
-  // nullopt: no clipping here (the program may still call clip_grad_norm_).
-  ACCELERATE_ARG(std::optional<double>, gradient_clipping);
+  // Clip the gradients to this global norm at every optimizer step. The
+  // default, 1.0, is what Accelerate's DeepSpeed runs with when nothing sets
+  // it (its "auto"); nullopt or 0: no clipping here (the program may still
+  // call clip_grad_norm_). FSDP configs do not clip.
+  ACCELERATE_ARG(std::optional<double>, gradient_clipping) = 1.0;
   // Keep the optimizer state (stages 1 and 2) or the parameters (stage 3)
   // in CPU memory. Default: on the device. Not available yet on GPUs (the
   // Accelerator refuses kCpu there); a CPU-only job keeps everything in CPU

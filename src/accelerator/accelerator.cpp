@@ -254,6 +254,21 @@ void Accelerator::prepare_loader(DataLoaderBase& loader) {
   loaders_.push_back(&loader);
 }
 
+void Accelerator::finish_prepare() {
+  if (!zero_ || !zero_->file || zero_->resolved || prepared_optimizers_.empty()) return;
+  sharding::ProgramValues program;
+  program.world_size = num_processes();
+  // Accelerate's is_train_batch_min: the smallest loader's batch.
+  for (const DataLoaderBase* loader : loaders_) {
+    const auto size = static_cast<int64_t>(loader->sharding().process_batch_size());
+    program.micro_batch_size = std::min(program.micro_batch_size.value_or(size), size);
+  }
+  program.gradient_accumulation_steps = gradient_accumulation_steps();
+  program.gradient_clipping = zero_->clipping();
+  program.mixed_precision = mixed_precision_;
+  zero_->resolve_file(program, job_->is_main_process());
+}
+
 // ---- The step ------------------------------------------------------------------
 
 void Accelerator::set_models_sync(bool sync) {
@@ -313,12 +328,12 @@ void Accelerator::backward(const at::Tensor& loss) {
     if (synced) reducer->broadcast_buffers();
   }
   // DeepSpeed's gradient_clipping: every optimizer step clips, as its engine does.
-  if (zero_ && zero_->plugin.gradient_clipping() && sync_gradients()) {
+  if (zero_ && zero_->clipping() && sync_gradients()) {
     std::vector<at::Tensor> parameters;
     for (auto* module : prepared_modules_) {
       for (const auto& p : module->parameters()) parameters.push_back(p);
     }
-    clip_grad_norm_(parameters, *zero_->plugin.gradient_clipping());
+    clip_grad_norm_(parameters, *zero_->clipping());
   }
   if (force_sync_) {
     force_sync_ = false;

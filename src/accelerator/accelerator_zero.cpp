@@ -29,17 +29,12 @@ std::unique_ptr<Accelerator::Zero> Accelerator::Zero::configure(const Accelerato
   }
   sharding::check_zero_stage(zero->plugin);
   const int stage = zero->plugin.zero_stage();
+  std::vector<std::string> notes;
   if (file) {
-    sharding::check_mixed_precision(*file, mixed_precision);
-    const auto on = [](const auto& section) {
-      return section.enabled.has_value() && section.enabled.value;
-    };
-    if (mixed_precision == MixedPrecision::kNo && on(file->fp16)) {
-      zero->file_precision = MixedPrecision::kFP16;
-    }
-    if (mixed_precision == MixedPrecision::kNo && on(file->bf16)) {
-      zero->file_precision = MixedPrecision::kBF16;
-    }
+    // The file's fp16/bf16 sections win over the job's mixed_precision.
+    const MixedPrecision computed =
+        sharding::resolve_mixed_precision(*file, mixed_precision, &notes);
+    if (computed != mixed_precision) zero->file_precision = computed;
   }
   const bool cuda = job.device.is_cuda();
   if (zero->plugin.offload_optimizer_device() == OffloadDevice::kCpu && cuda) {
@@ -57,6 +52,7 @@ std::unique_ptr<Accelerator::Zero> Accelerator::Zero::configure(const Accelerato
                    "stage "
                 << stage << "\n";
     }
+    for (const auto& note : notes) std::cerr << "accelerate: note: " << note << "\n";
     if (file) {
       for (const auto& key : file->ignored_keys) {
         std::cerr << "accelerate: note: " << file->source << ": " << key
@@ -64,7 +60,31 @@ std::unique_ptr<Accelerator::Zero> Accelerator::Zero::configure(const Accelerato
       }
     }
   }
+  zero->file = std::move(file);
   return zero;
+}
+
+void Accelerator::Zero::resolve_file(sharding::ProgramValues program, bool main_process) {
+  if (!file || resolved) return;
+  resolved = true;
+  // accelerate-cpp sizes no bucket from the hidden size (bucket_cap_mb does),
+  // and steps the program's own optimizer and scheduler: the file's sections
+  // for them are reported, not resolved.
+  program.needs_hidden_size_keys = false;
+  sharding::DeepSpeedConfig checked = *file;
+  checked.optimizer.reset();
+  checked.scheduler.reset();
+  const sharding::ResolvedDeepSpeedConfig resolved_config = sharding::resolve(checked, program);
+  if (!main_process) return;
+  for (const auto& note : resolved_config.notes) std::cerr << "accelerate: note: " << note << "\n";
+  const auto mention = [&](const char* what, const std::optional<sharding::ParamSection>& section) {
+    if (!section) return;
+    std::cerr << "accelerate: note: " << file->source << ": the " << what << " section ("
+              << section->type << ") is not used: accelerate-cpp steps the " << what
+              << " the program prepares (Accelerate would ask for DummyOptim/DummyScheduler)\n";
+  };
+  mention("optimizer", file->optimizer);
+  mention("scheduler", file->scheduler);
 }
 
 }  // namespace accelerate

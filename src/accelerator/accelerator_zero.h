@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "accelerate/accelerator.h"
+#include "sharding/deepspeed_config.h"
 #include "sharding/zero_optimizer.h"
 
 namespace accelerate {
@@ -31,6 +32,19 @@ struct Accelerator::Zero {
   // true) when the job set no mixed precision itself.
   std::optional<MixedPrecision> file_precision;
   int stage() const { return plugin.zero_stage(); }
+  // The DeepSpeed config file, when there is one; checked against the
+  // program by resolve_file once the program has prepared an optimizer.
+  std::optional<sharding::DeepSpeedConfig> file;
+  bool resolved = false;
+  // Fills the file's "auto" entries from `program` and refuses what
+  // contradicts it (ConfigError, the same on every process); the main
+  // process prints the notes. Once.
+  void resolve_file(sharding::ProgramValues program, bool main_process);
+  // The norm DeepSpeed clips every step's gradients to; nullopt: none.
+  std::optional<double> clipping() const {
+    const auto norm = plugin.gradient_clipping();
+    return norm && *norm > 0 ? norm : std::nullopt;
+  }
   std::vector<std::shared_ptr<sharding::ModelShards>> models;
   std::vector<std::shared_ptr<sharding::ShardedOptimizer>> optimizers;
 

@@ -212,7 +212,7 @@ const Setting<std::string> kDeepSpeedConfigFile{
 
 const Setting<double> kGradientClipping{
     {"ACCELERATE_GRADIENT_CLIPPING", "--gradient_clipping / deepspeed_config.gradient_clipping",
-     "a number >= 0 (e.g. 1.0)", "not set (no clipping)",
+     "a number >= 0 (e.g. 1.0)", "not set (1.0, Accelerate's \"auto\")",
      "clip the gradients to this global norm (DeepSpeed)"},
     0.0,
     parse_gradient_clipping,

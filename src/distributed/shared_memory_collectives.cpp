@@ -288,7 +288,7 @@ struct SharedMemoryCollectives::Impl {
         if (now >= deadline) {
           throw std::runtime_error("rank " + std::to_string(r) + " did not reach " + what +
                                    " within " + format_seconds(timeout) +
-                                   " (shared-memory all-reduce)");
+                                   " (shared-memory collectives)");
         }
         if (!process_exists(controls[r].pid)) {
           throw std::runtime_error("rank " + std::to_string(r) + " (process " +

@@ -136,6 +136,9 @@ struct ProgramValues {
   MixedPrecision mixed_precision = MixedPrecision::kNo;
   // The model's hidden size, for reduce_bucket_size and the stage-3 sizes.
   std::optional<int64_t> hidden_size;
+  // False: a caller that does not use those sizes; their "auto" is left 0
+  // when hidden_size is not given, instead of refused.
+  bool needs_hidden_size_keys = true;
   // The program's optimizer, for optimizer.params and scheduler.params.
   std::optional<double> lr;
   std::optional<double> weight_decay;
@@ -197,6 +200,16 @@ struct ResolvedDeepSpeedConfig {
 // contradiction. Throws std::invalid_argument if `program` is malformed
 // (world_size, gradient_accumulation_steps or micro_batch_size below 1).
 ResolvedDeepSpeedConfig resolve(const DeepSpeedConfig& config, const ProgramValues& program);
+
+// The precision a run with this file computes in, given the job's
+// mixed_precision (part of resolve()): a missing fp16/bf16 section or
+// "enabled": "auto" follows mixed_precision, a literal true/false is the
+// file's choice. Runs check_mixed_precision; throws ConfigError when both
+// types end up enabled. Appends a note to `notes` (may be null) when the
+// file overrides mixed_precision.
+MixedPrecision resolve_mixed_precision(const DeepSpeedConfig& config,
+                                       MixedPrecision mixed_precision,
+                                       std::vector<std::string>* notes);
 
 // Accelerate's refusal of a file that switches on the other 16-bit type
 // than `mixed_precision` names (fp16.enabled true with bf16, bf16.enabled

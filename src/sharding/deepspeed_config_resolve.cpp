@@ -60,41 +60,14 @@ void check_program(const ProgramValues& program) {
   }
 }
 
-// Accelerate's set_mixed_precision, then DeepSpeed's "not both" check.
-// A missing section is filled from mixed_precision (Accelerate adds it); an
-// "enabled": "auto" likewise; a literal true/false is the file's choice.
 void resolve_precision(const DeepSpeedConfig& config, const ProgramValues& program,
                        ResolvedDeepSpeedConfig& out) {
-  const std::string& source = config.source;
-  const MixedPrecision wanted = program.mixed_precision;
-  check_mixed_precision(config, wanted);
-  const auto enabled = [&](bool present, const AutoValue<bool>& v, MixedPrecision mine) {
-    if (!present || v.is_auto()) return wanted == mine;
-    return v.has_value() && v.value;  // a section without "enabled": DeepSpeed's false
-  };
-  const bool fp16 = enabled(config.fp16.present, config.fp16.enabled, MixedPrecision::kFP16);
-  const bool bf16 = enabled(config.bf16.present, config.bf16.enabled, MixedPrecision::kBF16);
-  if (fp16 && bf16) {
-    fail(source, "fp16.enabled and bf16.enabled are both true; DeepSpeed allows one of them");
-  }
-  out.precision = fp16 ? MixedPrecision::kFP16 : bf16 ? MixedPrecision::kBF16 : MixedPrecision::kNo;
+  out.precision = resolve_mixed_precision(config, program.mixed_precision, &out.notes);
+  const bool fp16 = out.precision == MixedPrecision::kFP16;
   // Accelerate adds {"enabled": true, "auto_cast": true} when fp16 is wanted and the file has no
   // section.
   out.fp16_auto_cast = config.fp16.present ? config.fp16.auto_cast.value_or(false) : fp16;
   out.loss_scaling = config.fp16.loss_scaling;
-  if (out.precision != wanted) {
-    // The section that decided: the wanted one switched off, or another switched on.
-    const MixedPrecision decided = wanted == MixedPrecision::kNo ? out.precision : wanted;
-    const AutoValue<bool>& flag =
-        decided == MixedPrecision::kFP16 ? config.fp16.enabled : config.bf16.enabled;
-    const std::string state =
-        flag.has_value() ? (flag.value ? "true" : "false") : "not set (false)";
-    const std::string computed =
-        out.precision == MixedPrecision::kNo ? "fp32" : to_string(out.precision);
-    out.notes.push_back(source + ": " + to_string(decided) + ".enabled is " + state +
-                        " but mixed_precision is " + to_string(wanted) +
-                        "; the file wins, as in Accelerate, and the run computes in " + computed);
-  }
 }
 
 // train_micro_batch_size_per_gpu, gradient_accumulation_steps, train_batch_size.
@@ -125,7 +98,8 @@ void resolve_batch(const DeepSpeedConfig& config, const ProgramValues& program,
     if (!program.micro_batch_size) {
       fail(source,
            "train_micro_batch_size_per_gpu is \"auto\" but the program prepared no data loader "
-           "with a batch size; prepare one or write a number");
+           "before or with its optimizer; prepare the loader with the optimizer, or write a "
+           "number");
     }
     micro_size = *program.micro_batch_size;
   } else if (micro.has_value()) {
@@ -221,7 +195,7 @@ void resolve_zero(const DeepSpeedConfig& config, const ProgramValues& program,
                          int64_t from_hidden) {
     if (v.has_value()) return v.value;
     if (!v.is_auto()) return fallback;
-    if (!program.hidden_size)
+    if (!program.hidden_size && program.needs_hidden_size_keys)
       missing += std::string(missing.empty() ? "" : ", ") + "zero_optimization." + key;
     return from_hidden;
   };
@@ -311,6 +285,40 @@ void check_mixed_precision(const DeepSpeedConfig& config, MixedPrecision mixed_p
          "fp16.enabled is true but mixed_precision is bf16; Accelerate refuses the pair: "
          "set fp16.enabled to false or \"auto\", or mixed_precision to fp16");
   }
+}
+
+// Accelerate's set_mixed_precision, then DeepSpeed's "not both" check.
+// A missing section is filled from mixed_precision (Accelerate adds it); an
+// "enabled": "auto" likewise; a literal true/false is the file's choice.
+MixedPrecision resolve_mixed_precision(const DeepSpeedConfig& config, MixedPrecision wanted,
+                                       std::vector<std::string>* notes) {
+  const std::string& source = config.source;
+  check_mixed_precision(config, wanted);
+  const auto enabled = [&](bool present, const AutoValue<bool>& v, MixedPrecision mine) {
+    if (!present || v.is_auto()) return wanted == mine;
+    return v.has_value() && v.value;  // a section without "enabled": DeepSpeed's false
+  };
+  const bool fp16 = enabled(config.fp16.present, config.fp16.enabled, MixedPrecision::kFP16);
+  const bool bf16 = enabled(config.bf16.present, config.bf16.enabled, MixedPrecision::kBF16);
+  if (fp16 && bf16) {
+    fail(source, "fp16.enabled and bf16.enabled are both true; DeepSpeed allows one of them");
+  }
+  const MixedPrecision computed = fp16   ? MixedPrecision::kFP16
+                                  : bf16 ? MixedPrecision::kBF16
+                                         : MixedPrecision::kNo;
+  if (computed != wanted && notes != nullptr) {
+    // The section that decided: the wanted one switched off, or another switched on.
+    const MixedPrecision decided = wanted == MixedPrecision::kNo ? computed : wanted;
+    const AutoValue<bool>& flag =
+        decided == MixedPrecision::kFP16 ? config.fp16.enabled : config.bf16.enabled;
+    const std::string state =
+        flag.has_value() ? (flag.value ? "true" : "false") : "not set (false)";
+    notes->push_back(source + ": " + to_string(decided) + ".enabled is " + state +
+                     " but mixed_precision is " + to_string(wanted) +
+                     "; the file wins, as in Accelerate, and the run computes in " +
+                     (computed == MixedPrecision::kNo ? "fp32" : to_string(computed)));
+  }
+  return computed;
 }
 
 ResolvedDeepSpeedConfig resolve(const DeepSpeedConfig& config, const ProgramValues& program) {

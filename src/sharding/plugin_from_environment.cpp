@@ -100,12 +100,14 @@ std::optional<DeepSpeedPlugin> deepspeed_plugin_from_environment(
   DeepSpeedPlugin plugin;
   if (fsdp) {
     plugin.zero_stage(zero_stage_of(fsdp_strategy(env)));
+    plugin.gradient_clipping(std::nullopt);  // FSDP clips only when the program calls it
     if (distributed_type != nullptr) *distributed_type = "FSDP";
     return plugin;
   }
   plugin.zero_stage(settings::kZeroStage.read_or_default(env));
   plugin.gradient_accumulation_steps(settings::kGradientAccumulationSteps.read(env));
-  plugin.gradient_clipping(settings::kGradientClipping.read(env));
+  // Not set: the plugin's 1.0, Accelerate's "auto".
+  if (auto clipping = settings::kGradientClipping.read(env)) plugin.gradient_clipping(*clipping);
   plugin.offload_optimizer_device(settings::kOffloadOptimizerDevice.read_or_default(env));
   plugin.offload_param_device(settings::kOffloadParamDevice.read_or_default(env));
   plugin.zero3_save_16bit_model(settings::kZero3Save16BitModel.read_or_default(env));

@@ -160,8 +160,8 @@ TEST(DeepSpeedResolveBatch, MicroBatchRules) {
   program.micro_batch_size.reset();
   EXPECT_EQ(resolve_error(stage2(R"("train_micro_batch_size_per_gpu": "auto")"), program),
             "ds.json: train_micro_batch_size_per_gpu is \"auto\" but the program prepared no data "
-            "loader with a "
-            "batch size; prepare one or write a number");
+            "loader before or with its optimizer; prepare the loader with the optimizer, or write "
+            "a number");
   EXPECT_EQ(resolve_error(stage2(R"("train_batch_size": "auto")"), program),
             "ds.json: train_batch_size is \"auto\" but train_micro_batch_size_per_gpu is not set; "
             "Accelerate "
@@ -284,6 +284,12 @@ TEST(DeepSpeedResolveZero, LaunchDefaultsAndHiddenSize) {
             "zero_optimization.stage3_param_persistence_threshold "
             "\"auto\" needs the model's hidden size, which the program did not give; write numbers "
             "instead");
+  // A caller that does not size anything from them (the Accelerator) leaves them unfilled.
+  program.needs_hidden_size_keys = false;
+  r = resolve_text(R"({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2,
+                 "reduce_bucket_size": "auto"}})",
+                   program);
+  EXPECT_EQ(r.zero_optimization.reduce_bucket_size, 0);
 }
 
 TEST(DeepSpeedResolveParams, OptimizerAndSchedulerAutos) {

@@ -52,7 +52,9 @@ TEST(PluginFromEnvironment, DeepSpeedDefaultsAreAccelerates) {
   EXPECT_EQ(type, "DEEPSPEED");
   EXPECT_EQ(plugin.zero_stage(), 2);
   EXPECT_FALSE(plugin.gradient_accumulation_steps().has_value());  // the Accelerator's
-  EXPECT_FALSE(plugin.gradient_clipping().has_value());
+  // Accelerate's DeepSpeedPlugin reads a missing ACCELERATE_GRADIENT_CLIPPING
+  // as "auto", which prepare() fills with 1.0.
+  EXPECT_EQ(plugin.gradient_clipping(), 1.0);
   EXPECT_EQ(plugin.offload_optimizer_device(), OffloadDevice::kNone);
   EXPECT_EQ(plugin.offload_param_device(), OffloadDevice::kNone);
   EXPECT_FALSE(plugin.zero3_init_flag());
@@ -156,6 +158,11 @@ TEST(PluginFromEnvironment, FsdpStrategiesAreZeroStages) {
           .zero_stage(),
       2);
   EXPECT_EQ(type, "FSDP");
+  // FSDP, unlike DeepSpeed, clips only when the program asks.
+  EXPECT_FALSE(
+      plugin_for({{"ACCELERATE_USE_FSDP", "true"}, {"FSDP_SHARDING_STRATEGY", "SHARD_GRAD_OP"}})
+          .gradient_clipping()
+          .has_value());
   EXPECT_EQ(
       plugin_for({{"ACCELERATE_USE_FSDP", "true"}, {"FSDP_SHARDING_STRATEGY", "3"}}).zero_stage(),
       0);

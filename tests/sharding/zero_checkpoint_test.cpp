@@ -46,7 +46,11 @@ std::vector<at::Tensor> train_with_checkpoint(std::shared_ptr<Communicator> comm
   options.ddp_options(accelerate::GradientSyncOptions()
                           .bucket_cap_mb(run.bucket_cap_mb)
                           .first_bucket_cap_mb(0.0005));
-  if (run.stage > 0) options.deepspeed_plugin(DeepSpeedPlugin().zero_stage(run.stage));
+  // No automatic clipping: stage 0 here is plain data parallelism, which does not clip.
+  if (run.stage > 0) {
+    options.deepspeed_plugin(
+        DeepSpeedPlugin().zero_stage(run.stage).gradient_clipping(std::nullopt));
+  }
   Accelerator accelerator(std::move(comm), options);
   ZeroNet model;
   accelerate::Optimizer<torch::optim::AdamW> optimizer(model->parameters(),

@@ -135,12 +135,13 @@ TEST(ZeroPlugin, GradientClippingClipsEveryStepAsAnExplicitCallDoes) {
     return plugin_run(comm, AcceleratorOptions().deepspeed_plugin(
                                 DeepSpeedPlugin().zero_stage(2).gradient_clipping(0.05)));
   });
+  const DeepSpeedPlugin unclipping =
+      DeepSpeedPlugin().zero_stage(2).gradient_clipping(std::nullopt);
   const auto by_call = on_two_ranks([&](auto comm) {
-    return plugin_run(comm, AcceleratorOptions().deepspeed_plugin(DeepSpeedPlugin().zero_stage(2)),
-                      /*clip=*/0.05);
+    return plugin_run(comm, AcceleratorOptions().deepspeed_plugin(unclipping), /*clip=*/0.05);
   });
   const auto unclipped = on_two_ranks([&](auto comm) {
-    return plugin_run(comm, AcceleratorOptions().deepspeed_plugin(DeepSpeedPlugin().zero_stage(2)));
+    return plugin_run(comm, AcceleratorOptions().deepspeed_plugin(unclipping));
   });
   expect_equal_runs(by_plugin, by_call);
   EXPECT_FALSE(at::equal(by_plugin[0].parameters[0], unclipped[0].parameters[0]))
@@ -163,15 +164,18 @@ TEST(ZeroPlugin, ItsGradientAccumulationStepsWin) {
 // shards: training follows data parallelism with the same schedule, and
 // differs from training without it.
 TEST(ZeroPlugin, SchedulersDriveTheShardedGroups) {
+  // Data parallelism does not clip, so neither does the sharded run here.
+  const DeepSpeedPlugin unclipping =
+      DeepSpeedPlugin().zero_stage(2).gradient_clipping(std::nullopt);
   const auto sharded = on_two_ranks([&](auto comm) {
-    return plugin_run(comm, AcceleratorOptions().deepspeed_plugin(DeepSpeedPlugin().zero_stage(2)),
-                      0, /*with_scheduler=*/true);
+    return plugin_run(comm, AcceleratorOptions().deepspeed_plugin(unclipping), 0,
+                      /*with_scheduler=*/true);
   });
   const auto data_parallel = on_two_ranks([&](auto comm) {
     return plugin_run(comm, AcceleratorOptions(), 0, /*with_scheduler=*/true);
   });
   const auto unscheduled = on_two_ranks([&](auto comm) {
-    return plugin_run(comm, AcceleratorOptions().deepspeed_plugin(DeepSpeedPlugin().zero_stage(2)));
+    return plugin_run(comm, AcceleratorOptions().deepspeed_plugin(unclipping));
   });
   expect_equal_runs(sharded, data_parallel);
   EXPECT_FALSE(at::equal(sharded[0].parameters[0], unscheduled[0].parameters[0]));

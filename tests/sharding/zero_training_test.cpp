@@ -67,7 +67,11 @@ Outcome run_loop(std::shared_ptr<Communicator> comm, const Recipe& recipe,
   AcceleratorOptions options;
   options.ddp_options(
       accelerate::GradientSyncOptions().bucket_cap_mb(0.002).first_bucket_cap_mb(0.0005));
-  if (recipe.stage > 0) options.deepspeed_plugin(DeepSpeedPlugin().zero_stage(recipe.stage));
+  // No automatic clipping: stage 0 here is plain data parallelism, which does not clip.
+  if (recipe.stage > 0) {
+    options.deepspeed_plugin(
+        DeepSpeedPlugin().zero_stage(recipe.stage).gradient_clipping(std::nullopt));
+  }
   options.gradient_accumulation_steps(recipe.accumulation);
   if (recipe.bf16) options.mixed_precision(accelerate::MixedPrecision::kBF16);
   if (recipe.fp16) {  // the GradScaler without fp16 autocast, which the CPU lacks
