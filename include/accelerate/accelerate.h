@@ -3,6 +3,7 @@
 #pragma once
 
 #include "accelerate/accelerator.h"
+#include "accelerate/activation_checkpointing.h"
 #include "accelerate/autocast.h"
 #include "accelerate/backend.h"
 #include "accelerate/batch_sharding.h"

@@ -14,6 +14,7 @@
 
 #include "accelerate/communicator.h"
 #include "accelerate/errors.h"
+#include "accelerator/generator_state.h"
 #include "distributed/failure_diagnosis.h"
 
 namespace accelerate::checkpoint {
@@ -26,16 +27,6 @@ std::vector<c10::Device> cuda_devices() {
   for (int i = 0; i < count; ++i)
     devices.emplace_back(c10::kCUDA, static_cast<c10::DeviceIndex>(i));
   return devices;
-}
-
-at::Tensor generator_state(at::Generator generator) {  // a handle: copies share the state
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  return generator.get_state();
-}
-
-void set_generator_state(at::Generator generator, const at::Tensor& state) {
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  generator.set_state(state);
 }
 
 }  // namespace
@@ -117,23 +108,23 @@ double read_double(torch::serialize::InputArchive& archive, const std::string& k
 }
 
 void save_rng_states(torch::serialize::OutputArchive& archive) {
-  archive.write("cpu_rng", generator_state(at::detail::getDefaultCPUGenerator()));
+  archive.write("cpu_rng", detail::generator_state(at::detail::getDefaultCPUGenerator()));
   const auto devices = cuda_devices();
   write_int(archive, "cuda_device_count", static_cast<int64_t>(devices.size()));
   for (const auto& device : devices) {
     archive.write("cuda_rng_" + std::to_string(device.index()),
-                  generator_state(at::globalContext().defaultGenerator(device)));
+                  detail::generator_state(at::globalContext().defaultGenerator(device)));
   }
 }
 
 void load_rng_states(torch::serialize::InputArchive& archive) {
   at::Tensor cpu;
   if (!archive.try_read("cpu_rng", cpu)) throw Error("entry 'cpu_rng' is missing");
-  set_generator_state(at::detail::getDefaultCPUGenerator(), cpu);
+  detail::set_generator_state(at::detail::getDefaultCPUGenerator(), cpu);
   for (const auto& device : cuda_devices()) {
     at::Tensor state;
     if (archive.try_read("cuda_rng_" + std::to_string(device.index()), state)) {
-      set_generator_state(at::globalContext().defaultGenerator(device), state);
+      detail::set_generator_state(at::globalContext().defaultGenerator(device), state);
     }
   }
 }
