@@ -72,6 +72,16 @@ static_assert(std::is_same<State::key_type, void*>::value, "");
 int main() { return 0; }
 ]] ACCELERATE_COMPAT_OPTIM_STATE_POINTER_KEY)
 
+# 2.0+: fused attention (at::scaled_dot_product_attention); 1.13 has none.
+check_cxx_source_compiles([[
+#include <ATen/ATen.h>
+int main() {
+  at::Tensor q;
+  auto out = at::scaled_dot_product_attention(q, q, q, c10::nullopt, 0.0, /*is_causal=*/true);
+  return out.defined() ? 0 : 1;
+}
+]] ACCELERATE_COMPAT_HAS_SDPA)
+
 # NCCL process group compiled into this LibTorch (CUDA builds only). Linked,
 # not just compiled, because some CPU builds ship the header without NCCL.
 set(CMAKE_TRY_COMPILE_TARGET_TYPE EXECUTABLE)
@@ -91,7 +101,8 @@ unset(CMAKE_REQUIRED_LIBRARIES)
 
 foreach(_probe ACCELERATE_COMPAT_BACKEND_BASE ACCELERATE_COMPAT_TCPSTORE_USE_LIBUV
                ACCELERATE_COMPAT_DEVICE_AUTOCAST ACCELERATE_COMPAT_OPTIM_STATE_POINTER_KEY
-               ACCELERATE_COMPAT_HAS_NCCL ACCELERATE_COMPAT_HAS_CUDA_ALLOCATOR)
+               ACCELERATE_COMPAT_HAS_NCCL ACCELERATE_COMPAT_HAS_CUDA_ALLOCATOR
+               ACCELERATE_COMPAT_HAS_SDPA)
   if(${_probe})
     set(${_probe} 1)
   else()

@@ -4,6 +4,7 @@
 
 #include "accelerate/accelerator.h"
 #include "accelerate/activation_checkpointing.h"
+#include "accelerate/attention.h"
 #include "accelerate/autocast.h"
 #include "accelerate/backend.h"
 #include "accelerate/batch_sharding.h"

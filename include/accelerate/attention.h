@@ -1,0 +1,42 @@
+// Causal self-attention for decoder-only transformers (GPT-style models),
+// on the fastest kernel this LibTorch has: LibTorch 2.x's fused
+// scaled_dot_product_attention where it exists, otherwise the explicit
+// masked-softmax form (LibTorch 1.13).
+//
+//   // q, k, v: [batch, heads, tokens, head_dim]
+//   auto y = accelerate::causal_attention(q, k, v,
+//                                         accelerate::AttentionOptions().dropout_p(0.1));
+//
+// Both kernels compute softmax(q k^T / sqrt(head_dim) + causal mask) v,
+// with dropout on the attention weights; they agree to rounding, not
+// bitwise (the fused kernels order their sums differently).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include "accelerate/arg.h"
+
+namespace accelerate {
+
+enum class AttentionKernel {
+  kAuto,      // fused where available, else explicit
+  kFused,     // at::scaled_dot_product_attention; Error where it does not exist
+  kExplicit,  // matmul, mask, softmax, dropout, matmul
+};
+
+struct AttentionOptions {
+  // Probability of zeroing an attention weight; pass 0 when not training.
+  ACCELERATE_ARG(double, dropout_p) = 0.0;
+  ACCELERATE_ARG(AttentionKernel, kernel) = AttentionKernel::kAuto;
+};
+
+// Whether this LibTorch has the fused kernel.
+bool fused_attention_available();
+
+// softmax(q k^T / sqrt(d) masked to j <= i) v for q, k, v of shape
+// [batch, heads, tokens, head_dim]. Throws accelerate::Error for other
+// ranks or mismatched shapes.
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            AttentionOptions options = {});
+
+}  // namespace accelerate
