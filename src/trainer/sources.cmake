@@ -1,0 +1,5 @@
+# Sources of the library's trainer area (target_sources on 'accelerate'):
+# Hugging Face's learning-rate schedules, and the Trainer built on the
+# Accelerator (docs/trainer.md).
+target_sources(accelerate PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/lr_schedule.cpp)
