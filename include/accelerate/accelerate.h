@@ -46,4 +46,8 @@
 #include "accelerate/tensorboard.h"
 #include "accelerate/tracker_value.h"
 #include "accelerate/tracking.h"
+#include "accelerate/trainer.h"
+#include "accelerate/trainer_callback.h"
+#include "accelerate/trainer_loop.h"
+#include "accelerate/training_arguments.h"
 #include "accelerate/version.h"

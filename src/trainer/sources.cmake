@@ -2,4 +2,7 @@
 # Hugging Face's learning-rate schedules, and the Trainer built on the
 # Accelerator (docs/trainer.md).
 target_sources(accelerate PRIVATE
-  ${CMAKE_CURRENT_LIST_DIR}/lr_schedule.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/checkpoint_folders.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/lr_schedule.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/trainer_loop.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/training_arguments.cpp)

@@ -1,0 +1,156 @@
+// Trains a GPT-2-style model on the Brown Corpus with accelerate::Trainer,
+// or samples text from a trained one. The same program runs on one process
+// or many: `accelerate launch --num_processes 2 gpt --max_steps 200`.
+//
+//   gpt [--preset tiny|small] [--max_steps N] [--output_dir DIR] [TrainingArguments flags...]
+//   gpt generate --model_dir DIR/model [--prompt TEXT] [--max_new_tokens 50]
+//               [--temperature 0.8] [--top_k 40] [--seed 1]
+//
+// Prints the Trainer's logs, eval_loss and tokens/s on the main process, and
+// saves the model in Hugging Face's GPT-2 layout to {output_dir}/model
+// (GPT2LMHeadModel.from_pretrained loads it) with the tokenizer beside it.
+// docs/gpt.md.
+#include <accelerate/accelerate.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "flags.h"
+#include "generate.h"
+#include "gpt_model.h"
+#include "token_data.h"
+
+namespace {
+
+using accelerate::TrainingArguments;
+
+// tokens/s between two logs, on the main process.
+class Throughput : public accelerate::TrainerCallback {
+ public:
+  Throughput(int64_t tokens_per_step, bool main) : tokens_per_step_(tokens_per_step), main_(main) {}
+  void on_train_begin(const accelerate::TrainerState& state) override { mark(state); }
+  void on_log(const accelerate::TrainerState& state, const accelerate::Metrics&) override {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - since_).count();
+    const int64_t steps = state.global_step - step_;
+    if (main_ && steps > 0) {
+      std::cout << "step " << state.global_step << ": tokens/s "
+                << static_cast<int64_t>(steps * tokens_per_step_ / seconds) << std::endl;
+    }
+    mark(state);
+  }
+  void on_evaluate(const accelerate::TrainerState& state, const accelerate::Metrics&) override {
+    mark(state);  // evaluation time is not training throughput
+  }
+
+ private:
+  void mark(const accelerate::TrainerState& state) {
+    since_ = std::chrono::steady_clock::now();
+    step_ = state.global_step;
+  }
+  int64_t tokens_per_step_;
+  bool main_;
+  std::chrono::steady_clock::time_point since_;
+  int64_t step_ = 0;
+};
+
+// The training or validation windows, the latter optionally only the first
+// max_eval_samples (quick evaluations; Hugging Face's scripts have the flag).
+struct Windows {
+  gpt::TokenChunks chunks;
+  size_t limit = SIZE_MAX;
+  size_t size() const { return std::min(chunks.size(), limit); }
+  accelerate::Example get(size_t index) const { return chunks.get(index); }
+};
+
+accelerate::BpeTokenizer tokenizer_for(const std::string& data_dir, const std::string& path,
+                                       int32_t vocab_size) {
+  if (std::filesystem::exists(path)) return accelerate::BpeTokenizer::load(path);
+  std::ifstream in(data_dir + "/train.txt");
+  if (!in) throw accelerate::Error(data_dir + "/train.txt is missing: run scripts/fetch-brown.sh");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto tokenizer = accelerate::BpeTokenizer::train(text, vocab_size);
+  tokenizer.save(path);  // every process writes the same bytes, each by rename
+  return tokenizer;
+}
+
+int train(gpt_flags::Flags& flags) {
+  const std::string data_dir = flags.text("data_dir", "data/brown");
+  const std::string preset = flags.text("preset", "tiny");
+  const auto vocab_size = static_cast<int32_t>(flags.integer("vocab_size", 4096));
+  TrainingArguments args = gpt_flags::training_arguments(flags);
+  gpt::GptConfig config = gpt::GptConfig::preset(preset, vocab_size);
+  config.n_positions = flags.integer("block_size", config.n_positions);
+  config.dropout = flags.number("dropout", 0.0);
+  config.gradient_checkpointing = args.gradient_checkpointing();
+  const int64_t max_eval_samples = flags.integer("max_eval_samples", 0);  // 0: all
+  flags.check_all_used();
+
+  std::filesystem::create_directories(args.output_dir());
+  const auto tokenizer = tokenizer_for(data_dir, args.output_dir() + "/tokenizer.bpe", vocab_size);
+  config.vocab_size = tokenizer.vocab_size();
+  const std::string cache = data_dir + "/cache";
+  const auto windows = [&](const std::string& split, int64_t limit) {
+    return Windows{gpt::TokenChunks(gpt::TokenFile::open(gpt::tokenize_to_cache(
+                                        data_dir + "/" + split, tokenizer, cache)),
+                                    config.n_positions),
+                   limit > 0 ? static_cast<size_t>(limit) : SIZE_MAX};
+  };
+  accelerate::set_seed(args.seed());  // the model's initial weights
+  gpt::Gpt model(config);
+  accelerate::Trainer<gpt::Gpt, Windows> trainer(
+      model, args, windows("train.txt", 0),
+      [](gpt::Gpt& m, const accelerate::Example& batch) {
+        return m->loss(batch.data, batch.target);
+      },
+      windows("validation.txt", max_eval_samples));
+  auto& accelerator = trainer.accelerator();
+  accelerator.print("GPT preset ", preset, ": ", gpt::parameter_count(model), " parameters, vocab ",
+                    config.vocab_size, ", context ", config.n_positions, ", ",
+                    accelerator.num_processes(), " process(es), ", trainer.state().max_steps,
+                    " steps");
+  const int64_t tokens_per_step = args.per_device_train_batch_size() *
+                                  args.gradient_accumulation_steps() * accelerator.num_processes() *
+                                  config.n_positions;
+  trainer.add_callback(
+      std::make_shared<Throughput>(tokens_per_step, accelerator.is_main_process()));
+  trainer.train();
+  if (args.eval_strategy() == accelerate::IntervalStrategy::kNo) trainer.evaluate();
+  if (accelerator.is_main_process()) {
+    gpt::save_pretrained(model, args.output_dir() + "/model");
+    tokenizer.save(args.output_dir() + "/model/tokenizer.bpe");
+  }
+  accelerator.wait_for_everyone();
+  return 0;
+}
+
+int generate(gpt_flags::Flags& flags) {
+  const std::string model_dir = flags.text("model_dir", "runs/gpt/model");
+  const std::string prompt = flags.text("prompt", "The");
+  const int64_t new_tokens = flags.integer("max_new_tokens", 50);
+  const double temperature = flags.number("temperature", 0.8);
+  const int64_t top_k = flags.integer("top_k", 40);
+  const auto seed = static_cast<uint64_t>(flags.integer("seed", 1));
+  flags.check_all_used();
+  auto tokenizer = accelerate::BpeTokenizer::load(model_dir + "/tokenizer.bpe");
+  auto model = gpt::load_pretrained(model_dir);
+  const auto ids =
+      gpt::generate(model, tokenizer.encode(prompt), new_tokens, temperature, top_k, seed);
+  std::cout << tokenizer.decode(ids) << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    gpt_flags::Flags flags(argc, argv);
+    return flags.command() == "generate" ? generate(flags) : train(flags);
+  } catch (const std::exception& error) {
+    std::cerr << "gpt: error: " << error.what() << std::endl;
+    return 2;
+  }
+}

@@ -1,0 +1,214 @@
+// accelerate::Trainer: Hugging Face's Trainer for C++ programs. It turns
+// TrainingArguments into a training run on top of an Accelerator, so the
+// same program runs on one process, many, with mixed precision or ZeRO, as
+// `accelerate launch` says:
+//
+//   accelerate::Trainer trainer(
+//       model, args, train_dataset,
+//       [](Gpt& model, const accelerate::Example& batch) {
+//         return model->loss(batch.data, batch.target);
+//       },
+//       eval_dataset);
+//   trainer.train();                 // logs, evaluates, saves as args say
+//   trainer.evaluate();              // {"eval_loss", "eval_perplexity", ...}
+//   trainer.save_model();            // output_dir/model.safetensors
+//
+// What it does per optimizer step, as Hugging Face's does: accumulation
+// (args.gradient_accumulation_steps micro-batches), clipping to
+// max_grad_norm, AdamW (no weight decay on biases and LayerNorm weights),
+// the learning-rate schedule, logging the mean loss every logging_steps,
+// evaluation and checkpoints at their intervals (save_state, so resuming
+// with resume_from_checkpoint continues exactly). docs/trainer.md.
+#pragma once
+
+#include <torch/optim/adamw.h>
+#include <torch/utils.h>
+
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "accelerate/accelerator.h"
+#include "accelerate/data_loader.h"
+#include "accelerate/lr_schedule.h"
+#include "accelerate/optimizer.h"
+#include "accelerate/random.h"
+#include "accelerate/scheduler.h"
+#include "accelerate/trainer_loop.h"
+
+namespace accelerate {
+
+namespace detail {
+// Samples in a batch: rows of its tensor or of its data.
+inline int64_t batch_rows(const at::Tensor& batch) { return batch.dim() ? batch.size(0) : 1; }
+template <class Data, class Target>
+int64_t batch_rows(const torch::data::Example<Data, Target>& batch) {
+  return batch_rows(batch.data);
+}
+}  // namespace detail
+
+struct TrainOutput {
+  int64_t global_step = 0;
+  double training_loss = 0;
+  Metrics metrics;  // train_runtime, train_samples_per_second, train_loss, ...
+};
+
+template <class Model, class Dataset>
+class Trainer {
+ public:
+  using Loader = DataLoader<Dataset>;
+  using Batch = typename Loader::BatchType;
+  // The mean loss of one batch.
+  using LossFunction = std::function<at::Tensor(Model&, const Batch&)>;
+
+  // `options`: Accelerator settings beyond those the arguments set;
+  // `communicator`: run on these processes (tests use thread ranks),
+  // default the launched job's.
+  Trainer(Model model, TrainingArguments args, Dataset train_dataset, LossFunction loss,
+          std::optional<Dataset> eval_dataset = std::nullopt, AcceleratorOptions options = {},
+          std::shared_ptr<Communicator> communicator = nullptr)
+      : model_(std::move(model)),
+        loss_(std::move(loss)),
+        accelerator_(make_accelerator(args, std::move(options), std::move(communicator))),
+        loop_(args, *accelerator_) {
+    set_seed(args.seed());
+    train_loader_ = std::make_unique<Loader>(
+        std::move(train_dataset),
+        loader_options(args.per_device_train_batch_size(), args).shuffle(true).seed(args.seed()));
+    optimizer_ = std::make_unique<Optimizer<torch::optim::AdamW>>(
+        TrainerLoop::adamw_groups(*model_, args), torch::optim::AdamWOptions(args.learning_rate()));
+    accelerator_->prepare(model_, *optimizer_, *train_loader_);
+    if (eval_dataset) {
+      eval_loader_ = std::make_unique<Loader>(
+          std::move(*eval_dataset), loader_options(args.per_device_eval_batch_size(), args));
+      accelerator_->prepare(*eval_loader_);
+    }
+    loop_.plan(static_cast<int64_t>(train_loader_->size()));
+    scheduler_ = std::make_unique<Scheduler<WarmupSchedule>>(
+        *optimizer_, args.lr_scheduler_type(), loop_.warmup_steps(), loop_.state().max_steps);
+    accelerator_->prepare(*scheduler_);
+    accelerator_->register_for_checkpointing(loop_);
+  }
+
+  // Trains for the arguments' epochs or max_steps, from resume_from_checkpoint
+  // when given. Collective: every process calls it.
+  TrainOutput train() {
+    if (auto folder = loop_.checkpoint_to_resume()) accelerator_->load_state(*folder);
+    loop_.begin_train();
+    model_->train();
+    const auto parameters = model_->parameters();
+    while (!loop_.done()) {
+      bool whole_epoch = true;
+      for (auto& batch : *train_loader_) {
+        auto micro_step = accelerator_->accumulate();
+        at::Tensor loss = loss_(model_, batch);
+        accelerator_->backward(loss);
+        loop_.add_loss(loss, detail::batch_rows(batch));
+        if (!accelerator_->sync_gradients()) continue;
+        optimizer_step(parameters);
+        if (loop_.done()) {
+          whole_epoch = train_loader_->end_of_dataloader();
+          break;
+        }
+      }
+      if (whole_epoch) act_on(loop_.end_epoch());
+    }
+    TrainOutput output;
+    output.metrics = loop_.end_train();
+    output.global_step = loop_.state().global_step;
+    output.training_loss = output.metrics["train_loss"];
+    return output;
+  }
+
+  // Mean loss over the evaluation data (each sample once, whatever the
+  // process count) and its exponential. Collective.
+  Metrics evaluate() {
+    if (!eval_loader_) throw ConfigError("Trainer::evaluate: no eval_dataset was given");
+    const bool was_training = model_->is_training();
+    model_->eval();
+    const auto started = std::chrono::steady_clock::now();
+    double sum = 0;
+    int64_t count = 0;
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& batch : *eval_loader_) {
+        const at::Tensor loss = loss_(model_, batch).detach().to(at::kDouble).reshape({1});
+        // One copy of the batch's loss per sample, so that the samples that
+        // pad the last batch are dropped with them.
+        const at::Tensor per_sample = loss.expand({detail::batch_rows(batch)}).contiguous();
+        const at::Tensor gathered = accelerator_->gather_for_metrics(per_sample);
+        sum += gathered.sum().template item<double>();
+        count += gathered.numel();
+      }
+    }
+    if (was_training) model_->train();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const double loss = count ? sum / static_cast<double>(count) : std::nan("");
+    Metrics metrics{
+        {"eval_loss", loss},
+        {"eval_perplexity", std::exp(loss)},
+        {"eval_runtime", seconds},
+        {"eval_samples_per_second", static_cast<double>(count) / std::max(seconds, 1e-9)}};
+    loop_.report_evaluation(metrics);
+    return metrics;
+  }
+
+  // The model's weights (model.safetensors) in `directory`, default
+  // output_dir. Collective; the main process writes.
+  std::vector<std::string> save_model(const std::optional<std::string>& directory = std::nullopt) {
+    return accelerator_->save_model(model_, directory.value_or(loop_.args().output_dir()));
+  }
+
+  void add_callback(std::shared_ptr<TrainerCallback> callback) {
+    loop_.add_callback(std::move(callback));
+  }
+  Accelerator& accelerator() { return *accelerator_; }
+  Model& model() { return model_; }
+  const TrainerState& state() const { return loop_.state(); }
+  const TrainingArguments& args() const { return loop_.args(); }
+
+ private:
+  static std::unique_ptr<Accelerator> make_accelerator(const TrainingArguments& args,
+                                                       AcceleratorOptions options,
+                                                       std::shared_ptr<Communicator> communicator) {
+    options = TrainerLoop::accelerator_options(args, std::move(options));
+    return communicator ? std::make_unique<Accelerator>(std::move(communicator), std::move(options))
+                        : std::make_unique<Accelerator>(std::move(options));
+  }
+  static DataLoaderOptions loader_options(int64_t batch_size, const TrainingArguments& args) {
+    return DataLoaderOptions(static_cast<size_t>(batch_size))
+        .num_workers(static_cast<size_t>(args.dataloader_num_workers()));
+  }
+
+  void optimizer_step(const std::vector<at::Tensor>& parameters) {
+    double norm = std::numeric_limits<double>::quiet_NaN();
+    // Under DeepSpeed its gradient_clipping clips instead, as in Hugging Face's Trainer.
+    if (loop_.args().max_grad_norm() > 0 && accelerator_->distributed_type() != "DEEPSPEED") {
+      norm = accelerator_->clip_grad_norm_(parameters, loop_.args().max_grad_norm());
+    }
+    optimizer_->step();
+    scheduler_->step();
+    optimizer_->zero_grad();
+    act_on(loop_.end_step(norm, optimizer_->param_groups()[0].options().get_lr()));
+  }
+
+  void act_on(TrainerLoop::Due due) {
+    if (due.evaluate && eval_loader_) evaluate();
+    if (due.save) loop_.save_checkpoint();
+  }
+
+  Model model_;
+  LossFunction loss_;
+  std::unique_ptr<Accelerator> accelerator_;
+  TrainerLoop loop_;
+  std::unique_ptr<Loader> train_loader_, eval_loader_;
+  std::unique_ptr<Optimizer<torch::optim::AdamW>> optimizer_;
+  std::unique_ptr<Scheduler<WarmupSchedule>> scheduler_;
+};
+
+}  // namespace accelerate

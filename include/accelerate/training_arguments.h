@@ -1,0 +1,85 @@
+// Hugging Face transformers' TrainingArguments, the part LLM training
+// scripts use, with its names and defaults: what accelerate::Trainer
+// (trainer.h) turns into a training run. Processes, mixed precision from
+// the launch and ZeRO come from `accelerate launch` as for any Accelerator;
+// bf16/fp16 here ask for mixed precision like the Trainer's flags do.
+//
+//   auto args = accelerate::TrainingArguments()
+//                   .output_dir("runs/gpt")
+//                   .per_device_train_batch_size(16)
+//                   .learning_rate(6e-4)
+//                   .lr_scheduler_type(accelerate::SchedulerType::kCosine)
+//                   .warmup_steps(100)
+//                   .max_steps(2000)
+//                   .eval_strategy(accelerate::IntervalStrategy::kSteps)
+//                   .eval_steps(200);
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "accelerate/arg.h"
+#include "accelerate/lr_schedule.h"
+
+namespace accelerate {
+
+// When to evaluate or save: never, every eval_steps/save_steps optimizer
+// steps, or at the end of every epoch ("no", "steps", "epoch").
+enum class IntervalStrategy { kNo, kSteps, kEpoch };
+std::optional<IntervalStrategy> parse_interval_strategy(const std::string& text);
+const char* to_string(IntervalStrategy strategy);
+
+struct TrainingArguments {
+  // Checkpoints go to {output_dir}/checkpoint-{global step}; save_model's
+  // default folder.
+  ACCELERATE_ARG(std::string, output_dir) = "trainer_output";
+  ACCELERATE_ARG(int64_t, per_device_train_batch_size) = 8;
+  ACCELERATE_ARG(int64_t, per_device_eval_batch_size) = 8;
+  ACCELERATE_ARG(int, gradient_accumulation_steps) = 1;
+  // AdamW's settings. Biases and LayerNorm weights are not decayed.
+  ACCELERATE_ARG(double, learning_rate) = 5e-5;
+  ACCELERATE_ARG(double, weight_decay) = 0.0;
+  ACCELERATE_ARG(double, adam_beta1) = 0.9;
+  ACCELERATE_ARG(double, adam_beta2) = 0.999;
+  ACCELERATE_ARG(double, adam_epsilon) = 1e-8;
+  // Clip the global gradient norm to this before each step; 0: no clipping.
+  ACCELERATE_ARG(double, max_grad_norm) = 1.0;
+  // The run's length: num_train_epochs, unless max_steps > 0 (optimizer steps).
+  ACCELERATE_ARG(double, num_train_epochs) = 3.0;
+  ACCELERATE_ARG(int64_t, max_steps) = -1;
+  ACCELERATE_ARG(SchedulerType, lr_scheduler_type) = SchedulerType::kLinear;
+  // Warm-up steps: warmup_steps when > 0, else ceil(warmup_ratio * steps).
+  ACCELERATE_ARG(double, warmup_ratio) = 0.0;
+  ACCELERATE_ARG(int64_t, warmup_steps) = 0;
+  // Log the mean training loss, grad norm and learning rate every
+  // logging_steps optimizer steps (main process; trackers in report_to).
+  ACCELERATE_ARG(int64_t, logging_steps) = 500;
+  ACCELERATE_ARG(IntervalStrategy, eval_strategy) = IntervalStrategy::kNo;
+  ACCELERATE_ARG(std::optional<int64_t>, eval_steps);  // nullopt: logging_steps
+  ACCELERATE_ARG(IntervalStrategy, save_strategy) = IntervalStrategy::kSteps;
+  ACCELERATE_ARG(int64_t, save_steps) = 500;
+  // Keep at most this many checkpoints in output_dir (the oldest go first).
+  ACCELERATE_ARG(std::optional<int>, save_total_limit);
+  // A checkpoint folder to continue from exactly, or "latest" (the newest
+  // in output_dir; nothing there starts afresh).
+  ACCELERATE_ARG(std::optional<std::string>, resume_from_checkpoint);
+  ACCELERATE_ARG(uint64_t, seed) = 42;
+  ACCELERATE_ARG(bool, bf16) = false;
+  ACCELERATE_ARG(bool, fp16) = false;
+  // Passed to the program's model by the caller (Trainer cannot reach into
+  // an arbitrary model); see docs/trainer.md.
+  ACCELERATE_ARG(bool, gradient_checkpointing) = false;
+  // Trackers: "tensorboard", "jsonl", "csv", "all" or "none".
+  ACCELERATE_ARG(std::vector<std::string>, report_to) = {"none"};
+  ACCELERATE_ARG(int64_t, dataloader_num_workers) = 0;
+  ACCELERATE_ARG(bool, disable_tqdm) = false;
+
+ public:
+  // Throws ConfigError (one line naming the argument) for values Hugging
+  // Face refuses: non-positive batch sizes or steps, bf16 with fp16, ...
+  void validate() const;
+};
+
+}  // namespace accelerate

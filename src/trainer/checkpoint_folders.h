@@ -1,0 +1,28 @@
+// The Trainer's checkpoint folders, named as Hugging Face's Trainer names
+// them: {output_dir}/checkpoint-{global step}. Internal.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "accelerate/trainer_callback.h"
+
+namespace accelerate::trainer {
+
+struct CheckpointFolder {
+  int64_t step = 0;
+  std::string path;
+};
+
+std::string checkpoint_name(int64_t step);
+// The checkpoint-N folders in `output_dir`, oldest (smallest N) first; none
+// when the folder does not exist. Other entries are ignored.
+std::vector<CheckpointFolder> checkpoint_folders(const std::string& output_dir);
+// Removes the oldest folders until `limit` remain.
+void remove_oldest_checkpoints(const std::string& output_dir, int limit);
+// trainer_state.json (global_step, max_steps, epoch, log_history), for people
+// and tools; resuming reads the state from the save_state files instead.
+void write_trainer_state(const std::string& folder, const TrainerState& state);
+
+}  // namespace accelerate::trainer

@@ -1,0 +1,236 @@
+#include "accelerate/trainer_loop.h"
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/optim/adamw.h>
+#include <torch/serialize/archive.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+
+#include "accelerate/accelerator.h"
+#include "accelerate/errors.h"
+#include "tracking/text_format.h"
+#include "trainer/checkpoint_folders.h"
+
+namespace accelerate {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Hugging Face prints logs as a Python dict, numbers exactly: {'loss': 2.3125, 'epoch': 0.5}.
+std::string dict_text(const Metrics& metrics) {
+  std::string text = "{";
+  for (const auto& [key, value] : metrics) {
+    if (text.size() > 1) text += ", ";
+    text += "'" + key + "': " + tracking::shortest_double(value);
+  }
+  return text + "}";
+}
+
+}  // namespace
+
+TrainerLoop::TrainerLoop(TrainingArguments args, Accelerator& accelerator)
+    : args_(std::move(args)), accelerator_(accelerator) {
+  args_.validate();
+}
+
+AcceleratorOptions TrainerLoop::accelerator_options(const TrainingArguments& args,
+                                                    AcceleratorOptions options) {
+  args.validate();
+  options.gradient_accumulation_steps(args.gradient_accumulation_steps());
+  if (args.bf16()) options.mixed_precision(MixedPrecision::kBF16);
+  if (args.fp16()) options.mixed_precision(MixedPrecision::kFP16);
+  std::vector<std::string> trackers;
+  for (const auto& name : args.report_to()) {
+    if (name != "none") trackers.push_back(name);
+  }
+  if (!trackers.empty()) options.log_with(trackers);
+  if (!options.project_dir()) options.project_dir(args.output_dir());
+  return options;
+}
+
+std::vector<torch::optim::OptimizerParamGroup> TrainerLoop::adamw_groups(
+    const torch::nn::Module& model, const TrainingArguments& args) {
+  std::vector<at::Tensor> decay, no_decay;
+  for (const auto& item : model.named_modules()) {
+    const bool layer_norm = dynamic_cast<const torch::nn::LayerNormImpl*>(item.value().get());
+    for (const auto& parameter : item.value()->named_parameters(/*recurse=*/false)) {
+      if (!parameter.value().requires_grad()) continue;
+      const bool bias = parameter.key() == "bias";
+      (layer_norm || bias ? no_decay : decay).push_back(parameter.value());
+    }
+  }
+  const auto options = [&](double weight_decay) {
+    return std::make_unique<torch::optim::AdamWOptions>(
+        torch::optim::AdamWOptions(args.learning_rate())
+            .betas({args.adam_beta1(), args.adam_beta2()})
+            .eps(args.adam_epsilon())
+            .weight_decay(weight_decay));
+  };
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, options(args.weight_decay()));
+  groups.emplace_back(no_decay, options(0.0));
+  return groups;
+}
+
+void TrainerLoop::plan(int64_t batches_per_epoch) {
+  if (batches_per_epoch < 1) throw ConfigError("the training data loader yields no batch");
+  state_.steps_per_epoch =
+      std::max<int64_t>(1, ceil_div(batches_per_epoch, args_.gradient_accumulation_steps()));
+  state_.max_steps =
+      args_.max_steps() > 0
+          ? args_.max_steps()
+          : static_cast<int64_t>(
+                std::ceil(args_.num_train_epochs() * static_cast<double>(state_.steps_per_epoch)));
+}
+
+int64_t TrainerLoop::warmup_steps() const {
+  if (args_.warmup_steps() > 0) return args_.warmup_steps();
+  return static_cast<int64_t>(
+      std::ceil(args_.warmup_ratio() * static_cast<double>(state_.max_steps)));
+}
+
+std::optional<std::string> TrainerLoop::checkpoint_to_resume() const {
+  const auto& wanted = args_.resume_from_checkpoint();
+  if (!wanted) return std::nullopt;
+  if (*wanted != "latest") return *wanted;
+  const auto folders = trainer::checkpoint_folders(args_.output_dir());
+  if (folders.empty()) return std::nullopt;
+  return folders.back().path;
+}
+
+void TrainerLoop::add_callback(std::shared_ptr<TrainerCallback> callback) {
+  callbacks_.push_back(std::move(callback));
+}
+
+void TrainerLoop::begin_train() {
+  started_ = std::chrono::steady_clock::now();
+  samples_seen_ = 0;
+  for (auto& callback : callbacks_) callback->on_train_begin(state_);
+}
+
+void TrainerLoop::add_loss(const at::Tensor& loss, int64_t samples) {
+  const at::Tensor share = loss.detach().to(at::kDouble) / args_.gradient_accumulation_steps();
+  loss_sum_ = loss_sum_.defined() ? loss_sum_ + share : share;
+  samples_seen_ += samples;
+}
+
+double TrainerLoop::mean_over_processes(double value) const {
+  at::Tensor t = at::full({1}, value, at::kDouble).to(accelerator_.device());
+  return accelerator_.reduce(t, ReduceOp::kSum).item<double>() / accelerator_.num_processes();
+}
+
+TrainerLoop::Due TrainerLoop::end_step(double grad_norm, double learning_rate) {
+  ++state_.global_step;
+  ++loss_steps_;
+  state_.epoch =
+      static_cast<double>(state_.global_step) / static_cast<double>(state_.steps_per_epoch);
+  for (auto& callback : callbacks_) callback->on_step_end(state_);
+  const int64_t step = state_.global_step;
+  if (step % args_.logging_steps() == 0 || done()) {
+    // The mean step loss since the last log, averaged over the processes.
+    const double local = loss_sum_.defined() ? loss_sum_.item<double>() : 0.0;
+    const double loss = mean_over_processes(local) / static_cast<double>(loss_steps_);
+    total_loss_ += loss * static_cast<double>(loss_steps_);
+    total_loss_steps_ += loss_steps_;
+    loss_sum_ = at::Tensor();
+    loss_steps_ = 0;
+    Metrics logs{{"loss", loss}, {"learning_rate", learning_rate}, {"epoch", state_.epoch}};
+    if (!std::isnan(grad_norm)) logs["grad_norm"] = grad_norm;
+    emit_log(std::move(logs));
+  }
+  const int64_t eval_every = args_.eval_steps().value_or(args_.logging_steps());
+  Due due;
+  due.evaluate = args_.eval_strategy() == IntervalStrategy::kSteps && step % eval_every == 0;
+  due.save = args_.save_strategy() == IntervalStrategy::kSteps && step % args_.save_steps() == 0;
+  return due;
+}
+
+TrainerLoop::Due TrainerLoop::end_epoch() {
+  Due due;
+  due.evaluate = args_.eval_strategy() == IntervalStrategy::kEpoch;
+  due.save = args_.save_strategy() == IntervalStrategy::kEpoch;
+  return due;
+}
+
+void TrainerLoop::emit_log(Metrics logs) {
+  if (accelerator_.is_main_process()) std::cout << dict_text(logs) << std::endl;
+  TrackerValues values;
+  for (const auto& [key, value] : logs) values[key] = value;
+  accelerator_.log(values, state_.global_step);
+  logs["step"] = static_cast<double>(state_.global_step);
+  state_.log_history.push_back(logs);
+  for (auto& callback : callbacks_) callback->on_log(state_, logs);
+}
+
+void TrainerLoop::report_evaluation(Metrics metrics) {
+  metrics["epoch"] = state_.epoch;
+  if (accelerator_.is_main_process()) std::cout << dict_text(metrics) << std::endl;
+  TrackerValues values;
+  for (const auto& [key, value] : metrics) values[key] = value;
+  accelerator_.log(values, state_.global_step);
+  metrics["step"] = static_cast<double>(state_.global_step);
+  state_.log_history.push_back(metrics);
+  for (auto& callback : callbacks_) callback->on_evaluate(state_, metrics);
+}
+
+std::string TrainerLoop::save_checkpoint() {
+  const std::string folder =
+      args_.output_dir() + "/" + trainer::checkpoint_name(state_.global_step);
+  accelerator_.save_state(folder);
+  if (accelerator_.is_main_process()) {
+    trainer::write_trainer_state(folder, state_);
+    if (args_.save_total_limit()) {
+      trainer::remove_oldest_checkpoints(args_.output_dir(), *args_.save_total_limit());
+    }
+  }
+  accelerator_.wait_for_everyone();
+  for (auto& callback : callbacks_) callback->on_save(state_, folder);
+  return folder;
+}
+
+Metrics TrainerLoop::end_train() {
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  const double samples =
+      mean_over_processes(static_cast<double>(samples_seen_)) * accelerator_.num_processes();
+  Metrics metrics{
+      {"train_runtime", seconds},
+      {"train_samples_per_second", samples / std::max(seconds, 1e-9)},
+      {"train_steps_per_second", static_cast<double>(state_.global_step) / std::max(seconds, 1e-9)},
+      {"train_loss", total_loss_steps_ > 0 ? total_loss_ / total_loss_steps_ : 0.0},
+      {"epoch", state_.epoch}};
+  if (accelerator_.is_main_process()) std::cout << dict_text(metrics) << std::endl;
+  for (auto& callback : callbacks_) callback->on_train_end(state_);
+  return metrics;
+}
+
+void TrainerLoop::save(torch::serialize::OutputArchive& archive) const {
+  archive.write("global_step", at::full({1}, state_.global_step, at::kLong));
+  archive.write("loss_steps", at::full({1}, loss_steps_, at::kLong));
+  archive.write("loss_sum", loss_sum_.defined() ? loss_sum_.cpu() : at::zeros({}, at::kDouble));
+  archive.write("total_loss", at::full({1}, total_loss_, at::kDouble));
+  archive.write("total_loss_steps", at::full({1}, total_loss_steps_, at::kLong));
+}
+
+void TrainerLoop::load(torch::serialize::InputArchive& archive) {
+  at::Tensor step, loss_steps, loss_sum, total_loss, total_loss_steps;
+  archive.read("global_step", step);
+  archive.read("loss_steps", loss_steps);
+  archive.read("loss_sum", loss_sum);
+  archive.read("total_loss", total_loss);
+  archive.read("total_loss_steps", total_loss_steps);
+  state_.global_step = step.item<int64_t>();
+  loss_steps_ = loss_steps.item<int64_t>();
+  loss_sum_ = loss_steps_ > 0 ? loss_sum.to(accelerator_.device()) : at::Tensor();
+  total_loss_ = total_loss.item<double>();
+  total_loss_steps_ = total_loss_steps.item<int64_t>();
+  state_.epoch = state_.steps_per_epoch > 0 ? static_cast<double>(state_.global_step) /
+                                                  static_cast<double>(state_.steps_per_epoch)
+                                            : 0.0;
+}
+
+}  // namespace accelerate

@@ -1,0 +1,52 @@
+#include "accelerate/training_arguments.h"
+
+#include <string>
+
+#include "accelerate/errors.h"
+
+namespace accelerate {
+
+std::optional<IntervalStrategy> parse_interval_strategy(const std::string& text) {
+  for (auto strategy :
+       {IntervalStrategy::kNo, IntervalStrategy::kSteps, IntervalStrategy::kEpoch}) {
+    if (text == to_string(strategy)) return strategy;
+  }
+  return std::nullopt;
+}
+
+const char* to_string(IntervalStrategy strategy) {
+  switch (strategy) {
+    case IntervalStrategy::kNo:
+      return "no";
+    case IntervalStrategy::kSteps:
+      return "steps";
+    case IntervalStrategy::kEpoch:
+      return "epoch";
+  }
+  return "?";
+}
+
+void TrainingArguments::validate() const {
+  const auto require = [](bool ok, const std::string& problem) {
+    if (!ok) throw ConfigError("TrainingArguments: " + problem);
+  };
+  require(per_device_train_batch_size() > 0, "per_device_train_batch_size must be positive");
+  require(per_device_eval_batch_size() > 0, "per_device_eval_batch_size must be positive");
+  require(gradient_accumulation_steps() > 0, "gradient_accumulation_steps must be positive");
+  require(learning_rate() >= 0, "learning_rate must not be negative");
+  require(max_grad_norm() >= 0, "max_grad_norm must not be negative (0: no clipping)");
+  require(max_steps() > 0 || num_train_epochs() > 0,
+          "set max_steps or num_train_epochs to a positive number");
+  require(warmup_ratio() >= 0 && warmup_ratio() <= 1, "warmup_ratio must be in [0, 1]");
+  require(warmup_steps() >= 0, "warmup_steps must not be negative");
+  require(logging_steps() > 0, "logging_steps must be positive");
+  require(!eval_steps() || *eval_steps() > 0, "eval_steps must be positive");
+  require(save_strategy() != IntervalStrategy::kSteps || save_steps() > 0,
+          "save_steps must be positive with save_strategy steps");
+  require(!save_total_limit() || *save_total_limit() > 0, "save_total_limit must be positive");
+  require(!(bf16() && fp16()), "bf16 and fp16 are both set; choose one");
+  require(dataloader_num_workers() >= 0, "dataloader_num_workers must not be negative");
+  require(!output_dir().empty(), "output_dir must not be empty");
+}
+
+}  // namespace accelerate

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The GPT example end to end on 2 processes through `accelerate launch`:
+# it learns (the final eval_loss is well below the first logged loss), only
+# the main process prints, a run resumed from a mid-run checkpoint ends with
+# exactly the uninterrupted run's eval_loss, the saved model generates text,
+# and a bad flag is a one-line error.
+# Usage: gpt_train.sh ACCELERATE_CLI GPT_BINARY DATA_DIR
+set -euo pipefail
+cli=$1 program=$2 data=$3
+if [[ ! -f "$data/train.txt" ]]; then
+  echo "Brown Corpus missing in $data: run scripts/fetch-brown.sh" >&2
+  exit 1
+fi
+work=$(mktemp -d /tmp/accelerate-gpt-train.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+run() {  # run OUTPUT_DIR [extra flags...]
+  local out=$1
+  shift
+  "$cli" launch --cpu --num_processes 2 --main_process_port 0 "$program" --data_dir "$data" \
+    --output_dir "$out" --block_size 64 --per_device_train_batch_size 8 --max_steps 30 \
+    --warmup_steps 5 --logging_steps 10 --eval_steps 30 --save_steps 15 --max_eval_samples 64 \
+    --learning_rate 2e-3 "$@"
+}
+
+whole=$(run "$work/whole")
+echo "$whole" >&2
+first_loss=$(grep -oE "'loss': [0-9.]+" <<<"$whole" | head -1 | grep -oE "[0-9.]+$")
+final_eval=$(grep -oE "'eval_loss': [0-9.]+" <<<"$whole" | tail -1 | grep -oE "[0-9.]+$")
+# assert: a loss was logged and an evaluation ran
+[[ -n "$first_loss" && -n "$final_eval" ]]
+# assert: it learns: the final eval_loss is at least 1.0 below the first logged loss
+awk -v a="$first_loss" -v b="$final_eval" 'BEGIN { exit !(b < a - 1.0) }'
+# assert: only the main process prints logs (3 logs: steps 10, 20, 30)
+[[ $(grep -c "tokens/s" <<<"$whole") -eq 3 ]]
+[[ $(grep -c "'loss'" <<<"$whole") -eq 3 ]]
+
+# Resume from the step-15 checkpoint in a fresh output folder.
+mkdir -p "$work/resumed"
+cp -r "$work/whole/checkpoint-15" "$work/whole/tokenizer.bpe" "$work/resumed/"
+resumed=$(run "$work/resumed" --resume_from_checkpoint latest)
+echo "$resumed" >&2
+resumed_eval=$(grep -oE "'eval_loss': [0-9.]+" <<<"$resumed" | tail -1 | grep -oE "[0-9.]+$")
+echo "uninterrupted eval_loss $final_eval, resumed $resumed_eval"
+# assert: the resumed run ends exactly where the uninterrupted one ended
+[[ "$final_eval" == "$resumed_eval" ]]
+
+# assert: the saved model (Hugging Face layout) generates text after the prompt
+text=$("$program" generate --model_dir "$work/whole/model" --prompt "The jury" --max_new_tokens 12)
+echo "generated: $text"
+[[ "$text" == "The jury"* && ${#text} -gt 12 ]]
+
+# assert: a misspelt flag is one line on stderr and exit code 2
+set +e
+err=$("$program" --max_step 3 2>&1 >/dev/null)
+code=$?
+set -e
+[[ $code -eq 2 && "$err" == "gpt: error: unknown flag --max_step" ]]

@@ -1,0 +1,288 @@
+// accelerate::Trainer: on 2 ranks (threads with real collectives) it trains
+// exactly as the hand-written Accelerator loop it stands for (accumulation,
+// clipping, AdamW's groups, warm-up schedule), logs at logging_steps,
+// evaluates each sample once, saves checkpoint-N folders with rotation, and
+// resumes from one to the same parameters bitwise.
+#include <torch/torch.h>
+
+#include <gtest/gtest.h>
+#include <gmock/gmock.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "accelerate/trainer.h"
+#include "support/thread_ranks.h"
+
+namespace trainer_test {
+
+using accelerate::Communicator;
+using accelerate::TrainingArguments;
+
+struct NetImpl : torch::nn::Module {
+  NetImpl()
+      : fc1(register_module("fc1", torch::nn::Linear(4, 16))),
+        norm(register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({16})))),
+        fc2(register_module("fc2", torch::nn::Linear(16, 1))) {
+    auto generator = at::detail::createCPUGenerator(17);
+    torch::NoGradGuard no_grad;
+    for (auto& p : parameters()) p.copy_(at::randn(p.sizes(), generator) * 0.5);
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return fc2(torch::tanh(norm(fc1(x)))); }
+  torch::nn::Linear fc1;
+  torch::nn::LayerNorm norm;
+  torch::nn::Linear fc2;
+};
+TORCH_MODULE(Net);
+
+accelerate::TensorDataset data(int64_t samples, uint64_t seed) {
+  auto generator = at::detail::createCPUGenerator(seed);
+  auto x = at::randn({samples, 4}, generator);
+  return accelerate::TensorDataset(x, x.sin().sum(1, true));
+}
+
+at::Tensor mse(Net& model, const accelerate::Example& batch) {
+  return torch::mse_loss(model->forward(batch.data), batch.target);
+}
+
+struct TempDir {
+  TempDir() {
+    char pattern[] = "/tmp/accelerate-trainer-test.XXXXXX";
+    path = mkdtemp(pattern);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string path;
+};
+
+TrainingArguments base_args(const std::string& output_dir) {
+  return TrainingArguments()
+      .output_dir(output_dir)
+      .per_device_train_batch_size(4)
+      .gradient_accumulation_steps(2)
+      .learning_rate(0.02)
+      .weight_decay(0.1)
+      .warmup_steps(2)
+      .max_steps(8)
+      .logging_steps(2)
+      .save_strategy(accelerate::IntervalStrategy::kNo)
+      .seed(5);
+}
+
+using Params = std::vector<at::Tensor>;
+
+Params rank0_params(Net& model) {
+  Params out;
+  for (const auto& p : model->parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+bool same(const Params& a, const Params& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (!torch::equal(a[i], b[i])) return false;
+  }
+  return true;
+}
+
+// Runs `body(comm)` on 2 thread ranks and returns rank 0's result.
+template <class Body>
+auto on_two_ranks(Body body) {
+  decltype(body(std::shared_ptr<Communicator>())) result{};
+  accelerate::testing::run_rank_communicators(2, [&](std::shared_ptr<Communicator> comm) {
+    auto mine = body(comm);
+    if (comm->rank() == 0) result = mine;
+  });
+  return result;
+}
+
+// Counts the optimizer steps a run takes.
+struct StepCounter : accelerate::TrainerCallback {
+  int steps = 0;
+  int64_t first_step = -1;
+  void on_step_end(const accelerate::TrainerState& state) override {
+    if (first_step < 0) first_step = state.global_step;
+    ++steps;
+  }
+};
+
+Params train_with_trainer(const TrainingArguments& args, std::shared_ptr<Communicator> comm,
+                          StepCounter* counter = nullptr) {
+  Net model;
+  accelerate::Trainer<Net, accelerate::TensorDataset> trainer(model, args, data(64, 3), mse,
+                                                              std::nullopt, {}, std::move(comm));
+  auto steps = std::make_shared<StepCounter>();
+  trainer.add_callback(steps);
+  trainer.train();
+  if (counter != nullptr && trainer.accelerator().is_main_process()) *counter = *steps;
+  return rank0_params(model);
+}
+
+TEST(Trainer, TrainsAsTheHandWrittenLoopItStandsFor) {
+  TempDir dir;
+  const TrainingArguments args = base_args(dir.path);
+  const Params by_trainer = on_two_ranks([&](auto comm) { return train_with_trainer(args, comm); });
+  const Params by_hand = on_two_ranks([&](std::shared_ptr<Communicator> comm) {
+    accelerate::Accelerator accelerator(
+        comm, accelerate::AcceleratorOptions().gradient_accumulation_steps(2));
+    Net model;
+    accelerate::set_seed(5);
+    accelerate::DataLoader loader(data(64, 3),
+                                  accelerate::DataLoaderOptions(4).shuffle(true).seed(5));
+    std::vector<at::Tensor> decay{model->fc1->weight, model->fc2->weight};
+    std::vector<at::Tensor> no_decay{model->fc1->bias, model->norm->weight, model->norm->bias,
+                                     model->fc2->bias};
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
+                                   torch::optim::AdamWOptions(0.02).weight_decay(0.1)));
+    groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
+                                      torch::optim::AdamWOptions(0.02).weight_decay(0.0)));
+    accelerate::Optimizer<torch::optim::AdamW> optimizer(groups);
+    accelerator.prepare(model, optimizer, loader);
+    accelerate::Scheduler<accelerate::WarmupSchedule> scheduler(
+        optimizer, accelerate::SchedulerType::kLinear, 2, 8);
+    accelerator.prepare(scheduler);
+    int steps = 0;
+    while (steps < 8) {
+      for (auto& batch : loader) {
+        auto scope = accelerator.accumulate();
+        accelerator.backward(mse(model, batch));
+        if (!accelerator.sync_gradients()) continue;
+        accelerator.clip_grad_norm_(model->parameters(), 1.0);
+        optimizer.step();
+        scheduler.step();
+        optimizer.zero_grad();
+        if (++steps == 8) break;
+      }
+    }
+    return rank0_params(model);
+  });
+  EXPECT_TRUE(same(by_trainer, by_hand));
+  Net untrained;
+  EXPECT_FALSE(same(by_trainer, rank0_params(untrained)));
+}
+
+TEST(Trainer, AdamWDoesNotDecayBiasesAndLayerNorm) {
+  Net model;
+  const auto groups = accelerate::TrainerLoop::adamw_groups(*model, base_args("unused"));
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].params().size(), 2u);  // fc1.weight, fc2.weight
+  EXPECT_EQ(groups[1].params().size(), 4u);  // the biases and norm's weight and bias
+  EXPECT_TRUE(groups[0].params()[0].is_same(model->fc1->weight));
+}
+
+struct Recorder : accelerate::TrainerCallback {
+  std::vector<accelerate::Metrics> logs, evaluations;
+  std::vector<std::string> saves;
+  int steps = 0;
+  void on_step_end(const accelerate::TrainerState&) override { ++steps; }
+  void on_log(const accelerate::TrainerState&, const accelerate::Metrics& l) override {
+    logs.push_back(l);
+  }
+  void on_evaluate(const accelerate::TrainerState&, const accelerate::Metrics& m) override {
+    evaluations.push_back(m);
+  }
+  void on_save(const accelerate::TrainerState&, const std::string& folder) override {
+    saves.push_back(folder);
+  }
+};
+
+TEST(Trainer, LogsEvaluatesAndSavesAtTheirIntervals) {
+  TempDir dir;
+  const auto args = base_args(dir.path)
+                        .eval_strategy(accelerate::IntervalStrategy::kSteps)
+                        .eval_steps(4)
+                        .save_strategy(accelerate::IntervalStrategy::kSteps)
+                        .save_steps(3)
+                        .save_total_limit(1);
+  const auto recorder = on_two_ranks([&](std::shared_ptr<Communicator> comm) {
+    Net model;
+    accelerate::Trainer<Net, accelerate::TensorDataset> trainer(model, args, data(64, 3), mse,
+                                                                data(24, 9), {}, comm);
+    auto recorder = std::make_shared<Recorder>();
+    trainer.add_callback(recorder);
+    trainer.train();
+    return recorder;
+  });
+  EXPECT_EQ(recorder->steps, 8);
+  ASSERT_EQ(recorder->logs.size(), 4u);  // steps 2, 4, 6, 8
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(recorder->logs[i].at("step"), 2.0 * (i + 1));
+    EXPECT_TRUE(std::isfinite(recorder->logs[i].at("loss")));
+    EXPECT_TRUE(recorder->logs[i].count("grad_norm"));
+  }
+  EXPECT_DOUBLE_EQ(recorder->logs[0].at("learning_rate"), 0.02 * 6.0 / 6.0);  // step 2 of 2 warm-up
+  EXPECT_DOUBLE_EQ(recorder->logs[1].at("learning_rate"), 0.02 * 4.0 / 6.0);
+  ASSERT_EQ(recorder->evaluations.size(), 2u);  // steps 4 and 8
+  EXPECT_EQ(recorder->saves.size(), 2u);        // steps 3 and 6
+  // save_total_limit 1: only the newest folder is left, with its state.
+  const auto left = std::vector<std::string>{dir.path + "/checkpoint-6"};
+  std::vector<std::string> found;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path)) {
+    if (entry.path().filename().string().rfind("checkpoint-", 0) == 0) {
+      found.push_back(entry.path().string());
+    }
+  }
+  EXPECT_EQ(found, left);
+  EXPECT_TRUE(std::filesystem::exists(dir.path + "/checkpoint-6/trainer_state.json"));
+}
+
+TEST(Trainer, EvaluationLossIsTheMeanOverEverySampleOnce) {
+  TempDir dir;
+  const auto eval = data(24, 9);
+  const double eval_loss = on_two_ranks([&](std::shared_ptr<Communicator> comm) {
+    Net model;
+    accelerate::Trainer<Net, accelerate::TensorDataset> trainer(
+        model, base_args(dir.path).per_device_eval_batch_size(4), data(64, 3), mse, eval, {}, comm);
+    return trainer.evaluate().at("eval_loss");
+  });
+  Net model;
+  const double expected =
+      torch::mse_loss(model->forward(eval.data()), eval.targets()).item<double>();
+  EXPECT_NEAR(eval_loss, expected, 1e-6);
+}
+
+TEST(Trainer, ResumingFromACheckpointEndsWhereTheUninterruptedRunEnds) {
+  TempDir whole, resumed;
+  const auto args =
+      base_args(whole.path).save_strategy(accelerate::IntervalStrategy::kSteps).save_steps(3);
+  const Params uninterrupted =
+      on_two_ranks([&](auto comm) { return train_with_trainer(args, comm); });
+  std::filesystem::copy(whole.path + "/checkpoint-3", resumed.path + "/checkpoint-3",
+                        std::filesystem::copy_options::recursive);
+  StepCounter counter;
+  const Params continued = on_two_ranks([&](auto comm) {
+    return train_with_trainer(
+        TrainingArguments(args).output_dir(resumed.path).resume_from_checkpoint("latest"), comm,
+        &counter);
+  });
+  EXPECT_TRUE(same(uninterrupted, continued));
+  // It resumed: steps 4 to 8 only.
+  EXPECT_EQ(counter.steps, 5);
+  EXPECT_EQ(counter.first_step, 4);
+  // "latest" with nothing saved starts afresh.
+  TempDir empty;
+  const Params fresh = on_two_ranks([&](auto comm) {
+    return train_with_trainer(
+        TrainingArguments(args).output_dir(empty.path).resume_from_checkpoint("latest"), comm);
+  });
+  EXPECT_TRUE(same(uninterrupted, fresh));
+}
+
+TEST(Trainer, BadArgumentsAreOneLineConfigErrors) {
+  EXPECT_THROW(base_args("x").per_device_train_batch_size(0).validate(), accelerate::ConfigError);
+  EXPECT_THROW(base_args("x").bf16(true).fp16(true).validate(), accelerate::ConfigError);
+  EXPECT_THROW(base_args("x").max_steps(-1).num_train_epochs(0).validate(),
+               accelerate::ConfigError);
+  try {
+    base_args("x").warmup_ratio(2).validate();
+    ADD_FAILURE() << "no error";
+  } catch (const accelerate::ConfigError& error) {
+    EXPECT_EQ(std::string(error.what()), "TrainingArguments: warmup_ratio must be in [0, 1]");
+  }
+  EXPECT_EQ(accelerate::parse_interval_strategy("epoch"), accelerate::IntervalStrategy::kEpoch);
+  EXPECT_FALSE(accelerate::parse_interval_strategy("sometimes").has_value());
+}
+
+}  // namespace trainer_test
