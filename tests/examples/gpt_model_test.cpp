@@ -14,6 +14,7 @@
 #include "accelerate/errors.h"
 #include "accelerate/safetensors.h"
 #include "support/process_runner.h"
+#include "support/temp_dir.h"
 
 namespace gpt_model_test {
 
@@ -26,14 +27,7 @@ GptConfig small_config() {
   return config;
 }
 
-struct TempDir {
-  TempDir() {
-    char pattern[] = "/tmp/accelerate-gpt-test.XXXXXX";
-    path = mkdtemp(pattern);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string path;
-};
+using accelerate::testing::TempDir;
 
 TEST(GptModel, PresetSizes) {
   EXPECT_NEAR(gpt::parameter_count(Gpt(GptConfig::preset("tiny", 4096))), 1.3e6, 0.1e6);
@@ -91,8 +85,8 @@ TEST(GptModel, SavesHuggingFacesGpt2LayoutAndLoadsItBack) {
   Gpt model(small_config());
   model->eval();
   TempDir dir;
-  gpt::save_pretrained(model, dir.path);
-  const auto state = accelerate::load_safetensors(dir.path + "/model.safetensors");
+  gpt::save_pretrained(model, dir.path());
+  const auto state = accelerate::load_safetensors(dir.path() + "/model.safetensors");
   std::map<std::string, at::Tensor> by_name(state.begin(), state.end());
   ASSERT_EQ(by_name.count("transformer.h.0.attn.c_attn.weight"), 1u);
   // Conv1D orientation: [in, out].
@@ -100,7 +94,7 @@ TEST(GptModel, SavesHuggingFacesGpt2LayoutAndLoadsItBack) {
   EXPECT_EQ(by_name["transformer.h.1.mlp.c_fc.weight"].sizes(), (std::vector<int64_t>{32, 128}));
   EXPECT_EQ(by_name["transformer.wte.weight"].sizes(), (std::vector<int64_t>{512, 32}));
   EXPECT_EQ(by_name.count("transformer.ln_f.bias"), 1u);
-  Gpt loaded = gpt::load_pretrained(dir.path);
+  Gpt loaded = gpt::load_pretrained(dir.path());
   loaded->eval();
   auto tokens = torch::randint(512, {2, 20});
   EXPECT_TRUE(torch::equal(model->forward(tokens), loaded->forward(tokens)));
@@ -119,12 +113,12 @@ TEST(GptModel, AnIndependentPythonGpt2ComputesTheSameLogits) {
   Gpt model(small_config());
   model->eval();
   TempDir dir;
-  gpt::save_pretrained(model, dir.path);
+  gpt::save_pretrained(model, dir.path());
   auto tokens = torch::randint(512, {2, 24});
-  accelerate::save_safetensors(dir.path + "/io.safetensors",
+  accelerate::save_safetensors(dir.path() + "/io.safetensors",
                                {{"tokens", tokens}, {"logits", model->forward(tokens).detach()}});
   const auto result = accelerate::testing::run_program(
-      {"/usr/bin/python3", GPT2_REFERENCE_SCRIPT, dir.path}, {}, std::chrono::seconds(120));
+      {"/usr/bin/python3", GPT2_REFERENCE_SCRIPT, dir.path()}, {}, std::chrono::seconds(120));
   EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
 }
 

@@ -30,6 +30,7 @@
 #include "accelerate/model_saving.h"
 #include "compat/optim_compat.h"
 #include "sharding/zero_test_model.h"
+#include "support/temp_dir.h"
 #include "support/thread_ranks.h"
 
 // Named (not anonymous): sharding_tests is a unity build, and the other
@@ -46,27 +47,6 @@ using accelerate::testing::ZeroNet;
 constexpr int kWorld = 2;
 constexpr int64_t kEvalSamples = 22;  // batches of 4 on 2 ranks: the last global batch is short
 constexpr int kEpochs = 2;
-
-// A folder made by mkdtemp, removed with everything in it.
-class ScratchDir {
- public:
-  ScratchDir() {
-    char pattern[] = "/tmp/accelerate-zero-facade-XXXXXX";
-    const char* made = ::mkdtemp(pattern);
-    if (made == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = made;
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  std::string sub(const std::string& name) const { return (fs::path(path_) / name).string(); }
-
- private:
-  std::string path_;
-};
 
 // 22 evaluation samples of the training task, from their own generator.
 accelerate::TensorDataset eval_data() {
@@ -209,8 +189,8 @@ void expect_bitwise(const std::vector<at::Tensor>& got, const std::vector<at::Te
 class ZeroFacade : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override {
-    sharded_ = on_ranks(GetParam(), scratch_.sub("sharded"));
-    data_parallel_ = on_ranks(0, scratch_.sub("data_parallel"));
+    sharded_ = on_ranks(GetParam(), scratch_.file("sharded"));
+    data_parallel_ = on_ranks(0, scratch_.file("data_parallel"));
     ASSERT_EQ(sharded_.size(), static_cast<std::size_t>(kWorld));
     ASSERT_EQ(data_parallel_.size(), static_cast<std::size_t>(kWorld));
   }
@@ -226,7 +206,7 @@ class ZeroFacade : public ::testing::TestWithParam<int> {
       EXPECT_EQ(data_parallel_[r].state_elements, data_parallel_[r].total_elements) << "rank " << r;
     }
   }
-  ScratchDir scratch_;
+  accelerate::testing::TempDir scratch_{"accelerate-zero-facade"};
   std::vector<FacadeRun> sharded_, data_parallel_;
 };
 

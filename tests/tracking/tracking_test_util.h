@@ -17,24 +17,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "support/temp_dir.h"
+
 namespace accelerate {
 namespace testing {
-
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/accelerate-tracking-XXXXXX";
-    path_ = ::mkdtemp(pattern);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 inline std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "accelerate/trainer.h"
+#include "support/temp_dir.h"
 #include "support/thread_ranks.h"
 
 namespace trainer_test {
@@ -47,14 +48,7 @@ at::Tensor mse(Net& model, const accelerate::Example& batch) {
   return torch::mse_loss(model->forward(batch.data), batch.target);
 }
 
-struct TempDir {
-  TempDir() {
-    char pattern[] = "/tmp/accelerate-trainer-test.XXXXXX";
-    path = mkdtemp(pattern);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string path;
-};
+using accelerate::testing::TempDir;
 
 TrainingArguments base_args(const std::string& output_dir) {
   return TrainingArguments()
@@ -121,7 +115,7 @@ Params train_with_trainer(const TrainingArguments& args, std::shared_ptr<Communi
 
 TEST(Trainer, TrainsAsTheHandWrittenLoopItStandsFor) {
   TempDir dir;
-  const TrainingArguments args = base_args(dir.path);
+  const TrainingArguments args = base_args(dir.path());
   const Params by_trainer = on_two_ranks([&](auto comm) { return train_with_trainer(args, comm); });
   const Params by_hand = on_two_ranks([&](std::shared_ptr<Communicator> comm) {
     accelerate::Accelerator accelerator(
@@ -190,7 +184,7 @@ struct Recorder : accelerate::TrainerCallback {
 
 TEST(Trainer, LogsEvaluatesAndSavesAtTheirIntervals) {
   TempDir dir;
-  const auto args = base_args(dir.path)
+  const auto args = base_args(dir.path())
                         .eval_strategy(accelerate::IntervalStrategy::kSteps)
                         .eval_steps(4)
                         .save_strategy(accelerate::IntervalStrategy::kSteps)
@@ -217,15 +211,15 @@ TEST(Trainer, LogsEvaluatesAndSavesAtTheirIntervals) {
   ASSERT_EQ(recorder->evaluations.size(), 2u);  // steps 4 and 8
   EXPECT_EQ(recorder->saves.size(), 2u);        // steps 3 and 6
   // save_total_limit 1: only the newest folder is left, with its state.
-  const auto left = std::vector<std::string>{dir.path + "/checkpoint-6"};
+  const auto left = std::vector<std::string>{dir.path() + "/checkpoint-6"};
   std::vector<std::string> found;
-  for (const auto& entry : std::filesystem::directory_iterator(dir.path)) {
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
     if (entry.path().filename().string().rfind("checkpoint-", 0) == 0) {
       found.push_back(entry.path().string());
     }
   }
   EXPECT_EQ(found, left);
-  EXPECT_TRUE(std::filesystem::exists(dir.path + "/checkpoint-6/trainer_state.json"));
+  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/checkpoint-6/trainer_state.json"));
 }
 
 TEST(Trainer, EvaluationLossIsTheMeanOverEverySampleOnce) {
@@ -234,7 +228,8 @@ TEST(Trainer, EvaluationLossIsTheMeanOverEverySampleOnce) {
   const double eval_loss = on_two_ranks([&](std::shared_ptr<Communicator> comm) {
     Net model;
     accelerate::Trainer<Net, accelerate::TensorDataset> trainer(
-        model, base_args(dir.path).per_device_eval_batch_size(4), data(64, 3), mse, eval, {}, comm);
+        model, base_args(dir.path()).per_device_eval_batch_size(4), data(64, 3), mse, eval, {},
+        comm);
     return trainer.evaluate().at("eval_loss");
   });
   Net model;
@@ -246,15 +241,15 @@ TEST(Trainer, EvaluationLossIsTheMeanOverEverySampleOnce) {
 TEST(Trainer, ResumingFromACheckpointEndsWhereTheUninterruptedRunEnds) {
   TempDir whole, resumed;
   const auto args =
-      base_args(whole.path).save_strategy(accelerate::IntervalStrategy::kSteps).save_steps(3);
+      base_args(whole.path()).save_strategy(accelerate::IntervalStrategy::kSteps).save_steps(3);
   const Params uninterrupted =
       on_two_ranks([&](auto comm) { return train_with_trainer(args, comm); });
-  std::filesystem::copy(whole.path + "/checkpoint-3", resumed.path + "/checkpoint-3",
+  std::filesystem::copy(whole.path() + "/checkpoint-3", resumed.path() + "/checkpoint-3",
                         std::filesystem::copy_options::recursive);
   StepCounter counter;
   const Params continued = on_two_ranks([&](auto comm) {
     return train_with_trainer(
-        TrainingArguments(args).output_dir(resumed.path).resume_from_checkpoint("latest"), comm,
+        TrainingArguments(args).output_dir(resumed.path()).resume_from_checkpoint("latest"), comm,
         &counter);
   });
   EXPECT_TRUE(same(uninterrupted, continued));
@@ -265,7 +260,7 @@ TEST(Trainer, ResumingFromACheckpointEndsWhereTheUninterruptedRunEnds) {
   TempDir empty;
   const Params fresh = on_two_ranks([&](auto comm) {
     return train_with_trainer(
-        TrainingArguments(args).output_dir(empty.path).resume_from_checkpoint("latest"), comm);
+        TrainingArguments(args).output_dir(empty.path()).resume_from_checkpoint("latest"), comm);
   });
   EXPECT_TRUE(same(uninterrupted, fresh));
 }
