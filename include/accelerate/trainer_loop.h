@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "accelerate/progress_bar.h"
 #include "accelerate/trainer_callback.h"
 #include "accelerate/training_arguments.h"
 
@@ -99,6 +100,8 @@ class TrainerLoop {
   int64_t total_loss_steps_ = 0;
   int64_t samples_seen_ = 0;
   std::chrono::steady_clock::time_point started_;
+  // Optimizer steps out of max_steps, on the local main process's terminal.
+  std::unique_ptr<ProgressBar> bar_;
 };
 
 }  // namespace accelerate

@@ -74,6 +74,7 @@ struct TrainingArguments {
   // Trackers: "tensorboard", "jsonl", "csv", "all" or "none".
   ACCELERATE_ARG(std::vector<std::string>, report_to) = {"none"};
   ACCELERATE_ARG(int64_t, dataloader_num_workers) = 0;
+  // No progress bar (it is drawn on the local main process's terminal only).
   ACCELERATE_ARG(bool, disable_tqdm) = false;
 
  public:

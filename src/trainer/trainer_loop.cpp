@@ -109,6 +109,13 @@ void TrainerLoop::add_callback(std::shared_ptr<TrainerCallback> callback) {
 void TrainerLoop::begin_train() {
   started_ = std::chrono::steady_clock::now();
   samples_seen_ = 0;
+  bar_ =
+      std::make_unique<ProgressBar>(ProgressBarOptions()
+                                        .total(state_.max_steps)
+                                        .unit("step")
+                                        .disable(args_.disable_tqdm())
+                                        .local_main_process(accelerator_.is_local_main_process()));
+  bar_->update(state_.global_step);  // a resumed run starts part-way
   for (auto& callback : callbacks_) callback->on_train_begin(state_);
 }
 
@@ -126,6 +133,7 @@ double TrainerLoop::mean_over_processes(double value) const {
 TrainerLoop::Due TrainerLoop::end_step(double grad_norm, double learning_rate) {
   ++state_.global_step;
   ++loss_steps_;
+  if (bar_) bar_->update();
   state_.epoch =
       static_cast<double>(state_.global_step) / static_cast<double>(state_.steps_per_epoch);
   for (auto& callback : callbacks_) callback->on_step_end(state_);
@@ -138,6 +146,7 @@ TrainerLoop::Due TrainerLoop::end_step(double grad_norm, double learning_rate) {
     total_loss_steps_ += loss_steps_;
     loss_sum_ = at::Tensor();
     loss_steps_ = 0;
+    if (bar_) bar_->set_postfix({{"loss", loss}});
     Metrics logs{{"loss", loss}, {"learning_rate", learning_rate}, {"epoch", state_.epoch}};
     if (!std::isnan(grad_norm)) logs["grad_norm"] = grad_norm;
     emit_log(std::move(logs));
@@ -166,7 +175,10 @@ void TrainerLoop::report_evaluation(Metrics metrics) {
 // Printed by the main process, sent to the trackers, kept in the history
 // (with "step"), and handed to the callbacks.
 void TrainerLoop::publish(Metrics metrics, bool evaluation) {
+  const bool bar_shown = bar_ && bar_->shown();
+  if (bar_shown) std::cerr << "\r\033[K" << std::flush;  // the line above the bar
   if (accelerator_.is_main_process()) std::cout << dict_text(metrics) << std::endl;
+  if (bar_shown) bar_->refresh();
   TrackerValues values;
   for (const auto& [key, value] : metrics) values[key] = value;
   accelerator_.log(values, state_.global_step);
@@ -197,6 +209,7 @@ std::string TrainerLoop::save_checkpoint() {
 }
 
 Metrics TrainerLoop::end_train() {
+  if (bar_) bar_->close();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   const double samples =
