@@ -15,5 +15,10 @@ void set_autocast_enabled(c10::DeviceType device, bool enabled);
 c10::ScalarType autocast_dtype(c10::DeviceType device);
 void set_autocast_dtype(c10::DeviceType device, c10::ScalarType dtype);
 
+// Makes CPU autocast compute layer_norm in fp32 where LibTorch's kernel
+// refuses a bf16 input with fp32 weights (1.13); nothing where it takes them.
+// Once per process; AutocastGuard calls it for CPU autocast.
+void ensure_cpu_autocast_layer_norm();
+
 }  // namespace compat
 }  // namespace accelerate

@@ -18,6 +18,7 @@ AutocastGuard::AutocastGuard(c10::DeviceType device, c10::ScalarType dtype,
         "fp16 autocast is not available on the CPU; use mixed_precision 'bf16' there "
         "(fp16 needs a CUDA device)");
   }
+  if (device == c10::kCPU && options.enabled()) compat::ensure_cpu_autocast_layer_norm();
   previous_enabled_ = compat::autocast_enabled(device);
   previous_dtype_ = compat::autocast_dtype(device);
   previous_cache_enabled_ = at::autocast::is_autocast_cache_enabled();

@@ -38,6 +38,29 @@ TEST(Autocast, LinearRunsInBf16InsideAndFp32After) {
   EXPECT_EQ(linear->forward(x).scalar_type(), torch::kFloat);
 }
 
+// A post-LayerNorm block (Linear, then LayerNorm) in bf16: LibTorch 1.13's
+// kernel refuses the bf16 input with fp32 weights unless autocast computes
+// it in fp32 (src/compat/layer_norm_autocast.cpp); 2.x takes it as it is.
+TEST(Autocast, LayerNormAfterALinearRunsInBf16) {
+  torch::manual_seed(0);
+  torch::nn::Linear linear(8, 8);
+  torch::nn::LayerNorm norm(torch::nn::LayerNormOptions({8}));
+  auto x = torch::randn({4, 8});
+  torch::Tensor h, out;
+  {
+    AutocastGuard bf16(torch::kCPU, torch::kBFloat16);
+    h = linear(x);
+    out = norm(h);
+  }
+  EXPECT_EQ(h.scalar_type(), torch::kBFloat16);
+  const auto expected = norm(h.detach().to(torch::kFloat));
+  EXPECT_TRUE(torch::allclose(out.to(torch::kFloat), expected, 2e-2, 2e-2));
+  out.to(torch::kFloat).pow(2).sum().backward();
+  ASSERT_TRUE(linear->weight.grad().defined());
+  EXPECT_TRUE(torch::isfinite(linear->weight.grad()).all().item<bool>());
+  EXPECT_TRUE(norm->weight.grad().defined());
+}
+
 TEST(Autocast, GradientsOfFp32ParametersStayFp32) {
   auto linear = small_linear();
   auto x = torch::randn({2, 4});

@@ -31,11 +31,7 @@ struct NetImpl : torch::nn::Module {
     torch::NoGradGuard no_grad;
     for (auto& p : parameters()) p.copy_(at::randn(p.sizes(), generator) * 0.5);
   }
-  // LayerNorm in fp32: LibTorch 1.13's CPU autocast does not cast its bf16
-  // input (docs/mixed-precision.md); a no-op without autocast.
-  torch::Tensor forward(const torch::Tensor& x) {
-    return fc2(torch::tanh(norm(fc1(x).to(torch::kFloat))));
-  }
+  torch::Tensor forward(const torch::Tensor& x) { return fc2(torch::tanh(norm(fc1(x)))); }
   torch::nn::Linear fc1;
   torch::nn::LayerNorm norm;
   torch::nn::Linear fc2;
