@@ -63,7 +63,8 @@ echo "ZeRO-2, clipping at 1.0:  $clipped"
 [[ -n "$plain" ]]
 # assert: ZeRO-2 prints exactly what data parallelism prints
 [[ "$plain" == "$zero" ]]
-# assert: the default clipping changes the run (it is applied) and it still learns (>= 90%)
-[[ "$clipped" != "$zero" ]]
+# assert: with the default clipping it still learns (>= 90%). That the
+# default clips is asserted in tests/sharding (ZeroConfigFile); the printed
+# accuracy alone may or may not change (it did on 1.13, not on 2.6).
 last=$(tail -n 1 <<<"$clipped" | sed -E 's/.*accuracy ([0-9]+)\..*/\1/')
 (( last >= 90 ))
