@@ -50,4 +50,5 @@
 #include "accelerate/trainer_callback.h"
 #include "accelerate/trainer_loop.h"
 #include "accelerate/training_arguments.h"
+#include "accelerate/unit_forward.h"
 #include "accelerate/version.h"

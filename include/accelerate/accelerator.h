@@ -148,6 +148,16 @@ class Accelerator {
   HookHandle register_save_state_pre_hook(SaveStatePreHook hook);
   HookHandle register_load_state_pre_hook(LoadStatePreHook hook);
 
+  // Copies of `model`'s parameters and buffers by name (module_state_dict
+  // order), on every process. Under ZeRO stage 3 the units' weights are
+  // gathered for it (every process must call it). Accelerate's get_state_dict.
+  std::vector<std::pair<std::string, at::Tensor>> get_state_dict(const torch::nn::Module& model);
+  template <class Impl>
+  std::vector<std::pair<std::string, at::Tensor>> get_state_dict(
+      const torch::nn::ModuleHolder<Impl>& model) {
+    return get_state_dict(*model.ptr());
+  }
+
   // accelerate::save_model on the main process between two barriers; returns
   // the files written (none on other processes).
   std::vector<std::string> save_model(const torch::nn::Module& model, const std::string& save_directory,

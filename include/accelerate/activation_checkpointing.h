@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "accelerate/arg.h"
+#include "accelerate/unit_forward.h"
 
 namespace accelerate {
 
@@ -52,15 +53,21 @@ std::vector<at::Tensor> checkpoint_function(const CheckpointedFunction& fn,
 
 // The common case: a module (or module holder) whose forward takes and
 // returns one tensor; its parameters are the ones that get gradients.
+// When prepare() made the module a ZeRO stage-3 unit, this call is also its
+// unit_forward (unit_forward.h): its parameters are gathered around it.
 template <class Module>
 at::Tensor checkpoint_activations(Module& module, const at::Tensor& input,
                                   ActivationCheckpointOptions options = {}) {
-  auto outputs = checkpoint_function(
-      [&module](const std::vector<at::Tensor>& in) {
-        return std::vector<at::Tensor>{module->forward(in[0])};
-      },
-      {input}, module->parameters(), options);
-  return outputs[0];
+  return detail::run_as_unit(*module, [&] {
+    auto outputs = checkpoint_function(
+        // A copy of the holder: backward recomputes long after the caller's
+        // variable (often a loop's) has gone.
+        [module](const std::vector<at::Tensor>& in) mutable {
+          return std::vector<at::Tensor>{module->forward(in[0])};
+        },
+        {input}, module->parameters(), options);
+    return outputs[0];
+  });
 }
 
 }  // namespace accelerate

@@ -36,8 +36,9 @@ struct DeepSpeedPlugin {
   ACCELERATE_ARG(std::optional<std::string>, hf_ds_config);
   // 0: data parallelism (every process keeps everything). 1: each process
   // keeps the optimizer state of its shard of the parameters only. 2: and
-  // only its shard of the averaged gradients. Stage 3 (parameters sharded
-  // too) is not available yet: the Accelerator refuses it (ConfigError).
+  // only its shard of the averaged gradients. 3: and only its shard of the
+  // parameters of each unit, gathered while the unit runs (the model calls
+  // its blocks through accelerate::unit_forward, docs/sharding.md).
   // Accelerate's default is 2.
   ACCELERATE_ARG(int, zero_stage) = 2;
   // Micro-batches per optimizer step; nullopt: the Accelerator's own

@@ -172,7 +172,10 @@ class GradientReducer {
   // process's shard), and the synced parameters' .grad are released (left
   // undefined), which is what saves the memory. ConfigError with comm_hook
   // or find_unused_parameters (not supported with sharding yet).
-  void partition_buckets(GradientPartition partition);
+  // `unit_of` (ZeRO stage 3, kSharded only): one entry per parameter, the
+  // unit it belongs to or -1; the buckets are laid out again so that each
+  // unit's parameters fill buckets of their own (src/parallel/bucket_assignment.h).
+  void partition_buckets(GradientPartition partition, const std::vector<int>& unit_of = {});
   GradientPartition partition() const;
   // Where parameter `index`'s gradient starts in its bucket (-1: frozen).
   std::int64_t offset_in_bucket(std::size_t parameter_index) const;

@@ -167,10 +167,7 @@ void Accelerator::prepare_module(torch::nn::Module& module) {
     broadcast_module_state(*comm_, module, /*include_buffers=*/true);
     if (zero_ && zero_->stage() > 0) refuse_optimizers_holding(prepared_optimizers_, module);
     reducers_.push_back(GradientReducer::for_module(comm_, module, options_.ddp_options()));
-    if (zero_ && zero_->stage() > 0) {
-      zero_->models.push_back(
-          std::make_shared<sharding::ModelShards>(comm_, *reducers_.back(), zero_->stage()));
-    }
+    if (zero_ && zero_->stage() > 0) zero_->shard_model(comm_, module, *reducers_.back());
   }
   prepared_modules_.push_back(&module);
 }
@@ -326,6 +323,9 @@ void Accelerator::backward(const at::Tensor& loss) {
     // DDP broadcasts buffers before each forward; after a synced backward is
     // the same point in the loop (before the next forward).
     if (synced) reducer->broadcast_buffers();
+  }
+  if (zero_) {
+    for (auto& units : zero_->units) units->after_backward();
   }
   // DeepSpeed's gradient_clipping: every optimizer step clips, as its engine does.
   if (zero_ && zero_->clipping() && sync_gradients()) {

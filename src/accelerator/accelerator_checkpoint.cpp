@@ -93,6 +93,8 @@ std::string Accelerator::save_state(const std::optional<std::string>& output_dir
 
   StagedCheckpoint staged(*comm_, target, options_.checkpoint_options(),
                           /*allow_replace=*/!numbered);
+  std::optional<ScopeGuard> full_weights;  // ZeRO-3: the model files need every weight
+  if (zero_) full_weights.emplace(zero_->full_weights());
   const std::string& dir = staged.staging_dir();
   std::vector<torch::nn::Module*> models = prepared_modules_;
   const auto is_sharded = [&](size_t i) {
@@ -241,6 +243,8 @@ void Accelerator::restore_state_from(const std::string& folder) {
                 " (random states and loader positions are per process)");
   }
   std::vector<torch::nn::Module*> models = prepared_modules_;
+  std::optional<ScopeGuard> full_weights;  // ZeRO-3: loaded whole, then sharded again
+  if (zero_) full_weights.emplace(zero_->full_weights(/*weights_loaded=*/true));
   // On another number of processes: a process the checkpoint had keeps
   // restoring its own; a new one reads the last's loader positions only.
   const int random_source = std::min(process_index(), saved_world - 1);
@@ -377,10 +381,21 @@ void Accelerator::restore_state_from(const std::string& folder) {
   gradient_state_->set_optimizer_steps(metadata.optimizer_steps);
 }
 
+std::vector<std::pair<std::string, at::Tensor>> Accelerator::get_state_dict(
+    const torch::nn::Module& model) {
+  std::optional<ScopeGuard> full_weights;
+  if (zero_) full_weights.emplace(zero_->full_weights());
+  auto state = module_state_dict(model);
+  for (auto& entry : state) entry.second = entry.second.detach().clone();
+  return state;
+}
+
 std::vector<std::string> Accelerator::save_model(const torch::nn::Module& model,
                                                  const std::string& save_directory,
                                                  const SaveModelOptions& options) {
   wait_for_everyone();  // every process has finished training the weights
+  std::optional<ScopeGuard> full_weights;  // ZeRO-3: written whole
+  if (zero_) full_weights.emplace(zero_->full_weights());
   std::vector<std::string> files;
   std::string error;
   if (is_main_process()) {

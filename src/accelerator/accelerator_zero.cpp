@@ -3,6 +3,8 @@
 
 #include <iostream>
 
+#include <torch/nn/module.h>
+
 #include "accelerate/errors.h"
 #include "sharding/deepspeed_config.h"
 #include "sharding/plugin_from_environment.h"
@@ -28,6 +30,8 @@ std::unique_ptr<Accelerator::Zero> Accelerator::Zero::configure(const Accelerato
     return nullptr;
   }
   sharding::check_zero_stage(zero->plugin);
+  // DeepSpeed finds stage 3's units by itself: here, the model's repeated blocks.
+  zero->unit_policy.policy = sharding::AutoWrapPolicy::kRepeatedBlocks;
   const int stage = zero->plugin.zero_stage();
   std::vector<std::string> notes;
   if (file) {
@@ -37,6 +41,11 @@ std::unique_ptr<Accelerator::Zero> Accelerator::Zero::configure(const Accelerato
     if (computed != mixed_precision) zero->file_precision = computed;
   }
   const bool cuda = job.device.is_cuda();
+  if (zero->plugin.offload_param_device() == OffloadDevice::kCpu && cuda && stage == 3) {
+    throw ConfigError(
+        "offload_param_device cpu is not available yet in accelerate-cpp (the parameters stay "
+        "on the GPU); use none");
+  }
   if (zero->plugin.offload_optimizer_device() == OffloadDevice::kCpu && cuda) {
     throw ConfigError(
         "offload_optimizer_device cpu is not available yet in accelerate-cpp (the optimizer "
@@ -48,9 +57,18 @@ std::unique_ptr<Accelerator::Zero> Accelerator::Zero::configure(const Accelerato
                    "job: the optimizer state is in CPU memory already\n";
     }
     if (zero->plugin.offload_param_device() == OffloadDevice::kCpu) {
-      std::cerr << "accelerate: note: offload_param_device applies to ZeRO stage 3; ignored at "
-                   "stage "
-                << stage << "\n";
+      if (stage == 3) {
+        std::cerr << "accelerate: note: offload_param_device cpu changes nothing in a CPU-only "
+                     "job: the parameters are in CPU memory already\n";
+      } else {
+        std::cerr << "accelerate: note: offload_param_device applies to ZeRO stage 3; ignored at "
+                     "stage "
+                  << stage << "\n";
+      }
+    }
+    if (stage == 3 && zero->plugin.zero3_init_flag()) {
+      std::cerr << "accelerate: note: zero3_init_flag: every process builds the whole model and "
+                   "prepare() shards it (building it sharded is not available yet)\n";
     }
     for (const auto& note : notes) std::cerr << "accelerate: note: " << note << "\n";
     if (file) {
@@ -62,6 +80,33 @@ std::unique_ptr<Accelerator::Zero> Accelerator::Zero::configure(const Accelerato
   }
   zero->file = std::move(file);
   return zero;
+}
+
+void Accelerator::Zero::shard_model(const std::shared_ptr<Communicator>& communicator,
+                                    torch::nn::Module& module, GradientReducer& reducer) {
+  if (stage() < 3) {
+    models.push_back(std::make_shared<sharding::ModelShards>(communicator, reducer, stage()));
+    return;
+  }
+  std::vector<torch::nn::Module*> found;
+  for (const sharding::Unit& unit : sharding::find_units(module, unit_policy)) {
+    found.push_back(unit.module);
+  }
+  const std::vector<int> unit_of = sharding::parameter_units(module, found);
+  auto shards = std::make_shared<sharding::ModelShards>(communicator, reducer, 3, unit_of);
+  models.push_back(shards);
+  units.push_back(std::make_unique<sharding::ParameterUnits>(shards, found, unit_of,
+                                                             /*reshard_after_forward=*/true));
+}
+
+ScopeGuard Accelerator::Zero::full_weights(bool weights_loaded) {
+  for (auto& model_units : units) model_units->gather_all();
+  return ScopeGuard([this, weights_loaded] {
+    if (weights_loaded) {
+      for (auto& model : models) model->take_shards_from_buffers();
+    }
+    for (auto& model_units : units) model_units->release_all();
+  });
 }
 
 void Accelerator::Zero::resolve_file(sharding::ProgramValues program, bool main_process) {

@@ -10,7 +10,10 @@
 #include <vector>
 
 #include "accelerate/accelerator.h"
+#include "accelerate/scope_guard.h"
 #include "sharding/deepspeed_config.h"
+#include "sharding/parameter_units.h"
+#include "sharding/unit_policy.h"
 #include "sharding/zero_optimizer.h"
 
 namespace accelerate {
@@ -47,6 +50,19 @@ struct Accelerator::Zero {
   }
   std::vector<std::shared_ptr<sharding::ModelShards>> models;
   std::vector<std::shared_ptr<sharding::ShardedOptimizer>> optimizers;
+  // Stage 3: how prepare() finds a model's units, and each model's units
+  // (in the order of `models`).
+  sharding::UnitPolicy unit_policy;
+  std::vector<std::unique_ptr<sharding::ParameterUnits>> units;
+
+  // Shards `reducer`'s model (prepare()): stage 1/2 over its buckets, stage
+  // 3 over the units unit_policy finds in `module`.
+  void shard_model(const std::shared_ptr<Communicator>& communicator, torch::nn::Module& module,
+                   GradientReducer& reducer);
+  // Stage 3: every unit's full weights until the guard goes, for code that
+  // reads or writes whole weights (save_state, load_state, save_model).
+  // With `weights_loaded`, the shards are taken from the full weights first.
+  ScopeGuard full_weights(bool weights_loaded = false);
 
   // The sharded optimizers stepping any of `parameters`.
   std::vector<sharding::ShardedOptimizer*> covering(

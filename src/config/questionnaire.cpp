@@ -139,8 +139,8 @@ void ask_deepspeed(Asker& ask, ClusterAnswers& answers) {
       "What should be your DeepSpeed's ZeRO optimization stage?", {"0", "1", "2", "3"}, 2,
       [](int stage) -> std::string {
         if (stage < 3) return "";
-        return "ZeRO stage 3 shards parameters, which accelerate-cpp does not have "
-               "yet; choose 0, 1 or 2.";
+        return "ZeRO stage 3 is not offered here yet (its questions are not written); "
+               "choose 0, 1 or 2, or set zero_stage: 3 in the file.";
       });
   if (ds.zero_stage >= 2) {
     const std::vector<std::string> devices = {"none", "cpu", "nvme"};

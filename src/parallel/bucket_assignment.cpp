@@ -46,10 +46,24 @@ using GroupKey = std::tuple<int, int, int>;  // dtype, device type, device index
 
 std::vector<GradientBucket> assign_buckets(
     const std::vector<at::Tensor>& parameters, const BucketCaps& caps,
-    const std::function<c10::Device(c10::Device)>& buffer_device, CommHook hook) {
+    const std::function<c10::Device(c10::Device)>& buffer_device, CommHook hook,
+    const std::vector<int>& unit_of) {
+  if (!unit_of.empty() && unit_of.size() != parameters.size()) {
+    throw Error("gradient sync: unit_of has " + std::to_string(unit_of.size()) + " entries for " +
+                std::to_string(parameters.size()) + " parameters");
+  }
   std::vector<std::pair<std::size_t, GradientBucket>> closed;
   std::map<GroupKey, OpenBucket> open;
+  const auto close_all = [&] {
+    for (auto& entry : open) {
+      if (entry.second.bucket.parameter_indices.empty()) continue;
+      closed.emplace_back(entry.second.first_position, std::move(entry.second.bucket));
+      entry.second.bucket = GradientBucket();
+      ++entry.second.closed_before;
+    }
+  };
   const std::size_t count = parameters.size();
+  int previous_unit = -1;
   for (std::size_t position = 0; position < count; ++position) {
     const std::size_t index = count - 1 - position;
     const at::Tensor& parameter = parameters[index];
@@ -57,6 +71,11 @@ std::vector<GradientBucket> assign_buckets(
       throw Error("gradient sync: parameter " + std::to_string(index) + " is undefined");
     }
     if (!parameter.requires_grad()) continue;
+    // A unit's parameters fill buckets of their own, whatever the caps: its
+    // buffer is what stage 3 gathers and frees as one.
+    const int unit = unit_of.empty() ? -1 : unit_of[index];
+    if (unit != previous_unit) close_all();
+    previous_unit = unit;
     const at::ScalarType dtype = parameter.scalar_type();
     const GroupKey key{static_cast<int>(dtype), static_cast<int>(parameter.device().type()),
                        static_cast<int>(parameter.device().index())};
@@ -66,7 +85,8 @@ std::vector<GradientBucket> assign_buckets(
         parameter.numel() * static_cast<std::int64_t>(c10::elementSize(wire));
     const std::int64_t cap =
         current.closed_before == 0 ? caps.first_bucket_bytes : caps.bucket_bytes;
-    if (!current.bucket.parameter_indices.empty() && current.bucket.bytes + bytes > cap) {
+    if (unit < 0 && !current.bucket.parameter_indices.empty() &&
+        current.bucket.bytes + bytes > cap) {
       closed.emplace_back(current.first_position, std::move(current.bucket));
       current.bucket = GradientBucket();
       ++current.closed_before;

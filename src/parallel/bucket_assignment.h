@@ -32,10 +32,14 @@ BucketCaps bucket_caps_from(const GradientSyncOptions& options);
 // i.e. roughly the order in which backward completes them.
 // `buffer_device` maps a parameter's device to where its bucket's buffer
 // lives (the device the communication backend serves).
+// `unit_of` (empty, or one entry per parameter): ZeRO stage 3's units. The
+// parameters of unit u >= 0 share one bucket per dtype and device whatever
+// the caps, and no bucket holds parameters of two units, or of a unit and
+// none (-1). Units must be contiguous in registration order.
 std::vector<GradientBucket> assign_buckets(
     const std::vector<at::Tensor>& parameters, const BucketCaps& caps,
     const std::function<c10::Device(c10::Device)>& buffer_device,
-    CommHook hook = CommHook::kNone);
+    CommHook hook = CommHook::kNone, const std::vector<int>& unit_of = {});
 
 }  // namespace detail
 }  // namespace accelerate

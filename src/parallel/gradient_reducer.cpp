@@ -78,22 +78,13 @@ class GradientReadyHook : public torch::autograd::FunctionPostHook {
   std::size_t index_;
 };
 
-}  // namespace
-
-GradientReducer::GradientReducer(std::shared_ptr<Communicator> communicator,
-                                 std::vector<at::Tensor> parameters, GradientSyncOptions options,
-                                 std::vector<at::Tensor> buffers)
-    : state_(std::make_unique<State>()) {
-  if (!communicator) throw Error("GradientReducer needs a communicator");
-  State& s = *state_;
-  s.communicator = std::move(communicator);
-  s.options = std::move(options);
-  s.parameters = std::move(parameters);
-  s.buffers = std::move(buffers);
+// Groups the parameters into buckets (per ZeRO-3 unit when `unit_of` is
+// given) and sizes each bucket's bookkeeping; before any backward pass.
+void lay_out_buckets(GradientReducer::State& s, const std::vector<int>& unit_of) {
   const Communicator& comm = *s.communicator;
   s.buckets = detail::assign_buckets(s.parameters, detail::bucket_caps_from(s.options),
                                      [&comm](c10::Device d) { return buffer_device_for(comm, d); },
-                                     s.options.comm_hook());
+                                     s.options.comm_hook(), unit_of);
   for (const GradientBucket& bucket : s.buckets) {
     if (bucket.compressed && !comm.reduces_natively(bucket.wire_dtype, bucket.device)) {
       throw ConfigError(std::string("comm_hook compresses gradients to ") +
@@ -103,8 +94,10 @@ GradientReducer::GradientReducer(std::shared_ptr<Communicator> communicator,
     }
   }
 
+  // Regrouping keeps each slot's accumulator and hook: only its place changes.
   s.slots.resize(s.parameters.size());
-  s.progress.resize(s.buckets.size());
+  for (auto& slot : s.slots) slot.bucket = -1, slot.offset = 0;
+  s.progress.assign(s.buckets.size(), GradientReducer::State::BucketProgress());
   for (std::size_t b = 0; b < s.buckets.size(); ++b) {
     std::int64_t offset = 0;
     for (std::size_t index : s.buckets[b].parameter_indices) {
@@ -123,6 +116,22 @@ GradientReducer::GradientReducer(std::shared_ptr<Communicator> communicator,
                                     bucket.wire_dtype == bucket.gradient_dtype &&
                                     bucket.device == first.device();
   }
+}
+
+}  // namespace
+
+GradientReducer::GradientReducer(std::shared_ptr<Communicator> communicator,
+                                 std::vector<at::Tensor> parameters, GradientSyncOptions options,
+                                 std::vector<at::Tensor> buffers)
+    : state_(std::make_unique<State>()) {
+  if (!communicator) throw Error("GradientReducer needs a communicator");
+  State& s = *state_;
+  s.communicator = std::move(communicator);
+  s.options = std::move(options);
+  s.parameters = std::move(parameters);
+  s.buffers = std::move(buffers);
+  lay_out_buckets(s, {});
+  const Communicator& comm = *s.communicator;
   s.ready.assign(s.parameters.size(), 0);
   s.used_since_sync.assign(s.parameters.size(), 0);
   s.reset_step();
@@ -214,10 +223,11 @@ bool GradientReducer::broadcast_buffers() {
   return true;
 }
 
-void GradientReducer::partition_buckets(GradientPartition partition) {
+void GradientReducer::partition_buckets(GradientPartition partition,
+                                        const std::vector<int>& unit_of) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (partition == s.partition) return;
+  if (partition == s.partition && unit_of.empty()) return;
   if (s.partition != GradientPartition::kNone || s.step_in_progress()) {
     throw Error("gradient sync: partition_buckets() once, before the first backward pass");
   }
@@ -235,6 +245,13 @@ void GradientReducer::partition_buckets(GradientPartition partition) {
                         c10::toString(bucket.gradient_dtype) +
                         " ones (keep fp32 parameters; bf16 autocast is fine)");
     }
+  }
+  if (!unit_of.empty()) {
+    if (partition != GradientPartition::kSharded) {
+      throw Error("gradient sync: units (ZeRO stage 3) need GradientPartition::kSharded");
+    }
+    lay_out_buckets(s, unit_of);
+    s.reset_step();
   }
   const std::int64_t world = s.communicator->world_size();
   const std::int64_t rank = s.communicator->rank();

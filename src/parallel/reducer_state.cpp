@@ -77,6 +77,9 @@ void GradientReducer::State::launch(std::size_t b) {
     }
     // Safe mid-backward: this parameter's AccumulateGrad has already run.
     if (views) grad = view;
+    // Sharded: the full gradient is in the buffer now; freeing it here rather
+    // than in finalize keeps one unit's worth alive at a time, not the model's.
+    if (partition == GradientPartition::kSharded) grad.reset();
   }
   // Compressed buckets are averaged before the sum (DDP's compress hooks):
   // a sum of N fp16 values could overflow where their mean does not.

@@ -80,10 +80,6 @@ void check_zero_stage(const DeepSpeedPlugin& plugin) {
   if (stage < 0 || stage > 3) {
     throw ConfigError("zero_stage expects 0, 1, 2 or 3, got " + std::to_string(stage));
   }
-  if (stage == 3) {
-    throw ConfigError(
-        "zero_stage 3 (parameters sharded) is not available yet in accelerate-cpp; use 1 or 2");
-  }
 }
 
 std::optional<DeepSpeedPlugin> deepspeed_plugin_from_environment(

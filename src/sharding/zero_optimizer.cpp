@@ -10,14 +10,15 @@
 
 #include "accelerate/errors.h"
 #include "parallel/storage_alias.h"
+#include "parallel/storage_release.h"
 
 namespace accelerate::sharding {
 
 ModelShards::ModelShards(std::shared_ptr<Communicator> communicator, GradientReducer& reducer,
-                         int stage)
-    : communicator_(std::move(communicator)), reducer_(reducer) {
-  if (stage != 1 && stage != 2)
-    throw Error("ModelShards: stage 1 or 2, got " + std::to_string(stage));
+                         int stage, const std::vector<int>& unit_of)
+    : communicator_(std::move(communicator)), reducer_(reducer), stage_(stage) {
+  if (stage < 1 || stage > 3)
+    throw Error("ModelShards: stage 1, 2 or 3, got " + std::to_string(stage));
   const std::vector<at::Tensor>& parameters = reducer.parameters();
   for (const GradientBucket& bucket : reducer.buckets()) {
     if (bucket.device != parameters[bucket.parameter_indices.front()].device()) {
@@ -25,10 +26,12 @@ ModelShards::ModelShards(std::shared_ptr<Communicator> communicator, GradientRed
                         bucket.device.str() + " parameters would be staged through the host)");
     }
   }
-  reducer.partition_buckets(stage == 1 ? GradientPartition::kReplicated
-                                       : GradientPartition::kSharded);
+  reducer.partition_buckets(
+      stage == 1 ? GradientPartition::kReplicated : GradientPartition::kSharded,
+      stage == 3 ? unit_of : std::vector<int>());
   c10::NoGradGuard no_grad;
-  for (const GradientBucket& bucket : reducer.buckets()) {
+  for (std::size_t b = 0; b < reducer.buckets().size(); ++b) {
+    const GradientBucket& bucket = reducer.buckets()[b];
     const at::Tensor& first = parameters[bucket.parameter_indices.front()];
     at::Tensor buffer = at::zeros({bucket.padded_numel}, first.options().requires_grad(false));
     for (std::size_t index : bucket.parameter_indices) {
@@ -40,6 +43,8 @@ ModelShards::ModelShards(std::shared_ptr<Communicator> communicator, GradientRed
       parameter.set_data(detail::storage_alias(buffer, offset, parameter.sizes()));
     }
     buffers_.push_back(buffer);
+    at::Tensor shard = buffer.narrow(0, shard_begin(b), shard_numel(b));
+    shards_.push_back(stage == 3 ? shard.clone() : shard);
   }
 }
 
@@ -50,10 +55,9 @@ std::int64_t ModelShards::shard_numel(std::size_t b) const {
 void ModelShards::gather_parameters() {
   std::vector<PendingCollective> pending;
   for (std::size_t b = 0; b < buffers_.size(); ++b) {
-    at::Tensor buffer = buffers_[b];
-    at::Tensor shard = buffer.narrow(0, shard_begin(b), shard_numel(b));
+    if (bucket_released(b)) continue;
     pending.push_back(communicator_->all_gather_into_async(
-        shard, buffer, "ZeRO parameter gather of bucket " + std::to_string(b)));
+        shards_[b], buffers_[b], "ZeRO parameter gather of bucket " + std::to_string(b)));
   }
   for (PendingCollective& p : pending) p.wait();
   // The parameters changed in place behind autograd's back (through their
@@ -62,6 +66,31 @@ void ModelShards::gather_parameters() {
   for (const at::Tensor& parameter : reducer_.parameters()) {
     if (parameter.requires_grad()) parameter.unsafeGetTensorImpl()->bump_version();
   }
+}
+
+void ModelShards::gather_bucket(std::size_t b) {
+  at::Tensor buffer = buffers_.at(b);
+  detail::materialize_storage(buffer,
+                              static_cast<std::size_t>(buffer.numel()) * buffer.element_size());
+  communicator_
+      ->all_gather_into_async(shards_[b], buffer,
+                              "ZeRO-3 parameter gather of bucket " + std::to_string(b))
+      .wait();
+}
+
+void ModelShards::take_shards_from_buffers() {
+  if (stage_ < 3) return;
+  c10::NoGradGuard no_grad;
+  for (std::size_t b = 0; b < buffers_.size(); ++b) {
+    if (!bucket_released(b))
+      shards_[b].copy_(buffers_[b].narrow(0, shard_begin(b), shard_numel(b)));
+  }
+}
+
+void ModelShards::release_bucket(std::size_t b) { detail::release_storage(buffers_.at(b)); }
+
+bool ModelShards::bucket_released(std::size_t b) const {
+  return detail::storage_released(buffers_.at(b));
 }
 
 ShardedOptimizer::ShardedOptimizer(std::shared_ptr<Communicator> communicator,
@@ -91,8 +120,9 @@ ShardedOptimizer::ShardedOptimizer(std::shared_ptr<Communicator> communicator,
   std::vector<std::vector<at::Tensor>> kept = layout_->unsynced();
   for (const ShardLayout::Run& run :
        layout_->runs_for(communicator_->rank(), communicator_->world_size())) {
-    at::Tensor parameter = detail::storage_alias(models_[run.model]->parameter_buffer(run.bucket),
-                                                 run.begin, {run.numel});
+    const ModelShards& model = *models_[run.model];
+    at::Tensor parameter = detail::storage_alias(
+        model.parameter_shard(run.bucket), run.begin - model.shard_begin(run.bucket), {run.numel});
     parameter.set_requires_grad(true);
     kept[run.group].push_back(parameter);
     runs_.push_back(Run{run.model, run.bucket, run.begin, run.numel, parameter});

@@ -32,23 +32,43 @@ namespace accelerate::sharding {
 
 class ModelShards {
  public:
-  // stage 1: gradients all-reduced as usual; stage 2: reduce-scattered. Sets
-  // the reducer's partition, copies the parameters into flat buffers and
-  // rebinds them. Before the first backward pass.
-  ModelShards(std::shared_ptr<Communicator> communicator, GradientReducer& reducer, int stage);
+  // stage 1: gradients all-reduced as usual; stage 2: reduce-scattered;
+  // stage 3: reduce-scattered, the buckets laid out by `unit_of` (one entry
+  // per reducer parameter: its unit, or -1) and each process's shard of the
+  // parameters kept in a tensor of its own, so that a unit's full buffer can
+  // be freed between uses (sharding/parameter_units.h). Sets the reducer's
+  // partition, copies the parameters into flat buffers and rebinds them.
+  // Before the first backward pass.
+  ModelShards(std::shared_ptr<Communicator> communicator, GradientReducer& reducer, int stage,
+              const std::vector<int>& unit_of = {});
 
   GradientReducer& reducer() { return reducer_; }
-  // Bucket b's padded parameter buffer, and this process's shard of it.
+  int stage() const { return stage_; }
+  // Bucket b's padded parameter buffer, and this process's shard of it (a
+  // view into the buffer at stages 1 and 2, a tensor of its own at stage 3).
   const at::Tensor& parameter_buffer(std::size_t b) const { return buffers_.at(b); }
+  const at::Tensor& parameter_shard(std::size_t b) const { return shards_.at(b); }
   std::int64_t shard_numel(std::size_t b) const;
   std::int64_t shard_begin(std::size_t b) const { return communicator_->rank() * shard_numel(b); }
-  // All-gathers every bucket's shards into its buffer (every process calls it).
+  // All-gathers every bucket's shards into its buffer (every process calls
+  // it), except buffers released at stage 3: their unit gathers them when it
+  // next runs.
   void gather_parameters();
+  // Stage 3: gives bucket b's buffer its memory back and all-gathers it
+  // (blocking; every process calls it), or frees the memory.
+  void gather_bucket(std::size_t b);
+  void release_bucket(std::size_t b);
+  bool bucket_released(std::size_t b) const;
+  // Stage 3, after full weights were written (load_state): each shard takes
+  // its elements from its buffer. Stages 1-2's shards are views already.
+  void take_shards_from_buffers();
 
  private:
   std::shared_ptr<Communicator> communicator_;
   GradientReducer& reducer_;
+  int stage_;
   std::vector<at::Tensor> buffers_;  // per bucket, padded
+  std::vector<at::Tensor> shards_;   // per bucket, this process's part
 };
 
 class ShardedOptimizer : public OptimizerShardHooks {

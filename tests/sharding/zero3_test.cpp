@@ -1,0 +1,279 @@
+// ZeRO stage 3 trains exactly as data parallelism (stage 0) does, while the
+// parameters of each unit hold memory only while the unit runs. The model
+// is a stack of residual blocks called through accelerate::unit_forward (or
+// checkpoint_activations, or directly); DeepSpeed's stage 3 finds its units
+// by itself (the repeated blocks). Ranks are threads with real collectives;
+// sums are rank-ordered (shared memory), so equality is bitwise except
+// where a bound is given.
+#include <torch/torch.h>
+
+#include <gtest/gtest.h>
+#include <gmock/gmock.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <string>
+#include <vector>
+
+#include "accelerate/accelerator.h"
+#include "accelerate/activation_checkpointing.h"
+#include "accelerate/errors.h"
+#include "accelerate/unit_forward.h"
+#include "compat/optim_compat.h"
+#include "parallel/storage_release.h"
+#include "sharding/parameter_units.h"
+#include "sharding/zero_test_model.h"
+#include "support/thread_ranks.h"
+
+namespace zero3_test {
+
+using accelerate::Accelerator;
+using accelerate::AcceleratorOptions;
+using accelerate::Communicator;
+using accelerate::DeepSpeedPlugin;
+using accelerate::testing::zero_data;
+
+enum class Call { kUnitForward, kCheckpoint, kDirect };
+
+struct ResidualBlockImpl : torch::nn::Module {
+  ResidualBlockImpl()
+      : up(register_module("up", torch::nn::Linear(16, 32))),
+        down(register_module("down", torch::nn::Linear(32, 16))) {}
+  // `shared`: a root parameter every block reads too (a tied weight, owned
+  // outside the units).
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& shared) {
+    return x + down(torch::tanh(up(x))) * shared;
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return forward(x, torch::ones({16})); }
+  torch::nn::Linear up, down;
+};
+TORCH_MODULE(ResidualBlock);
+
+struct BlockStackImpl : torch::nn::Module {
+  explicit BlockStackImpl(Call call = Call::kUnitForward)
+      : call(call),
+        input(register_module("input", torch::nn::Linear(4, 16))),
+        blocks(register_module("blocks", torch::nn::ModuleList())),
+        output(register_module("output", torch::nn::Linear(16, 1))) {
+    for (int i = 0; i < 3; ++i) blocks->push_back(ResidualBlock());
+    shared = register_parameter("shared", torch::ones({16}));
+    auto generator = at::detail::createCPUGenerator(43);
+    torch::NoGradGuard no_grad;
+    for (auto& parameter : parameters())
+      parameter.copy_(at::randn(parameter.sizes(), generator) * 0.3 + (parameter.dim() == 1));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto h = torch::tanh(input(x));
+    for (const auto& module : *blocks) {
+      auto block = std::dynamic_pointer_cast<ResidualBlockImpl>(module);
+      switch (call) {
+        case Call::kUnitForward:
+          h = accelerate::unit_forward(block, h, shared);
+          break;
+        case Call::kCheckpoint:
+          h = accelerate::checkpoint_activations(block, h);
+          break;
+        case Call::kDirect:
+          h = block->forward(h, shared);
+          break;
+      }
+    }
+    return output(h);
+  }
+  Call call;
+  torch::nn::Linear input;
+  torch::nn::ModuleList blocks;
+  torch::nn::Linear output;
+  torch::Tensor shared;
+};
+TORCH_MODULE(BlockStack);
+
+struct Recipe {
+  int stage = 0;
+  Call call = Call::kUnitForward;
+  int accumulation = 1;
+  double clip = 0;
+  bool bf16 = false;
+};
+
+struct Outcome {
+  std::vector<at::Tensor> parameters;
+  int64_t optimizer_state_elements = 0;
+  bool units_released = false;  // every block parameter without memory after training
+  bool root_whole = false;      // the parameters outside the blocks with theirs
+  at::Tensor eval_no_grad, eval_inference;
+};
+
+AcceleratorOptions options_for(const Recipe& recipe) {
+  AcceleratorOptions options;
+  options.ddp_options(
+      accelerate::GradientSyncOptions().bucket_cap_mb(0.002).first_bucket_cap_mb(0.0005));
+  if (recipe.stage > 0) {
+    options.deepspeed_plugin(
+        DeepSpeedPlugin().zero_stage(recipe.stage).gradient_clipping(std::nullopt));
+  }
+  options.gradient_accumulation_steps(recipe.accumulation);
+  if (recipe.bf16) options.mixed_precision(accelerate::MixedPrecision::kBF16);
+  return options;
+}
+
+bool block_parameters_released(BlockStack& model) {
+  for (const auto& p : model->blocks->parameters()) {
+    if (!accelerate::detail::storage_released(p)) return false;
+  }
+  return true;
+}
+
+Outcome train(std::shared_ptr<Communicator> comm, const Recipe& recipe) {
+  Accelerator accelerator(std::move(comm), options_for(recipe));
+  BlockStack model(recipe.call);
+  accelerate::Optimizer<torch::optim::AdamW> optimizer(
+      model->parameters(), torch::optim::AdamWOptions(0.01).weight_decay(0.05));
+  accelerate::DataLoader loader(zero_data(96), accelerate::DataLoaderOptions(8));
+  accelerator.prepare(model, optimizer, loader);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    for (auto& batch : loader) {
+      auto scope = accelerator.accumulate();
+      auto loss = torch::mse_loss(model->forward(batch.data).to(at::kFloat), batch.target);
+      accelerator.backward(loss);
+      if (recipe.clip > 0 && accelerator.sync_gradients()) {
+        accelerator.clip_grad_norm_(model->parameters(), recipe.clip);
+      }
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+  }
+  Outcome outcome;
+  outcome.units_released = block_parameters_released(model);
+  outcome.root_whole = !accelerate::detail::storage_released(model->input->weight) &&
+                       !accelerate::detail::storage_released(model->shared);
+  const auto probe = zero_data(8).get(0).data.reshape({1, 4});
+  model->eval();
+  {
+    torch::NoGradGuard no_grad;
+    outcome.eval_no_grad = model->forward(probe).clone();
+  }
+  {
+    c10::InferenceMode inference;
+    outcome.eval_inference = model->forward(probe).clone();
+  }
+  for (const auto& entry : accelerator.get_state_dict(model)) {
+    outcome.parameters.push_back(entry.second);
+  }
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) {
+      if (accelerate::compat::param_state(optimizer, p) != nullptr) {
+        outcome.optimizer_state_elements += p.numel();
+      }
+    }
+  }
+  return outcome;
+}
+
+std::vector<Outcome> train_on(int world, const Recipe& recipe) {
+  std::vector<Outcome> outcomes(world);
+  accelerate::testing::run_rank_communicators(world, [&](std::shared_ptr<Communicator> comm) {
+    const int rank = comm->rank();
+    outcomes[rank] = train(comm, recipe);
+  });
+  return outcomes;
+}
+
+void expect_same(const std::vector<Outcome>& got, const std::vector<Outcome>& want, double rtol = 0,
+                 double atol = 0) {
+  ASSERT_EQ(got.size(), want.size());
+  BlockStack initial;
+  ASSERT_FALSE(want[0].parameters.empty());
+  EXPECT_FALSE(at::allclose(want[0].parameters[0], initial->parameters()[0]))
+      << "training did not move the parameters: the comparison would prove nothing";
+  for (std::size_t r = 0; r < got.size(); ++r) {
+    ASSERT_EQ(got[r].parameters.size(), want[r].parameters.size());
+    for (std::size_t i = 0; i < got[r].parameters.size(); ++i) {
+      const at::Tensor& a = got[r].parameters[i];
+      const at::Tensor& b = want[r].parameters[i];
+      const bool same = rtol == 0 && atol == 0 ? at::equal(a, b) : at::allclose(a, b, rtol, atol);
+      EXPECT_TRUE(same) << "rank " << r << ", parameter " << i << ": max difference "
+                        << (a - b).abs().max().item<double>();
+    }
+  }
+}
+
+TEST(Zero3, TrainsBitwiseAsDataParallelismWithUnitsFreedAndStateForTheShardOnly) {
+  for (int world : {2, 3}) {
+    SCOPED_TRACE(std::to_string(world) + " ranks");
+    Recipe recipe;
+    const auto reference = train_on(world, recipe);
+    recipe.stage = 3;
+    const auto sharded = train_on(world, recipe);
+    expect_same(sharded, reference);
+    int64_t total = 0, parameters = 0;
+    for (const auto& p : reference[0].parameters) parameters += p.numel();
+    for (int r = 0; r < world; ++r) {
+      EXPECT_TRUE(sharded[r].units_released) << "rank " << r;
+      EXPECT_TRUE(sharded[r].root_whole) << "rank " << r;
+      EXPECT_FALSE(reference[r].units_released) << "rank " << r;
+      EXPECT_LE(sharded[r].optimizer_state_elements, parameters / world + 64) << "rank " << r;
+      total += sharded[r].optimizer_state_elements;
+      // Evaluation gathers the units under NoGradGuard and InferenceMode.
+      EXPECT_TRUE(at::equal(sharded[r].eval_no_grad, reference[r].eval_no_grad)) << "rank " << r;
+      EXPECT_TRUE(at::equal(sharded[r].eval_inference, reference[r].eval_inference))
+          << "rank " << r;
+    }
+    EXPECT_EQ(total, parameters) << "every element has its state on exactly one rank";
+  }
+}
+
+// (No dropout: ranks that are threads share LibTorch's CPU generator.)
+TEST(Zero3, CheckpointedUnitsTrainBitwiseAsDataParallelism) {
+  Recipe recipe;
+  recipe.call = Call::kCheckpoint;
+  const auto reference = train_on(2, recipe);
+  recipe.stage = 3;
+  const auto sharded = train_on(2, recipe);
+  expect_same(sharded, reference);
+  EXPECT_TRUE(sharded[0].units_released);
+}
+
+TEST(Zero3, AModelThatCallsItsBlocksDirectlyTrainsAsAtStageTwo) {
+  Recipe recipe;
+  recipe.call = Call::kDirect;
+  const auto reference = train_on(2, recipe);
+  recipe.stage = 3;
+  const auto sharded = train_on(2, recipe);
+  expect_same(sharded, reference);
+  EXPECT_FALSE(sharded[0].units_released) << "units that never ran through unit_forward stay whole";
+}
+
+TEST(Zero3, AccumulationAndClippingMatchDataParallelism) {
+  Recipe recipe;
+  recipe.accumulation = 3;
+  recipe.clip = 0.05;
+  const auto reference = train_on(2, recipe);
+  recipe.stage = 3;
+  // The clip's norm is combined from shards in double (LibTorch's in float).
+  expect_same(train_on(2, recipe), reference, 1e-5, 1e-6);
+}
+
+TEST(Zero3, Bf16AutocastMatchesDataParallelism) {
+  Recipe recipe;
+  recipe.bf16 = true;
+  const auto reference = train_on(2, recipe);
+  recipe.stage = 3;
+  expect_same(train_on(2, recipe), reference);
+}
+
+TEST(Zero3, UnitsAreTheRepeatedBlocksAndTheRestStaysOutside) {
+  BlockStack model;
+  std::vector<torch::nn::Module*> blocks;
+  for (const auto& block : *model->blocks) blocks.push_back(block.get());
+  const auto unit_of = accelerate::sharding::parameter_units(*model, blocks);
+  const auto named = model->named_parameters();
+  ASSERT_EQ(unit_of.size(), named.size());
+  for (std::size_t i = 0; i < named.size(); ++i) {
+    const std::string& name = named[i].key();
+    const int want = name.rfind("blocks.", 0) == 0 ? name[7] - '0' : -1;
+    EXPECT_EQ(unit_of[i], want) << name;
+  }
+}
+
+}  // namespace zero3_test
