@@ -150,8 +150,11 @@ torch::Tensor GptImpl::forward(const torch::Tensor& tokens) {
   const auto positions = torch::arange(length, tokens.options().dtype(torch::kLong));
   auto x = drop(wte(tokens) + wpe(positions));
   const bool recompute = config.gradient_checkpointing && is_training();
+  // Both calls mark the block as a unit for ZeRO stage 3 (its weights are
+  // gathered only while it runs); otherwise they are block->forward(x).
   for (auto& block : blocks) {
-    x = recompute ? accelerate::checkpoint_activations(block, x) : block->forward(x);
+    x = recompute ? accelerate::checkpoint_activations(block, x)
+                  : accelerate::unit_forward(block, x);
   }
   return torch::matmul(ln_f(x), wte->weight.t());  // the head is the token embedding
 }
@@ -168,14 +171,26 @@ int64_t parameter_count(const Gpt& model) {
   return count;
 }
 
-accelerate::NamedTensors hf_state_dict(const Gpt& model) {
+accelerate::NamedTensors hf_state_dict(const accelerate::NamedTensors& weights) {
   accelerate::NamedTensors state;
-  for (const auto& item : model->named_parameters()) {
-    torch::Tensor tensor = item.value().detach();
-    if (is_conv1d_weight(item.key())) tensor = tensor.t().contiguous();
-    state.emplace_back("transformer." + item.key(), tensor);
+  for (const auto& [name, value] : weights) {
+    torch::Tensor tensor = value.detach();
+    if (is_conv1d_weight(name)) tensor = tensor.t().contiguous();
+    state.emplace_back("transformer." + name, tensor);
   }
   return state;
+}
+
+namespace {
+accelerate::NamedTensors named_weights(const Gpt& model) {
+  accelerate::NamedTensors weights;
+  for (const auto& item : model->named_parameters()) weights.emplace_back(item.key(), item.value());
+  return weights;
+}
+}  // namespace
+
+accelerate::NamedTensors hf_state_dict(const Gpt& model) {
+  return hf_state_dict(named_weights(model));
 }
 
 std::string hf_config_json(const GptConfig& c) {
@@ -201,11 +216,16 @@ std::string hf_config_json(const GptConfig& c) {
   return out.str();
 }
 
-void save_pretrained(const Gpt& model, const std::string& directory) {
+void save_pretrained(const Gpt& model, const std::string& directory,
+                     const accelerate::NamedTensors& weights) {
   std::filesystem::create_directories(directory);
-  accelerate::save_safetensors(directory + "/model.safetensors", hf_state_dict(model),
+  accelerate::save_safetensors(directory + "/model.safetensors", hf_state_dict(weights),
                                {{"format", "pt"}});
   std::ofstream(directory + "/config.json") << hf_config_json(model->config);
+}
+
+void save_pretrained(const Gpt& model, const std::string& directory) {
+  save_pretrained(model, directory, named_weights(model));
 }
 
 Gpt load_pretrained(const std::string& directory) {

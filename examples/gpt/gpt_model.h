@@ -86,10 +86,16 @@ int64_t parameter_count(const Gpt& model);
 // The state in Hugging Face GPT2LMHeadModel's layout: its names, and its
 // Conv1D weights stored [in, out] (the transpose of a Linear's).
 accelerate::NamedTensors hf_state_dict(const Gpt& model);
+// The same from the model's weights by name (named_parameters' names), e.g.
+// accelerator.get_state_dict(model), which gathers ZeRO-3's sharded units.
+accelerate::NamedTensors hf_state_dict(const accelerate::NamedTensors& weights);
 // GPT-2's config.json for `config`.
 std::string hf_config_json(const GptConfig& config);
 // Writes directory/model.safetensors and directory/config.json.
 void save_pretrained(const Gpt& model, const std::string& directory);
+// With the weights given (accelerator.get_state_dict(model) under ZeRO-3).
+void save_pretrained(const Gpt& model, const std::string& directory,
+                     const accelerate::NamedTensors& weights);
 // Reads a directory save_pretrained wrote (or a GPT-2 checkpoint of the same
 // layout): the config from config.json, then the weights.
 Gpt load_pretrained(const std::string& directory);

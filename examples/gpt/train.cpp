@@ -119,8 +119,10 @@ int train(gpt_flags::Flags& flags) {
       std::make_shared<Throughput>(tokens_per_step, accelerator.is_main_process()));
   trainer.train();
   if (args.eval_strategy() == accelerate::IntervalStrategy::kNo) trainer.evaluate();
+  // Every process: under ZeRO-3 the blocks' weights are gathered from all.
+  const auto weights = accelerator.get_state_dict(model);
   if (accelerator.is_main_process()) {
-    gpt::save_pretrained(model, args.output_dir() + "/model");
+    gpt::save_pretrained(model, args.output_dir() + "/model", weights);
     tokenizer.save(args.output_dir() + "/model/tokenizer.bpe");
   }
   accelerator.wait_for_everyone();

@@ -175,20 +175,14 @@ ParameterUnits::ParameterUnits(std::shared_ptr<ModelShards> shards,
 
 ParameterUnits::~ParameterUnits() {
   for (auto& hook : state_->hooks) hook.accumulator->del_post_hook(hook.key);
-  bool model_alive = false;
+  // No collective here (a process leaving on an error would wait for the
+  // others' timeout): units whose weights are freed keep their mark, with
+  // the state gone, so that running them is a clear error, not garbage.
   for (auto& unit : state_->units) {
     const auto module = unit.module.lock();
-    if (!module) continue;
-    model_alive = true;
-    if (module->named_children().contains(kHandleName)) module->unregister_module(kHandleName);
-  }
-  if (!model_alive) return;
-  // The model stays usable without the Accelerator: the freed units are
-  // gathered (a collective; every process destroys its Accelerator alike).
-  // A failure (a process gone) leaves them empty rather than throwing here.
-  try {
-    gather_all();
-  } catch (const std::exception&) {
+    if (module && state_->gathered(unit) && module->named_children().contains(kHandleName)) {
+      module->unregister_module(kHandleName);
+    }
   }
 }
 
@@ -233,8 +227,13 @@ at::Tensor run_as_unit(torch::nn::Module& module, const std::function<at::Tensor
   const auto* child = children.find(sharding::ParameterUnits::kHandleName);
   if (child == nullptr) return forward();
   const auto* handle = dynamic_cast<const sharding::UnitHandle*>(child->get());
-  auto state = handle != nullptr ? handle->state() : nullptr;
-  if (!state) return forward();  // the Accelerator that prepared it is gone
+  if (handle == nullptr) return forward();
+  auto state = handle->state();
+  if (!state) {
+    throw Error("ZeRO-3: the weights of unit " + module.name() +
+                " are sharded by an Accelerator that no longer exists; keep the Accelerator "
+                "while the model runs, or take the weights first (accelerator.get_state_dict)");
+  }
   return state->run(handle->unit(), forward, state);
 }
 

@@ -53,7 +53,9 @@ class ParameterUnits {
   // unit_forward finds it (a child module named kHandleName).
   ParameterUnits(std::shared_ptr<ModelShards> shards, const std::vector<torch::nn::Module*>& units,
                  const std::vector<int>& unit_of, bool reshard_after_forward);
-  // Removes the gradient hooks and the marks. Not during a backward pass.
+  // Removes the gradient hooks, and the marks of units whose weights are
+  // whole; a freed unit stays marked, and running it then throws Error
+  // (gathering it would be a collective). Not during a backward pass.
   ~ParameterUnits();
   ParameterUnits(const ParameterUnits&) = delete;
   ParameterUnits& operator=(const ParameterUnits&) = delete;

@@ -262,6 +262,29 @@ TEST(Zero3, Bf16AutocastMatchesDataParallelism) {
   expect_same(train_on(2, recipe), reference);
 }
 
+TEST(Zero3, RunningAFreedUnitAfterItsAcceleratorWentIsAClearError) {
+  accelerate::testing::run_rank_communicators(2, [](std::shared_ptr<Communicator> comm) {
+    BlockStack model;
+    {
+      Recipe recipe;
+      recipe.stage = 3;
+      Accelerator accelerator(comm, options_for(recipe));
+      accelerate::Optimizer<torch::optim::AdamW> optimizer(model->parameters(),
+                                                           torch::optim::AdamWOptions(0.01));
+      accelerator.prepare(model, optimizer);
+      torch::NoGradGuard no_grad;
+      model->forward(torch::ones({1, 4}));  // runs the units, which frees them
+      EXPECT_TRUE(block_parameters_released(model));
+    }
+    try {
+      model->forward(torch::ones({1, 4}));
+      ADD_FAILURE() << "no error";
+    } catch (const accelerate::Error& error) {
+      EXPECT_THAT(error.what(), ::testing::HasSubstr("an Accelerator that no longer exists"));
+    }
+  });
+}
+
 TEST(Zero3, UnitsAreTheRepeatedBlocksAndTheRestStaysOutside) {
   BlockStack model;
   std::vector<torch::nn::Module*> blocks;
