@@ -32,6 +32,10 @@ struct ParameterUnits::State {
   std::vector<Unit> units;
   std::vector<InstalledHook> hooks;
   bool reshard_after_forward = true;
+  bool prefetching = true;
+  std::vector<std::size_t> order;      // units as the last complete forward ran them
+  std::vector<int> position;           // unit -> index in `order`, or -1
+  std::vector<std::size_t> recording;  // the forward pass in progress
 
   bool gathered(const Unit& unit) const {
     for (std::size_t b : unit.buckets) {
@@ -40,9 +44,36 @@ struct ParameterUnits::State {
     return true;
   }
   void gather(Unit& unit) {
-    for (std::size_t b : unit.buckets) {
-      if (shards->bucket_released(b)) shards->gather_bucket(b);
+    for (std::size_t b : unit.buckets) shards->gather_bucket(b);  // waits for a prefetch
+  }
+  // The next unit's gather runs while this one computes: in forward the
+  // unit after it, in backward the one before it, in the order the units
+  // ran in the last forward pass (the same on every process, so the
+  // collectives stay matched; a wrong guess only gathers early).
+  void prefetch(std::size_t u, int step) {
+    if (!prefetching || position[u] < 0) return;
+    const int next = position[u] + step;
+    if (next < 0 || next >= static_cast<int>(order.size())) return;
+    for (std::size_t b : units[order[static_cast<std::size_t>(next)]].buckets) {
+      shards->start_gather(b);
     }
+  }
+  // Records the order units run in; a unit running again starts a new pass.
+  void note_run(std::size_t u) {
+    for (std::size_t seen : recording) {
+      if (seen == u) {
+        adopt_order();
+        break;
+      }
+    }
+    recording.push_back(u);
+  }
+  void adopt_order() {
+    if (recording.empty()) return;
+    order = recording;
+    recording.clear();
+    position.assign(units.size(), -1);
+    for (std::size_t i = 0; i < order.size(); ++i) position[order[i]] = static_cast<int>(i);
   }
   void release(Unit& unit) {
     for (std::size_t b : unit.buckets) shards->release_bucket(b);
@@ -54,7 +85,9 @@ struct ParameterUnits::State {
   at::Tensor run(std::size_t u, const std::function<at::Tensor()>& forward,
                  const std::shared_ptr<State>& self) {
     Unit& unit = units[u];
+    note_run(u);
     gather(unit);
+    prefetch(u, +1);
     unit.through_forward = true;
     at::Tensor output = forward();
     if (at::GradMode::is_enabled() && output.requires_grad()) {
@@ -62,7 +95,10 @@ struct ParameterUnits::State {
       // state, since a graph can outlive a step.
       std::weak_ptr<State> weak = self;
       output.register_hook([weak, u](const at::Tensor& grad) {
-        if (auto state = weak.lock()) state->gather(state->units[u]);
+        if (auto state = weak.lock()) {
+          state->gather(state->units[u]);
+          state->prefetch(u, -1);
+        }
         return grad;
       });
     }
@@ -138,11 +174,14 @@ std::vector<int> parameter_units(torch::nn::Module& root,
 
 ParameterUnits::ParameterUnits(std::shared_ptr<ModelShards> shards,
                                const std::vector<torch::nn::Module*>& units,
-                               const std::vector<int>& unit_of, bool reshard_after_forward)
+                               const std::vector<int>& unit_of, bool reshard_after_forward,
+                               bool prefetch)
     : state_(std::make_shared<State>()) {
   State& s = *state_;
   s.shards = std::move(shards);
   s.reshard_after_forward = reshard_after_forward;
+  s.prefetching = prefetch;
+  s.position.assign(units.size(), -1);
   s.units.resize(units.size());
   GradientReducer& reducer = s.shards->reducer();
   const auto& parameters = reducer.parameters();
@@ -189,6 +228,7 @@ ParameterUnits::~ParameterUnits() {
 std::size_t ParameterUnits::size() const { return state_->units.size(); }
 
 void ParameterUnits::after_backward() {
+  state_->adopt_order();
   for (auto& unit : state_->units) {
     if (unit.through_forward && state_->gathered(unit)) state_->release(unit);
     unit.waiting_for = unit.parameter_count;

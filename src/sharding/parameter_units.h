@@ -5,9 +5,11 @@
 //
 // A unit's life in one training step, all driven from the model's own
 // accelerate::unit_forward / checkpoint_activations call (unit_forward.h):
-//   forward   gather the unit's buffers (all-gather of the shards), run the
-//             unit, hook its output, free the buffers
-//   backward  the output's hook gathers them again before the unit's
+//   forward   gather the unit's buffers (all-gather of the shards; the next
+//             unit's gather starts now, to overlap this unit's compute),
+//             run the unit, hook its output, free the buffers
+//   backward  the output's hook gathers them again (and starts the previous
+//             unit's gather) before the unit's
 //             backward reads the weights autograd saved (they alias the same
 //             storage, src/parallel/storage_release.h); the reducer
 //             reduce-scatters the unit's gradients as they complete (stage
@@ -51,8 +53,11 @@ class ParameterUnits {
   // `units`: the model's unit modules; `unit_of`: parameter_units' answer,
   // which `shards` was built with. Marks each unit module so that
   // unit_forward finds it (a child module named kHandleName).
+  // `prefetch`: start the next unit's gather while one runs (forward: the
+  // next, backward: the previous, in the last forward's order), so at most
+  // two units are whole at a time.
   ParameterUnits(std::shared_ptr<ModelShards> shards, const std::vector<torch::nn::Module*>& units,
-                 const std::vector<int>& unit_of, bool reshard_after_forward);
+                 const std::vector<int>& unit_of, bool reshard_after_forward, bool prefetch = true);
   // Removes the gradient hooks, and the marks of units whose weights are
   // whole; a freed unit stays marked, and running it then throws Error
   // (gathering it would be a collective). Not during a backward pass.

@@ -53,6 +53,9 @@ std::int64_t ModelShards::shard_numel(std::size_t b) const {
 }
 
 void ModelShards::gather_parameters() {
+  for (std::size_t b = 0; b < gathering_.size(); ++b) {
+    if (gathering_[b].valid()) gather_bucket(b);  // prefetched: finish it first
+  }
   std::vector<PendingCollective> pending;
   for (std::size_t b = 0; b < buffers_.size(); ++b) {
     if (bucket_released(b)) continue;
@@ -68,14 +71,25 @@ void ModelShards::gather_parameters() {
   }
 }
 
-void ModelShards::gather_bucket(std::size_t b) {
+void ModelShards::start_gather(std::size_t b) {
+  if (!bucket_released(b)) return;  // gathered, or being gathered
   at::Tensor buffer = buffers_.at(b);
   detail::materialize_storage(buffer,
                               static_cast<std::size_t>(buffer.numel()) * buffer.element_size());
-  communicator_
-      ->all_gather_into_async(shards_[b], buffer,
-                              "ZeRO-3 parameter gather of bucket " + std::to_string(b))
-      .wait();
+  gathering_.resize(buffers_.size());
+  gathering_[b] = communicator_->all_gather_into_async(
+      shards_[b], buffer, "ZeRO-3 parameter gather of bucket " + std::to_string(b));
+}
+
+void ModelShards::gather_bucket(std::size_t b) {
+  if (b < gathering_.size() && gathering_[b].valid()) {
+    gathering_[b].wait();
+    gathering_[b] = PendingCollective();
+    return;
+  }
+  if (!bucket_released(b)) return;
+  start_gather(b);
+  gather_bucket(b);
 }
 
 void ModelShards::take_shards_from_buffers() {
@@ -87,7 +101,11 @@ void ModelShards::take_shards_from_buffers() {
   }
 }
 
-void ModelShards::release_bucket(std::size_t b) { detail::release_storage(buffers_.at(b)); }
+void ModelShards::release_bucket(std::size_t b) {
+  // Never free memory a collective is still writing.
+  if (b < gathering_.size() && gathering_[b].valid()) gather_bucket(b);
+  detail::release_storage(buffers_.at(b));
+}
 
 bool ModelShards::bucket_released(std::size_t b) const {
   return detail::storage_released(buffers_.at(b));

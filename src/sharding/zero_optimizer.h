@@ -55,10 +55,14 @@ class ModelShards {
   // next runs.
   void gather_parameters();
   // Stage 3: gives bucket b's buffer its memory back and all-gathers it
-  // (blocking; every process calls it), or frees the memory.
+  // (every process calls it; waits for a gather start_gather began), or
+  // frees the memory (after any gather in flight).
   void gather_bucket(std::size_t b);
   void release_bucket(std::size_t b);
   bool bucket_released(std::size_t b) const;
+  // Stage 3 prefetch: gives a released buffer its memory and starts its
+  // all-gather without waiting; gather_bucket(b) finishes it.
+  void start_gather(std::size_t b);
   // Stage 3, after full weights were written (load_state): each shard takes
   // its elements from its buffer. Stages 1-2's shards are views already.
   void take_shards_from_buffers();
@@ -67,8 +71,9 @@ class ModelShards {
   std::shared_ptr<Communicator> communicator_;
   GradientReducer& reducer_;
   int stage_;
-  std::vector<at::Tensor> buffers_;  // per bucket, padded
-  std::vector<at::Tensor> shards_;   // per bucket, this process's part
+  std::vector<at::Tensor> buffers_;           // per bucket, padded
+  std::vector<at::Tensor> shards_;            // per bucket, this process's part
+  std::vector<PendingCollective> gathering_;  // per bucket: start_gather's, until waited for
 };
 
 class ShardedOptimizer : public OptimizerShardHooks {
