@@ -22,6 +22,7 @@
 #include "accelerate/deepspeed_plugin.h"
 #include "accelerate/environment.h"
 #include "accelerate/errors.h"
+#include "accelerate/fsdp_plugin.h"
 #include "accelerate/grad_scaler.h"
 #include "accelerate/gradient_reducer.h"
 #include "accelerate/gradient_state.h"

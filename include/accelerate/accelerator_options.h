@@ -22,6 +22,7 @@
 #include "accelerate/data_options.h"
 #include "accelerate/deepspeed_plugin.h"
 #include "accelerate/environment.h"
+#include "accelerate/fsdp_plugin.h"
 #include "accelerate/grad_scaler.h"
 #include "accelerate/gradient_reducer.h"
 #include "accelerate/job_state.h"
@@ -68,9 +69,14 @@ struct AcceleratorOptions {
   ACCELERATE_ARG(DataLoaderConfiguration, dataloader_config);
   // DistributedDataParallelKwargs: bucket_cap_mb, find_unused_parameters, ...
   ACCELERATE_ARG(GradientSyncOptions, ddp_options);
-  // Sharded data parallelism (ZeRO stages 1 and 2, deepspeed_plugin.h);
-  // unset: plain data parallelism.
+  // Sharded data parallelism (ZeRO stages 1 to 3, deepspeed_plugin.h);
+  // unset: the one `accelerate launch` describes in the environment, else
+  // plain data parallelism.
   ACCELERATE_ARG(std::optional<DeepSpeedPlugin>, deepspeed_plugin);
+  // The same engine in FSDP's words (fsdp_plugin.h): FULL_SHARD is stage 3
+  // with units from the auto wrap policy. Setting both plugins is a
+  // ConfigError.
+  ACCELERATE_ARG(std::optional<FullyShardedDataParallelPlugin>, fsdp_plugin);
   // InitProcessGroupKwargs (backend, timeout) and debug mode.
   ACCELERATE_ARG(JobOptions, job_options);
   // Step schedulers together with optimizers (Accelerate's

@@ -334,8 +334,9 @@ void Accelerator::restore_state_from(const std::string& folder) {
     if (auto* sharded = is_sharded(i) ? zero_->sharding(prepared_optimizers_[i]) : nullptr) {
       sharded->load_resharded(saved_world, manifest, archive_of);
     } else {
-      sharding::load_sharded_state_whole(*prepared_optimizers_[i], prepared_modules_,
-                                         options_.ddp_options(), saved_world, manifest, archive_of);
+      sharding::load_sharded_state_whole(
+          *prepared_optimizers_[i], prepared_modules_, options_.ddp_options(), saved_world,
+          manifest, archive_of, zero_ ? zero_->layout_units() : nullptr);
     }
   }
   if (other_world && is_main_process()) {

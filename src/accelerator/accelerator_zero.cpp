@@ -2,6 +2,7 @@
 #include "accelerator/accelerator_zero.h"
 
 #include <iostream>
+#include <string>
 
 #include <torch/nn/module.h>
 
@@ -10,6 +11,20 @@
 #include "sharding/plugin_from_environment.h"
 
 namespace accelerate {
+namespace {
+
+// What an FSDP plugin asks for that changes nothing here, said once by the
+// main process.
+void print_fsdp_notes(const FullyShardedDataParallelPlugin& fsdp, int stage) {
+  if (fsdp.cpu_offload()) {
+    std::cerr << "accelerate: note: FSDP cpu_offload changes nothing in a CPU-only job: the "
+                 "parameters and gradients are in CPU memory already\n";
+  }
+  // backward_prefetch / forward_prefetch need no note: stage 3 always
+  // prefetches the next unit's gather (docs/sharding.md), as DeepSpeed does.
+}
+
+}  // namespace
 
 std::unique_ptr<Accelerator::Zero> Accelerator::Zero::configure(const AcceleratorOptions& options,
                                                                 const Environment& env,
@@ -17,21 +32,33 @@ std::unique_ptr<Accelerator::Zero> Accelerator::Zero::configure(const Accelerato
                                                                 MixedPrecision mixed_precision) {
   auto zero = std::make_unique<Zero>();
   std::optional<sharding::DeepSpeedConfig> file;
+  std::optional<FullyShardedDataParallelPlugin> fsdp = options.fsdp_plugin();
+  if (options.deepspeed_plugin() && fsdp) {
+    throw ConfigError(
+        "AcceleratorOptions sets both deepspeed_plugin and fsdp_plugin; choose one (they select "
+        "the same ZeRO engine)");
+  }
   if (options.deepspeed_plugin()) {
     zero->plugin = *options.deepspeed_plugin();
     if (zero->plugin.hf_ds_config()) {
       file = sharding::read_deepspeed_config(*zero->plugin.hf_ds_config());
       sharding::fill_from_config_file(*file, zero->plugin);
     }
+  } else if (fsdp) {
+    zero->plugin = sharding::zero_plugin_of(*fsdp);
+    zero->distributed_type = "FSDP";
   } else if (auto plugin =
                  sharding::deepspeed_plugin_from_environment(env, &zero->distributed_type, &file)) {
     zero->plugin = *plugin;
+    if (zero->distributed_type == "FSDP") fsdp = sharding::fsdp_plugin_from_environment(env);
   } else {
     return nullptr;
   }
   sharding::check_zero_stage(zero->plugin);
-  // DeepSpeed finds stage 3's units by itself: here, the model's repeated blocks.
+  // DeepSpeed finds stage 3's units by itself: here, the model's repeated
+  // blocks. FSDP finds them by its auto wrap policy.
   zero->unit_policy.policy = sharding::AutoWrapPolicy::kRepeatedBlocks;
+  if (fsdp && zero->plugin.zero_stage() == 3) zero->unit_policy = sharding::unit_policy_of(*fsdp);
   const int stage = zero->plugin.zero_stage();
   std::vector<std::string> notes;
   if (file) {
@@ -45,6 +72,11 @@ std::unique_ptr<Accelerator::Zero> Accelerator::Zero::configure(const Accelerato
     throw ConfigError(
         "offload_param_device cpu is not available yet in accelerate-cpp (the parameters stay "
         "on the GPU); use none");
+  }
+  if (fsdp && fsdp->cpu_offload() && cuda) {
+    throw ConfigError(
+        "FSDP cpu_offload (fsdp_offload_params) is not available yet in accelerate-cpp (the "
+        "parameters and gradients stay on the GPU); set it to false");
   }
   if (zero->plugin.offload_optimizer_device() == OffloadDevice::kCpu && cuda) {
     throw ConfigError(
@@ -70,6 +102,7 @@ std::unique_ptr<Accelerator::Zero> Accelerator::Zero::configure(const Accelerato
       std::cerr << "accelerate: note: zero3_init_flag: every process builds the whole model and "
                    "prepare() shards it (building it sharded is not available yet)\n";
     }
+    if (fsdp) print_fsdp_notes(*fsdp, stage);
     for (const auto& note : notes) std::cerr << "accelerate: note: " << note << "\n";
     if (file) {
       for (const auto& key : file->ignored_keys) {
@@ -82,16 +115,33 @@ std::unique_ptr<Accelerator::Zero> Accelerator::Zero::configure(const Accelerato
   return zero;
 }
 
+namespace {
+
+std::vector<torch::nn::Module*> unit_modules(torch::nn::Module& module,
+                                             const sharding::UnitPolicy& policy) {
+  std::vector<torch::nn::Module*> found;
+  for (const sharding::Unit& unit : sharding::find_units(module, policy)) {
+    found.push_back(unit.module);
+  }
+  return found;
+}
+
+}  // namespace
+
+std::function<std::vector<int>(torch::nn::Module&)> Accelerator::Zero::layout_units() const {
+  if (stage() < 3) return nullptr;
+  return [policy = unit_policy](torch::nn::Module& module) {
+    return sharding::parameter_units(module, unit_modules(module, policy));
+  };
+}
+
 void Accelerator::Zero::shard_model(const std::shared_ptr<Communicator>& communicator,
                                     torch::nn::Module& module, GradientReducer& reducer) {
   if (stage() < 3) {
     models.push_back(std::make_shared<sharding::ModelShards>(communicator, reducer, stage()));
     return;
   }
-  std::vector<torch::nn::Module*> found;
-  for (const sharding::Unit& unit : sharding::find_units(module, unit_policy)) {
-    found.push_back(unit.module);
-  }
+  const std::vector<torch::nn::Module*> found = unit_modules(module, unit_policy);
   const std::vector<int> unit_of = sharding::parameter_units(module, found);
   auto shards = std::make_shared<sharding::ModelShards>(communicator, reducer, 3, unit_of);
   models.push_back(shards);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,9 +24,11 @@ namespace accelerate {
 // parallelism.
 struct Accelerator::Zero {
   // The plugin this job runs with: AcceleratorOptions::deepspeed_plugin
-  // (its hf_ds_config file applied), else the one `accelerate launch`
-  // describes in the environment; null when there is neither. Checks it
-  // against the job (ConfigError) and prints its notes on the main process.
+  // (its hf_ds_config file applied), or its fsdp_plugin as the ZeRO stage
+  // it is (stage 3's units from its auto wrap policy), else the one
+  // `accelerate launch` describes in the environment; null when there is
+  // none. Checks it against the job (ConfigError) and prints its notes on
+  // the main process.
   static std::unique_ptr<Zero> configure(const AcceleratorOptions& options, const Environment& env,
                                          const JobState& job, MixedPrecision mixed_precision);
 
@@ -57,6 +60,9 @@ struct Accelerator::Zero {
 
   // Shards `reducer`'s model (prepare()): stage 1/2 over its buckets, stage
   // 3 over the units unit_policy finds in `module`.
+  // Stage 3: the units of a prepared module's parameters (parameter_units'
+  // answer), for rebuilding a saved bucket layout; nullptr below stage 3.
+  std::function<std::vector<int>(torch::nn::Module&)> layout_units() const;
   void shard_model(const std::shared_ptr<Communicator>& communicator, torch::nn::Module& module,
                    GradientReducer& reducer);
   // Stage 3: every unit's full weights until the guard goes, for code that

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <initializer_list>
 
 #include "accelerate/errors.h"
 #include "accelerate/job_state.h"
@@ -62,6 +63,55 @@ std::optional<std::string> parse_reshard_after_forward(std::string_view text) {
   return std::nullopt;
 }
 
+// An enum of fsdp_plugin.h written as its name (any case, as Accelerate
+// upper-cases it) or, where PyTorch numbers it, as the number.
+template <class E>
+std::optional<E> parse_fsdp_name(std::string_view text, std::initializer_list<E> values,
+                                 bool numbered) {
+  std::string word(text);
+  std::transform(word.begin(), word.end(), word.begin(),
+                 [](unsigned char c) { return std::toupper(c); });
+  for (E value : values) {
+    if (word == to_string(value)) return value;
+    if (numbered && word == std::to_string(static_cast<int>(value))) return value;
+  }
+  return std::nullopt;
+}
+
+std::optional<FsdpAutoWrapPolicy> parse_auto_wrap_policy(std::string_view text) {
+  return parse_fsdp_name(text,
+                         {FsdpAutoWrapPolicy::kTransformerBasedWrap,
+                          FsdpAutoWrapPolicy::kSizeBasedWrap, FsdpAutoWrapPolicy::kNoWrap},
+                         /*numbered=*/false);
+}
+
+// Accelerate maps NO_PREFETCH to None before PyTorch's numbers (1, 2) apply.
+std::optional<FsdpBackwardPrefetch> parse_backward_prefetch(std::string_view text) {
+  const auto value = parse_fsdp_name(
+      text, {FsdpBackwardPrefetch::kBackwardPre, FsdpBackwardPrefetch::kBackwardPost}, true);
+  if (value) return value;
+  return parse_fsdp_name(text, {FsdpBackwardPrefetch::kNoPrefetch}, /*numbered=*/false);
+}
+
+std::optional<FsdpStateDictType> parse_state_dict_type(std::string_view text) {
+  return parse_fsdp_name(text,
+                         {FsdpStateDictType::kFullStateDict, FsdpStateDictType::kLocalStateDict,
+                          FsdpStateDictType::kShardedStateDict},
+                         /*numbered=*/true);
+}
+
+// 0 is allowed: Accelerate then drops SIZE_BASED_WRAP (no units).
+std::optional<int64_t> parse_min_num_params(std::string_view text) {
+  const auto value = detail::parse_integer_in(text, 0, 1000000000000000000LL);
+  return value ? std::optional<int64_t>(*value) : std::nullopt;
+}
+
+// Comma-separated class names; at least one name.
+std::optional<std::string> parse_class_names(std::string_view text) {
+  if (text.find_first_not_of(", \t") == std::string_view::npos) return std::nullopt;
+  return std::string(text);
+}
+
 // OpenMP's two wait policies, any case (as OpenMP runtimes accept them).
 std::optional<std::string> parse_wait_policy(std::string_view text) {
   const std::string word = lower(text);
@@ -89,6 +139,10 @@ std::string format_fsdp_sharding_strategy(const FsdpShardingStrategy& value) {
   return to_string(value);
 }
 std::string format_text(const std::string& value) { return value; }
+std::string format_int64(const int64_t& value) { return std::to_string(value); }
+std::string format_auto_wrap_policy(const FsdpAutoWrapPolicy& value) { return to_string(value); }
+std::string format_backward_prefetch(const FsdpBackwardPrefetch& value) { return to_string(value); }
+std::string format_state_dict_type(const FsdpStateDictType& value) { return to_string(value); }
 std::string format_bool(const bool& value) { return value ? "true" : "false"; }
 std::string format_mixed_precision(const MixedPrecision& value) { return to_string(value); }
 std::string format_log_level(const LogLevel& value) { return to_string(value); }
@@ -118,11 +172,6 @@ std::string bad_value_message(std::string_view subject, std::string_view expecte
 }
 
 std::string count_expectation() { return kCountExpectation; }
-
-const char* to_string(FsdpShardingStrategy strategy) {
-  const int number = static_cast<int>(strategy);
-  return number >= 1 && number <= 5 ? kStrategyNames[number - 1] : "?";
-}
 
 std::optional<FsdpShardingStrategy> parse_fsdp_sharding_strategy(std::string_view text) {
   std::string word(text);
@@ -165,6 +214,10 @@ template struct Setting<std::string>;
 template struct Setting<double>;
 template struct Setting<OffloadDevice>;
 template struct Setting<FsdpShardingStrategy>;
+template struct Setting<FsdpAutoWrapPolicy>;
+template struct Setting<int64_t>;
+template struct Setting<FsdpBackwardPrefetch>;
+template struct Setting<FsdpStateDictType>;
 
 const Setting<MixedPrecision> kMixedPrecision{
     {"ACCELERATE_MIXED_PRECISION", "--mixed_precision / mixed_precision", "one of no, bf16, fp16", "no",
@@ -260,7 +313,8 @@ const Setting<bool> kUseFsdp{
 const Setting<FsdpShardingStrategy> kFsdpShardingStrategy{
     {"FSDP_SHARDING_STRATEGY", "--fsdp_sharding_strategy / fsdp_config.fsdp_sharding_strategy",
      "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD or HYBRID_SHARD_ZERO2 (or 1-5)",
-     "FULL_SHARD (refused: it is ZeRO-3)", "SHARD_GRAD_OP is ZeRO stage 2, NO_SHARD stage 0"},
+     "FULL_SHARD",
+     "FULL_SHARD is ZeRO stage 3, SHARD_GRAD_OP stage 2, NO_SHARD stage 0; HYBRID_* are refused"},
     FsdpShardingStrategy::kFullShard,
     parse_fsdp_sharding_strategy,
     format_fsdp_sharding_strategy};
@@ -282,6 +336,65 @@ const Setting<int> kFsdpVersion{
     1,
     parse_fsdp_version,
     format_int};
+
+const Setting<FsdpAutoWrapPolicy> kFsdpAutoWrapPolicy{
+    {"FSDP_AUTO_WRAP_POLICY", "--fsdp_auto_wrap_policy / fsdp_config.fsdp_auto_wrap_policy",
+     "TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP", "NO_WRAP",
+     "which modules are ZeRO stage 3's units (FULL_SHARD)"},
+    FsdpAutoWrapPolicy::kNoWrap,
+    parse_auto_wrap_policy,
+    format_auto_wrap_policy};
+
+const Setting<std::string> kFsdpTransformerClsToWrap{
+    {"FSDP_TRANSFORMER_CLS_TO_WRAP",
+     "--fsdp_transformer_layer_cls_to_wrap / fsdp_config.fsdp_transformer_layer_cls_to_wrap",
+     "class names separated by commas (e.g. Block or Block,Mlp)", "none",
+     "TRANSFORMER_BASED_WRAP: the classes whose modules are units"},
+    "",
+    parse_class_names,
+    format_text};
+
+// Accelerate's launcher always passes --fsdp_min_num_params's 1e8; ours
+// passes what was given, so the ranks fall back to the same number.
+const Setting<int64_t> kFsdpMinNumParams{
+    {"FSDP_MIN_NUM_PARAMS", "--fsdp_min_num_params / fsdp_config.fsdp_min_num_params",
+     "a whole number of 0 or more", "100000000",
+     "SIZE_BASED_WRAP: the parameter elements that make a module a unit (0: no units)"},
+    100000000,
+    parse_min_num_params,
+    format_int64};
+
+const Setting<FsdpBackwardPrefetch> kFsdpBackwardPrefetch{
+    {"FSDP_BACKWARD_PREFETCH", "--fsdp_backward_prefetch / fsdp_config.fsdp_backward_prefetch",
+     "BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH", "NO_PREFETCH",
+     "accepted; gathers are not prefetched yet"},
+    FsdpBackwardPrefetch::kNoPrefetch,
+    parse_backward_prefetch,
+    format_backward_prefetch};
+
+const Setting<bool> kFsdpForwardPrefetch{
+    {"FSDP_FORWARD_PREFETCH", "--fsdp_forward_prefetch / fsdp_config.fsdp_forward_prefetch",
+     kBoolExpectation, "false", "accepted; gathers are not prefetched yet"},
+    false,
+    parse_bool,
+    format_bool};
+
+const Setting<bool> kFsdpOffloadParams{
+    {"FSDP_OFFLOAD_PARAMS", "--fsdp_offload_params / fsdp_config.fsdp_offload_params",
+     kBoolExpectation, "false",
+     "keep parameters and gradients in CPU memory: nothing to do on CPU, refused on CUDA"},
+    false,
+    parse_bool,
+    format_bool};
+
+const Setting<FsdpStateDictType> kFsdpStateDictType{
+    {"FSDP_STATE_DICT_TYPE", "--fsdp_state_dict_type / fsdp_config.fsdp_state_dict_type",
+     "FULL_STATE_DICT, LOCAL_STATE_DICT or SHARDED_STATE_DICT (or 1-3)",
+     "FULL_STATE_DICT (FSDP 1), SHARDED_STATE_DICT (FSDP 2)",
+     "accepted; checkpoints have accelerate-cpp's format whatever it says"},
+    FsdpStateDictType::kFullStateDict,
+    parse_state_dict_type,
+    format_state_dict_type};
 
 const Setting<milliseconds> kTimeout{
     {"ACCELERATE_TIMEOUT", "--rdzv_conf timeout=SECONDS", "a positive number of seconds (e.g. 300 or 2.5)",
@@ -326,7 +439,10 @@ const std::vector<Description>& all() {
       kOpenblasNumThreads.about, kOmpWaitPolicy.about,
       kUseDeepSpeed.about, kZeroStage.about, kDeepSpeedConfigFile.about, kGradientClipping.about,
       kOffloadOptimizerDevice.about, kOffloadParamDevice.about, kZero3Init.about, kZero3Save16BitModel.about,
-      kUseFsdp.about, kFsdpShardingStrategy.about, kFsdpReshardAfterForward.about, kFsdpVersion.about};
+      kUseFsdp.about, kFsdpShardingStrategy.about, kFsdpReshardAfterForward.about, kFsdpVersion.about,
+      kFsdpAutoWrapPolicy.about, kFsdpTransformerClsToWrap.about, kFsdpMinNumParams.about,
+      kFsdpBackwardPrefetch.about, kFsdpForwardPrefetch.about, kFsdpOffloadParams.about,
+      kFsdpStateDictType.about};
   return descriptions;
 }
 

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,6 +21,7 @@
 
 #include "accelerate/deepspeed_plugin.h"
 #include "accelerate/environment.h"
+#include "accelerate/fsdp_plugin.h"
 #include "accelerate/log_level.h"
 #include "accelerate/mixed_precision.h"
 
@@ -62,16 +64,9 @@ struct Setting {
   void write(Environment& env, const T& value) const { env[about.variable] = format_text(value); }
 };
 
-// FSDP's sharding strategies, numbered as Accelerate and PyTorch number them:
+// FSDP's sharding strategies (accelerate/fsdp_plugin.h, with to_string):
 // FSDP_SHARDING_STRATEGY may be written as the name (any case) or the number.
-enum class FsdpShardingStrategy {
-  kFullShard = 1,
-  kShardGradOp,
-  kNoShard,
-  kHybridShard,
-  kHybridShardZero2
-};
-const char* to_string(FsdpShardingStrategy strategy);  // "SHARD_GRAD_OP"
+using FsdpShardingStrategy = accelerate::FsdpShardingStrategy;
 std::optional<FsdpShardingStrategy> parse_fsdp_sharding_strategy(std::string_view text);
 
 // ---- What the launcher tells the program (Accelerate's names) -------------
@@ -95,6 +90,14 @@ extern const Setting<bool> kUseFsdp;              // ACCELERATE_USE_FSDP
 extern const Setting<FsdpShardingStrategy> kFsdpShardingStrategy;  // FSDP_SHARDING_STRATEGY
 extern const Setting<std::string> kFsdpReshardAfterForward;        // FSDP_RESHARD_AFTER_FORWARD
 extern const Setting<int> kFsdpVersion;                            // FSDP_VERSION
+// FULL_SHARD's units (stage 3), and what FSDP tunes that is accepted here.
+extern const Setting<FsdpAutoWrapPolicy> kFsdpAutoWrapPolicy;      // FSDP_AUTO_WRAP_POLICY
+extern const Setting<std::string> kFsdpTransformerClsToWrap;       // FSDP_TRANSFORMER_CLS_TO_WRAP
+extern const Setting<int64_t> kFsdpMinNumParams;                   // FSDP_MIN_NUM_PARAMS
+extern const Setting<FsdpBackwardPrefetch> kFsdpBackwardPrefetch;  // FSDP_BACKWARD_PREFETCH
+extern const Setting<bool> kFsdpForwardPrefetch;                   // FSDP_FORWARD_PREFETCH
+extern const Setting<bool> kFsdpOffloadParams;                     // FSDP_OFFLOAD_PARAMS
+extern const Setting<FsdpStateDictType> kFsdpStateDictType;        // FSDP_STATE_DICT_TYPE
 // ---- Ours ------------------------------------------------------------------
 extern const Setting<std::chrono::milliseconds> kTimeout;      // ACCELERATE_TIMEOUT (seconds)
 extern const Setting<LogLevel> kLogLevel;                      // ACCELERATE_LOG_LEVEL

@@ -60,13 +60,13 @@ const std::vector<KeySpec> kKeys = {
 // become launch options; ignored ones with a reason are listed in one note
 // when they ask for something (Accelerate's "off" value passes silently),
 // those without one are accepted silently. Values we cannot run (nvme,
-// FULL_SHARD, fsdp_offload_params: true) are refused when the section is
-// applied (launcher/config_application.cpp).
+// HYBRID_SHARD) are refused when the launcher checks what the ranks get
+// (launcher/sharding_check.cpp), or by the ranks (fsdp_offload_params on
+// CUDA).
 // The reasons complete "accelerate-cpp ignores <keys> (<reason>)".
 constexpr const char* kLauncher =
     "it runs one launcher per machine, as Accelerate's standard launcher does";
-constexpr const char* kWrapping = "it shards gradient buckets, not wrapped modules";
-constexpr const char* kPrefetch = "it has no sharded parameters to prefetch";
+constexpr const char* kIgnoredModules = "every parameter is sharded, none is left out";
 
 const std::vector<KeySpec> kSectionKeys = {
     {"deepspeed_config.deepspeed_config_file", S, kUse, true, nullptr, nullptr},
@@ -92,16 +92,19 @@ const std::vector<KeySpec> kSectionKeys = {
     {"fsdp_config.fsdp_offload_params", B, kUse, true, nullptr, nullptr},
     {"fsdp_config.fsdp_activation_checkpointing", B, kIgn, true,
      "it has no activation checkpointing", "false"},
-    {"fsdp_config.fsdp_auto_wrap_policy", S, kIgn, true, kWrapping, "NO_WRAP"},
-    {"fsdp_config.fsdp_transformer_layer_cls_to_wrap", S, kIgn, true, kWrapping, nullptr},
-    {"fsdp_config.fsdp_min_num_params", I, kIgn, true, kWrapping, nullptr},
-    {"fsdp_config.fsdp_ignored_modules", S, kIgn, true, kWrapping, nullptr},
-    {"fsdp_config.fsdp_backward_prefetch", S, kIgn, true, kPrefetch, "NO_PREFETCH"},
-    {"fsdp_config.fsdp_backward_prefetch_policy", S, kIgn, true, kPrefetch, "NO_PREFETCH"},
-    {"fsdp_config.fsdp_forward_prefetch", B, kIgn, true, kPrefetch, "false"},
+    // FULL_SHARD's units, and prefetching (accepted, with a note from the
+    // ranks that gathers are not prefetched yet).
+    {"fsdp_config.fsdp_auto_wrap_policy", S, kUse, true, nullptr, nullptr},
+    {"fsdp_config.fsdp_transformer_layer_cls_to_wrap", S, kUse, true, nullptr, nullptr},
+    {"fsdp_config.fsdp_min_num_params", I, kUse, true, nullptr, nullptr},
+    {"fsdp_config.fsdp_ignored_modules", S, kIgn, true, kIgnoredModules, nullptr},
+    {"fsdp_config.fsdp_backward_prefetch", S, kUse, true, nullptr, nullptr},
+    // Accelerate before 0.26 wrote fsdp_backward_prefetch under this name.
+    {"fsdp_config.fsdp_backward_prefetch_policy", S, kUse, true, nullptr, nullptr},
+    {"fsdp_config.fsdp_forward_prefetch", B, kUse, true, nullptr, nullptr},
+    {"fsdp_config.fsdp_state_dict_type", S, kUse, true, nullptr, nullptr},
     // PyTorch FSDP's own details, which change nothing here: prepare()
-    // always broadcasts process 0's weights, checkpoints have our format.
-    {"fsdp_config.fsdp_state_dict_type", S, kIgn, true, nullptr, nullptr},
+    // always broadcasts process 0's weights.
     {"fsdp_config.fsdp_use_orig_params", B, kIgn, true, nullptr, nullptr},
     {"fsdp_config.fsdp_cpu_ram_efficient_loading", B, kIgn, true, nullptr, nullptr},
     {"fsdp_config.fsdp_sync_module_states", B, kIgn, true, nullptr, nullptr},

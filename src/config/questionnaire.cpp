@@ -161,21 +161,51 @@ void ask_deepspeed(Asker& ask, ClusterAnswers& answers) {
   }
 }
 
-// Accelerate asks for FSDP on GPUs. Its default answers mean FULL_SHARD
-// (ZeRO-3), which accelerate-cpp does not have, so ours mean SHARD_GRAD_OP.
+// Accelerate's wrap-policy questions, in its order and words. Accelerate
+// also offers a Transformers model's `_no_split_modules` for the class
+// names, which a C++ model does not have, so the names are asked directly.
+void ask_fsdp_wrap_policy(Asker& ask, FsdpAnswers& fsdp) {
+  const std::vector<std::string> policies = {"TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP",
+                                             "NO_WRAP"};
+  const int policy = ask.prompter().choose("What should be your auto wrap policy?", policies, 0);
+  fsdp.auto_wrap_policy = policies[policy];
+  if (policy == 0) {
+    for (;;) {
+      const std::string names = ask.text(
+          "Specify the comma-separated list of transformer layer class names (case-sensitive) to "
+          "wrap ,e.g, :`BertLayer`, `GPTJBlock`, `T5Block`, `BertLayer,BertEmbeddings,"
+          "BertSelfOutput` ...? : ",
+          std::nullopt);
+      if (settings::kFsdpTransformerClsToWrap.try_parse(names)) {
+        fsdp.transformer_layer_cls_to_wrap = names;
+        break;
+      }
+      ask.prompter().say("Please enter one class name or more, separated by commas.");
+    }
+  } else if (policy == 1) {
+    fsdp.min_num_params = ask.integer(
+        "What should be your FSDP's minimum number of parameters for Default Auto Wrapping "
+        "Policy? [1e8]: ",
+        100000000, 0, 2000000000);
+  }
+}
+
+// Accelerate asks for FSDP on GPUs, with its defaults (FULL_SHARD, ZeRO
+// stage 3); the HYBRID strategies are refused and asked again.
 void ask_fsdp(Asker& ask, ClusterAnswers& answers) {
   if (!ask.yes_no("Do you want to use FullyShardedDataParallel? [yes/NO]: ", false)) return;
   answers.distributed_type = "FSDP";
   FsdpAnswers& fsdp = answers.fsdp.emplace();
   fsdp.version =
       ask.prompter().choose("What should be your FSDP version? [2]: ", {"1", "2"}, 1) + 1;
+  bool full_shard = false;
   if (fsdp.version == 1) {
     std::vector<std::string> strategies;
     for (int number = 1; number <= 5; ++number) {
       strategies.push_back(to_string(static_cast<settings::FsdpShardingStrategy>(number)));
     }
     const int index =
-        ask.choose_runnable("What should be your sharding strategy?", strategies, 1, [](int i) {
+        ask.choose_runnable("What should be your sharding strategy?", strategies, 0, [](int i) {
           try {
             sharding::zero_stage_of(static_cast<settings::FsdpShardingStrategy>(i + 1));
             return std::string();
@@ -184,16 +214,12 @@ void ask_fsdp(Asker& ask, ClusterAnswers& answers) {
           }
         });
     fsdp.reshard_after_forward = strategies[index];
-    return;
+    full_shard = index == 0;
+  } else {
+    full_shard = ask.yes_no("Do you want to enable resharding after forward? [YES/no]: ", true);
+    fsdp.reshard_after_forward = full_shard ? "true" : "false";
   }
-  for (;;) {
-    if (!ask.yes_no("Do you want to enable resharding after forward? [yes/NO]: ", false)) break;
-    ask.prompter().say(
-        "Resharding after forward is FSDP's FULL_SHARD (ZeRO-3), which accelerate-cpp does not "
-        "have "
-        "yet; answer no (SHARD_GRAD_OP).");
-  }
-  fsdp.reshard_after_forward = "false";
+  if (full_shard) ask_fsdp_wrap_policy(ask, fsdp);
 }
 
 }  // namespace
@@ -300,6 +326,16 @@ YAML::Node to_config_node(const ClusterAnswers& answers) {
       root["fsdp_config"]["fsdp_reshard_after_forward"] = reshard == "true";
     } else {
       root["fsdp_config"]["fsdp_reshard_after_forward"] = string_node(reshard);
+    }
+    if (answers.fsdp->auto_wrap_policy) {
+      root["fsdp_config"]["fsdp_auto_wrap_policy"] = string_node(*answers.fsdp->auto_wrap_policy);
+    }
+    if (answers.fsdp->transformer_layer_cls_to_wrap) {
+      root["fsdp_config"]["fsdp_transformer_layer_cls_to_wrap"] =
+          string_node(*answers.fsdp->transformer_layer_cls_to_wrap);
+    }
+    if (answers.fsdp->min_num_params) {
+      root["fsdp_config"]["fsdp_min_num_params"] = *answers.fsdp->min_num_params;
     }
   }
   if (answers.mpirun_hostfile) root["mpirun_config"]["mpirun_hostfile"] = string_node(*answers.mpirun_hostfile);

@@ -28,7 +28,13 @@ struct DeepSpeedAnswers {
 struct FsdpAnswers {
   int version = 2;
   // FSDP 1: a sharding strategy's name; FSDP 2: "true" or "false".
-  std::string reshard_after_forward = "false";
+  std::string reshard_after_forward = "true";
+  // Asked for FULL_SHARD (ZeRO stage 3) only, where they pick the units:
+  // TRANSFORMER_BASED_WRAP with its class names, SIZE_BASED_WRAP with its
+  // minimum, or NO_WRAP.
+  std::optional<std::string> auto_wrap_policy;
+  std::optional<std::string> transformer_layer_cls_to_wrap;  // "Block,Mlp"
+  std::optional<int> min_num_params;
 };
 
 // The answers, with Accelerate's defaults.

@@ -34,6 +34,13 @@ void write_sharding_settings(const LaunchOptions& o, Environment& env) {
     write_given(settings::kFsdpShardingStrategy, o.fsdp_sharding_strategy, env);
     write_given(settings::kFsdpReshardAfterForward, o.fsdp_reshard_after_forward, env);
     write_given(settings::kFsdpVersion, o.fsdp_version, env);
+    write_given(settings::kFsdpAutoWrapPolicy, o.fsdp_auto_wrap_policy, env);
+    write_given(settings::kFsdpTransformerClsToWrap, o.fsdp_transformer_layer_cls_to_wrap, env);
+    write_given(settings::kFsdpMinNumParams, o.fsdp_min_num_params, env);
+    write_given(settings::kFsdpBackwardPrefetch, o.fsdp_backward_prefetch, env);
+    write_given(settings::kFsdpForwardPrefetch, o.fsdp_forward_prefetch, env);
+    write_given(settings::kFsdpOffloadParams, o.fsdp_offload_params, env);
+    write_given(settings::kFsdpStateDictType, o.fsdp_state_dict_type, env);
   }
 }
 

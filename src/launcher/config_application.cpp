@@ -124,16 +124,14 @@ class Applier {
     }
     if (options_.use_fsdp) {
       for (const char* key :
-           {"fsdp_version", "fsdp_sharding_strategy", "fsdp_reshard_after_forward"}) {
+           {"fsdp_version", "fsdp_sharding_strategy", "fsdp_reshard_after_forward",
+            "fsdp_auto_wrap_policy", "fsdp_transformer_layer_cls_to_wrap", "fsdp_min_num_params",
+            "fsdp_backward_prefetch", "fsdp_forward_prefetch", "fsdp_offload_params",
+            "fsdp_state_dict_type"}) {
         copy_section("fsdp_config", key, key);
       }
-      const ConfigValue* offload = find_section("fsdp_config", "fsdp_offload_params");
-      if (offload != nullptr && offload->text == "true") {
-        throw UsageError(file_.where(*offload) + ": key '" + offload->key +
-                         "' is true: accelerate-cpp cannot offload FSDP's parameters and gradients "
-                         "to the CPU; set "
-                         "it to false");
-      }
+      // The old name, when the file has no fsdp_backward_prefetch.
+      copy_section("fsdp_config", "fsdp_backward_prefetch_policy", "fsdp_backward_prefetch");
       list_ignored("fsdp_config");
     }
   }

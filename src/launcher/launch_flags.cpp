@@ -193,9 +193,9 @@ const std::vector<FlagSpec> kFlags = {
     // Sharded training (docs/launching.md, "Sharded training"): Accelerate's
     // DeepSpeed and FSDP flags, mapped onto the one ZeRO engine.
     ACCELERATE_SWITCH("use_deepspeed", 0, use_deepspeed,
-                      "shard the training state with ZeRO (DeepSpeed's flags below; stages 0-2)"),
+                      "shard the training state with ZeRO (DeepSpeed's flags below)"),
     {"zero_stage", 0, "0-3",
-     "ZeRO stage: 1 shards optimizer state, 2 also gradients (default 2; 3 not yet)",
+     "ZeRO stage: 1 shards optimizer state, 2 also gradients, 3 also parameters (default 2)",
      [](Options& o, Text f, Text v) { o.zero_stage = parse_setting(settings::kZeroStage, f, v); },
      [](const Options& o) { return show_setting(settings::kZeroStage, o.zero_stage); }},
     {"deepspeed_config_file", 0, "FILE",
@@ -243,9 +243,11 @@ const std::vector<FlagSpec> kFlags = {
      }},
     ACCELERATE_SWITCH(
         "use_fsdp", 0, use_fsdp,
-        "shard the training state with ZeRO, chosen by FSDP's names (SHARD_GRAD_OP, NO_SHARD)"),
+        "shard the training state with ZeRO, chosen by FSDP's names (FULL_SHARD, SHARD_GRAD_OP, "
+        "NO_SHARD)"),
     {"fsdp_sharding_strategy", 0, "STRATEGY",
-     "SHARD_GRAD_OP (ZeRO stage 2) or NO_SHARD (stage 0); FULL_SHARD and HYBRID_* are refused",
+     "FULL_SHARD (ZeRO stage 3, the default), SHARD_GRAD_OP (stage 2) or NO_SHARD (stage 0); "
+     "HYBRID_* are refused",
      [](Options& o, Text f, Text v) {
        o.fsdp_sharding_strategy = parse_setting(settings::kFsdpShardingStrategy, f, v);
      },
@@ -264,6 +266,61 @@ const std::vector<FlagSpec> kFlags = {
        o.fsdp_version = parse_setting(settings::kFsdpVersion, f, v);
      },
      [](const Options& o) { return show_int(o.fsdp_version); }},
+    {"fsdp_auto_wrap_policy", 0, "POLICY",
+     "FULL_SHARD's units: TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP (default NO_WRAP)",
+     [](Options& o, Text f, Text v) {
+       o.fsdp_auto_wrap_policy = parse_setting(settings::kFsdpAutoWrapPolicy, f, v);
+     },
+     [](const Options& o) {
+       return show_setting(settings::kFsdpAutoWrapPolicy, o.fsdp_auto_wrap_policy);
+     }},
+    {"fsdp_transformer_layer_cls_to_wrap", 0, "CLASSES",
+     "TRANSFORMER_BASED_WRAP: the block classes, separated by commas (e.g. Block)",
+     [](Options& o, Text f, Text v) {
+       o.fsdp_transformer_layer_cls_to_wrap =
+           parse_setting(settings::kFsdpTransformerClsToWrap, f, v);
+     },
+     [](const Options& o) { return show_text(o.fsdp_transformer_layer_cls_to_wrap); }},
+    {"fsdp_min_num_params", 0, "N",
+     "SIZE_BASED_WRAP: parameter elements that make a module a unit (default 100000000)",
+     [](Options& o, Text f, Text v) {
+       o.fsdp_min_num_params = parse_setting(settings::kFsdpMinNumParams, f, v);
+     },
+     [](const Options& o) {
+       return show_setting(settings::kFsdpMinNumParams, o.fsdp_min_num_params);
+     }},
+    {"fsdp_backward_prefetch", 0, "POLICY",
+     "BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH: accepted, gathers are not prefetched yet",
+     [](Options& o, Text f, Text v) {
+       o.fsdp_backward_prefetch = parse_setting(settings::kFsdpBackwardPrefetch, f, v);
+     },
+     [](const Options& o) {
+       return show_setting(settings::kFsdpBackwardPrefetch, o.fsdp_backward_prefetch);
+     }},
+    {"fsdp_forward_prefetch", 0, "true|false", "accepted; gathers are not prefetched yet",
+     [](Options& o, Text f, Text v) {
+       o.fsdp_forward_prefetch = parse_setting(settings::kFsdpForwardPrefetch, f, v);
+     },
+     [](const Options& o) {
+       return show_setting(settings::kFsdpForwardPrefetch, o.fsdp_forward_prefetch);
+     }},
+    {"fsdp_offload_params", 0, "true|false",
+     "offload parameters and gradients to the CPU: nothing to do on CPU, refused on CUDA",
+     [](Options& o, Text f, Text v) {
+       o.fsdp_offload_params = parse_setting(settings::kFsdpOffloadParams, f, v);
+     },
+     [](const Options& o) {
+       return show_setting(settings::kFsdpOffloadParams, o.fsdp_offload_params);
+     }},
+    {"fsdp_state_dict_type", 0, "TYPE",
+     "FULL_STATE_DICT, LOCAL_STATE_DICT or SHARDED_STATE_DICT: accepted, checkpoints have "
+     "accelerate-cpp's format",
+     [](Options& o, Text f, Text v) {
+       o.fsdp_state_dict_type = parse_setting(settings::kFsdpStateDictType, f, v);
+     },
+     [](const Options& o) {
+       return show_setting(settings::kFsdpStateDictType, o.fsdp_state_dict_type);
+     }},
     ACCELERATE_SWITCH("dry_run", 0, dry_run,
                       "print the settings (and where each came from) and the exact commands, start nothing"),
 };

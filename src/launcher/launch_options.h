@@ -74,6 +74,13 @@ struct LaunchOptions {
   std::optional<settings::FsdpShardingStrategy> fsdp_sharding_strategy;
   std::optional<std::string> fsdp_reshard_after_forward;  // a strategy's name, or "true"/"false"
   std::optional<int> fsdp_version;
+  std::optional<FsdpAutoWrapPolicy> fsdp_auto_wrap_policy;
+  std::optional<std::string> fsdp_transformer_layer_cls_to_wrap;  // "Block,Mlp"
+  std::optional<int64_t> fsdp_min_num_params;
+  std::optional<FsdpBackwardPrefetch> fsdp_backward_prefetch;
+  std::optional<bool> fsdp_forward_prefetch;
+  std::optional<bool> fsdp_offload_params;
+  std::optional<FsdpStateDictType> fsdp_state_dict_type;
 
   std::string program;
   std::vector<std::string> program_args;

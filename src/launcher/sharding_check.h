@@ -2,8 +2,9 @@
 // or FSDP's settings) before anything starts: the settings the ranks will
 // get, judged exactly as the ranks judge them
 // (sharding::deepspeed_plugin_from_environment on rank 0's environment), so
-// a FULL_SHARD strategy or a DeepSpeed JSON file that cannot be used fails
-// here, in one line, and not in every rank.
+// a HYBRID_SHARD strategy, TRANSFORMER_BASED_WRAP without class names or a
+// DeepSpeed JSON file that cannot be used fails here, in one line, and not
+// in every rank.
 #pragma once
 
 #include <string>
@@ -15,8 +16,8 @@
 namespace accelerate::launcher {
 
 // `options` must be resolved (resolve_launch_options). Throws UsageError for
-// what the ranks would refuse, for ZeRO stage 3 (not available yet), and for
-// a --mixed_precision that the DeepSpeed JSON file contradicts. Returns notes
+// what the ranks would refuse before they see the model or the device, and
+// for a --mixed_precision that the DeepSpeed JSON file contradicts. Returns notes
 // (one line each) for DeepSpeed flags given without DeepSpeed in use, and
 // FSDP flags without FSDP.
 std::vector<std::string> check_sharded_training(const LaunchOptions& options,

@@ -1,5 +1,7 @@
 #include "sharding/plugin_from_environment.h"
 
+#include <sstream>
+
 #include "accelerate/errors.h"
 
 namespace accelerate::sharding {
@@ -39,6 +41,21 @@ FsdpShardingStrategy fsdp_strategy(const Environment& env) {
   return *settings::parse_fsdp_sharding_strategy(*reshard);
 }
 
+// Accelerate splits FSDP_TRANSFORMER_CLS_TO_WRAP at commas; the names are
+// also trimmed of spaces here ("Block, Mlp"), and empty ones dropped.
+std::vector<std::string> split_class_names(const std::vector<std::string>& lists) {
+  std::vector<std::string> names;
+  for (const std::string& list : lists) {
+    std::stringstream items(list);
+    for (std::string item; std::getline(items, item, ',');) {
+      const auto first = item.find_first_not_of(" \t");
+      if (first == std::string::npos) continue;
+      names.push_back(item.substr(first, item.find_last_not_of(" \t") - first + 1));
+    }
+  }
+  return names;
+}
+
 template <class T>
 void take(const AutoValue<T>& from_file, const T& when_absent, T& field) {
   if (from_file.has_value()) field = from_file.value;
@@ -48,15 +65,83 @@ void take(const AutoValue<T>& from_file, const T& when_absent, T& field) {
 }  // namespace
 
 int zero_stage_of(FsdpShardingStrategy strategy) {
+  if (strategy == FsdpShardingStrategy::kFullShard) return 3;
   if (strategy == FsdpShardingStrategy::kShardGradOp) return 2;
   if (strategy == FsdpShardingStrategy::kNoShard) return 0;
-  const std::string does = strategy == FsdpShardingStrategy::kFullShard
-                               ? "shards parameters (ZeRO-3)"
-                           : strategy == FsdpShardingStrategy::kHybridShard
-                               ? "shards parameters (ZeRO-3) within each machine"
-                               : "shards within each machine and replicates across machines";
-  throw ConfigError("FSDP sharding strategy " + std::string(to_string(strategy)) + " " + does +
-                    ", which accelerate-cpp does not have yet; use SHARD_GRAD_OP");
+  const bool zero3 = strategy == FsdpShardingStrategy::kHybridShard;
+  throw ConfigError(
+      "FSDP sharding strategy " + std::string(to_string(strategy)) +
+      (zero3 ? " shards parameters (ZeRO-3) within each machine" : " shards within each machine") +
+      " and replicates across machines, which accelerate-cpp does not have yet; use " +
+      (zero3 ? "FULL_SHARD" : "SHARD_GRAD_OP"));
+}
+
+UnitPolicy unit_policy_of(const FullyShardedDataParallelPlugin& plugin) {
+  UnitPolicy policy;
+  switch (plugin.auto_wrap_policy()) {
+    case FsdpAutoWrapPolicy::kTransformerBasedWrap:
+      policy.policy = AutoWrapPolicy::kTransformerBased;
+      policy.layer_classes = split_class_names(plugin.transformer_cls_names_to_wrap());
+      // Accelerate falls back to a Transformers model's _no_split_modules,
+      // which a C++ model does not have.
+      if (policy.layer_classes.empty()) {
+        throw ConfigError(
+            "FSDP auto wrap policy TRANSFORMER_BASED_WRAP needs the class names of the model's "
+            "blocks: set fsdp_transformer_layer_cls_to_wrap (e.g. Block), or use SIZE_BASED_WRAP "
+            "or NO_WRAP");
+      }
+      break;
+    case FsdpAutoWrapPolicy::kSizeBasedWrap:
+      policy.policy = AutoWrapPolicy::kSizeBased;
+      policy.min_num_params = plugin.min_num_params();
+      break;
+    case FsdpAutoWrapPolicy::kNoWrap:
+      policy.policy = AutoWrapPolicy::kNoWrap;
+      break;
+  }
+  return policy;
+}
+
+DeepSpeedPlugin zero_plugin_of(const FullyShardedDataParallelPlugin& plugin) {
+  const int version = plugin.fsdp_version();
+  if (version != 1 && version != 2) {
+    throw ConfigError(settings::kFsdpVersion.problem("fsdp_version", std::to_string(version)));
+  }
+  int stage = zero_stage_of(plugin.sharding_strategy());
+  // FSDP 2's spelling of SHARD_GRAD_OP: parameters stay whole until backward.
+  if (stage == 3 && !plugin.reshard_after_forward()) stage = 2;
+  if (stage == 3) unit_policy_of(plugin);  // refused here, before any model is seen
+  DeepSpeedPlugin zero;
+  zero.zero_stage(stage);
+  zero.gradient_clipping(std::nullopt);  // FSDP clips only when the program calls it
+  return zero;
+}
+
+std::optional<FullyShardedDataParallelPlugin> fsdp_plugin_from_environment(const Environment& env) {
+  if (!settings::kUseFsdp.read_or_default(env)) return std::nullopt;
+  FullyShardedDataParallelPlugin plugin;
+  const int version = settings::kFsdpVersion.read_or_default(env);
+  plugin.fsdp_version(version);
+  plugin.sharding_strategy(fsdp_strategy(env));
+  plugin.auto_wrap_policy(settings::kFsdpAutoWrapPolicy.read_or_default(env));
+  if (plugin.auto_wrap_policy() == FsdpAutoWrapPolicy::kTransformerBasedWrap) {
+    if (auto names = settings::kFsdpTransformerClsToWrap.read(env)) {
+      plugin.transformer_cls_names_to_wrap(split_class_names({*names}));
+    }
+  }
+  if (plugin.auto_wrap_policy() == FsdpAutoWrapPolicy::kSizeBasedWrap) {
+    plugin.min_num_params(settings::kFsdpMinNumParams.read_or_default(env));
+  }
+  // FSDP 2 has no backward prefetch (Accelerate drops it with a warning),
+  // and Accelerate reads forward prefetch for FSDP 1 only.
+  if (version == 1) {
+    plugin.backward_prefetch(settings::kFsdpBackwardPrefetch.read_or_default(env));
+    plugin.forward_prefetch(settings::kFsdpForwardPrefetch.read_or_default(env));
+  }
+  plugin.cpu_offload(settings::kFsdpOffloadParams.read_or_default(env));
+  plugin.state_dict_type(settings::kFsdpStateDictType.read(env).value_or(
+      version == 2 ? FsdpStateDictType::kShardedStateDict : FsdpStateDictType::kFullStateDict));
+  return plugin;
 }
 
 void fill_from_config_file(const DeepSpeedConfig& file, DeepSpeedPlugin& plugin) {
@@ -95,8 +180,7 @@ std::optional<DeepSpeedPlugin> deepspeed_plugin_from_environment(
   if (!deepspeed && !fsdp) return std::nullopt;
   DeepSpeedPlugin plugin;
   if (fsdp) {
-    plugin.zero_stage(zero_stage_of(fsdp_strategy(env)));
-    plugin.gradient_clipping(std::nullopt);  // FSDP clips only when the program calls it
+    plugin = zero_plugin_of(*fsdp_plugin_from_environment(env));
     if (distributed_type != nullptr) *distributed_type = "FSDP";
     return plugin;
   }

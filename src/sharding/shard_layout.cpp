@@ -66,10 +66,12 @@ ShardLayout::Model ShardLayout::from_reducer(const GradientReducer& reducer) {
 }
 
 ShardLayout::Model ShardLayout::for_parameters(const std::vector<at::Tensor>& parameters,
-                                               const GradientSyncOptions& options) {
+                                               const GradientSyncOptions& options,
+                                               const std::vector<int>& unit_of) {
   Model model{parameters, {}};
-  const auto buckets = detail::assign_buckets(parameters, detail::bucket_caps_from(options),
-                                              [](c10::Device device) { return device; });
+  const auto buckets = detail::assign_buckets(
+      parameters, detail::bucket_caps_from(options), [](c10::Device device) { return device; },
+      options.comm_hook(), unit_of);
   for (const GradientBucket& bucket : buckets) {
     Bucket b{bucket.parameter_indices, {}, 0};
     for (std::size_t index : bucket.parameter_indices) {  // as the reducer lays them out
@@ -264,14 +266,17 @@ void load_sharded_state_whole(torch::optim::Optimizer& optimizer,
                               const std::vector<torch::nn::Module*>& modules,
                               const GradientSyncOptions& options, int saved_world,
                               const std::string& manifest_path,
-                              const std::function<std::string(int)>& archive_of) {
+                              const std::function<std::string(int)>& archive_of,
+                              const std::function<std::vector<int>(torch::nn::Module&)>& units_of) {
   // The models as the saving job's ZeRO saw them: those holding any of the
   // optimizer's parameters, in prepare() order.
   std::vector<ShardLayout::Model> models;
   for (torch::nn::Module* module : modules) {
     const std::vector<at::Tensor> parameters = module->parameters(true);
     const bool shares = shares_parameters(optimizer, parameters);
-    if (shares) models.push_back(ShardLayout::for_parameters(parameters, options));
+    if (!shares) continue;
+    models.push_back(ShardLayout::for_parameters(
+        parameters, options, units_of ? units_of(*module) : std::vector<int>()));
   }
   const ShardLayout layout(optimizer, std::move(models));
   std::vector<StatePiece> pieces;

@@ -47,7 +47,7 @@ TEST(Settings, EveryVariableIsDeclaredOnceWithItsFacts) {
     EXPECT_NE(std::string(about.default_text), "") << about.variable;
     EXPECT_NE(std::string(about.meaning), "") << about.variable;
   }
-  EXPECT_EQ(seen.size(), 23u);
+  EXPECT_EQ(seen.size(), 30u);
   EXPECT_EQ(seen.count("ACCELERATE_MIXED_PRECISION"), 1u);
   EXPECT_EQ(seen.count("ACCELERATE_GRADIENT_ACCUMULATION_STEPS"), 1u);
 }
@@ -258,6 +258,48 @@ TEST(Settings, FsdpStrategiesByNameOrNumber) {
   EXPECT_EQ(kFsdpVersion.read({{"FSDP_VERSION", "2"}}), 2);
   expect_refused(kFsdpVersion, "3");
   EXPECT_EQ(read_error(kFsdpVersion, "3"), "FSDP_VERSION expects 1 or 2, got '3'");
+}
+
+// FULL_SHARD's wrap policy and the FSDP settings accepted beside it, as
+// Accelerate's FullyShardedDataParallelPlugin reads them.
+TEST(Settings, FsdpWrapPolicyAndTuningVariables) {
+  EXPECT_EQ(kFsdpAutoWrapPolicy.read_or_default({}), FsdpAutoWrapPolicy::kNoWrap);
+  EXPECT_EQ(kFsdpAutoWrapPolicy.read({{"FSDP_AUTO_WRAP_POLICY", "transformer_based_wrap"}}),
+            FsdpAutoWrapPolicy::kTransformerBasedWrap);  // Accelerate upper-cases it
+  EXPECT_EQ(kFsdpAutoWrapPolicy.read({{"FSDP_AUTO_WRAP_POLICY", "SIZE_BASED_WRAP"}}),
+            FsdpAutoWrapPolicy::kSizeBasedWrap);
+  EXPECT_EQ(read_error(kFsdpAutoWrapPolicy, "1"),
+            "FSDP_AUTO_WRAP_POLICY expects TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP, "
+            "got '1'");
+  EXPECT_EQ(kFsdpTransformerClsToWrap.read({{"FSDP_TRANSFORMER_CLS_TO_WRAP", "Block,Mlp"}}),
+            "Block,Mlp");
+  expect_refused(kFsdpTransformerClsToWrap, ", ,");
+  // Accelerate's launcher passes 1e8 when nothing sets it; 0 drops the policy.
+  EXPECT_EQ(kFsdpMinNumParams.read_or_default({}), 100000000);
+  EXPECT_EQ(kFsdpMinNumParams.read({{"FSDP_MIN_NUM_PARAMS", "0"}}), 0);
+  EXPECT_EQ(kFsdpMinNumParams.read({{"FSDP_MIN_NUM_PARAMS", "20000000000"}}), 20000000000LL);
+  for (const char* bad : {"-1", "1e8", "many"}) expect_refused(kFsdpMinNumParams, bad);
+  EXPECT_EQ(kFsdpBackwardPrefetch.read_or_default({}), FsdpBackwardPrefetch::kNoPrefetch);
+  EXPECT_EQ(kFsdpBackwardPrefetch.read({{"FSDP_BACKWARD_PREFETCH", "backward_pre"}}),
+            FsdpBackwardPrefetch::kBackwardPre);
+  EXPECT_EQ(kFsdpBackwardPrefetch.read({{"FSDP_BACKWARD_PREFETCH", "2"}}),
+            FsdpBackwardPrefetch::kBackwardPost);  // PyTorch's number
+  expect_refused(kFsdpBackwardPrefetch, "3");
+  EXPECT_FALSE(kFsdpForwardPrefetch.read_or_default({}));
+  EXPECT_FALSE(kFsdpOffloadParams.read_or_default({}));
+  EXPECT_EQ(kFsdpOffloadParams.read({{"FSDP_OFFLOAD_PARAMS", "True"}}), true);
+  EXPECT_EQ(kFsdpStateDictType.read({{"FSDP_STATE_DICT_TYPE", "sharded_state_dict"}}),
+            FsdpStateDictType::kShardedStateDict);
+  EXPECT_EQ(kFsdpStateDictType.read({{"FSDP_STATE_DICT_TYPE", "2"}}),
+            FsdpStateDictType::kLocalStateDict);
+  expect_refused(kFsdpStateDictType, "FULL");
+  Environment env;
+  kFsdpAutoWrapPolicy.write(env, FsdpAutoWrapPolicy::kSizeBasedWrap);
+  kFsdpMinNumParams.write(env, 2000);
+  kFsdpBackwardPrefetch.write(env, FsdpBackwardPrefetch::kBackwardPost);
+  EXPECT_EQ(env.at("FSDP_AUTO_WRAP_POLICY"), "SIZE_BASED_WRAP");
+  EXPECT_EQ(env.at("FSDP_MIN_NUM_PARAMS"), "2000");
+  EXPECT_EQ(env.at("FSDP_BACKWARD_PREFETCH"), "BACKWARD_POST");
 }
 
 TEST(Settings, WrittenValuesReadBackAsWritten) {

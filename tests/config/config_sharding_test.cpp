@@ -241,16 +241,72 @@ TEST(ConfigFsdp, ShardGradOpFileIsZeroStage2) {
   std::string type;
   EXPECT_EQ(sharding::deepspeed_plugin_from_environment(a.rank_env, &type)->zero_stage(), 2);
   EXPECT_EQ(type, "FSDP");
-  // PyTorch FSDP's own settings are listed once; those that ask for nothing
-  // (no offloading, no forward prefetch) or change nothing here are not.
-  ASSERT_EQ(a.notes.size(), 1u);
-  EXPECT_EQ(
-      a.notes[0],
-      std::string(CONFIG_FIXTURES_DIR) +
-          "/hf_fsdp_shard_grad_op.yaml:6: fsdp_config: accelerate-cpp ignores "
-          "fsdp_auto_wrap_policy, "
-          "fsdp_transformer_layer_cls_to_wrap (it shards gradient buckets, not wrapped modules); "
-          "fsdp_backward_prefetch (it has no sharded parameters to prefetch)");
+  // The wrap and prefetch keys reach the ranks (they matter at stage 3 only,
+  // so the missing class is no error here); PyTorch FSDP's own details that
+  // change nothing here (cpu_ram_efficient_loading, ...) pass silently.
+  EXPECT_EQ(value_of(a.rank_env, "FSDP_AUTO_WRAP_POLICY"), "TRANSFORMER_BASED_WRAP");
+  EXPECT_EQ(value_of(a.rank_env, "FSDP_TRANSFORMER_CLS_TO_WRAP"), "BertLayer");
+  EXPECT_EQ(value_of(a.rank_env, "FSDP_BACKWARD_PREFETCH"), "BACKWARD_PRE");
+  EXPECT_EQ(value_of(a.rank_env, "FSDP_FORWARD_PREFETCH"), "false");
+  EXPECT_EQ(value_of(a.rank_env, "FSDP_OFFLOAD_PARAMS"), "false");
+  EXPECT_EQ(value_of(a.rank_env, "FSDP_STATE_DICT_TYPE"), "SHARDED_STATE_DICT");
+  EXPECT_EQ(value_of(a.rank_env, "FSDP_MIN_NUM_PARAMS"), "(unset)");
+  EXPECT_TRUE(a.notes.empty()) << a.notes.front();
+  EXPECT_NO_THROW(launcher::check_sharded_training(a.options, {}));
+}
+
+// What Accelerate 1.x writes for FSDP 2 with its default answers: FULL_SHARD
+// (resharding after forward) with the blocks as units.
+TEST(ConfigFsdp, CurrentFsdp2FullShardFileIsStage3WithItsWrapPolicy) {
+  ShardedApply a = apply_sharded_fixture("hf_fsdp2_full_shard.yaml");
+  EXPECT_TRUE(a.options.use_fsdp);
+  EXPECT_EQ(value_of(a.rank_env, "FSDP_VERSION"), "2");
+  EXPECT_EQ(value_of(a.rank_env, "FSDP_RESHARD_AFTER_FORWARD"), "true");
+  EXPECT_EQ(value_of(a.rank_env, "FSDP_AUTO_WRAP_POLICY"), "TRANSFORMER_BASED_WRAP");
+  EXPECT_EQ(value_of(a.rank_env, "FSDP_TRANSFORMER_CLS_TO_WRAP"), "GPT2Block");
+  EXPECT_EQ(value_of(a.rank_env, "FSDP_STATE_DICT_TYPE"), "SHARDED_STATE_DICT");
+  EXPECT_TRUE(a.notes.empty()) << a.notes.front();
+  EXPECT_NO_THROW(launcher::check_sharded_training(a.options, {}));
+  EXPECT_EQ(sharding::deepspeed_plugin_from_environment(a.rank_env, nullptr)->zero_stage(), 3);
+  const auto plugin = sharding::fsdp_plugin_from_environment(a.rank_env);
+  ASSERT_TRUE(plugin.has_value());
+  const sharding::UnitPolicy policy = sharding::unit_policy_of(*plugin);
+  EXPECT_EQ(policy.policy, sharding::AutoWrapPolicy::kTransformerBased);
+  EXPECT_EQ(policy.layer_classes, std::vector<std::string>{"GPT2Block"});
+}
+
+TEST(ConfigFsdp, SizeBasedWrapTakesItsMinimumAndTheOldPrefetchName) {
+  ShardedApply a = apply_sharded(
+      parse_config_text("distributed_type: FSDP\nfsdp_config:\n"
+                        "  fsdp_auto_wrap_policy: SIZE_BASED_WRAP\n"
+                        "  fsdp_backward_prefetch_policy: BACKWARD_POST\n"
+                        "  fsdp_min_num_params: 20000\n"
+                        "  fsdp_sharding_strategy: FULL_SHARD\n",
+                        "f.yaml"));
+  EXPECT_EQ(a.options.fsdp_auto_wrap_policy, FsdpAutoWrapPolicy::kSizeBasedWrap);
+  EXPECT_EQ(a.options.fsdp_min_num_params, 20000);
+  EXPECT_EQ(a.options.source_of("fsdp_min_num_params"), OptionSource::kConfigFile);
+  EXPECT_EQ(value_of(a.rank_env, "FSDP_MIN_NUM_PARAMS"), "20000");
+  EXPECT_EQ(value_of(a.rank_env, "FSDP_BACKWARD_PREFETCH"), "BACKWARD_POST");
+  const auto policy = sharding::unit_policy_of(*sharding::fsdp_plugin_from_environment(a.rank_env));
+  EXPECT_EQ(policy.policy, sharding::AutoWrapPolicy::kSizeBased);
+  EXPECT_EQ(policy.min_num_params, 20000);
+  // A flag wins over the file.
+  LaunchOptions flagged;
+  flagged.fsdp_min_num_params = 5;
+  ShardedApply b = apply_sharded(parse_config_text("distributed_type: FSDP\nfsdp_config:\n"
+                                                   "  fsdp_min_num_params: 20000\n",
+                                                   "f.yaml"),
+                                 with_flag(flagged, "fsdp_min_num_params"));
+  EXPECT_EQ(value_of(b.rank_env, "FSDP_MIN_NUM_PARAMS"), "5");
+  EXPECT_EQ(sharded_error("distributed_type: FSDP\nfsdp_config:\n"
+                          "  fsdp_auto_wrap_policy: LAYER_WRAP\n"),
+            "f.yaml:3: key 'fsdp_config.fsdp_auto_wrap_policy' expects TRANSFORMER_BASED_WRAP, "
+            "SIZE_BASED_WRAP or NO_WRAP, got 'LAYER_WRAP'");
+  EXPECT_EQ(sharded_error("distributed_type: FSDP\nfsdp_config:\n"
+                          "  fsdp_min_num_params: -1\n"),
+            "f.yaml:3: key 'fsdp_config.fsdp_min_num_params' expects a whole number of 0 or more, "
+            "got '-1'");
 }
 
 TEST(ConfigFsdp, CurrentFsdp2FileWithoutReshardingIsZeroStage2) {
@@ -263,7 +319,9 @@ TEST(ConfigFsdp, CurrentFsdp2FileWithoutReshardingIsZeroStage2) {
   EXPECT_TRUE(a.notes.empty()) << a.notes.front();
 }
 
-TEST(ConfigFsdp, FullShardIsRefusedBeforeAnythingStarts) {
+// Accelerate's FULL_SHARD file with TRANSFORMER_BASED_WRAP and no class
+// names (its plugin would take a Transformers model's _no_split_modules).
+TEST(ConfigFsdp, FullShardWithoutLayerClassesIsRefusedBeforeAnythingStarts) {
   ShardedApply a = apply_sharded_fixture("hf_fsdp_full_shard.yaml");
   EXPECT_EQ(a.options.fsdp_sharding_strategy, settings::FsdpShardingStrategy::kFullShard);
   try {
@@ -271,9 +329,23 @@ TEST(ConfigFsdp, FullShardIsRefusedBeforeAnythingStarts) {
     ADD_FAILURE() << "no error";
   } catch (const launcher::UsageError& error) {
     EXPECT_STREQ(error.what(),
-                 "FSDP sharding strategy FULL_SHARD shards parameters (ZeRO-3), which "
-                 "accelerate-cpp does not have "
-                 "yet; use SHARD_GRAD_OP");
+                 "FSDP auto wrap policy TRANSFORMER_BASED_WRAP needs the class names of the "
+                 "model's blocks: set fsdp_transformer_layer_cls_to_wrap (e.g. Block), or use "
+                 "SIZE_BASED_WRAP or NO_WRAP");
+  }
+  try {
+    launcher::check_sharded_training(
+        apply_sharded(parse_config_text(
+                          "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: 4\n",
+                          "f.yaml"))
+            .options,
+        {});
+    ADD_FAILURE() << "no error";
+  } catch (const launcher::UsageError& error) {
+    EXPECT_STREQ(error.what(),
+                 "FSDP sharding strategy HYBRID_SHARD shards parameters (ZeRO-3) within each "
+                 "machine and replicates across machines, which accelerate-cpp does not have yet; "
+                 "use FULL_SHARD");
   }
 }
 
@@ -284,11 +356,15 @@ TEST(ConfigFsdp, OldUnprefixedKeysAndOffloading) {
                                       "2000\n  offload_params: false\n  sharding_strategy: 2\n",
                                       "f.yaml"));
   EXPECT_EQ(a.options.fsdp_sharding_strategy, settings::FsdpShardingStrategy::kShardGradOp);
-  EXPECT_EQ(sharded_error("distributed_type: FSDP\nfsdp_config:\n  fsdp_offload_params: true\n"
-                          "  fsdp_sharding_strategy: SHARD_GRAD_OP\n"),
-            "f.yaml:3: key 'fsdp_config.fsdp_offload_params' is true: accelerate-cpp cannot "
-            "offload FSDP's "
-            "parameters and gradients to the CPU; set it to false");
+  EXPECT_EQ(value_of(a.rank_env, "FSDP_MIN_NUM_PARAMS"), "2000");
+  // Offloading reaches the ranks, which decide: a note on CPU, an error on CUDA.
+  ShardedApply offload =
+      apply_sharded(parse_config_text("distributed_type: FSDP\nfsdp_config:\n"
+                                      "  fsdp_offload_params: true\n"
+                                      "  fsdp_sharding_strategy: SHARD_GRAD_OP\n",
+                                      "f.yaml"));
+  EXPECT_EQ(value_of(offload.rank_env, "FSDP_OFFLOAD_PARAMS"), "true");
+  EXPECT_NO_THROW(launcher::check_sharded_training(offload.options, {}));
   EXPECT_EQ(
       sharded_error("distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: ZERO2\n"),
       "f.yaml:3: key 'fsdp_config.fsdp_sharding_strategy' expects FULL_SHARD, SHARD_GRAD_OP, "

@@ -263,33 +263,76 @@ TEST(Questionnaire, DeepSpeedWithAJsonFileAsksNoMore) {
   EXPECT_EQ(parse_config_text(text, "x").find("distributed_type")->text, "DEEPSPEED");
 }
 
-TEST(Questionnaire, FsdpAsksTheStrategyAndRefusesParameterSharding) {
+TEST(Questionnaire, FsdpFullShardAsksAcceleratesWrapPolicyQuestions) {
   std::string transcript;
-  // FSDP 1 (menu entry 0): FULL_SHARD refused, then SHARD_GRAD_OP (our default answer).
-  ClusterAnswers v1 = answer("0\n2\n1\nno\nno\nyes\n0\nFULL_SHARD\n\n2\n\n\n", &transcript);
+  // FSDP 1 (menu entry 0): HYBRID_SHARD refused, then FULL_SHARD (Accelerate's
+  // default answer), its wrap policy (entry 0, TRANSFORMER_BASED_WRAP) and
+  // the class names (an empty answer and one without a name are asked again).
+  ClusterAnswers v1 =
+      answer("0\n2\n1\nno\nno\nyes\n0\nHYBRID_SHARD\n\n0\n\n, ,\nBlock,Mlp\n2\n\n", &transcript);
   EXPECT_EQ(v1.distributed_type, "FSDP");
   ASSERT_TRUE(v1.fsdp.has_value());
   EXPECT_EQ(v1.fsdp->version, 1);
-  EXPECT_EQ(v1.fsdp->reshard_after_forward, "SHARD_GRAD_OP");
+  EXPECT_EQ(v1.fsdp->reshard_after_forward, "FULL_SHARD");
+  EXPECT_EQ(v1.fsdp->auto_wrap_policy, "TRANSFORMER_BASED_WRAP");
+  EXPECT_EQ(v1.fsdp->transformer_layer_cls_to_wrap, "Block,Mlp");
+  EXPECT_FALSE(v1.fsdp->min_num_params.has_value());
   EXPECT_NE(transcript.find(
                 "What should be your sharding strategy?\n  [0] FULL_SHARD\n  [1] SHARD_GRAD_OP\n"),
             std::string::npos)
       << transcript;
-  EXPECT_NE(
-      transcript.find(
-          "FSDP sharding strategy FULL_SHARD shards parameters (ZeRO-3), which accelerate-cpp "
-          "does not have yet; use SHARD_GRAD_OP."),
-      std::string::npos);
-  EXPECT_NE(
-      to_config_yaml(to_config_node(v1))
-          .find("fsdp_config:\n  fsdp_reshard_after_forward: SHARD_GRAD_OP\n  fsdp_version: 1\n"),
-      std::string::npos);
-  // FSDP 2 (the default version): resharding after forward is FULL_SHARD.
-  ClusterAnswers v2 = answer("0\n2\n1\nno\nno\nyes\n\nyes\n\n2\n\n\n", &transcript);
+  EXPECT_NE(transcript.find("FSDP sharding strategy HYBRID_SHARD shards parameters (ZeRO-3) "
+                            "within each machine and replicates across machines, which "
+                            "accelerate-cpp does not have yet; use FULL_SHARD."),
+            std::string::npos)
+      << transcript;
+  EXPECT_NE(transcript.find("What should be your auto wrap policy?\n  [0] TRANSFORMER_BASED_WRAP\n"
+                            "  [1] SIZE_BASED_WRAP\n  [2] NO_WRAP\n"),
+            std::string::npos)
+      << transcript;
+  EXPECT_NE(transcript.find("Specify the comma-separated list of transformer layer class names "
+                            "(case-sensitive) to wrap ,e.g, :`BertLayer`, `GPTJBlock`, `T5Block`, "
+                            "`BertLayer,BertEmbeddings,BertSelfOutput` ...? : "),
+            std::string::npos)
+      << transcript;
+  EXPECT_NE(transcript.find("Please enter a value."), std::string::npos) << transcript;
+  EXPECT_NE(transcript.find("Please enter one class name or more, separated by commas."),
+            std::string::npos)
+      << transcript;
+  const std::string v1_text = to_config_yaml(to_config_node(v1));
+  EXPECT_NE(v1_text.find("fsdp_config:\n  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n"
+                         "  fsdp_reshard_after_forward: FULL_SHARD\n"
+                         "  fsdp_transformer_layer_cls_to_wrap: Block,Mlp\n  fsdp_version: 1\n"),
+            std::string::npos)
+      << v1_text;
+  // The file loads back with the keys in use.
+  const ConfigFile loaded = parse_config_text(v1_text, "x");
+  const ConfigValue* classes = loaded.find("fsdp_config.fsdp_transformer_layer_cls_to_wrap");
+  ASSERT_NE(classes, nullptr);
+  EXPECT_EQ(classes->text, "Block,Mlp");
+
+  // FSDP 2 (the default version), resharding after forward (the default,
+  // FULL_SHARD), SIZE_BASED_WRAP with Accelerate's default minimum.
+  ClusterAnswers v2 = answer("0\n2\n1\nno\nno\nyes\n\n\n1\n\n2\n\n", &transcript);
   EXPECT_EQ(v2.fsdp->version, 2);
-  EXPECT_NE(transcript.find("Resharding after forward is FSDP's FULL_SHARD (ZeRO-3)"),
-            std::string::npos);
+  EXPECT_NE(transcript.find("Do you want to enable resharding after forward? [YES/no]: "),
+            std::string::npos)
+      << transcript;
+  EXPECT_NE(transcript.find("What should be your FSDP's minimum number of parameters for Default "
+                            "Auto Wrapping Policy? [1e8]: "),
+            std::string::npos)
+      << transcript;
   EXPECT_NE(to_config_yaml(to_config_node(v2))
+                .find("fsdp_config:\n  fsdp_auto_wrap_policy: SIZE_BASED_WRAP\n"
+                      "  fsdp_min_num_params: 100000000\n  fsdp_reshard_after_forward: true\n"
+                      "  fsdp_version: 2\n"),
+            std::string::npos)
+      << to_config_yaml(to_config_node(v2));
+
+  // Without resharding (SHARD_GRAD_OP, stage 2) there are no units to ask about.
+  ClusterAnswers kept = answer("0\n2\n1\nno\nno\nyes\n\nno\n2\n\n", &transcript);
+  EXPECT_EQ(transcript.find("auto wrap policy"), std::string::npos) << transcript;
+  EXPECT_NE(to_config_yaml(to_config_node(kept))
                 .find("fsdp_config:\n  fsdp_reshard_after_forward: false\n  fsdp_version: 2\n"),
             std::string::npos);
 }

@@ -63,6 +63,15 @@ const std::vector<FlagCase> kEveryFlag = {
     {{"--fsdp_sharding_strategy", "2"}, "fsdp_sharding_strategy", "SHARD_GRAD_OP"},
     {{"--fsdp_reshard_after_forward", "False"}, "fsdp_reshard_after_forward", "false"},
     {{"--fsdp_version", "2"}, "fsdp_version", "2"},
+    {{"--fsdp_auto_wrap_policy", "size_based_wrap"}, "fsdp_auto_wrap_policy", "SIZE_BASED_WRAP"},
+    {{"--fsdp_transformer_layer_cls_to_wrap", "Block,Mlp"},
+     "fsdp_transformer_layer_cls_to_wrap",
+     "Block,Mlp"},
+    {{"--fsdp_min_num_params", "2000"}, "fsdp_min_num_params", "2000"},
+    {{"--fsdp_backward_prefetch", "backward_post"}, "fsdp_backward_prefetch", "BACKWARD_POST"},
+    {{"--fsdp_forward_prefetch", "true"}, "fsdp_forward_prefetch", "true"},
+    {{"--fsdp_offload_params", "false"}, "fsdp_offload_params", "false"},
+    {{"--fsdp_state_dict_type", "FULL_STATE_DICT"}, "fsdp_state_dict_type", "FULL_STATE_DICT"},
 };
 
 TEST(LaunchFlags, EveryFlagInBothSpellings) {

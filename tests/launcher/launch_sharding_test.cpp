@@ -86,6 +86,35 @@ TEST(LaunchSharding, OnlyTheKindInUseIsWritten) {
             "distributed_type: DEEPSPEED in the config file)");
 }
 
+TEST(LaunchSharding, FsdpWrapPolicyFlagsBecomeAcceleratesVariables) {
+  const Environment env = rank0_environment(
+      {"--use_fsdp", "--fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP",
+       "--fsdp_transformer_layer_cls_to_wrap", "Block,Mlp", "--fsdp_min_num_params", "2000",
+       "--fsdp_backward_prefetch", "BACKWARD_PRE", "--fsdp_forward_prefetch", "yes",
+       "--fsdp_offload_params", "false", "--fsdp_state_dict_type", "sharded_state_dict", "prog"});
+  EXPECT_EQ(env.at("ACCELERATE_USE_FSDP"), "true");
+  EXPECT_EQ(env.at("FSDP_AUTO_WRAP_POLICY"), "TRANSFORMER_BASED_WRAP");
+  EXPECT_EQ(env.at("FSDP_TRANSFORMER_CLS_TO_WRAP"), "Block,Mlp");
+  EXPECT_EQ(env.at("FSDP_MIN_NUM_PARAMS"), "2000");
+  EXPECT_EQ(env.at("FSDP_BACKWARD_PREFETCH"), "BACKWARD_PRE");
+  EXPECT_EQ(env.at("FSDP_FORWARD_PREFETCH"), "true");
+  EXPECT_EQ(env.at("FSDP_OFFLOAD_PARAMS"), "false");
+  EXPECT_EQ(env.at("FSDP_STATE_DICT_TYPE"), "SHARDED_STATE_DICT");
+  // Only what was given is written: the ranks fall back to Accelerate's defaults.
+  const Environment plain = rank0_environment({"--use_fsdp", "prog"});
+  EXPECT_EQ(plain.count("FSDP_AUTO_WRAP_POLICY"), 0u);
+  EXPECT_EQ(plain.count("FSDP_MIN_NUM_PARAMS"), 0u);
+  // Without FSDP they are written nowhere, and noted once.
+  const Environment none = rank0_environment({"--fsdp_auto_wrap_policy", "NO_WRAP", "prog"});
+  EXPECT_EQ(none.count("FSDP_AUTO_WRAP_POLICY"), 0u);
+  const auto notes = check_sharded_training(
+      resolved({"--fsdp_auto_wrap_policy", "NO_WRAP", "--fsdp_min_num_params", "5", "p"}), {});
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0],
+            "--fsdp_auto_wrap_policy, --fsdp_min_num_params are ignored: FSDP is not in use (give "
+            "--use_fsdp, or distributed_type: FSDP in the config file)");
+}
+
 TEST(LaunchSharding, BadFlagValuesAreOneLine) {
   EXPECT_EQ(usage_error_of({"--offload_optimizer_device", "nvme", "p"}),
             "--offload_optimizer_device expects none or cpu (nvme offloading is not supported by "
@@ -96,6 +125,17 @@ TEST(LaunchSharding, BadFlagValuesAreOneLine) {
   EXPECT_EQ(usage_error_of({"--gradient_clipping", "-1", "p"}),
             "--gradient_clipping expects a number >= 0 (e.g. 1.0), got '-1'");
   EXPECT_EQ(usage_error_of({"--fsdp_version", "3", "p"}), "--fsdp_version expects 1 or 2, got '3'");
+  EXPECT_EQ(usage_error_of({"--fsdp_auto_wrap_policy", "BLOCK_WRAP", "p"}),
+            "--fsdp_auto_wrap_policy expects TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP, "
+            "got 'BLOCK_WRAP'");
+  EXPECT_EQ(usage_error_of({"--fsdp_min_num_params", "1e8", "p"}),
+            "--fsdp_min_num_params expects a whole number of 0 or more, got '1e8'");
+  EXPECT_EQ(usage_error_of({"--fsdp_transformer_layer_cls_to_wrap", ",", "p"}),
+            "--fsdp_transformer_layer_cls_to_wrap expects class names separated by commas (e.g. "
+            "Block or Block,Mlp), got ','");
+  EXPECT_EQ(usage_error_of({"--fsdp_backward_prefetch", "BACKWARD", "p"}),
+            "--fsdp_backward_prefetch expects BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH, got "
+            "'BACKWARD'");
   EXPECT_EQ(usage_error_of({"--zero3_init_flag", "perhaps", "p"}),
             "--zero3_init_flag expects true or false (or 1/0, yes/no), got 'perhaps'");
   EXPECT_EQ(usage_error_of({"--use_deepspeed", "--use_fsdp", "p"}),
@@ -104,10 +144,24 @@ TEST(LaunchSharding, BadFlagValuesAreOneLine) {
 }
 
 TEST(LaunchSharding, WhatTheRanksWouldRefuseIsRefusedFirst) {
-  EXPECT_EQ(sharding_refusal({"--use_fsdp", "p"}),
-            "FSDP sharding strategy FULL_SHARD shards parameters (ZeRO-3), which accelerate-cpp "
-            "does not have yet; "
-            "use SHARD_GRAD_OP");
+  // FULL_SHARD (Accelerate's default) is stage 3 with NO_WRAP's (no) units.
+  EXPECT_EQ(sharding_refusal({"--use_fsdp", "p"}), "(no error)");
+  EXPECT_EQ(sharding_refusal({"--use_fsdp", "--fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP",
+                              "--fsdp_transformer_layer_cls_to_wrap", "Block", "p"}),
+            "(no error)");
+  EXPECT_EQ(sharding_refusal({"--use_fsdp", "--fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP",
+                              "p"}),
+            "FSDP auto wrap policy TRANSFORMER_BASED_WRAP needs the class names of the model's "
+            "blocks: set fsdp_transformer_layer_cls_to_wrap (e.g. Block), or use SIZE_BASED_WRAP "
+            "or NO_WRAP");
+  // FSDP 2 without resharding is stage 2: it has no units, so needs no classes.
+  EXPECT_EQ(sharding_refusal({"--use_fsdp", "--fsdp_version", "2", "--fsdp_reshard_after_forward",
+                              "false", "--fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP", "p"}),
+            "(no error)");
+  EXPECT_EQ(sharding_refusal({"--use_fsdp", "--fsdp_sharding_strategy", "HYBRID_SHARD", "p"}),
+            "FSDP sharding strategy HYBRID_SHARD shards parameters (ZeRO-3) within each machine "
+            "and replicates across machines, which accelerate-cpp does not have yet; use "
+            "FULL_SHARD");
   // Stage 3 runs (its units are the model's repeated blocks).
   EXPECT_EQ(sharding_refusal({"--use_deepspeed", "--zero_stage", "3", "p"}), "(no error)");
   EXPECT_EQ(sharding_refusal({"--use_deepspeed", "--deepspeed_config_file", "/no/such.json", "p"}),
@@ -174,14 +228,16 @@ TEST(LaunchSharding, RefusalsExitWithTwoAndOneLine) {
   TemporaryFolder folder;
   const std::string config = folder.path() + "/fsdp.yaml";
   std::ofstream(config)
-      << "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n"
+      << "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: HYBRID_SHARD_ZERO2\n"
          "num_processes: 2\nuse_cpu: true\n";
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"launch", "--config_file", config, kProbe, "exit", "0"},
         std::vector<std::string>{"launch", "--cpu", "--use_deepspeed", "--offload_param_device",
                                  "nvme", kProbe},
         std::vector<std::string>{"launch", "--cpu", "--use_deepspeed", "--zero_stage", "5",
-                                 kProbe}}) {
+                                 kProbe},
+        std::vector<std::string>{"launch", "--cpu", "--use_fsdp", "--fsdp_auto_wrap_policy",
+                                 "TRANSFORMER_BASED_WRAP", kProbe, "exit", "0"}}) {
     RunResult result = run_launcher(args, {{"SLURM_JOB_ID", std::nullopt}});
     EXPECT_EQ(result.exit_code, 2) << args[2];
     EXPECT_EQ(split_lines(result.err).size(), 1u) << result.err;

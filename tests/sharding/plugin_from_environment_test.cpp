@@ -184,27 +184,23 @@ TEST(PluginFromEnvironment, FsdpStrategiesAreZeroStages) {
             2);
 }
 
-TEST(PluginFromEnvironment, FsdpStrategiesThatShardParametersAreRefused) {
-  const std::string full_shard =
-      "FSDP sharding strategy FULL_SHARD shards parameters (ZeRO-3), which accelerate-cpp does not "
-      "have yet; use "
-      "SHARD_GRAD_OP";
-  EXPECT_EQ(
-      refusal_for({{"ACCELERATE_USE_FSDP", "true"}, {"FSDP_SHARDING_STRATEGY", "FULL_SHARD"}}),
-      full_shard);
-  EXPECT_EQ(refusal_for({{"ACCELERATE_USE_FSDP", "true"}}), full_shard);  // Accelerate's default
-  EXPECT_EQ(refusal_for({{"ACCELERATE_USE_FSDP", "true"},
-                         {"FSDP_VERSION", "2"},
-                         {"FSDP_RESHARD_AFTER_FORWARD", "true"}}),
-            full_shard);
+TEST(PluginFromEnvironment, FullShardIsStage3AndHybridStrategiesAreRefused) {
+  EXPECT_EQ(plugin_for({{"ACCELERATE_USE_FSDP", "true"}, {"FSDP_SHARDING_STRATEGY", "FULL_SHARD"}})
+                .zero_stage(),
+            3);
+  EXPECT_EQ(plugin_for({{"ACCELERATE_USE_FSDP", "true"}}).zero_stage(), 3);  // Accelerate's default
+  EXPECT_EQ(plugin_for({{"ACCELERATE_USE_FSDP", "true"},
+                        {"FSDP_VERSION", "2"},
+                        {"FSDP_RESHARD_AFTER_FORWARD", "true"}})
+                .zero_stage(),
+            3);
   EXPECT_EQ(
       refusal_for({{"ACCELERATE_USE_FSDP", "true"}, {"FSDP_SHARDING_STRATEGY", "HYBRID_SHARD"}}),
-      "FSDP sharding strategy HYBRID_SHARD shards parameters (ZeRO-3) within each machine, which "
-      "accelerate-cpp does not have yet; use SHARD_GRAD_OP");
+      "FSDP sharding strategy HYBRID_SHARD shards parameters (ZeRO-3) within each machine and "
+      "replicates across machines, which accelerate-cpp does not have yet; use FULL_SHARD");
   EXPECT_EQ(refusal_for({{"ACCELERATE_USE_FSDP", "true"}, {"FSDP_SHARDING_STRATEGY", "5"}}),
             "FSDP sharding strategy HYBRID_SHARD_ZERO2 shards within each machine and replicates "
-            "across machines, "
-            "which accelerate-cpp does not have yet; use SHARD_GRAD_OP");
+            "across machines, which accelerate-cpp does not have yet; use SHARD_GRAD_OP");
 }
 
 TEST(PluginFromEnvironment, ReshardAfterForwardMustFitTheFsdpVersion) {

@@ -12,6 +12,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "parallel/storage_release.h"
 #include "sharding/parameter_units.h"
 #include "sharding/zero_test_model.h"
+#include "support/temp_dir.h"
 #include "support/thread_ranks.h"
 
 namespace zero3_test {
@@ -63,9 +65,12 @@ struct BlockStackImpl : torch::nn::Module {
       parameter.copy_(at::randn(parameter.sizes(), generator) * 0.3 + (parameter.dim() == 1));
   }
   torch::Tensor forward(const torch::Tensor& x) {
-    auto h = torch::tanh(input(x));
-    for (const auto& module : *blocks) {
-      auto block = std::dynamic_pointer_cast<ResidualBlockImpl>(module);
+    auto h = torch::tanh(input(x)) * shared;  // used even when the blocks do not read it
+    ++calls;
+    for (std::size_t i = 0; i < blocks->size(); ++i) {
+      // An unused unit: the last block sits out every other forward pass.
+      if (skip_last_block_every_other_call && i + 1 == blocks->size() && calls % 2 == 0) break;
+      auto block = std::dynamic_pointer_cast<ResidualBlockImpl>(blocks[i]);
       switch (call) {
         case Call::kUnitForward:
           h = accelerate::unit_forward(block, h, shared);
@@ -81,6 +86,8 @@ struct BlockStackImpl : torch::nn::Module {
     return output(h);
   }
   Call call;
+  bool skip_last_block_every_other_call = false;
+  int64_t calls = 0;
   torch::nn::Linear input;
   torch::nn::ModuleList blocks;
   torch::nn::Linear output;
@@ -94,6 +101,8 @@ struct Recipe {
   int accumulation = 1;
   double clip = 0;
   bool bf16 = false;
+  bool freeze_middle_block = false;  // its first layer: frozen parameters inside a unit
+  bool unused_block = false;         // skip_last_block_every_other_call
 };
 
 struct Outcome {
@@ -127,6 +136,12 @@ bool block_parameters_released(BlockStack& model) {
 Outcome train(std::shared_ptr<Communicator> comm, const Recipe& recipe) {
   Accelerator accelerator(std::move(comm), options_for(recipe));
   BlockStack model(recipe.call);
+  model->skip_last_block_every_other_call = recipe.unused_block;
+  if (recipe.freeze_middle_block) {
+    for (auto& p : model->blocks[1]->as<ResidualBlockImpl>()->up->parameters()) {
+      p.set_requires_grad(false);
+    }
+  }
   accelerate::Optimizer<torch::optim::AdamW> optimizer(
       model->parameters(), torch::optim::AdamWOptions(0.01).weight_decay(0.05));
   accelerate::DataLoader loader(zero_data(96), accelerate::DataLoaderOptions(8));
@@ -254,12 +269,110 @@ TEST(Zero3, AccumulationAndClippingMatchDataParallelism) {
   expect_same(train_on(2, recipe), reference, 1e-5, 1e-6);
 }
 
+TEST(Zero3, FrozenAndUnusedParametersInUnitsMatchDataParallelism) {
+  for (int world : {2, 3}) {
+    SCOPED_TRACE(std::to_string(world) + " ranks");
+    Recipe recipe;
+    recipe.freeze_middle_block = true;
+    recipe.unused_block = true;
+    const auto reference = train_on(world, recipe);
+    recipe.stage = 3;
+    const auto sharded = train_on(world, recipe);
+    expect_same(sharded, reference);
+    // The frozen layer is whole (it is in no bucket); the rest of the units is freed.
+    EXPECT_FALSE(sharded[0].units_released);
+  }
+}
+
 TEST(Zero3, Bf16AutocastMatchesDataParallelism) {
   Recipe recipe;
   recipe.bf16 = true;
   const auto reference = train_on(2, recipe);
   recipe.stage = 3;
   expect_same(train_on(2, recipe), reference);
+}
+
+// Trains BlockStack for `steps` steps in all; with `resume_from`, loads
+// that checkpoint first (on any number of processes); with `save_after`,
+// saves to `save_to` after that many steps. Returns the parameters.
+struct CheckpointRun {
+  int stage = 3;
+  int steps = 8;
+  int save_after = -1;
+  std::string save_to, resume_from;
+};
+
+std::vector<at::Tensor> train_with_checkpoint(std::shared_ptr<Communicator> comm,
+                                              const CheckpointRun& run) {
+  Recipe recipe;
+  recipe.stage = run.stage;
+  Accelerator accelerator(std::move(comm), options_for(recipe));
+  BlockStack model;
+  accelerate::Optimizer<torch::optim::AdamW> optimizer(model->parameters(),
+                                                       torch::optim::AdamWOptions(0.01));
+  accelerate::DataLoader loader(zero_data(240), accelerate::DataLoaderOptions(4));
+  accelerator.prepare(model, optimizer, loader);
+  int step = 0;
+  if (!run.resume_from.empty()) {
+    accelerator.load_state(run.resume_from);
+    step = static_cast<int>(accelerator.step());
+  }
+  while (step < run.steps) {
+    for (auto& batch : loader) {
+      auto scope = accelerator.accumulate();
+      accelerator.backward(torch::mse_loss(model->forward(batch.data), batch.target));
+      optimizer.step();
+      optimizer.zero_grad();
+      if (++step == run.save_after) accelerator.save_state(run.save_to);
+      if (step == run.steps) break;
+    }
+  }
+  std::vector<at::Tensor> parameters;
+  for (const auto& entry : accelerator.get_state_dict(model)) parameters.push_back(entry.second);
+  return parameters;
+}
+
+std::vector<std::vector<at::Tensor>> run_checkpointed(int world, const CheckpointRun& run) {
+  std::vector<std::vector<at::Tensor>> out(world);
+  accelerate::testing::run_rank_communicators(world, [&](std::shared_ptr<Communicator> comm) {
+    const int rank = comm->rank();
+    out[rank] = train_with_checkpoint(comm, run);
+  });
+  return out;
+}
+
+// A stage-3 checkpoint saved by 2 processes resumes on 2 (exactly where the
+// uninterrupted run ends), 3 and 1 processes; stage 2 trains bitwise as
+// stage 3 does, so its resharded resumes are the reference.
+TEST(Zero3Checkpoint, SavedOnTwoResumesOnTwoThreeAndOneExactly) {
+  std::map<int, std::string> dirs;
+  std::map<int, std::map<int, std::vector<at::Tensor>>> resumed;  // stage -> world -> rank 0's
+  std::vector<at::Tensor> uninterrupted;
+  for (int stage : {2, 3}) {
+    accelerate::testing::TempDir dir("zero3-checkpoint");
+    CheckpointRun saving;
+    saving.stage = stage;
+    saving.save_after = 4;
+    saving.save_to = dir.path() + "/checkpoint";
+    const auto whole = run_checkpointed(2, saving);
+    if (stage == 3) uninterrupted = whole[0];
+    for (int world : {2, 3, 1}) {
+      CheckpointRun resuming;
+      resuming.stage = stage;
+      resuming.resume_from = saving.save_to;
+      resumed[stage][world] = run_checkpointed(world, resuming)[0];
+    }
+  }
+  const auto expect_equal = [](const std::vector<at::Tensor>& got,
+                               const std::vector<at::Tensor>& want, const std::string& what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      EXPECT_TRUE(at::equal(got[i], want[i])) << what << ", parameter " << i;
+    }
+  };
+  expect_equal(resumed[3][2], uninterrupted, "stage 3 resumed on 2 processes");
+  expect_equal(resumed[3][3], resumed[2][3], "stage 3 vs stage 2 resumed on 3 processes");
+  expect_equal(resumed[3][1], resumed[2][1], "stage 3 vs stage 2 resumed on 1 process");
 }
 
 TEST(Zero3, RunningAFreedUnitAfterItsAcceleratorWentIsAClearError) {

@@ -1,7 +1,8 @@
 // Where the Accelerator's ZeRO setting comes from and what its fields do:
-// the variables `accelerate launch` sets (DeepSpeed or FSDP), a DeepSpeed
-// JSON file, gradient_clipping at every step, gradient_accumulation_steps,
-// offloading on a CPU job. Ranks are threads with real collectives.
+// the variables `accelerate launch` sets (DeepSpeed or FSDP, whose wrap
+// policy gives stage 3's units), a DeepSpeed JSON file, gradient_clipping at
+// every step, gradient_accumulation_steps, offloading on a CPU job, and the
+// one-line refusals. Ranks are threads with real collectives.
 #include <torch/torch.h>
 
 #include <gtest/gtest.h>
@@ -12,7 +13,10 @@
 
 #include "accelerate/accelerator.h"
 #include "accelerate/errors.h"
+#include "accelerate/fsdp_plugin.h"
 #include "compat/optim_compat.h"
+#include "sharding/plugin_from_environment.h"
+#include "sharding/unit_policy.h"
 #include "sharding/zero_test_model.h"
 #include "support/thread_ranks.h"
 
@@ -23,6 +27,9 @@ using accelerate::AcceleratorOptions;
 using accelerate::Communicator;
 using accelerate::DeepSpeedPlugin;
 using accelerate::Environment;
+using accelerate::FsdpAutoWrapPolicy;
+using accelerate::FsdpShardingStrategy;
+using accelerate::FullyShardedDataParallelPlugin;
 using accelerate::testing::ZeroNet;
 using ::testing::HasSubstr;
 
@@ -109,7 +116,7 @@ TEST(ZeroPlugin, TheLaunchersDeepSpeedVariablesShardTheOptimizer) {
   expect_equal_runs(from_env, explicit_plugin);
 }
 
-TEST(ZeroPlugin, FsdpShardGradOpIsStageTwoAndFullShardIsRefused) {
+TEST(ZeroPlugin, FsdpShardGradOpIsStageTwo) {
   const Environment env = {{"ACCELERATE_USE_FSDP", "true"},
                            {"FSDP_SHARDING_STRATEGY", "SHARD_GRAD_OP"}};
   const auto runs = on_two_ranks(
@@ -118,16 +125,164 @@ TEST(ZeroPlugin, FsdpShardGradOpIsStageTwoAndFullShardIsRefused) {
     EXPECT_EQ(run.distributed_type, "FSDP");
     EXPECT_LT(run.state_elements, run.total_elements);
   }
-  accelerate::testing::run_rank_communicators(1, [](std::shared_ptr<Communicator> comm) {
-    const Environment full = {{"ACCELERATE_USE_FSDP", "true"},
-                              {"FSDP_SHARDING_STRATEGY", "FULL_SHARD"}};
+}
+
+// The unit paths the FSDP plugin `env` describes find in ZeroNet.
+std::vector<std::string> units_for(const Environment& env) {
+  const auto plugin = accelerate::sharding::fsdp_plugin_from_environment(env);
+  if (!plugin) ADD_FAILURE() << "no FSDP plugin";
+  ZeroNet model;
+  std::vector<std::string> paths;
+  const auto policy =
+      accelerate::sharding::unit_policy_of(plugin.value_or(FullyShardedDataParallelPlugin()));
+  for (const auto& unit : accelerate::sharding::find_units(*model, policy)) {
+    paths.push_back(unit.path);
+  }
+  return paths;
+}
+
+// ZeroNet: first 120 parameter elements, second and spare 600 each, last 25.
+TEST(ZeroPlugin, FsdpVariablesGiveTheWrapPolicysUnits) {
+  using ::testing::ElementsAre;
+  const Environment fsdp = {{"ACCELERATE_USE_FSDP", "true"}};
+  auto with = [&](Environment more) {
+    more.insert(fsdp.begin(), fsdp.end());
+    return more;
+  };
+  EXPECT_THAT(units_for(with({{"FSDP_AUTO_WRAP_POLICY", "transformer_based_wrap"},
+                              {"FSDP_TRANSFORMER_CLS_TO_WRAP", "Linear"}})),
+              ElementsAre("first", "second", "spare", "last"));
+  EXPECT_THAT(units_for(with(
+                  {{"FSDP_AUTO_WRAP_POLICY", "SIZE_BASED_WRAP"}, {"FSDP_MIN_NUM_PARAMS", "500"}})),
+              ElementsAre("second", "spare"));
+  // Accelerate's launcher passes 1e8 when nothing sets it: no module is that large.
+  EXPECT_THAT(units_for(with({{"FSDP_AUTO_WRAP_POLICY", "SIZE_BASED_WRAP"}})), ElementsAre());
+  // Without a policy (Accelerate's NO_WRAP), no units; the class names are not read.
+  EXPECT_THAT(units_for(with({{"FSDP_TRANSFORMER_CLS_TO_WRAP", "Linear"}})), ElementsAre());
+  const auto plugin = accelerate::sharding::fsdp_plugin_from_environment(
+      with({{"FSDP_AUTO_WRAP_POLICY", "TRANSFORMER_BASED_WRAP"},
+            {"FSDP_TRANSFORMER_CLS_TO_WRAP", " Block , ,Mlp"},
+            {"FSDP_BACKWARD_PREFETCH", "BACKWARD_PRE"},
+            {"FSDP_OFFLOAD_PARAMS", "true"}}));
+  ASSERT_TRUE(plugin.has_value());
+  EXPECT_THAT(plugin->transformer_cls_names_to_wrap(), ElementsAre("Block", "Mlp"));
+  EXPECT_EQ(plugin->backward_prefetch(), accelerate::FsdpBackwardPrefetch::kBackwardPre);
+  EXPECT_TRUE(plugin->cpu_offload());
+  EXPECT_EQ(plugin->state_dict_type(), accelerate::FsdpStateDictType::kFullStateDict);
+  EXPECT_FALSE(accelerate::sharding::fsdp_plugin_from_environment({}).has_value());
+  // FULL_SHARD is stage 3, unless FSDP 2 keeps the parameters after forward.
+  const auto stage = [&](Environment more) {
+    return accelerate::sharding::zero_plugin_of(
+               *accelerate::sharding::fsdp_plugin_from_environment(with(std::move(more))))
+        .zero_stage();
+  };
+  EXPECT_EQ(stage({}), 3);
+  EXPECT_EQ(stage({{"FSDP_VERSION", "2"}, {"FSDP_RESHARD_AFTER_FORWARD", "false"}}), 2);
+  EXPECT_EQ(stage({{"FSDP_VERSION", "2"}, {"FSDP_RESHARD_AFTER_FORWARD", "true"}}), 3);
+  EXPECT_EQ(stage({{"FSDP_SHARDING_STRATEGY", "NO_SHARD"}}), 0);
+  EXPECT_EQ(accelerate::sharding::zero_plugin_of(
+                FullyShardedDataParallelPlugin().reshard_after_forward(false))
+                .zero_stage(),
+            2);
+}
+
+// The ConfigError an Accelerator with `options` throws on one rank.
+std::string accelerator_refusal(const AcceleratorOptions& options) {
+  std::string message = "(no error)";
+  accelerate::testing::run_rank_communicators(1, [&](std::shared_ptr<Communicator> comm) {
     try {
-      Accelerator accelerator(comm, AcceleratorOptions().environment(full));
-      ADD_FAILURE() << "no error";
+      Accelerator accelerator(comm, options);
     } catch (const accelerate::ConfigError& error) {
-      EXPECT_THAT(error.what(), HasSubstr("FULL_SHARD"));
+      message = error.what();
     }
   });
+  return message;
+}
+
+TEST(ZeroPlugin, FsdpRefusalsAreOneLine) {
+  const std::string no_classes =
+      "FSDP auto wrap policy TRANSFORMER_BASED_WRAP needs the class names of the model's blocks: "
+      "set fsdp_transformer_layer_cls_to_wrap (e.g. Block), or use SIZE_BASED_WRAP or NO_WRAP";
+  EXPECT_EQ(
+      accelerator_refusal(AcceleratorOptions().environment(Environment{
+          {"ACCELERATE_USE_FSDP", "true"}, {"FSDP_AUTO_WRAP_POLICY", "TRANSFORMER_BASED_WRAP"}})),
+      no_classes);
+  EXPECT_EQ(accelerator_refusal(AcceleratorOptions().fsdp_plugin(
+                FullyShardedDataParallelPlugin()
+                    .auto_wrap_policy(FsdpAutoWrapPolicy::kTransformerBasedWrap)
+                    .transformer_cls_names_to_wrap({" "}))),
+            no_classes);
+  // Below stage 3 there are no units, so no class is needed.
+  EXPECT_EQ(accelerator_refusal(AcceleratorOptions().fsdp_plugin(
+                FullyShardedDataParallelPlugin()
+                    .sharding_strategy(FsdpShardingStrategy::kShardGradOp)
+                    .auto_wrap_policy(FsdpAutoWrapPolicy::kTransformerBasedWrap))),
+            "(no error)");
+  EXPECT_EQ(accelerator_refusal(AcceleratorOptions().environment(Environment{
+                {"ACCELERATE_USE_FSDP", "true"}, {"FSDP_SHARDING_STRATEGY", "HYBRID_SHARD"}})),
+            "FSDP sharding strategy HYBRID_SHARD shards parameters (ZeRO-3) within each machine "
+            "and replicates across machines, which accelerate-cpp does not have yet; use "
+            "FULL_SHARD");
+  EXPECT_EQ(accelerator_refusal(
+                AcceleratorOptions().fsdp_plugin(FullyShardedDataParallelPlugin().sharding_strategy(
+                    FsdpShardingStrategy::kHybridShardZero2))),
+            "FSDP sharding strategy HYBRID_SHARD_ZERO2 shards within each machine and replicates "
+            "across machines, which accelerate-cpp does not have yet; use SHARD_GRAD_OP");
+  EXPECT_EQ(accelerator_refusal(AcceleratorOptions()
+                                    .deepspeed_plugin(DeepSpeedPlugin())
+                                    .fsdp_plugin(FullyShardedDataParallelPlugin())),
+            "AcceleratorOptions sets both deepspeed_plugin and fsdp_plugin; choose one (they "
+            "select the same ZeRO engine)");
+  EXPECT_EQ(accelerator_refusal(
+                AcceleratorOptions().fsdp_plugin(FullyShardedDataParallelPlugin().fsdp_version(3))),
+            "fsdp_version expects 1 or 2, got '3'");
+  EXPECT_EQ(accelerator_refusal(AcceleratorOptions().environment(Environment{
+                {"ACCELERATE_USE_FSDP", "true"}, {"FSDP_AUTO_WRAP_POLICY", "BLOCK_WRAP"}})),
+            "FSDP_AUTO_WRAP_POLICY expects TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP, "
+            "got 'BLOCK_WRAP'");
+}
+
+// Accelerate's default FSDP settings (FULL_SHARD, NO_WRAP) from the launcher
+// run as the same plugin given in code, and as data parallelism: without
+// units every parameter is sharded as at stage 2. FSDP does not clip.
+TEST(ZeroPlugin, FsdpFullShardFromTheEnvironmentIsThePluginsStageThree) {
+  const auto from_env = on_two_ranks([&](auto comm) {
+    return plugin_run(
+        comm, AcceleratorOptions().environment(Environment{{"ACCELERATE_USE_FSDP", "true"}}));
+  });
+  const auto from_code = on_two_ranks([&](auto comm) {
+    return plugin_run(comm, AcceleratorOptions().fsdp_plugin(FullyShardedDataParallelPlugin()));
+  });
+  const auto data_parallel =
+      on_two_ranks([&](auto comm) { return plugin_run(comm, AcceleratorOptions()); });
+  for (const auto& run : from_code) {
+    EXPECT_EQ(run.distributed_type, "FSDP");
+    EXPECT_LT(run.state_elements, run.total_elements);
+  }
+  expect_equal_runs(from_env, from_code);
+  expect_equal_runs(from_code, data_parallel);
+}
+
+TEST(ZeroPlugin, FsdpOffloadAndPrefetchOnACpuJobAreAcceptedAndSaySo) {
+  ::testing::internal::CaptureStderr();
+  const auto tuned = on_two_ranks([&](auto comm) {
+    return plugin_run(comm,
+                      AcceleratorOptions().fsdp_plugin(
+                          FullyShardedDataParallelPlugin()
+                              .cpu_offload(true)
+                              .backward_prefetch(accelerate::FsdpBackwardPrefetch::kBackwardPre)
+                              .forward_prefetch(true)
+                              .state_dict_type(accelerate::FsdpStateDictType::kShardedStateDict)));
+  });
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(err, HasSubstr("accelerate: note: FSDP cpu_offload changes nothing in a CPU-only "
+                             "job: the parameters and gradients are in CPU memory already\n"));
+  // Gathers are always prefetched: asking for it changes nothing and says nothing.
+  EXPECT_THAT(err, ::testing::Not(HasSubstr("prefetch")));
+  const auto plain = on_two_ranks([&](auto comm) {
+    return plugin_run(comm, AcceleratorOptions().fsdp_plugin(FullyShardedDataParallelPlugin()));
+  });
+  expect_equal_runs(tuned, plain);
 }
 
 TEST(ZeroPlugin, GradientClippingClipsEveryStepAsAnExplicitCallDoes) {

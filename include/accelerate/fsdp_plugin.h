@@ -1,0 +1,140 @@
+// Accelerate's FullyShardedDataParallelPlugin: FSDP's settings for the ZeRO
+// engine (docs/sharding.md). accelerate-cpp has no PyTorch FSDP; the
+// sharding strategy picks the ZeRO stage that shards the same things, and
+// the auto wrap policy picks stage 3's units (the modules whose parameters
+// are gathered only while they run through accelerate::unit_forward):
+//
+//   Accelerator accelerator(AcceleratorOptions().fsdp_plugin(
+//       FullyShardedDataParallelPlugin()
+//           .auto_wrap_policy(FsdpAutoWrapPolicy::kTransformerBasedWrap)
+//           .transformer_cls_names_to_wrap({"Block"})));
+//
+// `accelerate launch` builds the same plugin for the program from a config
+// file's fsdp_config and the --fsdp_* flags, through the FSDP_* variables
+// (docs/launching.md). Fields are named as Accelerate's keyword arguments.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "accelerate/arg.h"
+
+namespace accelerate {
+
+// FSDP's sharding strategies, numbered as Accelerate and PyTorch number them
+// (FSDP_SHARDING_STRATEGY may be written as the number). FULL_SHARD is ZeRO
+// stage 3, SHARD_GRAD_OP stage 2, NO_SHARD stage 0 (data parallelism); the
+// HYBRID ones shard within each machine and replicate across machines,
+// which accelerate-cpp does not do (ConfigError).
+enum class FsdpShardingStrategy {
+  kFullShard = 1,
+  kShardGradOp,
+  kNoShard,
+  kHybridShard,
+  kHybridShardZero2
+};
+
+// "FULL_SHARD", ... as Accelerate writes them.
+inline const char* to_string(FsdpShardingStrategy strategy) {
+  switch (strategy) {
+    case FsdpShardingStrategy::kFullShard:
+      return "FULL_SHARD";
+    case FsdpShardingStrategy::kShardGradOp:
+      return "SHARD_GRAD_OP";
+    case FsdpShardingStrategy::kNoShard:
+      return "NO_SHARD";
+    case FsdpShardingStrategy::kHybridShard:
+      return "HYBRID_SHARD";
+    case FsdpShardingStrategy::kHybridShardZero2:
+      return "HYBRID_SHARD_ZERO2";
+  }
+  return "?";
+}
+
+// Which modules become stage 3's units (src/sharding/unit_policy.h has the
+// exact rules): the outermost modules of the named classes, the modules
+// PyTorch's size_based_auto_wrap_policy would wrap, or none (the whole model
+// is gathered at once, as FSDP without a policy wraps only the root).
+enum class FsdpAutoWrapPolicy { kTransformerBasedWrap, kSizeBasedWrap, kNoWrap };
+
+inline const char* to_string(FsdpAutoWrapPolicy policy) {
+  switch (policy) {
+    case FsdpAutoWrapPolicy::kTransformerBasedWrap:
+      return "TRANSFORMER_BASED_WRAP";
+    case FsdpAutoWrapPolicy::kSizeBasedWrap:
+      return "SIZE_BASED_WRAP";
+    case FsdpAutoWrapPolicy::kNoWrap:
+      return "NO_WRAP";
+  }
+  return "?";
+}
+
+// PyTorch's BackwardPrefetch (numbered as it is), and Accelerate's NO_PREFETCH.
+enum class FsdpBackwardPrefetch { kBackwardPre = 1, kBackwardPost, kNoPrefetch };
+
+inline const char* to_string(FsdpBackwardPrefetch prefetch) {
+  switch (prefetch) {
+    case FsdpBackwardPrefetch::kBackwardPre:
+      return "BACKWARD_PRE";
+    case FsdpBackwardPrefetch::kBackwardPost:
+      return "BACKWARD_POST";
+    case FsdpBackwardPrefetch::kNoPrefetch:
+      return "NO_PREFETCH";
+  }
+  return "?";
+}
+
+// PyTorch's StateDictType, numbered as it is.
+enum class FsdpStateDictType { kFullStateDict = 1, kLocalStateDict, kShardedStateDict };
+
+inline const char* to_string(FsdpStateDictType type) {
+  switch (type) {
+    case FsdpStateDictType::kFullStateDict:
+      return "FULL_STATE_DICT";
+    case FsdpStateDictType::kLocalStateDict:
+      return "LOCAL_STATE_DICT";
+    case FsdpStateDictType::kShardedStateDict:
+      return "SHARDED_STATE_DICT";
+  }
+  return "?";
+}
+
+struct FullyShardedDataParallelPlugin {
+  // 1 or 2 (anything else is a ConfigError). The same engine runs both;
+  // Accelerate's spellings differ only in the environment and config files.
+  ACCELERATE_ARG(int, fsdp_version) = 1;
+  // FULL_SHARD (Accelerate's default): ZeRO stage 3, each unit's parameters
+  // gathered while it runs. SHARD_GRAD_OP: stage 2. NO_SHARD: stage 0.
+  ACCELERATE_ARG(FsdpShardingStrategy, sharding_strategy) = FsdpShardingStrategy::kFullShard;
+  // FSDP 2's spelling of the strategy: false keeps the parameters whole
+  // between forward and backward, so FULL_SHARD with false is SHARD_GRAD_OP
+  // (stage 2). Changes nothing for the other strategies.
+  ACCELERATE_ARG(bool, reshard_after_forward) = true;
+  // Stage 3's units. Default NO_WRAP, as Accelerate's: no units, so the
+  // parameters are sharded as at stage 2 (gathered whole after every step).
+  ACCELERATE_ARG(FsdpAutoWrapPolicy, auto_wrap_policy) = FsdpAutoWrapPolicy::kNoWrap;
+  // TRANSFORMER_BASED_WRAP: the class names of the blocks, as LibTorch's
+  // Module::name() gives them ("Block", "BlockImpl" or "gpt::BlockImpl").
+  // Empty (the default) is a ConfigError at stage 3; a class that is not in
+  // the model is one when prepare() sees the model.
+  ACCELERATE_ARG(std::vector<std::string>, transformer_cls_names_to_wrap);
+  // SIZE_BASED_WRAP: a module with this many parameter elements (outside the
+  // units below it) becomes a unit. The default is PyTorch's and
+  // `accelerate launch`'s 1e8; 0 drops the policy (no units), as
+  // Accelerate's plugin does.
+  ACCELERATE_ARG(int64_t, min_num_params) = 100000000;
+  // Accepted: each unit's gather blocks until it arrives (not prefetched
+  // yet); anything but NO_PREFETCH gets a note at stage 3.
+  ACCELERATE_ARG(FsdpBackwardPrefetch, backward_prefetch) = FsdpBackwardPrefetch::kNoPrefetch;
+  ACCELERATE_ARG(bool, forward_prefetch) = false;
+  // Offload parameters and gradients to CPU memory: on a CPU-only job they
+  // are there already (a note says so); on CUDA a ConfigError until
+  // offloading exists.
+  ACCELERATE_ARG(bool, cpu_offload) = false;
+  // Accepted; save_state writes accelerate-cpp's checkpoint format whatever
+  // it says (docs/checkpoint-format.md).
+  ACCELERATE_ARG(FsdpStateDictType, state_dict_type) = FsdpStateDictType::kFullStateDict;
+};
+
+}  // namespace accelerate
