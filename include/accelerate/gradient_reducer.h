@@ -114,7 +114,9 @@ struct GradientSyncStats {
   // From the first all-reduce's start to the end of the last wait: how long
   // communication was in flight (an upper bound of the pure transfer time).
   double communication_seconds = 0;
-  // Time finalize_backward() spent blocked waiting for all-reduces.
+  // Time finalize_backward() spent blocked waiting for all-reduces (and,
+  // when sharded, backward waiting for a bucket's reduce-scatter before it
+  // could free that bucket's buffer).
   double exposed_wait_seconds = 0;
   // Whole finalize_backward(): launches, waits, division and copies back.
   double finalize_seconds = 0;

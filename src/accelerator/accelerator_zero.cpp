@@ -11,21 +11,6 @@
 #include "sharding/plugin_from_environment.h"
 
 namespace accelerate {
-namespace {
-
-// What an FSDP plugin asks for that changes nothing here, said once by the
-// main process.
-void print_fsdp_notes(const FullyShardedDataParallelPlugin& fsdp, int stage) {
-  if (fsdp.cpu_offload()) {
-    std::cerr << "accelerate: note: FSDP cpu_offload changes nothing in a CPU-only job: the "
-                 "parameters and gradients are in CPU memory already\n";
-  }
-  // backward_prefetch / forward_prefetch need no note: stage 3 always
-  // prefetches the next unit's gather (docs/sharding.md), as DeepSpeed does.
-}
-
-}  // namespace
-
 std::unique_ptr<Accelerator::Zero> Accelerator::Zero::configure(const AcceleratorOptions& options,
                                                                 const Environment& env,
                                                                 const JobState& job,
@@ -102,7 +87,12 @@ std::unique_ptr<Accelerator::Zero> Accelerator::Zero::configure(const Accelerato
       std::cerr << "accelerate: note: zero3_init_flag: every process builds the whole model and "
                    "prepare() shards it (building it sharded is not available yet)\n";
     }
-    if (fsdp) print_fsdp_notes(*fsdp, stage);
+    // (FSDP's backward_prefetch / forward_prefetch need no note: stage 3
+    // always prefetches the next unit's gather, as DeepSpeed does.)
+    if (fsdp && fsdp->cpu_offload()) {
+      std::cerr << "accelerate: note: FSDP cpu_offload changes nothing in a CPU-only job: the "
+                   "parameters and gradients are in CPU memory already\n";
+    }
     for (const auto& note : notes) std::cerr << "accelerate: note: " << note << "\n";
     if (file) {
       for (const auto& key : file->ignored_keys) {

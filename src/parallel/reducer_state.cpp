@@ -91,6 +91,18 @@ void GradientReducer::State::launch(std::size_t b) {
     at::Tensor& into = shards_hold_gradients ? progress[b].arriving : progress[b].shard;
     if (shards_hold_gradients) into = at::empty_like(progress[b].shard);
     progress[b].collective = communicator->reduce_scatter_sum_async(progress[b].buffer, into, what);
+    // Each sharded bucket's buffer is as large as its gradients: freeing
+    // them only in finalize would keep the whole model's gradients alive at
+    // the end of backward. With at most kShardedInFlight buffers in flight,
+    // the peak is a few buckets (ZeRO-3: units) whatever the model's size.
+    constexpr std::size_t kShardedInFlight = 1;
+    if (b >= kShardedInFlight) {
+      BucketProgress& done = progress[b - kShardedInFlight];
+      const Clock::time_point before = Clock::now();
+      done.collective.wait();
+      waited_in_backward += seconds_between(before, Clock::now());
+      done.buffer = at::Tensor();
+    }
     return;
   }
   progress[b].collective = communicator->all_reduce_sum_async(progress[b].buffer, what);
@@ -134,6 +146,7 @@ void GradientReducer::State::reset_step() {
   }
   next_to_launch = 0;
   launched_during_backward = 0;
+  waited_in_backward = 0;
 }
 
 void GradientReducer::State::warn_once_about_unused() {
@@ -192,7 +205,7 @@ void GradientReducer::State::finalize() {
   PendingCollective usage_exchange;
   if (options.find_unused_parameters()) usage_exchange = start_usage_exchange(&usage);
 
-  double waited = 0;
+  double waited = waited_in_backward;
   for (auto& bucket : progress) {
     const Clock::time_point before = Clock::now();
     bucket.collective.wait();

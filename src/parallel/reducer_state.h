@@ -56,6 +56,7 @@ struct GradientReducer::State {
   std::vector<BucketProgress> progress;
   std::size_t next_to_launch = 0;  // buckets launch strictly in order
   int launched_during_backward = 0;
+  double waited_in_backward = 0;  // kSharded: launches waiting for earlier buckets (seconds)
   Clock::time_point first_launch;
   GradientSyncStats stats;
   int unused_warnings = 0;
