@@ -12,6 +12,8 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -101,6 +103,7 @@ struct Recipe {
   int accumulation = 1;
   double clip = 0;
   bool bf16 = false;
+  std::string deepspeed_file;        // hf_ds_config (its stage and clipping win)
   bool freeze_middle_block = false;  // its first layer: frozen parameters inside a unit
   bool unused_block = false;         // skip_last_block_every_other_call
 };
@@ -117,7 +120,9 @@ AcceleratorOptions options_for(const Recipe& recipe) {
   AcceleratorOptions options;
   options.ddp_options(
       accelerate::GradientSyncOptions().bucket_cap_mb(0.002).first_bucket_cap_mb(0.0005));
-  if (recipe.stage > 0) {
+  if (!recipe.deepspeed_file.empty()) {
+    options.deepspeed_plugin(DeepSpeedPlugin().hf_ds_config(recipe.deepspeed_file));
+  } else if (recipe.stage > 0) {
     options.deepspeed_plugin(
         DeepSpeedPlugin().zero_stage(recipe.stage).gradient_clipping(std::nullopt));
   }
@@ -373,6 +378,45 @@ TEST(Zero3Checkpoint, SavedOnTwoResumesOnTwoThreeAndOneExactly) {
   expect_equal(resumed[3][2], uninterrupted, "stage 3 resumed on 2 processes");
   expect_equal(resumed[3][3], resumed[2][3], "stage 3 vs stage 2 resumed on 3 processes");
   expect_equal(resumed[3][1], resumed[2][1], "stage 3 vs stage 2 resumed on 1 process");
+}
+
+// Hugging Face Accelerate's stage-3 templates: with their fp16 on, a CPU job
+// gets the usual fp16 error; with fp16 switched off in a copy, they train at
+// stage 3 ("auto" clipping = 1.0) as data parallelism clipping at 1.0 does.
+TEST(Zero3Templates, LoadRefuseFp16OnTheCpuAndTrainWithoutIt) {
+  for (const char* name : {"zero_stage3_config.json", "zero_stage3_offload_config.json"}) {
+    SCOPED_TRACE(name);
+    const std::string path =
+        std::string(ACCELERATE_SOURCE_DIR) + "/tests/sharding/fixtures/" + name;
+    accelerate::testing::run_rank_communicators(2, [&](std::shared_ptr<Communicator> comm) {
+      try {
+        Accelerator accelerator(
+            comm, AcceleratorOptions().deepspeed_plugin(DeepSpeedPlugin().hf_ds_config(path)));
+        ADD_FAILURE() << "no error";
+      } catch (const accelerate::ConfigError& error) {
+        EXPECT_THAT(error.what(), ::testing::HasSubstr("'fp16' needs a CUDA device"));
+      }
+    });
+    std::ifstream in(path);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto fp16 = text.find("\"fp16\"");
+    const auto enabled = text.find("true", fp16);
+    ASSERT_NE(fp16, std::string::npos);
+    ASSERT_NE(enabled, std::string::npos);
+    text.replace(enabled, 4, "false");
+    accelerate::testing::TempDir dir("zero3-template");
+    const std::string copy = dir.path() + "/" + name;
+    std::ofstream(copy) << text;
+
+    Recipe recipe;
+    recipe.clip = 1.0;
+    const auto reference = train_on(2, recipe);
+    recipe.clip = 0;
+    recipe.deepspeed_file = copy;
+    const auto sharded = train_on(2, recipe);
+    expect_same(sharded, reference, 1e-5, 1e-6);
+    EXPECT_TRUE(sharded[0].units_released);
+  }
 }
 
 TEST(Zero3, RunningAFreedUnitAfterItsAcceleratorWentIsAClearError) {
