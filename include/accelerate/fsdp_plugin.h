@@ -124,8 +124,8 @@ struct FullyShardedDataParallelPlugin {
   // `accelerate launch`'s 1e8; 0 drops the policy (no units), as
   // Accelerate's plugin does.
   ACCELERATE_ARG(int64_t, min_num_params) = 100000000;
-  // Accepted: each unit's gather blocks until it arrives (not prefetched
-  // yet); anything but NO_PREFETCH gets a note at stage 3.
+  // Accepted and changing nothing: stage 3 always starts the next unit's
+  // gather while one runs (forward and backward), as DeepSpeed does.
   ACCELERATE_ARG(FsdpBackwardPrefetch, backward_prefetch) = FsdpBackwardPrefetch::kNoPrefetch;
   ACCELERATE_ARG(bool, forward_prefetch) = false;
   // Offload parameters and gradients to CPU memory: on a CPU-only job they

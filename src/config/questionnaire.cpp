@@ -125,23 +125,10 @@ void ask_machines(Asker& ask, ClusterAnswers& answers) {
       false);
 }
 
-// Accelerate asks for DeepSpeed on one process and on GPUs, not for multi-CPU.
-void ask_deepspeed(Asker& ask, ClusterAnswers& answers) {
-  if (!ask.yes_no("Do you want to use DeepSpeed? [yes/NO]: ", false)) return;
-  answers.distributed_type = "DEEPSPEED";
-  DeepSpeedAnswers& ds = answers.deepspeed.emplace();
-  if (ask.yes_no("Do you want to specify a json file to a DeepSpeed config? [yes/NO]: ", false)) {
-    ds.config_file =
-        ask.text("Please enter the path to the json DeepSpeed config file: ", std::string("none"));
-    return;
-  }
-  ds.zero_stage = ask.choose_runnable(
-      "What should be your DeepSpeed's ZeRO optimization stage?", {"0", "1", "2", "3"}, 2,
-      [](int stage) -> std::string {
-        if (stage < 3) return "";
-        return "ZeRO stage 3 is not offered here yet (its questions are not written); "
-               "choose 0, 1 or 2, or set zero_stage: 3 in the file.";
-      });
+// The DeepSpeed questions Accelerate asks when no JSON file is given.
+void ask_deepspeed_settings(Asker& ask, DeepSpeedAnswers& ds) {
+  ds.zero_stage = ask.prompter().choose("What should be your DeepSpeed's ZeRO optimization stage?",
+                                        {"0", "1", "2", "3"}, 2);
   if (ds.zero_stage >= 2) {
     const std::vector<std::string> devices = {"none", "cpu", "nvme"};
     const auto no_nvme = [](int device) -> std::string {
@@ -159,6 +146,27 @@ void ask_deepspeed(Asker& ask, ClusterAnswers& answers) {
   if (ask.yes_no("Do you want to use gradient clipping? [yes/NO]: ", false)) {
     ds.gradient_clipping = ask.number("What is the gradient clipping value? [1.0]: ", 1.0);
   }
+  if (ds.zero_stage == 3) {
+    ds.zero3_save_16bit_model = ask.yes_no(
+        "Do you want to save 16-bit model weights when using ZeRO Stage-3? [yes/NO]: ", false);
+  }
+}
+
+// Accelerate asks for DeepSpeed on one process and on GPUs, not for multi-CPU.
+void ask_deepspeed(Asker& ask, ClusterAnswers& answers) {
+  if (!ask.yes_no("Do you want to use DeepSpeed? [yes/NO]: ", false)) return;
+  answers.distributed_type = "DEEPSPEED";
+  DeepSpeedAnswers& ds = answers.deepspeed.emplace();
+  if (ask.yes_no("Do you want to specify a json file to a DeepSpeed config? [yes/NO]: ", false)) {
+    ds.config_file =
+        ask.text("Please enter the path to the json DeepSpeed config file: ", std::string("none"));
+  } else {
+    ask_deepspeed_settings(ask, ds);
+  }
+  ds.zero3_init_flag = ask.yes_no(
+      "Do you want to enable `deepspeed.zero.Init` when using ZeRO Stage-3 for constructing "
+      "massive models? [yes/NO]: ",
+      false);
 }
 
 // Accelerate's wrap-policy questions, in its order and words. Accelerate
@@ -279,8 +287,7 @@ ClusterAnswers ask_cluster_questions(Prompter& prompter, const std::string& home
 
 namespace {
 
-// The keys Accelerate writes for these answers. zero3_init_flag is written
-// false, as Accelerate's default answer (stage 3 is not offered here).
+// The keys Accelerate writes for these answers.
 YAML::Node deepspeed_node(const DeepSpeedAnswers& ds, int num_machines) {
   YAML::Node node(YAML::NodeType::Map);
   if (ds.config_file) {
@@ -293,8 +300,9 @@ YAML::Node deepspeed_node(const DeepSpeedAnswers& ds, int num_machines) {
       node["offload_param_device"] = string_node(*ds.offload_param_device);
     node["gradient_accumulation_steps"] = ds.gradient_accumulation_steps;
     if (ds.gradient_clipping) node["gradient_clipping"] = float_node(*ds.gradient_clipping);
+    if (ds.zero3_save_16bit_model) node["zero3_save_16bit_model"] = *ds.zero3_save_16bit_model;
   }
-  node["zero3_init_flag"] = false;
+  node["zero3_init_flag"] = ds.zero3_init_flag;
   // accelerate-cpp starts one launcher per machine: Accelerate's "standard".
   if (num_machines > 1) node["deepspeed_multinode_launcher"] = string_node("standard");
   return node;

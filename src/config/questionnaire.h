@@ -17,11 +17,13 @@ namespace accelerate::config {
 struct DeepSpeedAnswers {
   // deepspeed_config_file ("none": no file); the keys below are not asked then.
   std::optional<std::string> config_file;
-  int zero_stage = 2;                                   // 0-2 (3 is refused and asked again)
+  int zero_stage = 2;                                   // 0-3
   std::optional<std::string> offload_optimizer_device;  // none | cpu; asked from stage 2 on
   std::optional<std::string> offload_param_device;
   int gradient_accumulation_steps = 1;
   std::optional<double> gradient_clipping;
+  std::optional<bool> zero3_save_16bit_model;  // asked at stage 3 only
+  bool zero3_init_flag = false;                // asked with or without a file, as Accelerate does
 };
 
 // fsdp_config, as Accelerate's questions fill it.

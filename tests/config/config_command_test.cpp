@@ -81,8 +81,8 @@ TEST(ConfigCommand, DeepSpeedAnswersWriteAFileAccelerateAndOurLauncherRead) {
   TemporaryFolder folder;
   const std::string path = folder.path() + "/ds.yaml";
   // Multi-GPU, 1 machine, no debug, DeepSpeed without a JSON file, stage 1,
-  // 2 accumulation steps, no clipping, 2 GPUs, bf16.
-  RunResult written = shell("printf '0\\n2\\n1\\nno\\nyes\\nno\\n1\\n2\\nno\\n2\\nbf16\\n' | " +
+  // 2 accumulation steps, no clipping, no zero.Init, 2 GPUs, bf16.
+  RunResult written = shell("printf '0\\n2\\n1\\nno\\nyes\\nno\\n1\\n2\\nno\\nno\\n2\\nbf16\\n' | " +
                             kCli + " config --config_file " + path);
   ASSERT_EQ(written.exit_code, 0) << written.err << written.out;
   const std::string text = read_file(path);

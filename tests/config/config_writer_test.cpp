@@ -197,24 +197,25 @@ TEST(Questionnaire, BadAnswersAreAskedAgain) {
 
 TEST(Questionnaire, DeepSpeedAnswersWriteAcceleratesSection) {
   std::string transcript;
-  // One machine, not CPU only, DeepSpeed without a JSON file: stage 3 and
-  // nvme are refused and asked again; 4 accumulation steps, clipping 0.5,
-  // 2 GPUs (GPU ids are not asked with DeepSpeed), bf16.
+  // One machine, not CPU only, DeepSpeed without a JSON file: stage 3, nvme
+  // refused and asked again; 4 accumulation steps, clipping 0.5, 16-bit
+  // save yes, zero.Init no, 2 GPUs (GPU ids are not asked with DeepSpeed), bf16.
   ClusterAnswers a =
-      answer("\n\nno\nyes\nno\n3\n2\nnvme\ncpu\n\n4\nyes\n0.5\n2\nbf16\n", &transcript);
+      answer("\n\nno\nyes\nno\n3\nnvme\ncpu\n\n4\nyes\n0.5\nyes\nno\n2\nbf16\n", &transcript);
   EXPECT_EQ(a.distributed_type, "DEEPSPEED");
   ASSERT_TRUE(a.deepspeed.has_value());
-  EXPECT_EQ(a.deepspeed->zero_stage, 2);
+  EXPECT_EQ(a.deepspeed->zero_stage, 3);
   EXPECT_EQ(a.num_processes, 2);
   EXPECT_FALSE(a.gpu_ids.has_value());
   EXPECT_NE(transcript.find("Do you want to use DeepSpeed? [yes/NO]: "), std::string::npos);
   EXPECT_NE(transcript.find("What should be your DeepSpeed's ZeRO optimization stage?"),
             std::string::npos);
-  EXPECT_NE(
-      transcript.find(
-          "ZeRO stage 3 is not offered here yet (its questions are not written); choose 0, 1 "
-          "or 2, or set zero_stage: 3 in the file."),
-      std::string::npos);
+  EXPECT_NE(transcript.find("Do you want to save 16-bit model weights when using ZeRO Stage-3? "
+                            "[yes/NO]: "),
+            std::string::npos);
+  EXPECT_NE(transcript.find("Do you want to enable `deepspeed.zero.Init` when using ZeRO Stage-3 "
+                            "for constructing massive models? [yes/NO]: "),
+            std::string::npos);
   EXPECT_NE(
       transcript.find("NVMe offloading is not supported by accelerate-cpp; choose none or cpu."),
       std::string::npos);
@@ -230,7 +231,8 @@ TEST(Questionnaire, DeepSpeedAnswersWriteAcceleratesSection) {
             "  offload_optimizer_device: cpu\n"
             "  offload_param_device: none\n"
             "  zero3_init_flag: false\n"
-            "  zero_stage: 2\n"
+            "  zero3_save_16bit_model: true\n"
+            "  zero_stage: 3\n"
             "distributed_type: DEEPSPEED\n"
             "downcast_bf16: 'no'\n"
             "enable_cpu_affinity: false\n"
@@ -250,11 +252,13 @@ TEST(Questionnaire, DeepSpeedAnswersWriteAcceleratesSection) {
 TEST(Questionnaire, DeepSpeedWithAJsonFileAsksNoMore) {
   // Multi-GPU on two machines: the DeepSpeed keys come from the file, the
   // file's fp16/bf16 replace mixed precision, and the launcher is "standard".
-  ClusterAnswers a = answer("0\n2\n2\n0\n10.0.0.1\n\n\nno\nyes\nyes\n/cfg/zero2.json\n4\n");
+  // zero.Init is asked with a file too (yes here), as in Accelerate.
+  ClusterAnswers a =
+      answer("0\n2\n2\n0\n10.0.0.1\n\n\nno\nyes\nyes\n/cfg/zero2.json\nyes\n4\n");
   EXPECT_EQ(a.distributed_type, "DEEPSPEED");
   const std::string text = to_config_yaml(to_config_node(a));
   EXPECT_NE(text.find("deepspeed_config:\n  deepspeed_config_file: /cfg/zero2.json\n"
-                      "  deepspeed_multinode_launcher: standard\n  zero3_init_flag: false\n"),
+                      "  deepspeed_multinode_launcher: standard\n  zero3_init_flag: true\n"),
             std::string::npos)
       << text;
   EXPECT_EQ(text.find("mixed_precision"), std::string::npos) << text;
