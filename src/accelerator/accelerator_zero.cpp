@@ -87,6 +87,11 @@ std::unique_ptr<Accelerator::Zero> Accelerator::Zero::configure(const Accelerato
       std::cerr << "accelerate: note: zero3_init_flag: every process builds the whole model and "
                    "prepare() shards it (building it sharded is not available yet)\n";
     }
+    if (stage == 3 && zero->plugin.zero3_save_16bit_model()) {
+      std::cerr << "accelerate: note: zero3_save_16bit_model: save_model gathers the whole "
+                   "weights and writes them in the parameters' own dtype (not converted to 16 "
+                   "bits)\n";
+    }
     // (FSDP's backward_prefetch / forward_prefetch need no note: stage 3
     // always prefetches the next unit's gather, as DeepSpeed does.)
     if (fsdp && fsdp->cpu_offload()) {

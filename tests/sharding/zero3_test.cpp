@@ -419,6 +419,24 @@ TEST(Zero3Templates, LoadRefuseFp16OnTheCpuAndTrainWithoutIt) {
   }
 }
 
+// What stage 3 accepts but does differently says so once, on the main process.
+TEST(Zero3Notes, InitFlagAndSixteenBitSaveAreNoted) {
+  ::testing::internal::CaptureStderr();
+  accelerate::testing::run_rank_communicators(2, [](std::shared_ptr<Communicator> comm) {
+    Accelerator accelerator(
+        comm,
+        AcceleratorOptions().deepspeed_plugin(
+            DeepSpeedPlugin().zero_stage(3).zero3_init_flag(true).zero3_save_16bit_model(true)));
+  });
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  const std::string init =
+      "accelerate: note: zero3_init_flag: every process builds the whole model";
+  const std::string save = "accelerate: note: zero3_save_16bit_model: save_model gathers the whole";
+  EXPECT_NE(err.find(init), std::string::npos) << err;
+  EXPECT_EQ(err.find(init), err.rfind(init)) << "once, not per process: " << err;
+  EXPECT_NE(err.find(save), std::string::npos) << err;
+}
+
 TEST(Zero3, RunningAFreedUnitAfterItsAcceleratorWentIsAClearError) {
   accelerate::testing::run_rank_communicators(2, [](std::shared_ptr<Communicator> comm) {
     BlockStack model;
