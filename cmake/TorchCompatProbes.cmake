@@ -82,6 +82,26 @@ int main() {
 }
 ]] ACCELERATE_COMPAT_HAS_SDPA)
 
+# c10::Allocator::allocate: const in 1.x, not in 2.x (the memory benches'
+# counting allocator overrides it).
+check_cxx_source_compiles([[
+#include <c10/core/Allocator.h>
+struct Probe : c10::Allocator {
+  c10::DataPtr allocate(size_t) const override { return {}; }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+};
+int main() { return 0; }
+]] ACCELERATE_COMPAT_ALLOCATOR_CONST_ALLOCATE)
+
+# c10::Allocator::copy_data, pure virtual since 2.3.
+check_cxx_source_compiles([[
+#include <c10/core/Allocator.h>
+int main() {
+  void (c10::Allocator::*copy)(void*, const void*, std::size_t) const = &c10::Allocator::copy_data;
+  return copy != nullptr ? 0 : 1;
+}
+]] ACCELERATE_COMPAT_ALLOCATOR_COPY_DATA)
+
 # NCCL process group compiled into this LibTorch (CUDA builds only). Linked,
 # not just compiled, because some CPU builds ship the header without NCCL.
 set(CMAKE_TRY_COMPILE_TARGET_TYPE EXECUTABLE)
@@ -102,7 +122,8 @@ unset(CMAKE_REQUIRED_LIBRARIES)
 foreach(_probe ACCELERATE_COMPAT_BACKEND_BASE ACCELERATE_COMPAT_TCPSTORE_USE_LIBUV
                ACCELERATE_COMPAT_DEVICE_AUTOCAST ACCELERATE_COMPAT_OPTIM_STATE_POINTER_KEY
                ACCELERATE_COMPAT_HAS_NCCL ACCELERATE_COMPAT_HAS_CUDA_ALLOCATOR
-               ACCELERATE_COMPAT_HAS_SDPA)
+               ACCELERATE_COMPAT_HAS_SDPA ACCELERATE_COMPAT_ALLOCATOR_CONST_ALLOCATE
+               ACCELERATE_COMPAT_ALLOCATOR_COPY_DATA)
   if(${_probe})
     set(${_probe} 1)
   else()

@@ -71,11 +71,10 @@
 #include <thread>
 #include <vector>
 
-#include <c10/core/CPUAllocator.h>
-
 #include "accelerate/accelerator.h"
 #include "accelerate/malloc_tuning.h"
 #include "accelerate/unit_forward.h"
+#include "compat/memory_compat.h"
 #include "support/forked_ranks.h"
 
 namespace {
@@ -185,55 +184,13 @@ void one_blas_thread() {
 // ---------------------------------------------------------------------------
 // Counting every CPU tensor allocation
 
-std::atomic<std::int64_t> g_live_bytes{0};
-std::atomic<std::int64_t> g_peak_bytes{0};
-
-struct CountedBlock {
-  c10::DataPtr inner;
-  std::size_t bytes;
-};
-
-// Wraps LibTorch's CPU allocator; installed once per rank process before any
-// model exists, so every parameter, gradient, optimizer state, bucket and
-// activation goes through it (and so does stage 3's re-gather, which asks
-// the storage's own allocator). Frees of blocks allocated before it was
-// installed go to their own deleters and are not counted.
-class CountingAllocator final : public c10::Allocator {
- public:
-  explicit CountingAllocator(c10::Allocator* inner) : inner_(inner) {}
-
-  c10::DataPtr allocate(std::size_t bytes) const override {
-    c10::DataPtr inner = inner_->allocate(bytes);
-    if (bytes == 0 || inner.get() == nullptr) return inner;
-    void* data = inner.get();
-    const c10::Device device = inner.device();
-    auto* block = new CountedBlock{std::move(inner), bytes};
-    const std::int64_t live = g_live_bytes.fetch_add(bytes) + static_cast<std::int64_t>(bytes);
-    std::int64_t peak = g_peak_bytes.load();
-    while (live > peak && !g_peak_bytes.compare_exchange_weak(peak, live)) {
-    }
-    return {data, block, &CountingAllocator::release, device};
-  }
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
-
- private:
-  static void release(void* context) {
-    auto* block = static_cast<CountedBlock*>(context);
-    g_live_bytes.fetch_sub(static_cast<std::int64_t>(block->bytes));
-    delete block;  // frees the memory through the inner DataPtr
-  }
-  c10::Allocator* inner_;
-};
-
-void install_counting_allocator() {
-  static CountingAllocator* allocator = nullptr;  // lives as long as the tensors
-  if (allocator != nullptr) return;
-  allocator = new CountingAllocator(c10::GetCPUAllocator());
-  // Priority above the default's (0), so GetCPUAllocator() returns it.
-  c10::SetCPUAllocator(allocator, /*priority=*/1);
-}
-
-void reset_peak() { g_peak_bytes.store(g_live_bytes.load()); }
+// Through the compat layer (src/compat/memory_compat.h): LibTorch's
+// allocator interface differs between generations. Installed once per rank
+// process before any model exists, so every parameter, gradient, optimizer
+// state, bucket and activation is counted (and stage 3's re-gather, which
+// asks the storage's own allocator).
+void install_counting_allocator() { accelerate::compat::install_cpu_allocation_counter(); }
+void reset_peak() { accelerate::compat::reset_cpu_peak_bytes(); }
 
 // ---------------------------------------------------------------------------
 // One stage
@@ -301,22 +258,22 @@ Measured run_stage(accelerate::Communicator& comm, std::shared_ptr<accelerate::C
   double rise[3] = {0, 0, 0}, activations = 0;
   for (int i = 0; i < s.steps + 2; ++i) {  // two warm-up steps
     comm.barrier();
-    const std::int64_t start_bytes = g_live_bytes.load();
+    const std::int64_t start_bytes = accelerate::compat::cpu_live_bytes();
     reset_peak();
     const Clock::time_point start = Clock::now();
     at::Tensor loss = model->forward(x).pow(2).mean();
     const Clock::time_point forwarded = Clock::now();
-    const std::int64_t forward_bytes = g_live_bytes.load();
-    const std::int64_t forward_peak = g_peak_bytes.load();
+    const std::int64_t forward_bytes = accelerate::compat::cpu_live_bytes();
+    const std::int64_t forward_peak = accelerate::compat::cpu_peak_bytes();
     reset_peak();
     accelerator.backward(loss);
     const Clock::time_point backwarded = Clock::now();
-    const std::int64_t backward_peak = g_peak_bytes.load();
+    const std::int64_t backward_peak = accelerate::compat::cpu_peak_bytes();
     reset_peak();
     optimizer.step();
     optimizer.zero_grad();
     const Clock::time_point end = Clock::now();
-    const std::int64_t optimizer_peak = g_peak_bytes.load();
+    const std::int64_t optimizer_peak = accelerate::compat::cpu_peak_bytes();
     loss = at::Tensor();
     if (i < 2) continue;
     using Ms = std::chrono::duration<double, std::milli>;
@@ -334,7 +291,7 @@ Measured run_stage(accelerate::Communicator& comm, std::shared_ptr<accelerate::C
       exposed += stats.exposed_wait_seconds * 1e3 / s.steps;
     }
   }
-  const double live_bytes = static_cast<double>(g_live_bytes.load());
+  const double live_bytes = static_cast<double>(accelerate::compat::cpu_live_bytes());
   StorageCounter counter;
   for (const auto& p : model->parameters()) {
     counter.add(p);
