@@ -128,9 +128,10 @@ TEST_P(CheckpointKilledSave, LeavesThePreviousCheckpointAndResumesBitwiseEqual) 
   ASSERT_THAT(two_process_reference(), HasSubstr("after 12"));
   TemporaryFolder tmp;
   const std::string project = tmp.path() + "/killed";
-  auto killed = run_probe(2, {project}, {{"CHECKPOINT_PROBE_KILL_AT", point.stage},
-                                         {"CHECKPOINT_PROBE_KILL_RANK", std::to_string(point.rank)},
-                                         {"CHECKPOINT_PROBE_KILL_STEP", "9"}});
+  auto killed = run_probe(2, {project},
+                          {{"CHECKPOINT_PROBE_KILL_AT", point.stage},
+                           {"CHECKPOINT_PROBE_KILL_RANK", std::to_string(point.rank)},
+                           {"CHECKPOINT_PROBE_KILL_STEP", "9"}});
   ASSERT_NE(killed.exit_code, 0) << killed.out << killed.err;
   ASSERT_THAT(killed.err, HasSubstr("killing itself at " + point.stage));
   EXPECT_THAT(final_digest(killed), HasSubstr("(none)"));  // it really died mid-run
@@ -158,6 +159,38 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<KillPoint>& info) {
       return info.param.stage + "_rank" + std::to_string(info.param.rank);
     });
+
+// The same under ZeRO stage 3, set as `accelerate launch --use_deepspeed
+// --zero_stage 3` sets it: each process writes its own optimizer shard and
+// the model file is written from gathered weights. A save killed after a
+// process wrote its files leaves the previous checkpoint (or, when the
+// main process lives, completes), and the resumed run ends bitwise where the
+// uninterrupted stage-3 run ends.
+TEST(CheckpointKilledSaveZero3, LeavesThePreviousCheckpointAndResumesBitwiseEqual) {
+  const ChildProcess::EnvironmentChanges zero3 = {{"ACCELERATE_USE_DEEPSPEED", "true"},
+                                                  {"ACCELERATE_DEEPSPEED_ZERO_STAGE", "3"}};
+  TemporaryFolder tmp;
+  const std::string expected = final_digest(run_probe(2, {tmp.path() + "/reference"}, zero3));
+  ASSERT_THAT(expected, HasSubstr("after 12"));
+  EXPECT_NE(expected, two_process_reference()) << "stage 3 clips at 1.0 (DeepSpeed's default)";
+  for (const KillPoint& point : {KillPoint{"files_written", 0, "checkpoint_1 at step 6"},
+                                 KillPoint{"files_written", 1, "checkpoint_2 at step 9"}}) {
+    SCOPED_TRACE(point.stage + " on rank " + std::to_string(point.rank));
+    const std::string project = tmp.path() + "/killed_rank" + std::to_string(point.rank);
+    ChildProcess::EnvironmentChanges kill = zero3;
+    kill["CHECKPOINT_PROBE_KILL_AT"] = point.stage;
+    kill["CHECKPOINT_PROBE_KILL_RANK"] = std::to_string(point.rank);
+    kill["CHECKPOINT_PROBE_KILL_STEP"] = "9";
+    auto killed = run_probe(2, {project}, kill);
+    ASSERT_NE(killed.exit_code, 0) << killed.out << killed.err;
+    ASSERT_THAT(killed.err, HasSubstr("killing itself at " + point.stage));
+    EXPECT_THAT(final_digest(killed), HasSubstr("(none)"));
+    auto resumed = run_probe(2, {project, "--resume"}, zero3);
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+    EXPECT_EQ(resumed_from(resumed), point.resumes_from);
+    EXPECT_EQ(final_digest(resumed), expected);
+  }
+}
 
 }  // namespace
 }  // namespace accelerate::testing
