@@ -225,8 +225,6 @@ ParameterUnits::~ParameterUnits() {
   }
 }
 
-std::size_t ParameterUnits::size() const { return state_->units.size(); }
-
 void ParameterUnits::after_backward() {
   state_->adopt_order();
   for (auto& unit : state_->units) {
@@ -243,19 +241,6 @@ void ParameterUnits::release_all() {
   for (auto& unit : state_->units) {
     if (unit.through_forward) state_->release(unit);
   }
-}
-
-std::int64_t ParameterUnits::gathered_bytes() const {
-  std::int64_t bytes = 0;
-  for (const auto& unit : state_->units) {
-    for (std::size_t b : unit.buckets) {
-      if (!state_->shards->bucket_released(b)) {
-        const at::Tensor& buffer = state_->shards->parameter_buffer(b);
-        bytes += buffer.numel() * static_cast<std::int64_t>(buffer.element_size());
-      }
-    }
-  }
-  return bytes;
 }
 
 }  // namespace accelerate::sharding

@@ -67,7 +67,6 @@ class ParameterUnits {
 
   static constexpr const char* kHandleName = "accelerate_zero3_unit";
 
-  std::size_t size() const;
   // After each backward pass (Accelerator::backward): frees what a unit
   // whose gradients did not all arrive still holds, and rearms the hooks.
   void after_backward();
@@ -76,8 +75,6 @@ class ParameterUnits {
   // run through unit_forward again. Every process calls both.
   void gather_all();
   void release_all();
-  // Bytes of unit buffers holding memory now (the memory bench's "gathered").
-  std::int64_t gathered_bytes() const;
 
   struct State;  // shared with the hooks, which may outlive a step
 

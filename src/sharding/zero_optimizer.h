@@ -43,7 +43,6 @@ class ModelShards {
               const std::vector<int>& unit_of = {});
 
   GradientReducer& reducer() { return reducer_; }
-  int stage() const { return stage_; }
   // Bucket b's padded parameter buffer, and this process's shard of it (a
   // view into the buffer at stages 1 and 2, a tensor of its own at stage 3).
   const at::Tensor& parameter_buffer(std::size_t b) const { return buffers_.at(b); }
