@@ -13,6 +13,7 @@
 #include "accelerate/errors.h"
 #include "accelerate/grad_scaler.h"
 #include "checkpoint/checkpoint_items.h"
+#include "checkpoint/model_streaming.h"
 #include "accelerator/accelerator_zero.h"
 #include "checkpoint/optimizer_state.h"
 
@@ -93,8 +94,11 @@ std::string Accelerator::save_state(const std::optional<std::string>& output_dir
 
   StagedCheckpoint staged(*comm_, target, options_.checkpoint_options(),
                           /*allow_replace=*/!numbered);
-  std::optional<ScopeGuard> full_weights;  // ZeRO-3: the model files need every weight
-  if (zero_) full_weights.emplace(zero_->full_weights());
+  // ZeRO-3: each model file is written unit by unit, so that no process
+  // holds a whole model, unless a pre-hook may replace the weights.
+  const bool by_units = zero_ && state_pre_hooks_.save->hooks().empty();
+  std::optional<ScopeGuard> full_weights;
+  if (zero_ && !by_units) full_weights.emplace(zero_->full_weights());
   const std::string& dir = staged.staging_dir();
   std::vector<torch::nn::Module*> models = prepared_modules_;
   const auto is_sharded = [&](size_t i) {
@@ -128,12 +132,29 @@ std::string Accelerator::save_state(const std::optional<std::string>& output_dir
       checkpoint::save_archive(path, fill);
       if (sync) checkpoint::start_writeback(path);
     };
-    if (is_main_process()) {
-      for (size_t i = 0; i < weights.size(); ++i) {
-        const std::string path = file_in(dir, indexed("model", i, ".safetensors"));
-        save_safetensors(path, weights[i], {{"format", "pt"}});
-        if (sync) checkpoint::start_writeback(path);
+    // Every process takes part in each sharded model's gathers, even after
+    // the main process failed to write one.
+    std::string model_error;
+    for (size_t i = 0; i < weights.size(); ++i) {
+      const std::string path = file_in(dir, indexed("model", i, ".safetensors"));
+      auto* units = by_units ? zero_->units_for(*models[i]) : nullptr;
+      if (units != nullptr) {
+        std::vector<checkpoint::FileContents> files;
+        if (is_main_process()) files.push_back({path, weights[i], {{"format", "pt"}}});
+        const std::string failure =
+            checkpoint::write_by_groups(files, *units->weight_groups(), is_main_process());
+        if (model_error.empty()) model_error = failure;
+      } else if (is_main_process() && model_error.empty()) {
+        try {
+          save_safetensors(path, weights[i], {{"format", "pt"}});
+        } catch (const std::exception& e) {
+          model_error = e.what();
+        }
       }
+      if (is_main_process() && model_error.empty() && sync) checkpoint::start_writeback(path);
+    }
+    if (!model_error.empty()) throw Error(model_error);
+    if (is_main_process()) {
       for (size_t i = 0; i < prepared_optimizers_.size(); ++i) {
         if (!is_sharded(i)) {
           save_optimizer(i, dir, "");
@@ -395,11 +416,13 @@ std::vector<std::string> Accelerator::save_model(const torch::nn::Module& model,
                                                  const std::string& save_directory,
                                                  const SaveModelOptions& options) {
   wait_for_everyone();  // every process has finished training the weights
-  std::optional<ScopeGuard> full_weights;  // ZeRO-3: written whole
-  if (zero_) full_weights.emplace(zero_->full_weights());
   std::vector<std::string> files;
   std::string error;
-  if (is_main_process()) {
+  if (auto* units = zero_ ? zero_->units_for(model) : nullptr) {
+    // ZeRO-3: written unit by unit; no process holds the whole model.
+    files = checkpoint::save_model_by_groups(model, save_directory, options, *units->weight_groups(),
+                                             is_main_process(), &error);
+  } else if (is_main_process()) {
     try {
       files = accelerate::save_model(model, save_directory, options);
     } catch (const std::exception& e) {

@@ -142,6 +142,7 @@ void Accelerator::Zero::shard_model(const std::shared_ptr<Communicator>& communi
   models.push_back(shards);
   units.push_back(std::make_unique<sharding::ParameterUnits>(shards, found, unit_of,
                                                              /*reshard_after_forward=*/true));
+  unit_roots.push_back(&module);
 }
 
 ScopeGuard Accelerator::Zero::full_weights(bool weights_loaded) {

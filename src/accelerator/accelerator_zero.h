@@ -57,6 +57,14 @@ struct Accelerator::Zero {
   // (in the order of `models`).
   sharding::UnitPolicy unit_policy;
   std::vector<std::unique_ptr<sharding::ParameterUnits>> units;
+  std::vector<const torch::nn::Module*> unit_roots;  // the module each `units` entry shards
+  // Stage 3: the units of `module` (a prepared model), or null.
+  sharding::ParameterUnits* units_for(const torch::nn::Module& module) const {
+    for (std::size_t i = 0; i < unit_roots.size(); ++i) {
+      if (unit_roots[i] == &module) return units[i].get();
+    }
+    return nullptr;
+  }
 
   // Shards `reducer`'s model (prepare()): stage 1/2 over its buckets, stage
   // 3 over the units unit_policy finds in `module`.

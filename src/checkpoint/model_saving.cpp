@@ -10,11 +10,18 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "accelerate/errors.h"
 #include "accelerate/safetensors.h"
+#include "checkpoint/model_streaming.h"
 #include "checkpoint/safetensors_model_files.h"
+#include "checkpoint/safetensors_streaming.h"
 #include "checkpoint/safetensors_io.h"
 #include "checkpoint/safetensors_sharding.h"
 
@@ -110,8 +117,19 @@ NamedTensors module_state_dict(const torch::nn::Module& module) {
   return out;
 }
 
-std::vector<std::string> save_model(const torch::nn::Module& module, const std::string& save_directory,
-                                    const SaveModelOptions& options) {
+namespace {
+
+// save_model's files for `module` in `save_directory` (created): one, or
+// shards and the index text.
+struct ModelFiles {
+  fs::path directory;
+  std::vector<std::pair<std::string, NamedTensors>> files;  // file name, its tensors
+  std::string index;                                         // when sharded
+  std::string index_name;
+};
+
+ModelFiles plan_model_files(const torch::nn::Module& module, const std::string& save_directory,
+                            const SaveModelOptions& options) {
   const uint64_t max_shard_size = options.max_shard_size().bytes();
   const auto& format = options.safe_serialization() ? model_files::kSafetensors : model_files::kPickle;
 
@@ -126,38 +144,161 @@ std::vector<std::string> save_model(const torch::nn::Module& module, const std::
     tensors.emplace_back(name, tensor);
   }
 
-  const fs::path directory(save_directory);
+  ModelFiles plan;
+  plan.directory = fs::path(save_directory);
   std::error_code error;
-  fs::create_directories(directory, error);
-  if (error || !fs::is_directory(directory)) {
+  fs::create_directories(plan.directory, error);
+  if (error || !fs::is_directory(plan.directory)) {
     throw Error("save_model: cannot create folder '" + save_directory + "': " +
                 (error ? error.message() : "a file is in the way"));
   }
 
   const auto shards = safetensors::plan_shards(sizes, max_shard_size);
-  std::vector<std::string> written;
   if (shards.size() == 1) {
-    written.push_back(format.file());
-    write_weights((directory / written.back()).string(), tensors, options.safe_serialization());
-  } else {
-    safetensors::ShardIndex index;
-    for (size_t s = 0; s < shards.size(); ++s) {
-      const std::string file = safetensors::shard_file_name(format.stem, s, shards.size(), format.extension);
-      NamedTensors shard;
-      for (size_t i : shards[s]) {
-        shard.push_back(tensors[i]);
-        index.weight_map[tensors[i].first] = file;
-        index.total_size += sizes[i];
-      }
-      write_weights((directory / file).string(), shard, options.safe_serialization());
-      written.push_back(file);
-    }
-    const std::string text = safetensors::index_json(index);
-    write_whole_file((directory / format.index()).string(), text.data(), text.size());
-    written.push_back(format.index());
+    plan.files.emplace_back(format.file(), std::move(tensors));
+    return plan;
   }
-  remove_stale(directory, std::set<std::string>(written.begin(), written.end()));
+  safetensors::ShardIndex index;
+  for (size_t s = 0; s < shards.size(); ++s) {
+    const std::string file = safetensors::shard_file_name(format.stem, s, shards.size(), format.extension);
+    NamedTensors shard;
+    for (size_t i : shards[s]) {
+      shard.push_back(tensors[i]);
+      index.weight_map[tensors[i].first] = file;
+      index.total_size += sizes[i];
+    }
+    plan.files.emplace_back(file, std::move(shard));
+  }
+  plan.index = safetensors::index_json(index);
+  plan.index_name = format.index();
+  return plan;
+}
+
+// After the weight files: the index, and no stale file of an earlier save.
+std::vector<std::string> finish(const ModelFiles& plan) {
+  std::vector<std::string> written;
+  for (const auto& file : plan.files) written.push_back(file.first);
+  if (!plan.index.empty()) {
+    write_whole_file((plan.directory / plan.index_name).string(), plan.index.data(), plan.index.size());
+    written.push_back(plan.index_name);
+  }
+  remove_stale(plan.directory, std::set<std::string>(written.begin(), written.end()));
   return written;
 }
 
+}  // namespace
+
+std::vector<std::string> save_model(const torch::nn::Module& module, const std::string& save_directory,
+                                    const SaveModelOptions& options) {
+  const ModelFiles plan = plan_model_files(module, save_directory, options);
+  for (const auto& [file, tensors] : plan.files) {
+    write_weights((plan.directory / file).string(), tensors, options.safe_serialization());
+  }
+  return finish(plan);
+}
+
+namespace checkpoint {
+
+std::string write_by_groups(const std::vector<FileContents>& files, WeightGroups& groups,
+                            bool write) {
+  std::string error;
+  std::vector<std::unique_ptr<safetensors::StreamedFile>> outputs;
+  // Runs `step` while this process writes and nothing failed yet.
+  const auto writing = [&](const std::function<void()>& step) {
+    if (!write || !error.empty()) return;
+    try {
+      step();
+    } catch (const std::exception& e) {
+      error = e.what();
+      outputs.clear();  // removes the partial files
+    }
+  };
+  // Where each tensor goes: (file, name), by tensor identity.
+  std::unordered_map<const c10::TensorImpl*, std::vector<std::pair<size_t, std::string>>> places;
+  std::unordered_set<const c10::TensorImpl*> in_groups;
+  writing([&] {
+    for (const FileContents& file : files) {
+      outputs.push_back(std::make_unique<safetensors::StreamedFile>(file.path, file.tensors, file.metadata));
+      for (const auto& [name, tensor] : file.tensors) {
+        places[tensor.unsafeGetTensorImpl()].emplace_back(outputs.size() - 1, name);
+      }
+    }
+    for (size_t g = 0; g < groups.count(); ++g) {
+      for (const at::Tensor& tensor : groups.tensors(g)) in_groups.insert(tensor.unsafeGetTensorImpl());
+    }
+  });
+  const auto write_tensor = [&](const at::Tensor& tensor) {
+    auto it = places.find(tensor.unsafeGetTensorImpl());
+    if (it == places.end()) return;
+    for (const auto& [file, name] : it->second) outputs[file]->write(name, tensor);
+    places.erase(it);  // a tensor in two parts is written once
+  };
+  writing([&] {  // whole already: no part holds them
+    for (const FileContents& file : files) {
+      for (const auto& entry : file.tensors) {
+        if (in_groups.count(entry.second.unsafeGetTensorImpl()) == 0) write_tensor(entry.second);
+      }
+    }
+  });
+  for (size_t g = 0; g < groups.count(); ++g) {
+    groups.gather(g);
+    writing([&] {
+      for (const at::Tensor& tensor : groups.tensors(g)) write_tensor(tensor);
+    });
+    groups.release(g);
+  }
+  writing([&] {
+    for (auto& output : outputs) output->commit();
+  });
+  return error;
+}
+
+std::vector<std::string> save_model_by_groups(const torch::nn::Module& module,
+                                              const std::string& save_directory,
+                                              const SaveModelOptions& options,
+                                              WeightGroups& groups, bool write,
+                                              std::string* error) {
+  std::optional<ModelFiles> plan;
+  if (write) {
+    try {
+      plan = plan_model_files(module, save_directory, options);
+    } catch (const std::exception& e) {
+      *error = e.what();
+    }
+  }
+  if (!plan || options.safe_serialization()) {
+    std::vector<FileContents> files;
+    if (plan) {
+      for (const auto& [file, tensors] : plan->files) {
+        files.push_back({(plan->directory / file).string(), tensors, {{"format", "pt"}}});
+      }
+    }
+    const std::string failure = write_by_groups(files, groups, plan.has_value());
+    if (!plan) return {};
+    if (!failure.empty()) {
+      *error = failure;
+      return {};
+    }
+  } else {
+    // A pickled state dict is written in one piece: every part whole at once.
+    for (size_t g = 0; g < groups.count(); ++g) groups.gather(g);
+    try {
+      for (const auto& [file, tensors] : plan->files) {
+        write_weights((plan->directory / file).string(), tensors, /*safe=*/false);
+      }
+    } catch (const std::exception& e) {
+      *error = e.what();
+    }
+    for (size_t g = 0; g < groups.count(); ++g) groups.release(g);
+    if (!error->empty()) return {};
+  }
+  try {
+    return finish(*plan);
+  } catch (const std::exception& e) {
+    *error = e.what();
+    return {};
+  }
+}
+
+}  // namespace checkpoint
 }  // namespace accelerate

@@ -80,6 +80,20 @@ void File::write_all(const void* data, uint64_t size) {
   }
 }
 
+void File::write_at(const void* data, uint64_t size, uint64_t offset) {
+  const auto* in = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t put = ::pwrite(fd_, in, std::min(size, kMaxChunk), static_cast<off_t>(offset));
+    if (put < 0) {
+      if (errno == EINTR) continue;
+      fail_errno("write", path_, errno);
+    }
+    in += put;
+    size -= static_cast<uint64_t>(put);
+    offset += static_cast<uint64_t>(put);
+  }
+}
+
 void File::close() {
   const int fd = std::exchange(fd_, -1);
   if (fd >= 0 && ::close(fd) != 0) fail_errno("close", path_, errno);

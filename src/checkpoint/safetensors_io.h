@@ -26,6 +26,9 @@ class File {
   void read_at(void* data, uint64_t size, uint64_t offset) const;
   // Appends all of `data`.
   void write_all(const void* data, uint64_t size);
+  // Writes all of `data` at `offset` (past the end: the file grows), leaving
+  // the append position as it was.
+  void write_at(const void* data, uint64_t size, uint64_t offset);
   // Closes and reports a failed close (lost write-back on some filesystems).
   void close();
   const std::string& path() const { return path_; }

@@ -19,6 +19,7 @@
 #include "checkpoint/safetensors_dtype.h"
 #include "checkpoint/safetensors_header.h"
 #include "checkpoint/safetensors_io.h"
+#include "checkpoint/safetensors_streaming.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors files are little-endian; this writer copies memory as is"
@@ -92,6 +93,16 @@ std::vector<Item> plan(const std::string& path, const NamedTensors& tensors) {
   return items;
 }
 
+std::string temporary_name(const std::string& path) {
+  return path + ".tmp-" + std::to_string(::getpid());
+}
+
+void rename_into_place(const std::string& temporary, const std::string& path) {
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    fail(path, std::string("rename from temporary file failed: ") + std::strerror(errno));
+  }
+}
+
 std::string header_text(const std::string& path, const std::vector<Item>& items,
                         const SafetensorsMetadata& metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
@@ -114,18 +125,27 @@ std::string header_text(const std::string& path, const std::vector<Item>& items,
   return text;
 }
 
-void write_file(File& file, const std::string& header, const std::vector<Item>& items) {
-  CoalescingWriter out(file);
+void write_header(CoalescingWriter& out, const std::string& header) {
   unsigned char length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(uint64_t{header.size()} >> (8 * i));
   out.write(length, 8);
   out.write(header.data(), header.size());
+}
+
+// The bytes of `tensor` as the file stores them (a CPU copy when it is not
+// a contiguous CPU tensor).
+at::Tensor file_bytes(const at::Tensor& tensor) {
+  at::Tensor out = tensor.detach();
+  if (!out.device().is_cpu()) out = out.to(at::kCPU);
+  return out.contiguous();  // no copy when it already is
+}
+
+void write_file(File& file, const std::string& header, const std::vector<Item>& items) {
+  CoalescingWriter out(file);
+  write_header(out, header);
   for (const auto& item : items) {
     if (item.nbytes == 0) continue;
-    at::Tensor tensor = item.tensor->detach();
-    if (!tensor.device().is_cpu()) tensor = tensor.to(at::kCPU);
-    tensor = tensor.contiguous();  // no copy when it already is
-    out.write(tensor.data_ptr(), item.nbytes);
+    out.write(file_bytes(*item.tensor).data_ptr(), item.nbytes);
   }
   out.flush();
 }
@@ -138,18 +158,67 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   const std::string header = header_text(path, items, metadata);
   // A temporary name in the same directory, renamed into place at the end:
   // a crash or error never leaves a truncated file under `path`.
-  const std::string temporary = path + ".tmp-" + std::to_string(::getpid());
+  const std::string temporary = temporary_name(path);
   try {
     File file = File::open_write(temporary);
     write_file(file, header, items);
     file.close();
-    if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-      fail(path, std::string("rename from temporary file failed: ") + std::strerror(errno));
-    }
+    rename_into_place(temporary, path);
   } catch (...) {
     std::remove(temporary.c_str());
     throw;
   }
 }
+
+namespace safetensors {
+
+struct StreamedFile::Output {
+  File file;
+};
+
+StreamedFile::StreamedFile(std::string path, const NamedTensors& layout,
+                           const SafetensorsMetadata& metadata)
+    : path_(std::move(path)), temporary_(temporary_name(path_)) {
+  const std::vector<Item> items = plan(path_, layout);
+  const std::string header = header_text(path_, items, metadata);
+  uint64_t offset = 8 + header.size();
+  for (const auto& item : items) {
+    places_[*item.name] = Place{offset, item.nbytes, item.tensor->scalar_type(), false};
+    offset += item.nbytes;
+  }
+  file_ = std::make_unique<Output>(Output{File::open_write(temporary_)});
+  CoalescingWriter out(file_->file);
+  write_header(out, header);
+  out.flush();
+}
+
+StreamedFile::~StreamedFile() {
+  if (committed_) return;
+  file_.reset();  // closes
+  std::remove(temporary_.c_str());
+}
+
+void StreamedFile::write(const std::string& name, const at::Tensor& tensor) {
+  auto it = places_.find(name);
+  if (it == places_.end()) fail(path_, "tensor '" + safetensors::printable(name) + "' was not declared");
+  Place& place = it->second;
+  if (static_cast<uint64_t>(tensor.numel()) * tensor.element_size() != place.nbytes ||
+      tensor.scalar_type() != place.dtype) {
+    fail(path_, "tensor '" + safetensors::printable(name) + "' has another size or dtype than declared");
+  }
+  if (place.nbytes > 0) file_->file.write_at(file_bytes(tensor).data_ptr(), place.nbytes, place.offset);
+  place.written = true;
+}
+
+void StreamedFile::commit() {
+  for (const auto& [name, place] : places_) {
+    if (!place.written) fail(path_, "tensor '" + safetensors::printable(name) + "' was never written");
+  }
+  file_->file.close();
+  rename_into_place(temporary_, path_);
+  committed_ = true;
+}
+
+}  // namespace safetensors
 
 }  // namespace accelerate

@@ -20,6 +20,7 @@ struct ParameterUnits::State {
     // the model may go before the Accelerator.
     std::weak_ptr<torch::nn::Module> module;
     std::vector<std::size_t> buckets;  // the reducer's buckets holding its parameters
+    std::vector<at::Tensor> parameters;  // those parameters (freed with the buckets)
     std::size_t parameter_count = 0;   // trainable ones, each counted down in backward
     std::size_t waiting_for = 0;       // parameters still without a gradient this backward
     bool through_forward = false;      // ran through unit_forward: free between runs
@@ -199,6 +200,7 @@ ParameterUnits::ParameterUnits(std::shared_ptr<ModelShards> shards,
     const int u = unit_of[index];
     if (u < 0 || reducer.offset_in_bucket(index) < 0) continue;  // outside, or frozen
     State::Unit& unit = s.units[static_cast<std::size_t>(u)];
+    unit.parameters.push_back(parameters[index]);
     ++unit.parameter_count;
     auto accumulator = torch::autograd::impl::grad_accumulator(parameters[index]);
     if (!accumulator) throw Error("ZeRO-3: parameter " + std::to_string(index) + " is not a leaf");
@@ -241,6 +243,31 @@ void ParameterUnits::release_all() {
   for (auto& unit : state_->units) {
     if (unit.through_forward) state_->release(unit);
   }
+}
+
+namespace {
+
+class UnitWeights : public checkpoint::WeightGroups {
+ public:
+  explicit UnitWeights(std::shared_ptr<ParameterUnits::State> state) : state_(std::move(state)) {}
+  std::size_t count() const override { return state_->units.size(); }
+  std::vector<at::Tensor> tensors(std::size_t g) const override {
+    return state_->units.at(g).parameters;
+  }
+  void gather(std::size_t g) override { state_->gather(state_->units.at(g)); }
+  void release(std::size_t g) override {
+    auto& unit = state_->units.at(g);
+    if (unit.through_forward) state_->release(unit);
+  }
+
+ private:
+  std::shared_ptr<ParameterUnits::State> state_;
+};
+
+}  // namespace
+
+std::unique_ptr<checkpoint::WeightGroups> ParameterUnits::weight_groups() {
+  return std::make_unique<UnitWeights>(state_);
 }
 
 }  // namespace accelerate::sharding

@@ -34,6 +34,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "checkpoint/model_streaming.h"
 #include "sharding/zero_optimizer.h"
 
 namespace torch::nn {
@@ -75,6 +76,9 @@ class ParameterUnits {
   // run through unit_forward again. Every process calls both.
   void gather_all();
   void release_all();
+  // The units as the parts a save writes one at a time (save_model_by_groups),
+  // so that no process holds the whole model: each unit's own parameters.
+  std::unique_ptr<checkpoint::WeightGroups> weight_groups();
 
   struct State;  // shared with the hooks, which may outlive a step
 

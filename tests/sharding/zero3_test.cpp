@@ -37,65 +37,9 @@ using accelerate::Communicator;
 using accelerate::DeepSpeedPlugin;
 using accelerate::testing::zero_data;
 
-enum class Call { kUnitForward, kCheckpoint, kDirect };
-
-struct ResidualBlockImpl : torch::nn::Module {
-  ResidualBlockImpl()
-      : up(register_module("up", torch::nn::Linear(16, 32))),
-        down(register_module("down", torch::nn::Linear(32, 16))) {}
-  // `shared`: a root parameter every block reads too (a tied weight, owned
-  // outside the units).
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& shared) {
-    return x + down(torch::tanh(up(x))) * shared;
-  }
-  torch::Tensor forward(const torch::Tensor& x) { return forward(x, torch::ones({16})); }
-  torch::nn::Linear up, down;
-};
-TORCH_MODULE(ResidualBlock);
-
-struct BlockStackImpl : torch::nn::Module {
-  explicit BlockStackImpl(Call call = Call::kUnitForward)
-      : call(call),
-        input(register_module("input", torch::nn::Linear(4, 16))),
-        blocks(register_module("blocks", torch::nn::ModuleList())),
-        output(register_module("output", torch::nn::Linear(16, 1))) {
-    for (int i = 0; i < 3; ++i) blocks->push_back(ResidualBlock());
-    shared = register_parameter("shared", torch::ones({16}));
-    auto generator = at::detail::createCPUGenerator(43);
-    torch::NoGradGuard no_grad;
-    for (auto& parameter : parameters())
-      parameter.copy_(at::randn(parameter.sizes(), generator) * 0.3 + (parameter.dim() == 1));
-  }
-  torch::Tensor forward(const torch::Tensor& x) {
-    auto h = torch::tanh(input(x)) * shared;  // used even when the blocks do not read it
-    ++calls;
-    for (std::size_t i = 0; i < blocks->size(); ++i) {
-      // An unused unit: the last block sits out every other forward pass.
-      if (skip_last_block_every_other_call && i + 1 == blocks->size() && calls % 2 == 0) break;
-      auto block = std::dynamic_pointer_cast<ResidualBlockImpl>(blocks[i]);
-      switch (call) {
-        case Call::kUnitForward:
-          h = accelerate::unit_forward(block, h, shared);
-          break;
-        case Call::kCheckpoint:
-          h = accelerate::checkpoint_activations(block, h);
-          break;
-        case Call::kDirect:
-          h = block->forward(h, shared);
-          break;
-      }
-    }
-    return output(h);
-  }
-  Call call;
-  bool skip_last_block_every_other_call = false;
-  int64_t calls = 0;
-  torch::nn::Linear input;
-  torch::nn::ModuleList blocks;
-  torch::nn::Linear output;
-  torch::Tensor shared;
-};
-TORCH_MODULE(BlockStack);
+using accelerate::testing::BlockStack;
+using accelerate::testing::Call;
+using accelerate::testing::ResidualBlockImpl;
 
 struct Recipe {
   int stage = 0;
