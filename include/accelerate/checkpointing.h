@@ -85,6 +85,11 @@ struct CheckpointMetadata {
   // own shard, in optimizer[_i]_rank<r>.bin / .safetensors. Absent from
   // older checkpoints: none.
   std::vector<int64_t> sharded_optimizers;
+  // ZeRO stage 3 with a sharded state dict: the models (by index) each
+  // process saved its pieces of, in model[_i]_rank<r>.safetensors with the
+  // index model[_i]_shards.json, instead of model[_i].safetensors. Absent
+  // from older checkpoints: none.
+  std::vector<int64_t> sharded_models;
 
   std::string to_json() const;
   // `source` names the file in errors.

@@ -16,6 +16,7 @@
 #include "checkpoint/model_streaming.h"
 #include "accelerator/accelerator_zero.h"
 #include "checkpoint/optimizer_state.h"
+#include "sharding/model_state_files.h"
 
 namespace accelerate {
 namespace fs = std::filesystem;
@@ -115,6 +116,7 @@ std::string Accelerator::save_state(const std::optional<std::string>& output_dir
                                      });
   };
   std::vector<NamedTensors> weights;
+  std::vector<int64_t> sharded_models;  // saved as each process's pieces
   std::string error;
   try {
     for (auto* model : models) weights.push_back(module_state_dict(*model));
@@ -136,8 +138,23 @@ std::string Accelerator::save_state(const std::optional<std::string>& output_dir
     // the main process failed to write one.
     std::string model_error;
     for (size_t i = 0; i < weights.size(); ++i) {
-      const std::string path = file_in(dir, indexed("model", i, ".safetensors"));
+      std::string path = file_in(dir, indexed("model", i, ".safetensors"));
       auto* units = by_units ? zero_->units_for(*models[i]) : nullptr;
+      auto* shards = zero_ && zero_->sharded_state_dict ? zero_->shards_for(*models[i]) : nullptr;
+      if (shards != nullptr) {
+        // Each process its pieces, read from its shards (no collective).
+        sharded_models.push_back(static_cast<int64_t>(i));
+        const std::string stem = file_in(dir, indexed("model", i, ""));
+        path = stem + "_rank" + std::to_string(process_index()) + ".safetensors";
+        try {
+          sharding::save_model_pieces(*models[i], *shards, process_index(), num_processes(), path,
+                                      is_main_process() ? stem + "_shards.json" : "");
+        } catch (const std::exception& e) {
+          if (model_error.empty()) model_error = e.what();
+        }
+        if (model_error.empty() && sync) checkpoint::start_writeback(path);
+        continue;
+      }
       if (units != nullptr) {
         std::vector<checkpoint::FileContents> files;
         if (is_main_process()) files.push_back({path, weights[i], {{"format", "pt"}}});
@@ -209,6 +226,7 @@ std::string Accelerator::save_state(const std::optional<std::string>& output_dir
   for (size_t i = 0; i < prepared_optimizers_.size(); ++i) {
     if (is_sharded(i)) metadata.sharded_optimizers.push_back(static_cast<int64_t>(i));
   }
+  metadata.sharded_models = sharded_models;
   staged.commit(metadata, error);
 
   if (numbered) {
@@ -264,8 +282,6 @@ void Accelerator::restore_state_from(const std::string& folder) {
                 " (random states and loader positions are per process)");
   }
   std::vector<torch::nn::Module*> models = prepared_modules_;
-  std::optional<ScopeGuard> full_weights;  // ZeRO-3: loaded whole, then sharded again
-  if (zero_) full_weights.emplace(zero_->full_weights(/*weights_loaded=*/true));
   // On another number of processes: a process the checkpoint had keeps
   // restoring its own; a new one reads the last's loader positions only.
   const int random_source = std::min(process_index(), saved_world - 1);
@@ -275,6 +291,8 @@ void Accelerator::restore_state_from(const std::string& folder) {
     return zero_ && zero_->sharding(prepared_optimizers_[i]) != nullptr;
   };
   std::vector<checkpoint::PendingOptimizerState> optimizers;
+  // Models loaded by element ranges (ZeRO-3, or saved as pieces).
+  std::vector<std::optional<sharding::ModelStateFiles>> model_files(models.size());
   std::vector<size_t> resharded;  // saved per process, loaded through the bucket layout
   // Everything is read and checked before anything changes, and every
   // process learns whether any failed (each reads its own files): none may
@@ -311,6 +329,21 @@ void Accelerator::restore_state_from(const std::string& folder) {
     }
     for (size_t i = 0; i < models.size(); ++i) {
       const std::string path = file_in(folder, indexed("model", i, ".safetensors"));
+      const bool saved_in_pieces =
+          std::count(metadata.sharded_models.begin(), metadata.sharded_models.end(),
+                     static_cast<int64_t>(i)) > 0;
+      // ZeRO-3 loads each process's elements only; pieces load anywhere.
+      if (saved_in_pieces || (zero_ && zero_->shards_for(*models[i]))) {
+        const std::string stem = file_in(folder, indexed("model", i, ""));
+        model_files[i] =
+            saved_in_pieces
+                ? sharding::ModelStateFiles::from_index(
+                      stem + "_shards.json",
+                      [&](int k) { return stem + "_rank" + std::to_string(k) + ".safetensors"; })
+                : sharding::ModelStateFiles::from_file(path);
+        model_files[i]->check(*models[i]);
+        continue;
+      }
       if (!fs::is_regular_file(path)) throw Error("checkpoint file " + path + " is missing");
       SafetensorsReader reader(path);
       for (const auto& [name, tensor] : module_state_dict(*models[i])) {
@@ -355,9 +388,8 @@ void Accelerator::restore_state_from(const std::string& folder) {
     if (auto* sharded = is_sharded(i) ? zero_->sharding(prepared_optimizers_[i]) : nullptr) {
       sharded->load_resharded(saved_world, manifest, archive_of);
     } else {
-      sharding::load_sharded_state_whole(
-          *prepared_optimizers_[i], prepared_modules_, options_.ddp_options(), saved_world,
-          manifest, archive_of, zero_ ? zero_->layout_units() : nullptr);
+      sharding::load_sharded_state_whole(*prepared_optimizers_[i], prepared_modules_, saved_world,
+                                         manifest, archive_of);
     }
   }
   if (other_world && is_main_process()) {
@@ -369,7 +401,13 @@ void Accelerator::restore_state_from(const std::string& folder) {
   }
 
   for (size_t i = 0; i < models.size(); ++i) {
-    load_model(*models[i], file_in(folder, indexed("model", i, ".safetensors")), /*strict=*/true);
+    if (!model_files[i]) {
+      load_model(*models[i], file_in(folder, indexed("model", i, ".safetensors")), /*strict=*/true);
+      continue;
+    }
+    auto* shards = zero_ ? zero_->shards_for(*models[i]) : nullptr;
+    model_files[i]->load_into(*models[i], shards);
+    if (shards != nullptr) shards->gather_parameters();  // the buffers that are whole
   }
   for (auto& optimizer : optimizers) optimizer.apply();
   for (size_t i = 0; i < prepared_schedulers_.size(); ++i) {

@@ -45,6 +45,8 @@ std::unique_ptr<Accelerator::Zero> Accelerator::Zero::configure(const Accelerato
   zero->unit_policy.policy = sharding::AutoWrapPolicy::kRepeatedBlocks;
   if (fsdp && zero->plugin.zero_stage() == 3) zero->unit_policy = sharding::unit_policy_of(*fsdp);
   const int stage = zero->plugin.zero_stage();
+  zero->sharded_state_dict =
+      stage == 3 && (!fsdp || fsdp->state_dict_type() != FsdpStateDictType::kFullStateDict);
   std::vector<std::string> notes;
   if (file) {
     // The file's fp16/bf16 sections win over the job's mixed_precision.
@@ -88,8 +90,8 @@ std::unique_ptr<Accelerator::Zero> Accelerator::Zero::configure(const Accelerato
                    "prepare() shards it (building it sharded is not available yet)\n";
     }
     if (stage == 3 && zero->plugin.zero3_save_16bit_model()) {
-      std::cerr << "accelerate: note: zero3_save_16bit_model: save_model gathers the whole "
-                   "weights and writes them in the parameters' own dtype (not converted to 16 "
+      std::cerr << "accelerate: note: zero3_save_16bit_model: save_model writes the whole "
+                   "weights unit by unit in the parameters' own dtype (not converted to 16 "
                    "bits)\n";
     }
     // (FSDP's backward_prefetch / forward_prefetch need no note: stage 3
@@ -123,13 +125,6 @@ std::vector<torch::nn::Module*> unit_modules(torch::nn::Module& module,
 
 }  // namespace
 
-std::function<std::vector<int>(torch::nn::Module&)> Accelerator::Zero::layout_units() const {
-  if (stage() < 3) return nullptr;
-  return [policy = unit_policy](torch::nn::Module& module) {
-    return sharding::parameter_units(module, unit_modules(module, policy));
-  };
-}
-
 void Accelerator::Zero::shard_model(const std::shared_ptr<Communicator>& communicator,
                                     torch::nn::Module& module, GradientReducer& reducer) {
   if (stage() < 3) {
@@ -145,12 +140,9 @@ void Accelerator::Zero::shard_model(const std::shared_ptr<Communicator>& communi
   unit_roots.push_back(&module);
 }
 
-ScopeGuard Accelerator::Zero::full_weights(bool weights_loaded) {
+ScopeGuard Accelerator::Zero::full_weights() {
   for (auto& model_units : units) model_units->gather_all();
-  return ScopeGuard([this, weights_loaded] {
-    if (weights_loaded) {
-      for (auto& model : models) model->take_shards_from_buffers();
-    }
+  return ScopeGuard([this] {
     for (auto& model_units : units) model_units->release_all();
   });
 }

@@ -58,25 +58,32 @@ struct Accelerator::Zero {
   sharding::UnitPolicy unit_policy;
   std::vector<std::unique_ptr<sharding::ParameterUnits>> units;
   std::vector<const torch::nn::Module*> unit_roots;  // the module each `units` entry shards
-  // Stage 3: the units of `module` (a prepared model), or null.
+  // Stage 3: the units and the shards of `module` (a prepared model), or
+  // null (`models` and `units` are parallel at stage 3).
   sharding::ParameterUnits* units_for(const torch::nn::Module& module) const {
     for (std::size_t i = 0; i < unit_roots.size(); ++i) {
       if (unit_roots[i] == &module) return units[i].get();
     }
     return nullptr;
   }
+  sharding::ModelShards* shards_for(const torch::nn::Module& module) const {
+    for (std::size_t i = 0; i < unit_roots.size(); ++i) {
+      if (unit_roots[i] == &module) return models[i].get();
+    }
+    return nullptr;
+  }
+  // Stage 3: save_state writes each process's pieces of the models
+  // (DeepSpeed's way, and FSDP's SHARDED_STATE_DICT / LOCAL_STATE_DICT);
+  // false: one whole file, written unit by unit (FSDP's FULL_STATE_DICT).
+  bool sharded_state_dict = false;
 
   // Shards `reducer`'s model (prepare()): stage 1/2 over its buckets, stage
   // 3 over the units unit_policy finds in `module`.
-  // Stage 3: the units of a prepared module's parameters (parameter_units'
-  // answer), for rebuilding a saved bucket layout; nullptr below stage 3.
-  std::function<std::vector<int>(torch::nn::Module&)> layout_units() const;
   void shard_model(const std::shared_ptr<Communicator>& communicator, torch::nn::Module& module,
                    GradientReducer& reducer);
   // Stage 3: every unit's full weights until the guard goes, for code that
-  // reads or writes whole weights (save_state, load_state, save_model).
-  // With `weights_loaded`, the shards are taken from the full weights first.
-  ScopeGuard full_weights(bool weights_loaded = false);
+  // reads whole weights (get_state_dict, save_state's pre-hooks).
+  ScopeGuard full_weights();
 
   // The sharded optimizers stepping any of `parameters`.
   std::vector<sharding::ShardedOptimizer*> covering(

@@ -44,6 +44,7 @@ std::string CheckpointMetadata::to_json() const {
       {"optimizer_steps", optimizer_steps},
       {"sharded_optimizers", sharded_optimizers},
   };
+  if (!sharded_models.empty()) json["sharded_models"] = sharded_models;
   return json.dump(2) + "\n";
 }
 
@@ -77,6 +78,9 @@ CheckpointMetadata CheckpointMetadata::from_json(const std::string& text,
   if (json.contains("sharded_optimizers")) {
     metadata.sharded_optimizers =
         field<std::vector<int64_t>>(json, "sharded_optimizers", source);
+  }
+  if (json.contains("sharded_models")) {
+    metadata.sharded_models = field<std::vector<int64_t>>(json, "sharded_models", source);
   }
   return metadata;
 }

@@ -133,15 +133,10 @@ ModelFiles plan_model_files(const torch::nn::Module& module, const std::string& 
   const uint64_t max_shard_size = options.max_shard_size().bytes();
   const auto& format = options.safe_serialization() ? model_files::kSafetensors : model_files::kPickle;
 
-  // Tied weights once, under their first name (safetensors cannot alias).
-  NamedTensors tensors;
+  NamedTensors tensors = checkpoint::unique_state_dict(module);
   std::vector<uint64_t> sizes;
-  for (auto& [name, tensor] : module_state_dict(module)) {
-    const bool tied = std::any_of(tensors.begin(), tensors.end(),
-                                  [&](const auto& kept) { return same_view(kept.second, tensor); });
-    if (tied) continue;
-    sizes.push_back(static_cast<uint64_t>(tensor.numel()) * tensor.element_size());
-    tensors.emplace_back(name, tensor);
+  for (const auto& entry : tensors) {
+    sizes.push_back(static_cast<uint64_t>(entry.second.numel()) * entry.second.element_size());
   }
 
   ModelFiles plan;
@@ -198,6 +193,16 @@ std::vector<std::string> save_model(const torch::nn::Module& module, const std::
 }
 
 namespace checkpoint {
+
+NamedTensors unique_state_dict(const torch::nn::Module& module) {
+  NamedTensors tensors;
+  for (auto& [name, tensor] : module_state_dict(module)) {
+    const bool tied = std::any_of(tensors.begin(), tensors.end(),
+                                  [&](const auto& kept) { return same_view(kept.second, tensor); });
+    if (!tied) tensors.emplace_back(name, tensor);
+  }
+  return tensors;
+}
 
 std::string write_by_groups(const std::vector<FileContents>& files, WeightGroups& groups,
                             bool write) {

@@ -16,6 +16,11 @@
 
 namespace accelerate::checkpoint {
 
+// module_state_dict without tied duplicates: a tensor registered under two
+// names (the same memory, the same view) is kept under its first, as
+// save_model writes it (safetensors cannot alias).
+NamedTensors unique_state_dict(const torch::nn::Module& module);
+
 // The parts of a model that are whole only on demand. gather and release
 // are collectives: every process calls them for the same parts in the same
 // order.

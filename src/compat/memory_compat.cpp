@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <cstddef>
+#include <mutex>
+#include <unordered_map>
 #include <utility>
 
 #include <c10/core/Allocator.h>
@@ -26,19 +28,16 @@ namespace {
 std::atomic<std::int64_t> live_bytes{0};
 std::atomic<std::int64_t> peak_bytes{0};
 
-struct CountedBlock {
-  c10::DataPtr inner;
-  std::size_t bytes;
-};
-
 #if ACCELERATE_COMPAT_ALLOCATOR_CONST_ALLOCATE
 #define ACCELERATE_ALLOCATE_CONST const
 #else
 #define ACCELERATE_ALLOCATE_CONST
 #endif
 
-// Each block carries its size to the deleter, which gives the inner block
-// back; so frees are counted whichever thread makes them.
+// Each block's inner allocation and size, by its address: the DataPtr's
+// context must be the address itself (LibTorch's raw_allocate, used inside
+// some kernels, insists on it and frees through raw_deleter()), so the size
+// cannot ride in the context. Frees are counted whichever thread makes them.
 class CountingAllocator final : public c10::Allocator {
  public:
   explicit CountingAllocator(c10::Allocator* inner) : inner_(inner) {}
@@ -48,15 +47,18 @@ class CountingAllocator final : public c10::Allocator {
     if (bytes == 0 || inner.get() == nullptr) return inner;
     void* data = inner.get();
     const c10::Device device = inner.device();
-    auto* block = new CountedBlock{std::move(inner), bytes};
-    const std::int64_t live = live_bytes.fetch_add(static_cast<std::int64_t>(bytes)) +
-                              static_cast<std::int64_t>(bytes);
+    {
+      std::lock_guard<std::mutex> lock(blocks_mutex());
+      blocks().emplace(data, Block{std::move(inner), bytes});
+    }
+    const std::int64_t live =
+        live_bytes.fetch_add(static_cast<std::int64_t>(bytes)) + static_cast<std::int64_t>(bytes);
     std::int64_t peak = peak_bytes.load();
     while (live > peak && !peak_bytes.compare_exchange_weak(peak, live)) {
     }
-    return {data, block, &CountingAllocator::release, device};
+    return {data, data, &CountingAllocator::release, device};
   }
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  c10::DeleterFnPtr raw_deleter() const override { return &CountingAllocator::release; }
 #if ACCELERATE_COMPAT_ALLOCATOR_COPY_DATA
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
@@ -64,10 +66,28 @@ class CountingAllocator final : public c10::Allocator {
 #endif
 
  private:
-  static void release(void* context) {
-    auto* block = static_cast<CountedBlock*>(context);
-    live_bytes.fetch_sub(static_cast<std::int64_t>(block->bytes));
-    delete block;  // frees the memory through the inner DataPtr
+  struct Block {
+    c10::DataPtr inner;
+    std::size_t bytes;
+  };
+  static std::mutex& blocks_mutex() {
+    static auto* mutex = new std::mutex();  // used by frees during exit too
+    return *mutex;
+  }
+  static std::unordered_map<void*, Block>& blocks() {
+    static auto* map = new std::unordered_map<void*, Block>();  // outlives every tensor
+    return *map;
+  }
+  static void release(void* data) {
+    c10::DataPtr inner;  // freed after the lock is dropped
+    {
+      std::lock_guard<std::mutex> lock(blocks_mutex());
+      auto it = blocks().find(data);
+      if (it == blocks().end()) return;
+      live_bytes.fetch_sub(static_cast<std::int64_t>(it->second.bytes));
+      inner = std::move(it->second.inner);
+      blocks().erase(it);
+    }
   }
   c10::Allocator* inner_;
 };

@@ -65,24 +65,6 @@ ShardLayout::Model ShardLayout::from_reducer(const GradientReducer& reducer) {
   return model;
 }
 
-ShardLayout::Model ShardLayout::for_parameters(const std::vector<at::Tensor>& parameters,
-                                               const GradientSyncOptions& options,
-                                               const std::vector<int>& unit_of) {
-  Model model{parameters, {}};
-  const auto buckets = detail::assign_buckets(
-      parameters, detail::bucket_caps_from(options), [](c10::Device device) { return device; },
-      options.comm_hook(), unit_of);
-  for (const GradientBucket& bucket : buckets) {
-    Bucket b{bucket.parameter_indices, {}, 0};
-    for (std::size_t index : bucket.parameter_indices) {  // as the reducer lays them out
-      b.offsets.push_back(b.numel);
-      b.numel += parameters[index].numel();
-    }
-    model.buckets.push_back(std::move(b));
-  }
-  return model;
-}
-
 std::vector<ShardLayout::Run> ShardLayout::runs_for(int rank, int world) const {
   std::vector<Run> runs;
   for (std::size_t m = 0; m < models_.size(); ++m) {
@@ -262,23 +244,57 @@ void load_sharded_state(const ShardLayout& layout, int saved_world,
   }
 }
 
-void load_sharded_state_whole(torch::optim::Optimizer& optimizer,
-                              const std::vector<torch::nn::Module*>& modules,
-                              const GradientSyncOptions& options, int saved_world,
-                              const std::string& manifest_path,
-                              const std::function<std::string(int)>& archive_of,
-                              const std::function<std::vector<int>(torch::nn::Module&)>& units_of) {
-  // The models as the saving job's ZeRO saw them: those holding any of the
-  // optimizer's parameters, in prepare() order.
+namespace {
+
+// The layout a partition manifest describes, for the prepared `modules`
+// holding any of `optimizer`'s parameters (the saving job's models, in
+// prepare() order): the buckets as the saving job had them, whatever this
+// job's bucket caps or units would make.
+std::vector<ShardLayout::Model> models_from_manifest(const torch::optim::Optimizer& optimizer,
+                                                     const std::vector<torch::nn::Module*>& modules,
+                                                     const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("checkpoint file " + path + " is missing (the ZeRO partition manifest)");
+  std::stringstream text;
+  text << in.rdbuf();
   std::vector<ShardLayout::Model> models;
-  for (torch::nn::Module* module : modules) {
-    const std::vector<at::Tensor> parameters = module->parameters(true);
-    const bool shares = shares_parameters(optimizer, parameters);
-    if (!shares) continue;
-    models.push_back(ShardLayout::for_parameters(
-        parameters, options, units_of ? units_of(*module) : std::vector<int>()));
+  try {
+    const nlohmann::json saved = nlohmann::json::parse(text.str()).at("models");
+    for (torch::nn::Module* module : modules) {
+      std::vector<at::Tensor> parameters = module->parameters(true);
+      if (!shares_parameters(optimizer, parameters)) continue;
+      if (models.size() >= saved.size()) throw Error(path + ": fewer models than this job's");
+      ShardLayout::Model model{std::move(parameters), {}};
+      for (const auto& bucket : saved[models.size()].at("buckets")) {
+        ShardLayout::Bucket b;
+        b.numel = bucket.at("numel").get<std::int64_t>();
+        for (const auto& entry : bucket.at("parameters")) {
+          const auto index = entry.at(0).get<std::size_t>();
+          const auto numel = entry.at(2).get<std::int64_t>();
+          if (index >= model.parameters.size() || model.parameters[index].numel() != numel) {
+            throw Error(path + ": parameter " + std::to_string(index) +
+                        " of the saved partition is not this model's");
+          }
+          b.parameters.push_back(index);
+          b.offsets.push_back(entry.at(1).get<std::int64_t>());
+        }
+        model.buckets.push_back(std::move(b));
+      }
+      models.push_back(std::move(model));
+    }
+  } catch (const nlohmann::json::exception&) {
+    throw Error(path + ": not a ZeRO partition manifest");
   }
-  const ShardLayout layout(optimizer, std::move(models));
+  return models;
+}
+
+}  // namespace
+
+void load_sharded_state_whole(torch::optim::Optimizer& optimizer,
+                              const std::vector<torch::nn::Module*>& modules, int saved_world,
+                              const std::string& manifest_path,
+                              const std::function<std::string(int)>& archive_of) {
+  const ShardLayout layout(optimizer, models_from_manifest(optimizer, modules, manifest_path));
   std::vector<StatePiece> pieces;
   for (const auto& group : optimizer.param_groups()) {
     for (const at::Tensor& parameter : group.params()) {

@@ -57,13 +57,8 @@ class ShardLayout {
   // `optimizer`'s groups as the program built them (whole parameters).
   ShardLayout(const torch::optim::Optimizer& optimizer, std::vector<Model> models);
 
-  // A model's layout as its reducer has it, or as a reducer would build it
-  // for `parameters` with `options`' bucket caps (a one-process job has none).
+  // A model's layout as its reducer has it.
   static Model from_reducer(const GradientReducer& reducer);
-  // `unit_of`: ZeRO-3's units (src/parallel/bucket_assignment.h), or empty.
-  static Model for_parameters(const std::vector<at::Tensor>& parameters,
-                              const GradientSyncOptions& options,
-                              const std::vector<int>& unit_of = {});
 
   const std::vector<Model>& models() const { return models_; }
   // Bucket b's length padded to a multiple of `world`, and a shard's length.
@@ -123,13 +118,11 @@ void load_sharded_state(const ShardLayout& layout, int saved_world,
 
 // The same into an optimizer that is not sharded here (one process, or no
 // ZeRO): each of its parameters gets its state assembled from the saved
-// shards, through the bucket layout the prepared `modules` have (their
-// reducers would use `options`' bucket caps, and at ZeRO stage 3 the units
-// `units_of` gives for a module, as parameter_units() answers).
-void load_sharded_state_whole(
-    torch::optim::Optimizer& optimizer, const std::vector<torch::nn::Module*>& modules,
-    const GradientSyncOptions& options, int saved_world, const std::string& manifest_path,
-    const std::function<std::string(int)>& archive_of,
-    const std::function<std::vector<int>(torch::nn::Module&)>& units_of = {});
+// shards, through the buckets the manifest describes (the saving job's, so
+// any bucket caps and ZeRO stage here), of the prepared `modules`.
+void load_sharded_state_whole(torch::optim::Optimizer& optimizer,
+                              const std::vector<torch::nn::Module*>& modules, int saved_world,
+                              const std::string& manifest_path,
+                              const std::function<std::string(int)>& archive_of);
 
 }  // namespace accelerate::sharding

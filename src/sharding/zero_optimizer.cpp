@@ -92,15 +92,6 @@ void ModelShards::gather_bucket(std::size_t b) {
   gather_bucket(b);
 }
 
-void ModelShards::take_shards_from_buffers() {
-  if (stage_ < 3) return;
-  c10::NoGradGuard no_grad;
-  for (std::size_t b = 0; b < buffers_.size(); ++b) {
-    if (!bucket_released(b))
-      shards_[b].copy_(buffers_[b].narrow(0, shard_begin(b), shard_numel(b)));
-  }
-}
-
 void ModelShards::release_bucket(std::size_t b) {
   // Never free memory a collective is still writing.
   if (b < gathering_.size() && gathering_[b].valid()) gather_bucket(b);

@@ -43,6 +43,9 @@ class ModelShards {
               const std::vector<int>& unit_of = {});
 
   GradientReducer& reducer() { return reducer_; }
+  const GradientReducer& reducer() const { return reducer_; }
+  int rank() const { return communicator_->rank(); }
+  int world_size() const { return communicator_->world_size(); }
   // Bucket b's padded parameter buffer, and this process's shard of it (a
   // view into the buffer at stages 1 and 2, a tensor of its own at stage 3).
   const at::Tensor& parameter_buffer(std::size_t b) const { return buffers_.at(b); }
@@ -62,9 +65,6 @@ class ModelShards {
   // Stage 3 prefetch: gives a released buffer its memory and starts its
   // all-gather without waiting; gather_bucket(b) finishes it.
   void start_gather(std::size_t b);
-  // Stage 3, after full weights were written (load_state): each shard takes
-  // its elements from its buffer. Stages 1-2's shards are views already.
-  void take_shards_from_buffers();
 
  private:
   std::shared_ptr<Communicator> communicator_;

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 #include <gmock/gmock.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -172,6 +173,131 @@ TEST(Zero3Saving, AFailedStreamedSaveIsAnErrorOnEveryProcess) {
   EXPECT_THAT(errors[0], ::testing::HasSubstr("cannot create folder"));
   EXPECT_THAT(errors[1], ::testing::HasSubstr("save_model failed on the main process"));
   EXPECT_TRUE(released[0] && released[1]);
+}
+
+// A job of `world` processes with `plugin` (none: data parallelism, or one
+// process) that trains 2 epochs and saves its state into `save_to`, or
+// loads `load_from` after prepare(). Returns rank 0's whole weights, and
+// each rank's error.
+struct Job {
+  int world = 2;
+  std::optional<FullyShardedDataParallelPlugin> plugin;
+  std::string save_to, load_from;
+};
+struct JobResult {
+  std::vector<at::Tensor> weights;
+  std::vector<std::string> errors;
+};
+
+JobResult run_job(const Job& job) {
+  JobResult result;
+  result.errors.resize(job.world);
+  accelerate::testing::run_rank_communicators(job.world, [&](std::shared_ptr<Communicator> comm) {
+    const int rank = comm->rank();
+    AcceleratorOptions options;
+    options.fsdp_plugin(job.plugin);
+    Accelerator accelerator(std::move(comm), options);
+    BlockStack model(Call::kUnitForward, kDepth, kWidth, kHidden);
+    accelerate::Optimizer<torch::optim::AdamW> optimizer(model->parameters(),
+                                                         torch::optim::AdamWOptions(0.01));
+    accelerate::DataLoader loader(zero_data(48), accelerate::DataLoaderOptions(4));
+    accelerator.prepare(model, optimizer, loader);
+    try {
+      if (!job.load_from.empty()) accelerator.load_state(job.load_from);
+    } catch (const accelerate::Error& e) {
+      result.errors[rank] = e.what();
+      return;
+    }
+    if (!job.save_to.empty()) {
+      for (auto& batch : loader) {
+        accelerator.backward(torch::mse_loss(model->forward(batch.data), batch.target));
+        optimizer.step();
+        optimizer.zero_grad();
+      }
+      accelerator.save_state(job.save_to);
+    }
+    std::vector<at::Tensor> weights;
+    for (const auto& entry : accelerator.get_state_dict(model)) weights.push_back(entry.second);
+    if (rank == 0) result.weights = weights;
+  });
+  return result;
+}
+
+void expect_weights(const JobResult& got, const std::vector<at::Tensor>& want,
+                    const std::string& what) {
+  for (const auto& error : got.errors) ASSERT_EQ(error, "") << what;
+  ASSERT_EQ(got.weights.size(), want.size()) << what;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_TRUE(at::equal(got.weights[i], want[i])) << what << ", tensor " << i;
+  }
+}
+
+// SHARDED_STATE_DICT: each process writes the elements its shards hold and
+// the main process an index; the checkpoint loads, bitwise, on 1 process
+// (data parallelism's whole model), on 2 and 3 processes at stage 3 (each
+// reads its own elements), and into a FULL_STATE_DICT job. A FULL_STATE_DICT
+// checkpoint loads into a stage-3 job too.
+TEST(Zero3Saving, ShardedStateDictIsPiecesPerProcessAndLoadsOnOneTwoAndThree) {
+  accelerate::testing::TempDir dir("zero3-sharded-state");
+  const auto sharded = full_shard(FsdpStateDictType::kShardedStateDict);
+  const auto full = full_shard(FsdpStateDictType::kFullStateDict);
+  const std::string pieces = dir.path() + "/pieces", whole = dir.path() + "/whole";
+  const JobResult saved = run_job({2, sharded, pieces, ""});
+  ASSERT_FALSE(saved.weights.empty());
+  BlockStack initial(Call::kUnitForward, kDepth, kWidth, kHidden);
+  ASSERT_FALSE(at::equal(saved.weights[0], initial->parameters()[0])) << "training moved nothing";
+
+  EXPECT_FALSE(fs::exists(pieces + "/model.safetensors"));
+  const std::string index = contents(pieces + "/model_shards.json");
+  EXPECT_NE(index.find("\"world_size\": 2"), std::string::npos) << index.substr(0, 200);
+  int64_t model_bytes = 0;
+  for (const auto& p : initial->parameters()) model_bytes += p.numel() * 4;
+  for (int r = 0; r < 2; ++r) {
+    const fs::path file = pieces + "/model_rank" + std::to_string(r) + ".safetensors";
+    ASSERT_TRUE(fs::exists(file)) << file;
+    EXPECT_LT(static_cast<int64_t>(fs::file_size(file)), model_bytes * 6 / 10)
+        << file << " should hold about half of the " << model_bytes << " bytes";
+  }
+
+  expect_weights(run_job({1, std::nullopt, "", pieces}), saved.weights, "1 process");
+  expect_weights(run_job({2, sharded, "", pieces}), saved.weights, "2 processes");
+  expect_weights(run_job({3, sharded, "", pieces}), saved.weights, "3 processes");
+  expect_weights(run_job({2, full, "", pieces}), saved.weights, "FULL_STATE_DICT job");
+
+  const JobResult saved_whole = run_job({2, full, whole, ""});
+  EXPECT_TRUE(fs::exists(whole + "/model.safetensors"));
+  EXPECT_FALSE(fs::exists(whole + "/model_rank0.safetensors"));
+  expect_weights(run_job({3, sharded, "", whole}), saved_whole.weights, "whole file on 3");
+}
+
+// A piece file gone, or an index whose pieces leave a gap: every process
+// gets one clear error, before anything changed.
+TEST(Zero3Saving, AMissingOrInconsistentPieceIsAClearErrorOnEveryProcess) {
+  accelerate::testing::TempDir dir("zero3-sharded-bad");
+  const auto sharded = full_shard(FsdpStateDictType::kShardedStateDict);
+  const std::string missing = dir.path() + "/missing", gap = dir.path() + "/gap";
+  run_job({2, sharded, missing, ""});
+  fs::copy(missing, gap);
+  fs::remove(missing + "/model_rank1.safetensors");
+  JobResult result = run_job({2, sharded, "", missing});
+  for (const auto& error : result.errors) {
+    EXPECT_THAT(error, ::testing::HasSubstr("model_rank1.safetensors")) << error;
+  }
+  // The index loses the first piece of a tensor split between the processes.
+  nlohmann::json index = nlohmann::json::parse(contents(gap + "/model_shards.json"));
+  bool dropped = false;
+  for (auto& [name, tensor] : index.at("tensors").items()) {
+    if (tensor.at("pieces").size() < 2) continue;
+    tensor.at("pieces").erase(0);
+    dropped = true;
+    break;
+  }
+  ASSERT_TRUE(dropped) << "no tensor is split between the 2 processes";
+  std::ofstream(gap + "/model_shards.json") << index.dump(1);
+  result = run_job({2, sharded, "", gap});
+  for (const auto& error : result.errors) {
+    EXPECT_THAT(error, ::testing::HasSubstr("model_shards.json: the pieces of tensor")) << error;
+  }
 }
 
 }  // namespace zero3_saving_test

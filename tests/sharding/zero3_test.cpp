@@ -375,7 +375,7 @@ TEST(Zero3Notes, InitFlagAndSixteenBitSaveAreNoted) {
   const std::string err = ::testing::internal::GetCapturedStderr();
   const std::string init =
       "accelerate: note: zero3_init_flag: every process builds the whole model";
-  const std::string save = "accelerate: note: zero3_save_16bit_model: save_model gathers the whole";
+  const std::string save = "accelerate: note: zero3_save_16bit_model: save_model writes the whole";
   EXPECT_NE(err.find(init), std::string::npos) << err;
   EXPECT_EQ(err.find(init), err.rfind(init)) << "once, not per process: " << err;
   EXPECT_NE(err.find(save), std::string::npos) << err;

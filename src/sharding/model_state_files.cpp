@@ -1,0 +1,239 @@
+#include "sharding/model_state_files.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <nlohmann/json.hpp>
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <c10/util/accumulate.h>
+#include <torch/nn/module.h>
+
+#include "accelerate/errors.h"
+#include "accelerate/gradient_reducer.h"
+#include "checkpoint/checkpoint_items.h"
+#include "checkpoint/model_streaming.h"
+#include "checkpoint/safetensors_dtype.h"
+#include "sharding/shard_layout.h"
+#include "sharding/zero_optimizer.h"
+
+namespace accelerate::sharding {
+
+std::vector<ShardPiece> shard_pieces(const GradientReducer& reducer, int rank, int world) {
+  std::vector<ShardPiece> pieces;
+  const auto& parameters = reducer.parameters();
+  const auto& buckets = reducer.buckets();
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
+    const std::int64_t shard = ShardLayout::padded(buckets[b].numel, world) / world;
+    const std::int64_t lo = rank * shard, hi = lo + shard;
+    for (std::size_t index : buckets[b].parameter_indices) {
+      const std::int64_t offset = reducer.offset_in_bucket(index);
+      const std::int64_t begin = std::max(offset, lo);
+      const std::int64_t end = std::min(offset + parameters[index].numel(), hi);
+      if (begin < end) pieces.push_back({index, begin - offset, end - begin, b, begin - lo});
+    }
+  }
+  return pieces;
+}
+
+namespace {
+
+using Json = nlohmann::json;
+
+// The parameters some bucket holds (the rest of the state is whole on every
+// process), by identity.
+std::unordered_map<const c10::TensorImpl*, std::size_t> bucketed(const GradientReducer& reducer) {
+  std::unordered_map<const c10::TensorImpl*, std::size_t> out;
+  for (const GradientBucket& bucket : reducer.buckets()) {
+    for (std::size_t index : bucket.parameter_indices) {
+      out[reducer.parameters()[index].unsafeGetTensorImpl()] = index;
+    }
+  }
+  return out;
+}
+
+std::string printable_shape(const std::vector<std::int64_t>& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+void save_model_pieces(const torch::nn::Module& module, const ModelShards& shards, int rank,
+                       int world, const std::string& file, const std::string& index_path) {
+  const GradientReducer& reducer = shards.reducer();
+  const NamedTensors state = checkpoint::unique_state_dict(module);
+  const auto in_bucket = bucketed(reducer);
+  std::vector<std::vector<ShardPiece>> by_rank;  // every process's, for the index
+  for (int r = 0; r < world; ++r) by_rank.push_back(shard_pieces(reducer, r, world));
+
+  NamedTensors mine;
+  std::unordered_map<std::size_t, std::string> name_of;  // reducer index -> state name
+  for (const auto& [name, tensor] : state) {
+    auto it = in_bucket.find(tensor.unsafeGetTensorImpl());
+    if (it != in_bucket.end()) {
+      name_of[it->second] = name;
+    } else if (rank == 0) {
+      mine.emplace_back(name, tensor.detach().reshape({-1}));
+    }
+  }
+  for (const ShardPiece& piece : by_rank[static_cast<std::size_t>(rank)]) {
+    auto it = name_of.find(piece.parameter);
+    if (it == name_of.end()) continue;  // not in this module's state (cannot happen)
+    mine.emplace_back(
+        it->second,
+        shards.parameter_shard(piece.bucket).narrow(0, piece.shard_offset, piece.numel));
+  }
+  save_safetensors(file, mine, {{"format", "pt"}});
+  if (index_path.empty()) return;
+
+  Json tensors = Json::object();
+  for (const auto& [name, tensor] : state) {
+    Json entry = {{"dtype", safetensors::dtype_name(tensor.scalar_type())},
+                  {"shape", tensor.sizes().vec()},
+                  {"pieces", Json::array()}};
+    auto it = in_bucket.find(tensor.unsafeGetTensorImpl());
+    if (it == in_bucket.end()) entry["pieces"].push_back({0, 0, tensor.numel()});
+    tensors[name] = entry;
+  }
+  for (int r = 0; r < world; ++r) {
+    for (const ShardPiece& piece : by_rank[static_cast<std::size_t>(r)]) {
+      auto it = name_of.find(piece.parameter);
+      if (it != name_of.end())
+        tensors[it->second]["pieces"].push_back({r, piece.offset, piece.numel});
+    }
+  }
+  checkpoint::write_text_file(index_path,
+                              Json({{"world_size", world}, {"tensors", tensors}}).dump(1) + "\n");
+}
+
+ModelStateFiles ModelStateFiles::from_index(const std::string& index_path,
+                                            const std::function<std::string(int)>& file_of) {
+  ModelStateFiles out;
+  out.source_ = index_path;
+  std::ifstream in(index_path, std::ios::binary);
+  if (!in) throw Error("checkpoint file " + index_path + " is missing (the model's shard index)");
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    const Json index = Json::parse(text.str());
+    const int world = index.at("world_size").get<int>();
+    if (world < 1) throw Error(index_path + ": world_size must be at least 1");
+    for (int k = 0; k < world; ++k) out.files_.emplace_back(file_of(k));
+    for (const auto& [name, saved] : index.at("tensors").items()) {
+      Entry entry;
+      const auto dtype = safetensors::scalar_type(saved.at("dtype").get<std::string>());
+      if (!dtype) throw Error(index_path + ": tensor '" + name + "' has an unknown dtype");
+      entry.dtype = *dtype;
+      entry.shape = saved.at("shape").get<std::vector<std::int64_t>>();
+      for (const auto& piece : saved.at("pieces")) {
+        const int file = piece.at(0).get<int>();
+        if (file < 0 || file >= world) {
+          throw Error(index_path + ": tensor '" + name + "' names process " + std::to_string(file) +
+                      " of " + std::to_string(world));
+        }
+        entry.pieces.push_back({static_cast<std::size_t>(file), piece.at(1).get<std::int64_t>(),
+                                piece.at(2).get<std::int64_t>()});
+      }
+      out.tensors_[name] = std::move(entry);
+    }
+  } catch (const Json::exception& e) {
+    throw Error(index_path + ": not a model shard index (" + e.what() + ")");
+  }
+  return out;
+}
+
+ModelStateFiles ModelStateFiles::from_file(const std::string& path) {
+  ModelStateFiles out;
+  out.source_ = path;
+  out.files_.emplace_back(path);
+  const SafetensorsReader& reader = out.files_.front();
+  for (const std::string& name : reader.names()) {
+    Entry entry;
+    entry.dtype = reader.dtype(name);
+    entry.shape = reader.shape(name);
+    entry.pieces.push_back({0, 0, c10::multiply_integers(entry.shape)});
+    out.tensors_[name] = std::move(entry);
+  }
+  return out;
+}
+
+void ModelStateFiles::check(const torch::nn::Module& module) const {
+  for (const auto& [name, tensor] : checkpoint::unique_state_dict(module)) {
+    auto it = tensors_.find(name);
+    if (it == tensors_.end()) throw Error(source_ + ": tensor '" + name + "' is missing");
+    const Entry& entry = it->second;
+    if (entry.shape != tensor.sizes().vec() || entry.dtype != tensor.scalar_type()) {
+      throw Error(source_ + ": tensor '" + name + "' is " + c10::toString(entry.dtype) +
+                  printable_shape(entry.shape) + " but the model's is " +
+                  c10::toString(tensor.scalar_type()) + printable_shape(tensor.sizes().vec()));
+    }
+    // The pieces, in order, cover the tensor once.
+    std::vector<Piece> pieces = entry.pieces;
+    std::sort(pieces.begin(), pieces.end(),
+              [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
+    std::int64_t covered = 0;
+    for (const Piece& piece : pieces) {
+      if (piece.offset != covered || piece.numel <= 0) break;
+      covered += piece.numel;
+      const SafetensorsReader& file = files_[piece.file];
+      if (!file.contains(name)) throw Error(file.path() + ": tensor '" + name + "' is missing");
+      if (file.dtype(name) != entry.dtype ||
+          c10::multiply_integers(file.shape(name)) != piece.numel) {
+        throw Error(file.path() + ": tensor '" + name + "' is not the piece " + source_ +
+                    " describes");
+      }
+    }
+    if (covered != tensor.numel()) {
+      throw Error(source_ + ": the pieces of tensor '" + name + "' do not cover its " +
+                  std::to_string(tensor.numel()) + " elements exactly once");
+    }
+  }
+}
+
+void ModelStateFiles::fill(const std::string& name, std::int64_t offset,
+                           const at::Tensor& destination) const {
+  const std::int64_t end = offset + destination.numel();
+  for (const Piece& piece : tensors_.at(name).pieces) {
+    const std::int64_t lo = std::max(offset, piece.offset);
+    const std::int64_t hi = std::min(end, piece.offset + piece.numel);
+    if (lo >= hi) continue;
+    const at::Tensor saved = files_[piece.file].read(name).reshape({-1});
+    destination.narrow(0, lo - offset, hi - lo).copy_(saved.narrow(0, lo - piece.offset, hi - lo));
+  }
+}
+
+void ModelStateFiles::load_into(torch::nn::Module& module, ModelShards* shards) const {
+  c10::NoGradGuard no_grad;
+  std::unordered_map<const c10::TensorImpl*, std::size_t> in_bucket;
+  if (shards != nullptr) in_bucket = bucketed(shards->reducer());
+  std::unordered_map<std::size_t, std::string> name_of;  // reducer index -> state name
+  for (const auto& [name, tensor] : checkpoint::unique_state_dict(module)) {
+    auto it = in_bucket.find(tensor.unsafeGetTensorImpl());
+    if (it != in_bucket.end()) {
+      name_of[it->second] = name;
+      continue;
+    }
+    // Whole on this process.
+    if (tensor.is_contiguous()) {
+      fill(name, 0, tensor.detach().view({-1}));
+    } else {
+      at::Tensor flat = at::empty({tensor.numel()}, tensor.options().requires_grad(false));
+      fill(name, 0, flat);
+      tensor.detach().copy_(flat.view(tensor.sizes()));
+    }
+  }
+  if (shards == nullptr) return;
+  for (const ShardPiece& piece :
+       shard_pieces(shards->reducer(), shards->rank(), shards->world_size())) {
+    fill(name_of.at(piece.parameter), piece.offset,
+         shards->parameter_shard(piece.bucket).narrow(0, piece.shard_offset, piece.numel));
+  }
+}
+
+}  // namespace accelerate::sharding
