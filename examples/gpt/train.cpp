@@ -99,15 +99,17 @@ int train(gpt_flags::Flags& flags) {
                                     config.n_positions),
                    limit > 0 ? static_cast<size_t>(limit) : SIZE_MAX};
   };
-  accelerate::set_seed(args.seed());  // the model's initial weights
-  gpt::Gpt model(config);
+  // The Trainer builds the model after set_seed(args.seed()); under ZeRO-3
+  // with zero3_init_flag (FSDP: cpu_ram_efficient_loading) only the main
+  // process holds its whole weights, the others receive their shards.
   accelerate::Trainer<gpt::Gpt, Windows> trainer(
-      model, args, windows("train.txt", 0),
+      [&] { return gpt::Gpt(config); }, args, windows("train.txt", 0),
       [](gpt::Gpt& m, const accelerate::Example& batch) {
         return m->loss(batch.data, batch.target);
       },
       windows("validation.txt", max_eval_samples));
   auto& accelerator = trainer.accelerator();
+  auto& model = trainer.model();
   accelerator.print("GPT preset ", preset, ": ", gpt::parameter_count(model), " parameters, vocab ",
                     config.vocab_size, ", context ", config.n_positions, ", ",
                     accelerator.num_processes(), " process(es), ", trainer.state().max_steps,

@@ -20,6 +20,7 @@
 #include "accelerate/dataset.h"
 #include "accelerate/dataset_traits.h"
 #include "accelerate/deepspeed_plugin.h"
+#include "accelerate/empty_weights.h"
 #include "accelerate/environment.h"
 #include "accelerate/errors.h"
 #include "accelerate/fsdp_plugin.h"

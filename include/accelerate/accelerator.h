@@ -28,6 +28,7 @@
 #include "accelerate/collectives.h"
 #include "accelerate/communicator.h"
 #include "accelerate/data_loader.h"
+#include "accelerate/empty_weights.h"
 #include "accelerate/gradient_state.h"
 #include "accelerate/logging.h"
 #include "accelerate/optimizer.h"
@@ -96,6 +97,19 @@ class Accelerator {
     (prepare_one(objects), ...);
     finish_prepare();
   }
+  // DeepSpeed's zero.Init (zero3_init_flag) and FSDP's
+  // cpu_ram_efficient_loading: at ZeRO stage 3 with either set, modules
+  // built while the returned guard lives hold no memory for their weights
+  // on every process but the main one (empty_weights.h), and prepare() gives
+  // each process its shard of the main process's weights and frees every
+  // unit until it runs, so no process but the main one ever holds the whole
+  // model. Every process must call it (the main process's guard does
+  // nothing, but the call tells prepare() to free the units), and the units
+  // must then run through unit_forward or checkpoint_activations. Otherwise
+  // the guard changes nothing. accelerate::Trainer calls it around its
+  // model_init.
+  //   { auto init = accelerator.zero3_init(); model = GPT(config); }
+  [[nodiscard]] EmptyWeightsGuard zero3_init();
 
   // ---- The step -------------------------------------------------------------
   // loss / gradient_accumulation_steps (times the fp16 loss scale), backward
@@ -225,6 +239,9 @@ class Accelerator {
     }
   }
   void prepare_module(torch::nn::Module& module);
+  // Whether any process built `module` inside zero3_init(); Error on every
+  // process when one holds a tensor computed there. Collective.
+  bool agree_on_empty_build(const torch::nn::Module& module);
   void prepare_optimizer(PreparedOptimizerBase& optimizer), shard_optimizer(PreparedOptimizerBase& optimizer);
   void prepare_plain_optimizer(torch::optim::Optimizer& optimizer);
   void prepare_scheduler(PreparedSchedulerBase& scheduler);

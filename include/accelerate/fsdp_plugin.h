@@ -132,9 +132,19 @@ struct FullyShardedDataParallelPlugin {
   // are there already (a note says so); on CUDA a ConfigError until
   // offloading exists.
   ACCELERATE_ARG(bool, cpu_offload) = false;
-  // Accepted; save_state writes accelerate-cpp's checkpoint format whatever
-  // it says (docs/checkpoint-format.md).
+  // With FULL_SHARD: how save_state writes the model: FULL_STATE_DICT one
+  // whole file written unit by unit, SHARDED_STATE_DICT (and
+  // LOCAL_STATE_DICT) each process's pieces plus an index (docs/sharding.md).
   ACCELERATE_ARG(FsdpStateDictType, state_dict_type) = FsdpStateDictType::kFullStateDict;
+  // With FULL_SHARD: every process but the main one builds the model inside
+  // accelerator.zero3_init() with no memory for its weights, and prepare()
+  // gives each process its shard of the main process's weights
+  // (docs/sharding.md).
+  ACCELERATE_ARG(bool, cpu_ram_efficient_loading) = false;
+  // prepare() always starts every process from the main process's weights;
+  // false is accepted only without cpu_ram_efficient_loading (Accelerate's
+  // rule).
+  ACCELERATE_ARG(bool, sync_module_states) = true;
 };
 
 }  // namespace accelerate

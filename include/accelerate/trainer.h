@@ -27,6 +27,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <type_traits>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -76,22 +77,35 @@ class Trainer {
         accelerator_(make_accelerator(args, std::move(options), std::move(communicator))),
         loop_(args, *accelerator_) {
     set_seed(args.seed());
-    train_loader_ = std::make_unique<Loader>(
-        std::move(train_dataset),
-        loader_options(args.per_device_train_batch_size(), args).shuffle(true).seed(args.seed()));
-    optimizer_ = std::make_unique<Optimizer<torch::optim::AdamW>>(
-        TrainerLoop::adamw_groups(*model_, args), torch::optim::AdamWOptions(args.learning_rate()));
-    accelerator_->prepare(model_, *optimizer_, *train_loader_);
-    if (eval_dataset) {
-      eval_loader_ = std::make_unique<Loader>(
-          std::move(*eval_dataset), loader_options(args.per_device_eval_batch_size(), args));
-      accelerator_->prepare(*eval_loader_);
+    set_up(args, std::move(train_dataset), std::move(eval_dataset));
+  }
+
+  // Hugging Face's model_init: the Trainer builds the model, inside
+  // accelerator().zero3_init(), so that under ZeRO stage 3 with
+  // zero3_init_flag (FSDP: cpu_ram_efficient_loading) only the main process
+  // ever holds its whole weights (docs/sharding.md). The seed is set before
+  // it runs, and again after, so training is the same as with a model the
+  // program built after set_seed(args.seed()).
+  // (A callable returning a Model; not a Model, whose holder's operator()
+  // would be asked about forward().)
+  template <class ModelInit,
+            std::enable_if_t<std::conjunction_v<std::negation<std::is_convertible<ModelInit, Model>>,
+                                                std::is_invocable_r<Model, ModelInit&>>,
+                             int> = 0>
+  Trainer(ModelInit model_init, TrainingArguments args, Dataset train_dataset, LossFunction loss,
+          std::optional<Dataset> eval_dataset = std::nullopt, AcceleratorOptions options = {},
+          std::shared_ptr<Communicator> communicator = nullptr)
+      : model_(nullptr),
+        loss_(std::move(loss)),
+        accelerator_(make_accelerator(args, std::move(options), std::move(communicator))),
+        loop_(args, *accelerator_) {
+    set_seed(args.seed());
+    {
+      auto init = accelerator_->zero3_init();
+      model_ = model_init();
     }
-    loop_.plan(static_cast<int64_t>(train_loader_->size()));
-    scheduler_ = std::make_unique<Scheduler<WarmupSchedule>>(
-        *optimizer_, args.lr_scheduler_type(), loop_.warmup_steps(), loop_.state().max_steps);
-    accelerator_->prepare(*scheduler_);
-    accelerator_->register_for_checkpointing(loop_);
+    set_seed(args.seed());  // as when the program built the model before the Trainer
+    set_up(args, std::move(train_dataset), std::move(eval_dataset));
   }
 
   // Trains for the arguments' epochs or max_steps, from resume_from_checkpoint
@@ -183,6 +197,26 @@ class Trainer {
   static DataLoaderOptions loader_options(int64_t batch_size, const TrainingArguments& args) {
     return DataLoaderOptions(static_cast<size_t>(batch_size))
         .num_workers(static_cast<size_t>(args.dataloader_num_workers()));
+  }
+
+  void set_up(const TrainingArguments& args, Dataset train_dataset,
+              std::optional<Dataset> eval_dataset) {
+    train_loader_ = std::make_unique<Loader>(
+        std::move(train_dataset),
+        loader_options(args.per_device_train_batch_size(), args).shuffle(true).seed(args.seed()));
+    optimizer_ = std::make_unique<Optimizer<torch::optim::AdamW>>(
+        TrainerLoop::adamw_groups(*model_, args), torch::optim::AdamWOptions(args.learning_rate()));
+    accelerator_->prepare(model_, *optimizer_, *train_loader_);
+    if (eval_dataset) {
+      eval_loader_ = std::make_unique<Loader>(
+          std::move(*eval_dataset), loader_options(args.per_device_eval_batch_size(), args));
+      accelerator_->prepare(*eval_loader_);
+    }
+    loop_.plan(static_cast<int64_t>(train_loader_->size()));
+    scheduler_ = std::make_unique<Scheduler<WarmupSchedule>>(
+        *optimizer_, args.lr_scheduler_type(), loop_.warmup_steps(), loop_.state().max_steps);
+    accelerator_->prepare(*scheduler_);
+    accelerator_->register_for_checkpointing(loop_);
   }
 
   void optimizer_step(const std::vector<at::Tensor>& parameters) {

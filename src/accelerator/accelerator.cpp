@@ -17,6 +17,25 @@
 namespace accelerate {
 namespace {
 
+// Operations inside an EmptyWeightsGuard give meta tensors (factories and
+// initialisers keep CPU tensors): one registered in a module cannot receive
+// the main process's values.
+std::string meta_tensor_problem(const torch::nn::Module& module) {
+  const auto problem = [](const std::string& kind, const std::string& name) {
+    return kind + " '" + name +
+           "' is a meta tensor: it was computed inside zero3_init(), where operations give no "
+           "values; create it with a factory (torch::zeros, torch::empty) or an initialiser, or "
+           "register it after the guard";
+  };
+  for (const auto& item : module.named_parameters(true)) {
+    if (item.value().is_meta()) return problem("parameter", item.key());
+  }
+  for (const auto& item : module.named_buffers(true)) {
+    if (item.value().is_meta()) return problem("buffer", item.key());
+  }
+  return "";
+}
+
 int accumulation_steps_from(const AcceleratorOptions& options, const Environment& env) {
   if (options.gradient_accumulation_steps()) return *options.gradient_accumulation_steps();
   return settings::kGradientAccumulationSteps.read(env).value_or(
@@ -161,15 +180,49 @@ void Accelerator::prepare_module(torch::nn::Module& module) {
       prepared_modules_.end()) {
     return;
   }
+  bool built_empty = false;  // somewhere: every unit starts free (zero3_init)
+  if (zero_ && zero_->weights_from_main_process && job_->is_distributed()) {
+    built_empty = agree_on_empty_build(module);
+  }
   if (options_.device_placement()) module.to(device());
   if (job_->is_distributed()) {
     // Every rank starts from rank 0's weights, then gradients stay in sync.
-    broadcast_module_state(*comm_, module, /*include_buffers=*/true);
+    // At stage 3 the trained parameters travel bucket by bucket straight
+    // into the shards (ModelShards), so that a process that built its model
+    // empty (zero3_init) never holds them whole; the rest travels here.
+    const bool stage3 = zero_ && zero_->stage() == 3;
+    if (!stage3) broadcast_module_state(*comm_, module, /*include_buffers=*/true);
     if (zero_ && zero_->stage() > 0) refuse_optimizers_holding(prepared_optimizers_, module);
     reducers_.push_back(GradientReducer::for_module(comm_, module, options_.ddp_options()));
-    if (zero_ && zero_->stage() > 0) zero_->shard_model(comm_, module, *reducers_.back());
+    if (stage3) sharding::broadcast_unbucketed_state(*comm_, module, *reducers_.back());
+    if (zero_ && zero_->stage() > 0) {
+      zero_->shard_model(comm_, module, *reducers_.back(), /*units_start_free=*/built_empty);
+    }
   }
   prepared_modules_.push_back(&module);
+}
+
+bool Accelerator::agree_on_empty_build(const torch::nn::Module& module) {
+  // Every process learns whether any built the model inside zero3_init()
+  // (the processes free the units alike, or their gathers would not match)
+  // and whether any holds a tensor computed there, which has no values to
+  // receive: then every process stops with the same error.
+  const std::string mine = (zero_->zero3_init_called ? "1" : "0") + meta_tensor_problem(module);
+  const std::vector<std::string> all = comm_->all_gather_bytes(mine);
+  bool called = false;
+  for (std::size_t rank = 0; rank < all.size(); ++rank) {
+    called |= all[rank].front() == '1';
+    if (all[rank].size() > 1) {
+      throw Error("prepare failed on rank " + std::to_string(rank) + ": " + all[rank].substr(1));
+    }
+  }
+  return called;
+}
+
+EmptyWeightsGuard Accelerator::zero3_init() {
+  const bool empty = zero_ && zero_->weights_from_main_process && job_->is_distributed();
+  if (empty) zero_->zero3_init_called = true;
+  return EmptyWeightsGuard(empty && !is_main_process());
 }
 
 void Accelerator::prepare_optimizer(PreparedOptimizerBase& optimizer) {

@@ -47,6 +47,7 @@ std::unique_ptr<Accelerator::Zero> Accelerator::Zero::configure(const Accelerato
   const int stage = zero->plugin.zero_stage();
   zero->sharded_state_dict =
       stage == 3 && (!fsdp || fsdp->state_dict_type() != FsdpStateDictType::kFullStateDict);
+  zero->weights_from_main_process = builds_from_main_process(zero->plugin, fsdp);
   std::vector<std::string> notes;
   if (file) {
     // The file's fp16/bf16 sections win over the job's mixed_precision.
@@ -85,9 +86,11 @@ std::unique_ptr<Accelerator::Zero> Accelerator::Zero::configure(const Accelerato
                   << stage << "\n";
       }
     }
-    if (stage == 3 && zero->plugin.zero3_init_flag()) {
-      std::cerr << "accelerate: note: zero3_init_flag: every process builds the whole model and "
-                   "prepare() shards it (building it sharded is not available yet)\n";
+    if (zero->weights_from_main_process) {
+      std::cerr << "accelerate: note: " << (fsdp ? "cpu_ram_efficient_loading" : "zero3_init_flag")
+                << ": build the model inside accelerator.zero3_init() so that only the main "
+                   "process holds its whole weights (every unit must then run through "
+                   "unit_forward)\n";
     }
     if (stage == 3 && zero->plugin.zero3_save_16bit_model()) {
       std::cerr << "accelerate: note: zero3_save_16bit_model: save_model writes the whole "
@@ -126,17 +129,20 @@ std::vector<torch::nn::Module*> unit_modules(torch::nn::Module& module,
 }  // namespace
 
 void Accelerator::Zero::shard_model(const std::shared_ptr<Communicator>& communicator,
-                                    torch::nn::Module& module, GradientReducer& reducer) {
+                                    torch::nn::Module& module, GradientReducer& reducer,
+                                    bool units_start_free) {
   if (stage() < 3) {
     models.push_back(std::make_shared<sharding::ModelShards>(communicator, reducer, stage()));
     return;
   }
   const std::vector<torch::nn::Module*> found = unit_modules(module, unit_policy);
   const std::vector<int> unit_of = sharding::parameter_units(module, found);
-  auto shards = std::make_shared<sharding::ModelShards>(communicator, reducer, 3, unit_of);
+  auto shards = std::make_shared<sharding::ModelShards>(communicator, reducer, 3, unit_of,
+                                                        /*release_units=*/units_start_free);
   models.push_back(shards);
-  units.push_back(std::make_unique<sharding::ParameterUnits>(shards, found, unit_of,
-                                                             /*reshard_after_forward=*/true));
+  units.push_back(std::make_unique<sharding::ParameterUnits>(
+      shards, found, unit_of, /*reshard_after_forward=*/true, /*prefetch=*/true,
+      /*start_released=*/units_start_free));
   unit_roots.push_back(&module);
 }
 

@@ -19,6 +19,15 @@
 
 namespace accelerate {
 
+// Whether a job with `plugin` (and the FSDP plugin it came from) builds its
+// model on the main process only: stage 3 with zero3_init_flag or FSDP's
+// cpu_ram_efficient_loading (Accelerator::zero3_init, accelerate::zero3_init).
+inline bool builds_from_main_process(const DeepSpeedPlugin& plugin,
+                                     const std::optional<FullyShardedDataParallelPlugin>& fsdp) {
+  return plugin.zero_stage() == 3 &&
+         (plugin.zero3_init_flag() || (fsdp && fsdp->cpu_ram_efficient_loading()));
+}
+
 // The shards of each prepared model, and the sharded optimizers stepping
 // them. Only in multi-process jobs: with one process every stage is data
 // parallelism.
@@ -76,11 +85,19 @@ struct Accelerator::Zero {
   // (DeepSpeed's way, and FSDP's SHARDED_STATE_DICT / LOCAL_STATE_DICT);
   // false: one whole file, written unit by unit (FSDP's FULL_STATE_DICT).
   bool sharded_state_dict = false;
+  // Stage 3 with zero3_init_flag (or FSDP's cpu_ram_efficient_loading):
+  // Accelerator::zero3_init() builds empty on every process but the main
+  // one, and prepare() frees every unit until it runs.
+  bool weights_from_main_process = false;
+  bool zero3_init_called = false;  // on this process (Accelerator::zero3_init)
 
   // Shards `reducer`'s model (prepare()): stage 1/2 over its buckets, stage
   // 3 over the units unit_policy finds in `module`.
+  // `units_start_free`: the model was built inside zero3_init() (on some
+  // process); stage 3 fills the shards from the main process and frees
+  // every unit until it first runs.
   void shard_model(const std::shared_ptr<Communicator>& communicator, torch::nn::Module& module,
-                   GradientReducer& reducer);
+                   GradientReducer& reducer, bool units_start_free);
   // Stage 3: every unit's full weights until the guard goes, for code that
   // reads whole weights (get_state_dict, save_state's pre-hooks).
   ScopeGuard full_weights();

@@ -391,10 +391,30 @@ const Setting<FsdpStateDictType> kFsdpStateDictType{
     {"FSDP_STATE_DICT_TYPE", "--fsdp_state_dict_type / fsdp_config.fsdp_state_dict_type",
      "FULL_STATE_DICT, LOCAL_STATE_DICT or SHARDED_STATE_DICT (or 1-3)",
      "FULL_STATE_DICT (FSDP 1), SHARDED_STATE_DICT (FSDP 2)",
-     "accepted; checkpoints have accelerate-cpp's format whatever it says"},
+     "with FULL_SHARD: save_state writes the model whole (FULL_STATE_DICT) or as each "
+     "process's pieces (the others)"},
     FsdpStateDictType::kFullStateDict,
     parse_state_dict_type,
     format_state_dict_type};
+
+const Setting<bool> kFsdpCpuRamEfficientLoading{
+    {"FSDP_CPU_RAM_EFFICIENT_LOADING",
+     "--fsdp_cpu_ram_efficient_loading / fsdp_config.fsdp_cpu_ram_efficient_loading",
+     kBoolExpectation, "false",
+     "with FULL_SHARD, accelerator.zero3_init() builds the model without memory on every process "
+     "but the main one; prepare() gives each process its shard of the main process's weights"},
+    false,
+    parse_bool,
+    format_bool};
+
+const Setting<bool> kFsdpSyncModuleStates{
+    {"FSDP_SYNC_MODULE_STATES", "--fsdp_sync_module_states / fsdp_config.fsdp_sync_module_states",
+     kBoolExpectation, "true",
+     "accepted (prepare() always starts from the main process's weights); false needs "
+     "FSDP_CPU_RAM_EFFICIENT_LOADING false"},
+    true,
+    parse_bool,
+    format_bool};
 
 const Setting<milliseconds> kTimeout{
     {"ACCELERATE_TIMEOUT", "--rdzv_conf timeout=SECONDS", "a positive number of seconds (e.g. 300 or 2.5)",
@@ -442,7 +462,7 @@ const std::vector<Description>& all() {
       kUseFsdp.about, kFsdpShardingStrategy.about, kFsdpReshardAfterForward.about, kFsdpVersion.about,
       kFsdpAutoWrapPolicy.about, kFsdpTransformerClsToWrap.about, kFsdpMinNumParams.about,
       kFsdpBackwardPrefetch.about, kFsdpForwardPrefetch.about, kFsdpOffloadParams.about,
-      kFsdpStateDictType.about};
+      kFsdpStateDictType.about, kFsdpCpuRamEfficientLoading.about, kFsdpSyncModuleStates.about};
   return descriptions;
 }
 

@@ -98,6 +98,8 @@ extern const Setting<FsdpBackwardPrefetch> kFsdpBackwardPrefetch;  // FSDP_BACKW
 extern const Setting<bool> kFsdpForwardPrefetch;                   // FSDP_FORWARD_PREFETCH
 extern const Setting<bool> kFsdpOffloadParams;                     // FSDP_OFFLOAD_PARAMS
 extern const Setting<FsdpStateDictType> kFsdpStateDictType;        // FSDP_STATE_DICT_TYPE
+extern const Setting<bool> kFsdpCpuRamEfficientLoading;            // FSDP_CPU_RAM_EFFICIENT_LOADING
+extern const Setting<bool> kFsdpSyncModuleStates;                  // FSDP_SYNC_MODULE_STATES
 // ---- Ours ------------------------------------------------------------------
 extern const Setting<std::chrono::milliseconds> kTimeout;      // ACCELERATE_TIMEOUT (seconds)
 extern const Setting<LogLevel> kLogLevel;                      // ACCELERATE_LOG_LEVEL

@@ -103,11 +103,13 @@ const std::vector<KeySpec> kSectionKeys = {
     {"fsdp_config.fsdp_backward_prefetch_policy", S, kUse, true, nullptr, nullptr},
     {"fsdp_config.fsdp_forward_prefetch", B, kUse, true, nullptr, nullptr},
     {"fsdp_config.fsdp_state_dict_type", S, kUse, true, nullptr, nullptr},
-    // PyTorch FSDP's own details, which change nothing here: prepare()
-    // always broadcasts process 0's weights.
+    // Building the model without memory on every process but the main one
+    // (FULL_SHARD), and Accelerate's rule that it needs sync_module_states
+    // (prepare() always starts from the main process's weights).
+    {"fsdp_config.fsdp_cpu_ram_efficient_loading", B, kUse, true, nullptr, nullptr},
+    {"fsdp_config.fsdp_sync_module_states", B, kUse, true, nullptr, nullptr},
+    // PyTorch FSDP's own detail, which changes nothing here.
     {"fsdp_config.fsdp_use_orig_params", B, kIgn, true, nullptr, nullptr},
-    {"fsdp_config.fsdp_cpu_ram_efficient_loading", B, kIgn, true, nullptr, nullptr},
-    {"fsdp_config.fsdp_sync_module_states", B, kIgn, true, nullptr, nullptr},
 };
 
 // The name closest to a misspelled one, or "": beyond about a third of the

@@ -41,6 +41,8 @@ void write_sharding_settings(const LaunchOptions& o, Environment& env) {
     write_given(settings::kFsdpForwardPrefetch, o.fsdp_forward_prefetch, env);
     write_given(settings::kFsdpOffloadParams, o.fsdp_offload_params, env);
     write_given(settings::kFsdpStateDictType, o.fsdp_state_dict_type, env);
+    write_given(settings::kFsdpCpuRamEfficientLoading, o.fsdp_cpu_ram_efficient_loading, env);
+    write_given(settings::kFsdpSyncModuleStates, o.fsdp_sync_module_states, env);
   }
 }
 

@@ -127,7 +127,7 @@ class Applier {
            {"fsdp_version", "fsdp_sharding_strategy", "fsdp_reshard_after_forward",
             "fsdp_auto_wrap_policy", "fsdp_transformer_layer_cls_to_wrap", "fsdp_min_num_params",
             "fsdp_backward_prefetch", "fsdp_forward_prefetch", "fsdp_offload_params",
-            "fsdp_state_dict_type"}) {
+            "fsdp_state_dict_type", "fsdp_cpu_ram_efficient_loading", "fsdp_sync_module_states"}) {
         copy_section("fsdp_config", key, key);
       }
       // The old name, when the file has no fsdp_backward_prefetch.

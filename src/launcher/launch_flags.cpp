@@ -313,13 +313,31 @@ const std::vector<FlagSpec> kFlags = {
        return show_setting(settings::kFsdpOffloadParams, o.fsdp_offload_params);
      }},
     {"fsdp_state_dict_type", 0, "TYPE",
-     "FULL_STATE_DICT, LOCAL_STATE_DICT or SHARDED_STATE_DICT: accepted, checkpoints have "
-     "accelerate-cpp's format",
+     "FULL_STATE_DICT, LOCAL_STATE_DICT or SHARDED_STATE_DICT: with FULL_SHARD, how save_state "
+     "writes the model (whole, or each process's pieces)",
      [](Options& o, Text f, Text v) {
        o.fsdp_state_dict_type = parse_setting(settings::kFsdpStateDictType, f, v);
      },
      [](const Options& o) {
        return show_setting(settings::kFsdpStateDictType, o.fsdp_state_dict_type);
+     }},
+    {"fsdp_cpu_ram_efficient_loading", 0, "true|false",
+     "FULL_SHARD: zero3_init() builds the model without memory on every process but the main one",
+     [](Options& o, Text f, Text v) {
+       o.fsdp_cpu_ram_efficient_loading =
+           parse_setting(settings::kFsdpCpuRamEfficientLoading, f, v);
+     },
+     [](const Options& o) {
+       return show_setting(settings::kFsdpCpuRamEfficientLoading, o.fsdp_cpu_ram_efficient_loading);
+     }},
+    {"fsdp_sync_module_states", 0, "true|false",
+     "accepted (prepare() starts from the main process's weights); false needs "
+     "--fsdp_cpu_ram_efficient_loading false",
+     [](Options& o, Text f, Text v) {
+       o.fsdp_sync_module_states = parse_setting(settings::kFsdpSyncModuleStates, f, v);
+     },
+     [](const Options& o) {
+       return show_setting(settings::kFsdpSyncModuleStates, o.fsdp_sync_module_states);
      }},
     ACCELERATE_SWITCH("dry_run", 0, dry_run,
                       "print the settings (and where each came from) and the exact commands, start nothing"),

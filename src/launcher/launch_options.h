@@ -81,6 +81,8 @@ struct LaunchOptions {
   std::optional<bool> fsdp_forward_prefetch;
   std::optional<bool> fsdp_offload_params;
   std::optional<FsdpStateDictType> fsdp_state_dict_type;
+  std::optional<bool> fsdp_cpu_ram_efficient_loading;
+  std::optional<bool> fsdp_sync_module_states;
 
   std::string program;
   std::vector<std::string> program_args;

@@ -43,7 +43,7 @@ std::vector<std::string> check_sharded_training(const LaunchOptions& options,
         {"fsdp_sharding_strategy", "fsdp_reshard_after_forward", "fsdp_version",
          "fsdp_auto_wrap_policy", "fsdp_transformer_layer_cls_to_wrap", "fsdp_min_num_params",
          "fsdp_backward_prefetch", "fsdp_forward_prefetch", "fsdp_offload_params",
-         "fsdp_state_dict_type"},
+         "fsdp_state_dict_type", "fsdp_cpu_ram_efficient_loading", "fsdp_sync_module_states"},
         "FSDP is not in use (give --use_fsdp, or distributed_type: FSDP in the config file)",
         notes);
   }

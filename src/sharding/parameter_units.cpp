@@ -176,7 +176,7 @@ std::vector<int> parameter_units(torch::nn::Module& root,
 ParameterUnits::ParameterUnits(std::shared_ptr<ModelShards> shards,
                                const std::vector<torch::nn::Module*>& units,
                                const std::vector<int>& unit_of, bool reshard_after_forward,
-                               bool prefetch)
+                               bool prefetch, bool start_released)
     : state_(std::make_shared<State>()) {
   State& s = *state_;
   s.shards = std::move(shards);
@@ -211,6 +211,10 @@ ParameterUnits::ParameterUnits(std::shared_ptr<ModelShards> shards,
   for (std::size_t u = 0; u < s.units.size(); ++u) {
     s.units[u].waiting_for = s.units[u].parameter_count;
     units[u]->register_module(kHandleName, std::make_shared<UnitHandle>(state_, u));
+    if (start_released) {
+      s.units[u].through_forward = true;
+      s.release(s.units[u]);
+    }
   }
 }
 

@@ -57,8 +57,11 @@ class ParameterUnits {
   // `prefetch`: start the next unit's gather while one runs (forward: the
   // next, backward: the previous, in the last forward's order), so at most
   // two units are whole at a time.
+  // `start_released`: every unit counts as running through unit_forward
+  // from the start, its weights freed until it first runs (zero3_init).
   ParameterUnits(std::shared_ptr<ModelShards> shards, const std::vector<torch::nn::Module*>& units,
-                 const std::vector<int>& unit_of, bool reshard_after_forward, bool prefetch = true);
+                 const std::vector<int>& unit_of, bool reshard_after_forward, bool prefetch = true,
+                 bool start_released = false);
   // Removes the gradient hooks, and the marks of units whose weights are
   // whole; a freed unit stays marked, and running it then throws Error
   // (gathering it would be a collective). Not during a backward pass.

@@ -56,6 +56,18 @@ std::vector<std::string> split_class_names(const std::vector<std::string>& lists
   return names;
 }
 
+// Accelerate's rule: without syncing module states, every process but the
+// main one would keep the empty weights cpu_ram_efficient_loading builds.
+void check_ram_efficient_loading(const FullyShardedDataParallelPlugin& plugin) {
+  if (plugin.cpu_ram_efficient_loading() && !plugin.sync_module_states()) {
+    throw ConfigError(
+        "FSDP cpu_ram_efficient_loading is true but sync_module_states is false; Accelerate "
+        "requires sync_module_states to be true when cpu_ram_efficient_loading is true (every "
+        "process but the main one would keep empty weights): set fsdp_sync_module_states to "
+        "true, or fsdp_cpu_ram_efficient_loading to false");
+  }
+}
+
 template <class T>
 void take(const AutoValue<T>& from_file, const T& when_absent, T& field) {
   if (from_file.has_value()) field = from_file.value;
@@ -111,6 +123,7 @@ DeepSpeedPlugin zero_plugin_of(const FullyShardedDataParallelPlugin& plugin) {
   // FSDP 2's spelling of SHARD_GRAD_OP: parameters stay whole until backward.
   if (stage == 3 && !plugin.reshard_after_forward()) stage = 2;
   if (stage == 3) unit_policy_of(plugin);  // refused here, before any model is seen
+  check_ram_efficient_loading(plugin);
   DeepSpeedPlugin zero;
   zero.zero_stage(stage);
   zero.gradient_clipping(std::nullopt);  // FSDP clips only when the program calls it
@@ -141,6 +154,9 @@ std::optional<FullyShardedDataParallelPlugin> fsdp_plugin_from_environment(const
   plugin.cpu_offload(settings::kFsdpOffloadParams.read_or_default(env));
   plugin.state_dict_type(settings::kFsdpStateDictType.read(env).value_or(
       version == 2 ? FsdpStateDictType::kShardedStateDict : FsdpStateDictType::kFullStateDict));
+  plugin.cpu_ram_efficient_loading(settings::kFsdpCpuRamEfficientLoading.read_or_default(env));
+  plugin.sync_module_states(settings::kFsdpSyncModuleStates.read_or_default(env));
+  check_ram_efficient_loading(plugin);
   return plugin;
 }
 

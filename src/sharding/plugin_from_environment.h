@@ -49,7 +49,9 @@ void fill_from_config_file(const DeepSpeedConfig& file, DeepSpeedPlugin& plugin)
 // is FSDP_SHARDING_STRATEGY, else FSDP_RESHARD_AFTER_FORWARD read as
 // FSDP_VERSION says, else FULL_SHARD; the class names are read for
 // TRANSFORMER_BASED_WRAP and FSDP_MIN_NUM_PARAMS for SIZE_BASED_WRAP only.
-// ConfigError naming the variable for a value that does not parse.
+// ConfigError naming the variable for a value that does not parse, and
+// (Accelerate's rule) naming both settings for
+// FSDP_CPU_RAM_EFFICIENT_LOADING true with FSDP_SYNC_MODULE_STATES false.
 std::optional<FullyShardedDataParallelPlugin> fsdp_plugin_from_environment(const Environment& env);
 
 // The ZeRO stage an FSDP sharding strategy is: FULL_SHARD 3, SHARD_GRAD_OP 2,
@@ -60,8 +62,9 @@ int zero_stage_of(settings::FsdpShardingStrategy strategy);
 // The DeepSpeedPlugin that runs `plugin` on the ZeRO engine: its stage
 // (FULL_SHARD with reshard_after_forward false is SHARD_GRAD_OP, stage 2),
 // no clipping (FSDP clips only when the program asks). Throws ConfigError
-// for an fsdp_version other than 1 or 2, a HYBRID strategy, and, at stage 3,
-// what unit_policy_of refuses.
+// for an fsdp_version other than 1 or 2, a HYBRID strategy, at stage 3
+// what unit_policy_of refuses, and cpu_ram_efficient_loading true with
+// sync_module_states false (Accelerate's rule).
 DeepSpeedPlugin zero_plugin_of(const FullyShardedDataParallelPlugin& plugin);
 
 // How stage 3 finds the units under the plugin's auto_wrap_policy (class

@@ -1,21 +1,40 @@
 #include "sharding/zero_optimizer.h"
 
 #include <cmath>
+#include <unordered_set>
 #include <string>
 #include <utility>
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
+#include <torch/nn/module.h>
 #include <torch/optim/lbfgs.h>
 
 #include "accelerate/errors.h"
 #include "parallel/storage_alias.h"
+#include "parallel/state_broadcast.h"
 #include "parallel/storage_release.h"
 
 namespace accelerate::sharding {
 
+void broadcast_unbucketed_state(Communicator& communicator, torch::nn::Module& module,
+                                const GradientReducer& reducer) {
+  std::unordered_set<const c10::TensorImpl*> bucketed;
+  for (const GradientBucket& bucket : reducer.buckets()) {
+    for (std::size_t index : bucket.parameter_indices) {
+      bucketed.insert(reducer.parameters()[index].unsafeGetTensorImpl());
+    }
+  }
+  std::vector<at::Tensor> state;
+  for (const at::Tensor& parameter : module.parameters(true)) {
+    if (bucketed.count(parameter.unsafeGetTensorImpl()) == 0) state.push_back(parameter);
+  }
+  for (const at::Tensor& buffer : module.buffers(true)) state.push_back(buffer);
+  detail::broadcast_coalesced(communicator, state);
+}
+
 ModelShards::ModelShards(std::shared_ptr<Communicator> communicator, GradientReducer& reducer,
-                         int stage, const std::vector<int>& unit_of)
+                         int stage, const std::vector<int>& unit_of, bool release_units)
     : communicator_(std::move(communicator)), reducer_(reducer), stage_(stage) {
   if (stage < 1 || stage > 3)
     throw Error("ModelShards: stage 1, 2 or 3, got " + std::to_string(stage));
@@ -34,17 +53,24 @@ ModelShards::ModelShards(std::shared_ptr<Communicator> communicator, GradientRed
     const GradientBucket& bucket = reducer.buckets()[b];
     const at::Tensor& first = parameters[bucket.parameter_indices.front()];
     at::Tensor buffer = at::zeros({bucket.padded_numel}, first.options().requires_grad(false));
+    const bool from_process_zero = stage == 3;
     for (std::size_t index : bucket.parameter_indices) {
       const at::Tensor& parameter = parameters[index];
       const std::int64_t offset = reducer.offset_in_bucket(index);
-      buffer.narrow(0, offset, parameter.numel()).copy_(parameter.detach().reshape({-1}));
+      if (!from_process_zero || communicator_->rank() == 0) {
+        buffer.narrow(0, offset, parameter.numel()).copy_(parameter.detach().reshape({-1}));
+      }
       // The parameter keeps its identity (autograd hooks, optimizer
       // references, the module's registration); only its memory moves.
       parameter.set_data(detail::storage_alias(buffer, offset, parameter.sizes()));
     }
+    if (from_process_zero) communicator_->broadcast(buffer, 0);
     buffers_.push_back(buffer);
     at::Tensor shard = buffer.narrow(0, shard_begin(b), shard_numel(b));
     shards_.push_back(stage == 3 ? shard.clone() : shard);
+    if (release_units && stage == 3 && unit_of.at(bucket.parameter_indices.front()) >= 0) {
+      detail::release_storage(buffer);
+    }
   }
 }
 

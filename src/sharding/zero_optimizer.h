@@ -30,6 +30,12 @@
 
 namespace accelerate::sharding {
 
+// Stage 3, before ModelShards: process 0's values, on every process, of
+// everything of `module` that no bucket of `reducer` holds (buffers, frozen
+// parameters); ModelShards brings the bucketed parameters.
+void broadcast_unbucketed_state(Communicator& communicator, torch::nn::Module& module,
+                                const GradientReducer& reducer);
+
 class ModelShards {
  public:
   // stage 1: gradients all-reduced as usual; stage 2: reduce-scattered;
@@ -37,10 +43,14 @@ class ModelShards {
   // per reducer parameter: its unit, or -1) and each process's shard of the
   // parameters kept in a tensor of its own, so that a unit's full buffer can
   // be freed between uses (sharding/parameter_units.h). Sets the reducer's
-  // partition, copies the parameters into flat buffers and rebinds them.
+  // partition, copies the parameters into flat buffers and rebinds them;
+  // at stage 3 the buffers are filled from process 0's parameters (the
+  // others' may be empty, empty_weights.h), and with `release_units` a
+  // unit's buffer is freed as soon as this process has its shard, so no
+  // process holds more than one bucket beyond its shards.
   // Before the first backward pass.
   ModelShards(std::shared_ptr<Communicator> communicator, GradientReducer& reducer, int stage,
-              const std::vector<int>& unit_of = {});
+              const std::vector<int>& unit_of = {}, bool release_units = false);
 
   GradientReducer& reducer() { return reducer_; }
   const GradientReducer& reducer() const { return reducer_; }

@@ -47,7 +47,7 @@ TEST(Settings, EveryVariableIsDeclaredOnceWithItsFacts) {
     EXPECT_NE(std::string(about.default_text), "") << about.variable;
     EXPECT_NE(std::string(about.meaning), "") << about.variable;
   }
-  EXPECT_EQ(seen.size(), 30u);
+  EXPECT_EQ(seen.size(), 32u);
   EXPECT_EQ(seen.count("ACCELERATE_MIXED_PRECISION"), 1u);
   EXPECT_EQ(seen.count("ACCELERATE_GRADIENT_ACCUMULATION_STEPS"), 1u);
 }
@@ -300,6 +300,26 @@ TEST(Settings, FsdpWrapPolicyAndTuningVariables) {
   EXPECT_EQ(env.at("FSDP_AUTO_WRAP_POLICY"), "SIZE_BASED_WRAP");
   EXPECT_EQ(env.at("FSDP_MIN_NUM_PARAMS"), "2000");
   EXPECT_EQ(env.at("FSDP_BACKWARD_PREFETCH"), "BACKWARD_POST");
+}
+
+// Accelerate's FSDP_CPU_RAM_EFFICIENT_LOADING (default false) and
+// FSDP_SYNC_MODULE_STATES (default true), booleans as Accelerate reads them.
+TEST(Settings, FsdpCpuRamEfficientLoadingAndSyncModuleStates) {
+  EXPECT_FALSE(kFsdpCpuRamEfficientLoading.read_or_default({}));
+  EXPECT_TRUE(kFsdpSyncModuleStates.read_or_default({}));
+  EXPECT_EQ(kFsdpCpuRamEfficientLoading.read({{"FSDP_CPU_RAM_EFFICIENT_LOADING", "True"}}), true);
+  EXPECT_EQ(kFsdpCpuRamEfficientLoading.read({{"FSDP_CPU_RAM_EFFICIENT_LOADING", "0"}}), false);
+  EXPECT_EQ(kFsdpSyncModuleStates.read({{"FSDP_SYNC_MODULE_STATES", "false"}}), false);
+  EXPECT_EQ(kFsdpSyncModuleStates.read({{"FSDP_SYNC_MODULE_STATES", "yes"}}), true);
+  EXPECT_EQ(read_error(kFsdpCpuRamEfficientLoading, "maybe"),
+            "FSDP_CPU_RAM_EFFICIENT_LOADING expects true or false (or 1/0, yes/no), got 'maybe'");
+  EXPECT_EQ(read_error(kFsdpSyncModuleStates, "maybe"),
+            "FSDP_SYNC_MODULE_STATES expects true or false (or 1/0, yes/no), got 'maybe'");
+  Environment env;
+  kFsdpCpuRamEfficientLoading.write(env, true);
+  kFsdpSyncModuleStates.write(env, false);
+  EXPECT_EQ(env.at("FSDP_CPU_RAM_EFFICIENT_LOADING"), "true");
+  EXPECT_EQ(env.at("FSDP_SYNC_MODULE_STATES"), "false");
 }
 
 TEST(Settings, WrittenValuesReadBackAsWritten) {

@@ -243,7 +243,7 @@ TEST(ConfigFsdp, ShardGradOpFileIsZeroStage2) {
   EXPECT_EQ(type, "FSDP");
   // The wrap and prefetch keys reach the ranks (they matter at stage 3 only,
   // so the missing class is no error here); PyTorch FSDP's own details that
-  // change nothing here (cpu_ram_efficient_loading, ...) pass silently.
+  // change nothing here (use_orig_params) pass silently.
   EXPECT_EQ(value_of(a.rank_env, "FSDP_AUTO_WRAP_POLICY"), "TRANSFORMER_BASED_WRAP");
   EXPECT_EQ(value_of(a.rank_env, "FSDP_TRANSFORMER_CLS_TO_WRAP"), "BertLayer");
   EXPECT_EQ(value_of(a.rank_env, "FSDP_BACKWARD_PREFETCH"), "BACKWARD_PRE");
@@ -374,6 +374,81 @@ TEST(ConfigFsdp, OldUnprefixedKeysAndOffloading) {
   EXPECT_EQ(
       sharded_error("distributed_type: MULTI_GPU\nfsdp_config:\n  fsdp_offload_params: true\n"),
       "(no error)");
+}
+
+// Accelerate's fsdp_cpu_ram_efficient_loading and fsdp_sync_module_states
+// are applied (no longer ignored keys), reach the ranks' plugin, and their
+// forbidden pair is refused before anything starts.
+TEST(ConfigFsdp, CpuRamEfficientLoadingAndSyncModuleStatesAreApplied) {
+  // Accelerate's own file: both true.
+  const ConfigFile file =
+      load_config_file(std::string(CONFIG_FIXTURES_DIR) + "/hf_fsdp_shard_grad_op.yaml");
+  for (const char* key :
+       {"fsdp_config.fsdp_cpu_ram_efficient_loading", "fsdp_config.fsdp_sync_module_states"}) {
+    EXPECT_NE(file.find(key), nullptr) << key;
+    EXPECT_TRUE(std::none_of(file.ignored.begin(), file.ignored.end(),
+                             [&](const ConfigValue& value) { return value.key == key; }))
+        << key << " is still an ignored key";
+  }
+  ShardedApply a = apply_sharded(file);
+  EXPECT_EQ(a.options.fsdp_cpu_ram_efficient_loading, true);
+  EXPECT_EQ(a.options.fsdp_sync_module_states, true);
+  EXPECT_EQ(a.options.source_of("fsdp_cpu_ram_efficient_loading"), OptionSource::kConfigFile);
+  EXPECT_EQ(a.options.source_of("fsdp_sync_module_states"), OptionSource::kConfigFile);
+  EXPECT_EQ(value_of(a.rank_env, "FSDP_CPU_RAM_EFFICIENT_LOADING"), "true");
+  EXPECT_EQ(value_of(a.rank_env, "FSDP_SYNC_MODULE_STATES"), "true");
+  EXPECT_TRUE(a.notes.empty()) << a.notes.front();
+  const auto plugin = sharding::fsdp_plugin_from_environment(a.rank_env);
+  ASSERT_TRUE(plugin.has_value());
+  EXPECT_TRUE(plugin->cpu_ram_efficient_loading());
+  EXPECT_TRUE(plugin->sync_module_states());
+
+  // The other values, in the old unprefixed spelling too; a flag wins over the file.
+  ShardedApply b =
+      apply_sharded(parse_config_text("distributed_type: FSDP\nfsdp_config:\n"
+                                      "  cpu_ram_efficient_loading: false\n"
+                                      "  fsdp_sync_module_states: false\n",
+                                      "f.yaml"));
+  EXPECT_EQ(value_of(b.rank_env, "FSDP_CPU_RAM_EFFICIENT_LOADING"), "false");
+  EXPECT_EQ(value_of(b.rank_env, "FSDP_SYNC_MODULE_STATES"), "false");
+  EXPECT_TRUE(b.notes.empty()) << b.notes.front();
+  EXPECT_NO_THROW(launcher::check_sharded_training(b.options, {}));
+  const auto off = sharding::fsdp_plugin_from_environment(b.rank_env);
+  ASSERT_TRUE(off.has_value());
+  EXPECT_FALSE(off->cpu_ram_efficient_loading());
+  EXPECT_FALSE(off->sync_module_states());
+  LaunchOptions flagged;
+  flagged.fsdp_sync_module_states = true;
+  ShardedApply c = apply_sharded(parse_config_text("distributed_type: FSDP\nfsdp_config:\n"
+                                                   "  fsdp_sync_module_states: false\n",
+                                                   "f.yaml"),
+                                 with_flag(flagged, "fsdp_sync_module_states"));
+  EXPECT_EQ(value_of(c.rank_env, "FSDP_SYNC_MODULE_STATES"), "true");
+
+  // Accelerate's rule: efficient loading needs module states synced.
+  ShardedApply forbidden =
+      apply_sharded(parse_config_text("distributed_type: FSDP\nfsdp_config:\n"
+                                      "  fsdp_cpu_ram_efficient_loading: true\n"
+                                      "  fsdp_sync_module_states: false\n",
+                                      "f.yaml"));
+  try {
+    launcher::check_sharded_training(forbidden.options, {});
+    ADD_FAILURE() << "no error";
+  } catch (const launcher::UsageError& error) {
+    EXPECT_STREQ(error.what(),
+                 "FSDP cpu_ram_efficient_loading is true but sync_module_states is false; "
+                 "Accelerate requires sync_module_states to be true when cpu_ram_efficient_loading "
+                 "is true (every process but the main one would keep empty weights): set "
+                 "fsdp_sync_module_states to true, or fsdp_cpu_ram_efficient_loading to false");
+  }
+  EXPECT_EQ(sharded_error("distributed_type: FSDP\nfsdp_config:\n"
+                          "  fsdp_cpu_ram_efficient_loading: maybe\n"),
+            "f.yaml:3: key 'fsdp_config.fsdp_cpu_ram_efficient_loading' expects true or false, got "
+            "'maybe'");
+  EXPECT_EQ(sharded_error("distributed_type: FSDP\nfsdp_config:\n"
+                          "  fsdp_sync_module_states: maybe\n"),
+            "f.yaml:3: key 'fsdp_config.fsdp_sync_module_states' expects true or false, got "
+            "'maybe'");
 }
 
 TEST(ConfigFsdp, ActivationCheckpointingIsNotedWhenAskedFor) {

@@ -5,6 +5,8 @@
 # same eval_loss, up to the clipping's summation order: the Trainer clips
 # whole gradients in float, ZeRO clips shards with a norm summed in double),
 # resume exactly from a stage-3 checkpoint, and save a model that generates.
+# zero3_init_flag is on: process 1 builds the model without memory for its
+# weights and receives its shards from process 0.
 # Usage: gpt_zero3.sh ACCELERATE_CLI GPT_BINARY DATA_DIR
 set -euo pipefail
 cli=$1 program=$2 data=$3
@@ -21,7 +23,7 @@ deepspeed_config:
   gradient_clipping: 1.0
   offload_optimizer_device: none
   offload_param_device: none
-  zero3_init_flag: false
+  zero3_init_flag: true
   zero3_save_16bit_model: false
   zero_stage: 3
 distributed_type: DEEPSPEED

@@ -72,6 +72,8 @@ const std::vector<FlagCase> kEveryFlag = {
     {{"--fsdp_forward_prefetch", "true"}, "fsdp_forward_prefetch", "true"},
     {{"--fsdp_offload_params", "false"}, "fsdp_offload_params", "false"},
     {{"--fsdp_state_dict_type", "FULL_STATE_DICT"}, "fsdp_state_dict_type", "FULL_STATE_DICT"},
+    {{"--fsdp_cpu_ram_efficient_loading", "True"}, "fsdp_cpu_ram_efficient_loading", "true"},
+    {{"--fsdp_sync_module_states", "0"}, "fsdp_sync_module_states", "false"},
 };
 
 TEST(LaunchFlags, EveryFlagInBothSpellings) {

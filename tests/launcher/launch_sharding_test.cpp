@@ -115,6 +115,56 @@ TEST(LaunchSharding, FsdpWrapPolicyFlagsBecomeAcceleratesVariables) {
             "--use_fsdp, or distributed_type: FSDP in the config file)");
 }
 
+// Accelerate's FSDP_CPU_RAM_EFFICIENT_LOADING and FSDP_SYNC_MODULE_STATES:
+// written for the ranks when given, and their forbidden pair (efficient
+// loading without syncing module states) refused before anything starts.
+TEST(LaunchSharding, CpuRamEfficientLoadingAndSyncModuleStatesReachTheRanks) {
+  const Environment on = rank0_environment({"--use_fsdp", "--fsdp_cpu_ram_efficient_loading",
+                                            "true", "--fsdp_sync_module_states", "true", "prog"});
+  EXPECT_EQ(on.at("FSDP_CPU_RAM_EFFICIENT_LOADING"), "true");
+  EXPECT_EQ(on.at("FSDP_SYNC_MODULE_STATES"), "true");
+  const Environment off = rank0_environment({"--use_fsdp", "--fsdp-cpu-ram-efficient-loading=no",
+                                             "--fsdp_sync_module_states", "False", "prog"});
+  EXPECT_EQ(off.at("FSDP_CPU_RAM_EFFICIENT_LOADING"), "false");
+  EXPECT_EQ(off.at("FSDP_SYNC_MODULE_STATES"), "false");
+  // Only what was given is written: the ranks fall back to false and true.
+  const Environment plain = rank0_environment({"--use_fsdp", "prog"});
+  EXPECT_EQ(plain.count("FSDP_CPU_RAM_EFFICIENT_LOADING"), 0u);
+  EXPECT_EQ(plain.count("FSDP_SYNC_MODULE_STATES"), 0u);
+  EXPECT_EQ(sharding_refusal({"--use_fsdp", "--fsdp_cpu_ram_efficient_loading", "true", "p"}),
+            "(no error)");
+  EXPECT_EQ(sharding_refusal({"--use_fsdp", "--fsdp_sync_module_states", "false", "p"}),
+            "(no error)");
+  const std::string forbidden =
+      "FSDP cpu_ram_efficient_loading is true but sync_module_states is false; Accelerate "
+      "requires sync_module_states to be true when cpu_ram_efficient_loading is true (every "
+      "process but the main one would keep empty weights): set fsdp_sync_module_states to true, "
+      "or fsdp_cpu_ram_efficient_loading to false";
+  EXPECT_EQ(sharding_refusal({"--use_fsdp", "--fsdp_cpu_ram_efficient_loading", "true",
+                              "--fsdp_sync_module_states", "false", "p"}),
+            forbidden);
+  // At every strategy, as Accelerate's plugin checks it, and from an exported variable too.
+  EXPECT_EQ(sharding_refusal({"--use_fsdp", "--fsdp_sharding_strategy", "NO_SHARD",
+                              "--fsdp_cpu_ram_efficient_loading", "true",
+                              "--fsdp_sync_module_states", "false", "p"}),
+            forbidden);
+  EXPECT_EQ(sharding_refusal({"--use_fsdp", "--fsdp_cpu_ram_efficient_loading", "true", "p"},
+                             {{"FSDP_SYNC_MODULE_STATES", "false"}}),
+            forbidden);
+  EXPECT_EQ(usage_error_of({"--fsdp_cpu_ram_efficient_loading", "maybe", "p"}),
+            "--fsdp_cpu_ram_efficient_loading expects true or false (or 1/0, yes/no), got 'maybe'");
+  EXPECT_EQ(usage_error_of({"--fsdp_sync_module_states", "maybe", "p"}),
+            "--fsdp_sync_module_states expects true or false (or 1/0, yes/no), got 'maybe'");
+  // Without FSDP they are written nowhere, and noted once.
+  const auto notes = check_sharded_training(resolved({"--fsdp_cpu_ram_efficient_loading", "true",
+                                                      "--fsdp_sync_module_states", "false", "p"}),
+                                            {});
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0],
+            "--fsdp_cpu_ram_efficient_loading, --fsdp_sync_module_states are ignored: FSDP is not "
+            "in use (give --use_fsdp, or distributed_type: FSDP in the config file)");
+}
+
 TEST(LaunchSharding, BadFlagValuesAreOneLine) {
   EXPECT_EQ(usage_error_of({"--offload_optimizer_device", "nvme", "p"}),
             "--offload_optimizer_device expects none or cpu (nvme offloading is not supported by "

@@ -218,5 +218,61 @@ TEST(PluginFromEnvironment, ReshardAfterForwardMustFitTheFsdpVersion) {
             "FSDP_VERSION expects 1 or 2, got '3'");
 }
 
+// FSDP_CPU_RAM_EFFICIENT_LOADING (default false) and FSDP_SYNC_MODULE_STATES
+// (default true) reach the FSDP plugin; Accelerate refuses efficient loading
+// without syncing module states, here in one line naming both.
+TEST(PluginFromEnvironment, CpuRamEfficientLoadingNeedsSyncModuleStates) {
+  const auto fsdp = [](Environment env) {
+    env.emplace("ACCELERATE_USE_FSDP", "true");
+    auto plugin = fsdp_plugin_from_environment(env);
+    if (!plugin) ADD_FAILURE() << "no FSDP plugin";
+    return plugin.value_or(FullyShardedDataParallelPlugin());
+  };
+  EXPECT_FALSE(fsdp({}).cpu_ram_efficient_loading());
+  EXPECT_TRUE(fsdp({}).sync_module_states());
+  const auto on =
+      fsdp({{"FSDP_CPU_RAM_EFFICIENT_LOADING", "true"}, {"FSDP_SYNC_MODULE_STATES", "true"}});
+  EXPECT_TRUE(on.cpu_ram_efficient_loading());
+  EXPECT_TRUE(on.sync_module_states());
+  const auto off =
+      fsdp({{"FSDP_CPU_RAM_EFFICIENT_LOADING", "false"}, {"FSDP_SYNC_MODULE_STATES", "false"}});
+  EXPECT_FALSE(off.cpu_ram_efficient_loading());
+  EXPECT_FALSE(off.sync_module_states());
+  EXPECT_TRUE(fsdp({{"FSDP_CPU_RAM_EFFICIENT_LOADING", "true"}}).sync_module_states());
+  EXPECT_EQ(
+      plugin_for({{"ACCELERATE_USE_FSDP", "true"}, {"FSDP_CPU_RAM_EFFICIENT_LOADING", "true"}})
+          .zero_stage(),
+      3);
+  const std::string forbidden =
+      "FSDP cpu_ram_efficient_loading is true but sync_module_states is false; Accelerate "
+      "requires sync_module_states to be true when cpu_ram_efficient_loading is true (every "
+      "process but the main one would keep empty weights): set fsdp_sync_module_states to true, "
+      "or fsdp_cpu_ram_efficient_loading to false";
+  EXPECT_EQ(refusal_for({{"ACCELERATE_USE_FSDP", "true"},
+                         {"FSDP_CPU_RAM_EFFICIENT_LOADING", "true"},
+                         {"FSDP_SYNC_MODULE_STATES", "false"}}),
+            forbidden);
+  try {
+    fsdp_plugin_from_environment({{"ACCELERATE_USE_FSDP", "true"},
+                                  {"FSDP_CPU_RAM_EFFICIENT_LOADING", "1"},
+                                  {"FSDP_SYNC_MODULE_STATES", "no"}});
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& error) {
+    EXPECT_EQ(error.what(), forbidden);
+  }
+  try {
+    zero_plugin_of(
+        FullyShardedDataParallelPlugin().cpu_ram_efficient_loading(true).sync_module_states(false));
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& error) {
+    EXPECT_EQ(error.what(), forbidden);
+  }
+  EXPECT_EQ(
+      refusal_for({{"ACCELERATE_USE_FSDP", "true"}, {"FSDP_CPU_RAM_EFFICIENT_LOADING", "maybe"}}),
+      "FSDP_CPU_RAM_EFFICIENT_LOADING expects true or false (or 1/0, yes/no), got 'maybe'");
+  EXPECT_EQ(refusal_for({{"ACCELERATE_USE_FSDP", "true"}, {"FSDP_SYNC_MODULE_STATES", "maybe"}}),
+            "FSDP_SYNC_MODULE_STATES expects true or false (or 1/0, yes/no), got 'maybe'");
+}
+
 }  // namespace
 }  // namespace accelerate::sharding

@@ -374,7 +374,7 @@ TEST(Zero3Notes, InitFlagAndSixteenBitSaveAreNoted) {
   });
   const std::string err = ::testing::internal::GetCapturedStderr();
   const std::string init =
-      "accelerate: note: zero3_init_flag: every process builds the whole model";
+      "accelerate: note: zero3_init_flag: build the model inside accelerator.zero3_init()";
   const std::string save = "accelerate: note: zero3_save_16bit_model: save_model writes the whole";
   EXPECT_NE(err.find(init), std::string::npos) << err;
   EXPECT_EQ(err.find(init), err.rfind(init)) << "once, not per process: " << err;

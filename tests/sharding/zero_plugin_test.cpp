@@ -242,6 +242,79 @@ TEST(ZeroPlugin, FsdpRefusalsAreOneLine) {
             "got 'BLOCK_WRAP'");
 }
 
+// FSDP_CPU_RAM_EFFICIENT_LOADING and FSDP_SYNC_MODULE_STATES reach the
+// plugin (defaults false and true), and Accelerate's rule, no efficient
+// loading without syncing module states, is one line naming both, whether
+// the plugin comes from the variables or from code.
+TEST(ZeroPlugin, FsdpCpuRamEfficientLoadingAndSyncModuleStates) {
+  using accelerate::sharding::fsdp_plugin_from_environment;
+  const auto read = [](Environment more) {
+    more.emplace("ACCELERATE_USE_FSDP", "true");
+    return fsdp_plugin_from_environment(more);
+  };
+  const auto defaults = read({});
+  ASSERT_TRUE(defaults.has_value());
+  EXPECT_FALSE(defaults->cpu_ram_efficient_loading());
+  EXPECT_TRUE(defaults->sync_module_states());
+  EXPECT_FALSE(FullyShardedDataParallelPlugin().cpu_ram_efficient_loading());
+  EXPECT_TRUE(FullyShardedDataParallelPlugin().sync_module_states());
+  const auto on =
+      read({{"FSDP_CPU_RAM_EFFICIENT_LOADING", "true"}, {"FSDP_SYNC_MODULE_STATES", "true"}});
+  ASSERT_TRUE(on.has_value());
+  EXPECT_TRUE(on->cpu_ram_efficient_loading());
+  EXPECT_TRUE(on->sync_module_states());
+  EXPECT_EQ(accelerate::sharding::zero_plugin_of(*on).zero_stage(), 3);
+  const auto off =
+      read({{"FSDP_CPU_RAM_EFFICIENT_LOADING", "False"}, {"FSDP_SYNC_MODULE_STATES", "0"}});
+  ASSERT_TRUE(off.has_value());
+  EXPECT_FALSE(off->cpu_ram_efficient_loading());
+  EXPECT_FALSE(off->sync_module_states());
+  // Efficient loading alone keeps the default sync (true): accepted.
+  EXPECT_TRUE(read({{"FSDP_CPU_RAM_EFFICIENT_LOADING", "1"}})->sync_module_states());
+
+  const std::string forbidden =
+      "FSDP cpu_ram_efficient_loading is true but sync_module_states is false; Accelerate "
+      "requires sync_module_states to be true when cpu_ram_efficient_loading is true (every "
+      "process but the main one would keep empty weights): set fsdp_sync_module_states to true, "
+      "or fsdp_cpu_ram_efficient_loading to false";
+  const auto error_of = [](auto&& build) {
+    try {
+      build();
+    } catch (const accelerate::ConfigError& error) {
+      return std::string(error.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(error_of([&] {
+              read({{"FSDP_CPU_RAM_EFFICIENT_LOADING", "true"},
+                    {"FSDP_SYNC_MODULE_STATES", "false"},
+                    {"FSDP_SHARDING_STRATEGY", "SHARD_GRAD_OP"}});
+            }),
+            forbidden);
+  EXPECT_EQ(
+      error_of([&] {
+        accelerate::sharding::zero_plugin_of(
+            FullyShardedDataParallelPlugin().cpu_ram_efficient_loading(true).sync_module_states(
+                false));
+      }),
+      forbidden);
+  EXPECT_EQ(accelerator_refusal(AcceleratorOptions().environment(
+                Environment{{"ACCELERATE_USE_FSDP", "true"},
+                            {"FSDP_CPU_RAM_EFFICIENT_LOADING", "true"},
+                            {"FSDP_SYNC_MODULE_STATES", "false"}})),
+            forbidden);
+  EXPECT_EQ(accelerator_refusal(AcceleratorOptions().fsdp_plugin(
+                FullyShardedDataParallelPlugin().cpu_ram_efficient_loading(true).sync_module_states(
+                    false))),
+            forbidden);
+  EXPECT_EQ(accelerator_refusal(AcceleratorOptions().environment(Environment{
+                {"ACCELERATE_USE_FSDP", "true"}, {"FSDP_SYNC_MODULE_STATES", "maybe"}})),
+            "FSDP_SYNC_MODULE_STATES expects true or false (or 1/0, yes/no), got 'maybe'");
+  EXPECT_EQ(accelerator_refusal(AcceleratorOptions().environment(Environment{
+                {"ACCELERATE_USE_FSDP", "true"}, {"FSDP_CPU_RAM_EFFICIENT_LOADING", "maybe"}})),
+            "FSDP_CPU_RAM_EFFICIENT_LOADING expects true or false (or 1/0, yes/no), got 'maybe'");
+}
+
 // Accelerate's default FSDP settings (FULL_SHARD, NO_WRAP) from the launcher
 // run as the same plugin given in code, and as data parallelism: without
 // units every parameter is sharded as at stage 2. FSDP does not clip.

@@ -65,10 +65,13 @@ struct BlockStackImpl : torch::nn::Module {
         output(register_module("output", torch::nn::Linear(width, 1))) {
     for (int i = 0; i < depth; ++i) blocks->push_back(ResidualBlock(width, hidden));
     shared = register_parameter("shared", torch::ones({width}));
+    // In place, as LibTorch's initialisers do (so it also builds inside
+    // accelerate::init_empty_weights()).
     auto generator = at::detail::createCPUGenerator(43);
     torch::NoGradGuard no_grad;
-    for (auto& parameter : parameters())
-      parameter.copy_(at::randn(parameter.sizes(), generator) * 0.3 + (parameter.dim() == 1));
+    for (auto& parameter : parameters()) {
+      parameter.normal_(parameter.dim() == 1 ? 1.0 : 0.0, 0.3, generator);
+    }
   }
   torch::Tensor forward(const torch::Tensor& x) {
     auto h = torch::tanh(input(x)) * shared;  // used even when the blocks do not read it

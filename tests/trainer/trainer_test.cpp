@@ -6,6 +6,8 @@
 #include <torch/torch.h>
 
 #include <gtest/gtest.h>
+
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <gmock/gmock.h>
 
 #include <cmath>
@@ -27,9 +29,11 @@ struct NetImpl : torch::nn::Module {
       : fc1(register_module("fc1", torch::nn::Linear(4, 16))),
         norm(register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({16})))),
         fc2(register_module("fc2", torch::nn::Linear(16, 1))) {
+    // In place, as LibTorch's initialisers do (so it also builds inside
+    // Accelerator::zero3_init()).
     auto generator = at::detail::createCPUGenerator(17);
     torch::NoGradGuard no_grad;
-    for (auto& p : parameters()) p.copy_(at::randn(p.sizes(), generator) * 0.5);
+    for (auto& p : parameters()) p.normal_(0.0, 0.5, generator);
   }
   torch::Tensor forward(const torch::Tensor& x) { return fc2(torch::tanh(norm(fc1(x)))); }
   torch::nn::Linear fc1;
@@ -291,6 +295,45 @@ TEST(Trainer, UnderZeroStage2TrainsAsDataParallelism) {
   ASSERT_EQ(sharded.size(), data_parallel.size());
   for (std::size_t i = 0; i < sharded.size(); ++i) {
     EXPECT_TRUE(torch::allclose(sharded[i], data_parallel[i], 1e-5, 1e-6)) << "parameter " << i;
+  }
+}
+
+// Hugging Face's model_init: the Trainer builds the model (inside
+// zero3_init) and trains as with a model built beforehand; under FSDP
+// FULL_SHARD with cpu_ram_efficient_loading, process 1 builds it empty and
+// receives process 0's weights, and training matches data parallelism (the
+// clipping norm is summed over shards there, hence the bound).
+TEST(Trainer, ModelInitTrainsAsAModelBuiltBeforehandAlsoBuiltEmptyUnderFullShard) {
+  TempDir dir;
+  const TrainingArguments args = base_args(dir.path());
+  std::vector<int> built_empty(2, -1);  // per rank: model_init ran inside an active guard
+  const auto with_init = [&](accelerate::AcceleratorOptions options,
+                             std::shared_ptr<Communicator> comm) {
+    const int rank = comm->rank();
+    const auto model_init = [&built_empty, rank] {
+      built_empty[rank] = c10::impl::tls_is_dispatch_key_included(c10::DispatchKey::Meta);
+      return Net();
+    };
+    accelerate::Trainer<Net, accelerate::TensorDataset> trainer(model_init, args, data(64, 3), mse,
+                                                                std::nullopt, options, comm);
+    trainer.train();
+    return rank0_params(trainer.model());
+  };
+  const Params built = on_two_ranks([&](auto comm) { return train_with_trainer(args, comm); });
+  const Params initialised = on_two_ranks([&](auto comm) { return with_init({}, comm); });
+  EXPECT_TRUE(same(initialised, built));
+  EXPECT_EQ(built_empty, std::vector<int>({0, 0}));
+  const Params empty = on_two_ranks([&](auto comm) {
+    // FULL_SHARD without units (NO_WRAP): Net calls its layers directly.
+    return with_init(accelerate::AcceleratorOptions().fsdp_plugin(
+                         accelerate::FullyShardedDataParallelPlugin().cpu_ram_efficient_loading(
+                             true)),
+                     comm);
+  });
+  EXPECT_EQ(built_empty, std::vector<int>({0, 1})) << "process 1 should build it empty";
+  ASSERT_EQ(empty.size(), built.size());
+  for (std::size_t i = 0; i < empty.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(empty[i], built[i], 1e-5, 1e-6)) << "parameter " << i;
   }
 }
 
