@@ -170,7 +170,8 @@ void ShardLayout::check_manifest(const std::string& path) const {
     }
   }
   throw Error(path + ": the saved ZeRO partition differs from this job's at " + where +
-              " (the bucket layout follows the model and bucket_cap_mb: resume with the same)");
+              " (the bucket layout follows the model, bucket_cap_mb and whether ZeRO stage 3 "
+              "cuts it per unit: resume with the same, or on one process)");
 }
 
 bool shares_parameters(const torch::optim::Optimizer& optimizer,

@@ -54,6 +54,30 @@ std::optional<FullyShardedDataParallelPlugin> full_shard(FsdpStateDictType type)
       .state_dict_type(type);
 }
 
+// One process of a job training kDepth blocks with AdamW under `plugin`
+// (none: data parallelism), prepared.
+struct Training {
+  Training(std::shared_ptr<Communicator> comm,
+           const std::optional<FullyShardedDataParallelPlugin>& plugin, int64_t samples)
+      : accelerator(std::move(comm), AcceleratorOptions().fsdp_plugin(plugin)),
+        model(Call::kUnitForward, kDepth, kWidth, kHidden),
+        optimizer(model->parameters(), torch::optim::AdamWOptions(0.01)),
+        loader(zero_data(samples), accelerate::DataLoaderOptions(8)) {
+    accelerator.prepare(model, optimizer, loader);
+  }
+  void train_epoch() {
+    for (auto& batch : loader) {
+      accelerator.backward(torch::mse_loss(model->forward(batch.data), batch.target));
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+  }
+  Accelerator accelerator;
+  BlockStack model;
+  accelerate::Optimizer<torch::optim::AdamW> optimizer;
+  accelerate::DataLoader<accelerate::TensorDataset> loader;
+};
+
 // Trains 2 epochs on `comm`'s job, then saves into `dir`: save_model whole
 // (model/) and in shards of about one unit (sharded/), and save_state
 // (checkpoint/). Returns the most CPU tensor bytes the saves added, over
@@ -61,27 +85,16 @@ std::optional<FullyShardedDataParallelPlugin> full_shard(FsdpStateDictType type)
 int64_t train_and_save(std::shared_ptr<Communicator> comm,
                        const std::optional<FullyShardedDataParallelPlugin>& plugin,
                        const std::string& dir) {
-  AcceleratorOptions options;
-  options.fsdp_plugin(plugin);
-  Accelerator accelerator(std::move(comm), options);
-  BlockStack model(Call::kUnitForward, kDepth, kWidth, kHidden);
-  accelerate::Optimizer<torch::optim::AdamW> optimizer(model->parameters(),
-                                                       torch::optim::AdamWOptions(0.01));
-  accelerate::DataLoader loader(zero_data(64), accelerate::DataLoaderOptions(8));
-  accelerator.prepare(model, optimizer, loader);
-  for (int epoch = 0; epoch < 2; ++epoch) {
-    for (auto& batch : loader) {
-      accelerator.backward(torch::mse_loss(model->forward(batch.data), batch.target));
-      optimizer.step();
-      optimizer.zero_grad();
-    }
-  }
+  Training job(std::move(comm), plugin, 64);
+  job.train_epoch();
+  job.train_epoch();
+  Accelerator& accelerator = job.accelerator;
   accelerator.wait_for_everyone();
   const int64_t before = accelerate::compat::cpu_live_bytes();
   if (accelerator.is_main_process()) accelerate::compat::reset_cpu_peak_bytes();
   accelerator.wait_for_everyone();
-  accelerator.save_model(model, dir + "/model");
-  accelerator.save_model(model, dir + "/sharded",
+  accelerator.save_model(job.model, dir + "/model");
+  accelerator.save_model(job.model, dir + "/sharded",
                          accelerate::SaveModelOptions().max_shard_size(kUnitBytes + 1000));
   accelerator.save_state(dir + "/checkpoint");
   accelerator.wait_for_everyone();
@@ -194,30 +207,21 @@ JobResult run_job(const Job& job) {
   result.errors.resize(job.world);
   accelerate::testing::run_rank_communicators(job.world, [&](std::shared_ptr<Communicator> comm) {
     const int rank = comm->rank();
-    AcceleratorOptions options;
-    options.fsdp_plugin(job.plugin);
-    Accelerator accelerator(std::move(comm), options);
-    BlockStack model(Call::kUnitForward, kDepth, kWidth, kHidden);
-    accelerate::Optimizer<torch::optim::AdamW> optimizer(model->parameters(),
-                                                         torch::optim::AdamWOptions(0.01));
-    accelerate::DataLoader loader(zero_data(48), accelerate::DataLoaderOptions(4));
-    accelerator.prepare(model, optimizer, loader);
+    Training training(std::move(comm), job.plugin, 48);
     try {
-      if (!job.load_from.empty()) accelerator.load_state(job.load_from);
+      if (!job.load_from.empty()) training.accelerator.load_state(job.load_from);
     } catch (const accelerate::Error& e) {
       result.errors[rank] = e.what();
       return;
     }
     if (!job.save_to.empty()) {
-      for (auto& batch : loader) {
-        accelerator.backward(torch::mse_loss(model->forward(batch.data), batch.target));
-        optimizer.step();
-        optimizer.zero_grad();
-      }
-      accelerator.save_state(job.save_to);
+      training.train_epoch();
+      training.accelerator.save_state(job.save_to);
     }
     std::vector<at::Tensor> weights;
-    for (const auto& entry : accelerator.get_state_dict(model)) weights.push_back(entry.second);
+    for (const auto& entry : training.accelerator.get_state_dict(training.model)) {
+      weights.push_back(entry.second);
+    }
     if (rank == 0) result.weights = weights;
   });
   return result;
@@ -263,6 +267,13 @@ TEST(Zero3Saving, ShardedStateDictIsPiecesPerProcessAndLoadsOnOneTwoAndThree) {
   expect_weights(run_job({2, sharded, "", pieces}), saved.weights, "2 processes");
   expect_weights(run_job({3, sharded, "", pieces}), saved.weights, "3 processes");
   expect_weights(run_job({2, full, "", pieces}), saved.weights, "FULL_STATE_DICT job");
+
+  // Stage 2 on several processes cuts other buckets: refused, saying why.
+  const auto shard_grad_op =
+      FullyShardedDataParallelPlugin().sharding_strategy(FsdpShardingStrategy::kShardGradOp);
+  for (const auto& error : run_job({2, shard_grad_op, "", pieces}).errors) {
+    EXPECT_NE(error.find("whether ZeRO stage 3 cuts it per unit"), std::string::npos) << error;
+  }
 
   const JobResult saved_whole = run_job({2, full, whole, ""});
   EXPECT_TRUE(fs::exists(whole + "/model.safetensors"));
