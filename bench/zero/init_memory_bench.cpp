@@ -72,9 +72,7 @@ double status_mb(const std::string& field) {
 }
 
 // VmHWM restarts from the current RSS (Linux 4.0+: clear_refs 5).
-void reset_peak() {
-  std::ofstream("/proc/self/clear_refs") << "5";
-}
+void reset_peak() { std::ofstream("/proc/self/clear_refs") << "5"; }
 
 struct Figures {
   double built = 0, prepared = 0, peak = 0;  // resident, above the baseline
@@ -124,10 +122,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   const double psi = s.depth * 2.0 * (double(s.width) * s.width + s.width);
-  std::printf("ZeRO-3 on %d processes: %d blocks of two Linear(%d, %d), Ψ = %.1fM, fp32 weights "
-              "%.1f MB, 16Ψ/N = %.1f MB\n",
-              s.ranks, s.depth, s.width, s.width, psi / 1e6, 4 * psi / 1e6,
-              16 * psi / s.ranks / 1e6);
+  std::printf(
+      "ZeRO-3 on %d processes: %d blocks of two Linear(%d, %d), Ψ = %.1fM, fp32 weights "
+      "%.1f MB, 16Ψ/N = %.1f MB\n",
+      s.ranks, s.depth, s.width, s.width, psi / 1e6, 4 * psi / 1e6, 16 * psi / s.ranks / 1e6);
   std::fflush(stdout);  // before fork: the children would print it again
   // Each forked process appends its line; the parent reads them all.
   // (Not run_forked_ranks' store file, which is named after the program.)
@@ -135,8 +133,7 @@ int main(int argc, char** argv) {
   std::map<std::pair<bool, int>, Figures> figures;
   for (bool init_flag : {false, true}) {
     const int status = bench::run_forked_ranks(
-        "zero_init_memory_bench", s.ranks,
-        [&](std::shared_ptr<accelerate::Communicator> comm) {
+        "zero_init_memory_bench", s.ranks, [&](std::shared_ptr<accelerate::Communicator> comm) {
           const int rank = comm->rank();
           const Figures f = run_rank(std::move(comm), s, init_flag);
           char line[200];
@@ -161,17 +158,18 @@ int main(int argc, char** argv) {
     figures[{flag == 1, rank}] = f;
   }
   ::unlink(results.c_str());
-  std::printf("MB per process (whole model built everywhere | zero3_init; ratio): resident "
-              "above the baseline after building the model, after prepare() and at the peak "
-              "of one step; live tensors after prepare()\n");
+  std::printf(
+      "MB per process (whole model built everywhere | zero3_init; ratio): resident "
+      "above the baseline after building the model, after prepare() and at the peak "
+      "of one step; live tensors after prepare()\n");
   for (int r = 0; r < s.ranks; ++r) {
     const Figures& a = figures[{false, r}];
     const Figures& b = figures[{true, r}];
-    std::printf("rank %d  built %6.1f | %6.1f (%.2fx)  prepared %6.1f | %6.1f (%.2fx)  peak "
-                "%6.1f | %6.1f (%.2fx)  tensors %6.1f | %6.1f (%.2fx)\n",
-                r, a.built, b.built, b.built / a.built, a.prepared, b.prepared,
-                b.prepared / a.prepared, a.peak, b.peak, b.peak / a.peak, a.tensors, b.tensors,
-                b.tensors / a.tensors);
+    std::printf(
+        "rank %d  built %6.1f | %6.1f (%.2fx)  prepared %6.1f | %6.1f (%.2fx)  peak "
+        "%6.1f | %6.1f (%.2fx)  tensors %6.1f | %6.1f (%.2fx)\n",
+        r, a.built, b.built, b.built / a.built, a.prepared, b.prepared, b.prepared / a.prepared,
+        a.peak, b.peak, b.peak / a.peak, a.tensors, b.tensors, b.tensors / a.tensors);
   }
   return 0;
 }

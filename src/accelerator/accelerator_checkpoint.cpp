@@ -446,7 +446,12 @@ std::vector<std::pair<std::string, at::Tensor>> Accelerator::get_state_dict(
   std::optional<ScopeGuard> full_weights;
   if (zero_) full_weights.emplace(zero_->full_weights());
   auto state = module_state_dict(model);
-  for (auto& entry : state) entry.second = entry.second.detach().clone();
+  const auto sixteen_bit = zero_ ? zero_->sixteen_bit_dtype(mixed_precision_) : std::nullopt;
+  for (auto& entry : state) {
+    at::Tensor& tensor = entry.second;
+    tensor = sixteen_bit && tensor.is_floating_point() ? tensor.detach().to(*sixteen_bit)
+                                                        : tensor.detach().clone();
+  }
   return state;
 }
 
@@ -459,7 +464,8 @@ std::vector<std::string> Accelerator::save_model(const torch::nn::Module& model,
   if (auto* units = zero_ ? zero_->units_for(model) : nullptr) {
     // ZeRO-3: written unit by unit; no process holds the whole model.
     files = checkpoint::save_model_by_groups(model, save_directory, options, *units->weight_groups(),
-                                             is_main_process(), &error);
+                                             is_main_process(), &error,
+                                             zero_->sixteen_bit_dtype(mixed_precision_));
   } else if (is_main_process()) {
     try {
       files = accelerate::save_model(model, save_directory, options);

@@ -92,11 +92,6 @@ std::unique_ptr<Accelerator::Zero> Accelerator::Zero::configure(const Accelerato
                    "process holds its whole weights (every unit must then run through "
                    "unit_forward)\n";
     }
-    if (stage == 3 && zero->plugin.zero3_save_16bit_model()) {
-      std::cerr << "accelerate: note: zero3_save_16bit_model: save_model writes the whole "
-                   "weights unit by unit in the parameters' own dtype (not converted to 16 "
-                   "bits)\n";
-    }
     // (FSDP's backward_prefetch / forward_prefetch need no note: stage 3
     // always prefetches the next unit's gather, as DeepSpeed does.)
     if (fsdp && fsdp->cpu_offload()) {

@@ -90,6 +90,16 @@ struct Accelerator::Zero {
   // one, and prepare() frees every unit until it runs.
   bool weights_from_main_process = false;
   bool zero3_init_called = false;  // on this process (Accelerator::zero3_init)
+  // zero3_save_16bit_model under fp16/bf16 mixed precision: the dtype of the
+  // floating-point weights save_model writes and get_state_dict returns
+  // (DeepSpeed's parameters are 16-bit then; with fp32 training they are
+  // fp32, and so is the "16-bit" model). nullopt otherwise.
+  std::optional<at::ScalarType> sixteen_bit_dtype(MixedPrecision mixed_precision) const {
+    if (stage() != 3 || !plugin.zero3_save_16bit_model()) return std::nullopt;
+    if (mixed_precision == MixedPrecision::kFP16) return at::kHalf;
+    if (mixed_precision == MixedPrecision::kBF16) return at::kBFloat16;
+    return std::nullopt;
+  }
 
   // Shards `reducer`'s model (prepare()): stage 1/2 over its buckets, stage
   // 3 over the units unit_policy finds in `module`.

@@ -204,8 +204,17 @@ NamedTensors unique_state_dict(const torch::nn::Module& module) {
   return tensors;
 }
 
+namespace {
+
+// `tensor` as written: floating-point ones in `dtype` when there is one.
+at::Tensor as_written(const at::Tensor& tensor, std::optional<at::ScalarType> dtype) {
+  return dtype && tensor.is_floating_point() ? tensor.to(*dtype) : tensor;
+}
+
+}  // namespace
+
 std::string write_by_groups(const std::vector<FileContents>& files, WeightGroups& groups,
-                            bool write) {
+                            bool write, std::optional<at::ScalarType> floating_dtype) {
   std::string error;
   std::vector<std::unique_ptr<safetensors::StreamedFile>> outputs;
   // Runs `step` while this process writes and nothing failed yet.
@@ -223,7 +232,16 @@ std::string write_by_groups(const std::vector<FileContents>& files, WeightGroups
   std::unordered_set<const c10::TensorImpl*> in_groups;
   writing([&] {
     for (const FileContents& file : files) {
-      outputs.push_back(std::make_unique<safetensors::StreamedFile>(file.path, file.tensors, file.metadata));
+      // The header's dtypes and shapes, from meta tensors when converted.
+      NamedTensors declared;
+      for (const auto& [name, tensor] : file.tensors) {
+        const bool converted = floating_dtype && tensor.is_floating_point();
+        declared.emplace_back(name, converted ? at::empty(tensor.sizes(), tensor.options()
+                                                                              .dtype(*floating_dtype)
+                                                                              .device(at::kMeta))
+                                              : tensor);
+      }
+      outputs.push_back(std::make_unique<safetensors::StreamedFile>(file.path, declared, file.metadata));
       for (const auto& [name, tensor] : file.tensors) {
         places[tensor.unsafeGetTensorImpl()].emplace_back(outputs.size() - 1, name);
       }
@@ -235,7 +253,8 @@ std::string write_by_groups(const std::vector<FileContents>& files, WeightGroups
   const auto write_tensor = [&](const at::Tensor& tensor) {
     auto it = places.find(tensor.unsafeGetTensorImpl());
     if (it == places.end()) return;
-    for (const auto& [file, name] : it->second) outputs[file]->write(name, tensor);
+    const at::Tensor written = as_written(tensor, floating_dtype);
+    for (const auto& [file, name] : it->second) outputs[file]->write(name, written);
     places.erase(it);  // a tensor in two parts is written once
   };
   writing([&] {  // whole already: no part holds them
@@ -261,8 +280,8 @@ std::string write_by_groups(const std::vector<FileContents>& files, WeightGroups
 std::vector<std::string> save_model_by_groups(const torch::nn::Module& module,
                                               const std::string& save_directory,
                                               const SaveModelOptions& options,
-                                              WeightGroups& groups, bool write,
-                                              std::string* error) {
+                                              WeightGroups& groups, bool write, std::string* error,
+                                              std::optional<at::ScalarType> floating_dtype) {
   std::optional<ModelFiles> plan;
   if (write) {
     try {
@@ -278,7 +297,7 @@ std::vector<std::string> save_model_by_groups(const torch::nn::Module& module,
         files.push_back({(plan->directory / file).string(), tensors, {{"format", "pt"}}});
       }
     }
-    const std::string failure = write_by_groups(files, groups, plan.has_value());
+    const std::string failure = write_by_groups(files, groups, plan.has_value(), floating_dtype);
     if (!plan) return {};
     if (!failure.empty()) {
       *error = failure;
@@ -289,7 +308,11 @@ std::vector<std::string> save_model_by_groups(const torch::nn::Module& module,
     for (size_t g = 0; g < groups.count(); ++g) groups.gather(g);
     try {
       for (const auto& [file, tensors] : plan->files) {
-        write_weights((plan->directory / file).string(), tensors, /*safe=*/false);
+        NamedTensors written;
+        for (const auto& [name, tensor] : tensors) {
+          written.emplace_back(name, as_written(tensor, floating_dtype));
+        }
+        write_weights((plan->directory / file).string(), written, /*safe=*/false);
       }
     } catch (const std::exception& e) {
       *error = e.what();

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,17 +47,19 @@ struct FileContents {
 // Returns the writing process's error ("" for none; partial files are
 // removed): an error does not stop the gathers, so no process is left
 // waiting in one.
+// `floating_dtype`: floating-point tensors are written in it (DeepSpeed's
+// zero3_save_16bit_model under fp16/bf16); nullopt: in their own.
 std::string write_by_groups(const std::vector<FileContents>& files, WeightGroups& groups,
-                            bool write);
+                            bool write, std::optional<at::ScalarType> floating_dtype = std::nullopt);
 
 // save_model (model_saving.h) for such a model: the same files, index and
 // stale-file cleanup, written by the process where `write` is true (the
 // pickle format needs every tensor at once: all parts are gathered for it).
 // Every process calls it; returns the files written and sets `error`
 // (writing process only) instead of throwing.
-std::vector<std::string> save_model_by_groups(const torch::nn::Module& module,
-                                              const std::string& save_directory,
-                                              const SaveModelOptions& options, WeightGroups& groups,
-                                              bool write, std::string* error);
+std::vector<std::string> save_model_by_groups(
+    const torch::nn::Module& module, const std::string& save_directory,
+    const SaveModelOptions& options, WeightGroups& groups, bool write, std::string* error,
+    std::optional<at::ScalarType> floating_dtype = std::nullopt);
 
 }  // namespace accelerate::checkpoint

@@ -21,6 +21,7 @@
 
 #include "accelerate/accelerator.h"
 #include "accelerate/fsdp_plugin.h"
+#include "accelerate/safetensors.h"
 #include "accelerate/errors.h"
 #include "compat/memory_compat.h"
 #include "parallel/storage_release.h"
@@ -54,12 +55,11 @@ std::optional<FullyShardedDataParallelPlugin> full_shard(FsdpStateDictType type)
       .state_dict_type(type);
 }
 
-// One process of a job training kDepth blocks with AdamW under `plugin`
-// (none: data parallelism), prepared.
+// One process of a job training kDepth blocks with AdamW under `options`
+// (no plugin: data parallelism), prepared.
 struct Training {
-  Training(std::shared_ptr<Communicator> comm,
-           const std::optional<FullyShardedDataParallelPlugin>& plugin, int64_t samples)
-      : accelerator(std::move(comm), AcceleratorOptions().fsdp_plugin(plugin)),
+  Training(std::shared_ptr<Communicator> comm, AcceleratorOptions options, int64_t samples)
+      : accelerator(std::move(comm), std::move(options)),
         model(Call::kUnitForward, kDepth, kWidth, kHidden),
         optimizer(model->parameters(), torch::optim::AdamWOptions(0.01)),
         loader(zero_data(samples), accelerate::DataLoaderOptions(8)) {
@@ -85,7 +85,7 @@ struct Training {
 int64_t train_and_save(std::shared_ptr<Communicator> comm,
                        const std::optional<FullyShardedDataParallelPlugin>& plugin,
                        const std::string& dir) {
-  Training job(std::move(comm), plugin, 64);
+  Training job(std::move(comm), AcceleratorOptions().fsdp_plugin(plugin), 64);
   job.train_epoch();
   job.train_epoch();
   Accelerator& accelerator = job.accelerator;
@@ -207,7 +207,7 @@ JobResult run_job(const Job& job) {
   result.errors.resize(job.world);
   accelerate::testing::run_rank_communicators(job.world, [&](std::shared_ptr<Communicator> comm) {
     const int rank = comm->rank();
-    Training training(std::move(comm), job.plugin, 48);
+    Training training(std::move(comm), AcceleratorOptions().fsdp_plugin(job.plugin), 48);
     try {
       if (!job.load_from.empty()) training.accelerator.load_state(job.load_from);
     } catch (const accelerate::Error& e) {
@@ -308,6 +308,47 @@ TEST(Zero3Saving, AMissingOrInconsistentPieceIsAClearErrorOnEveryProcess) {
   result = run_job({2, sharded, "", gap});
   for (const auto& error : result.errors) {
     EXPECT_THAT(error, ::testing::HasSubstr("model_shards.json: the pieces of tensor")) << error;
+  }
+}
+
+// DeepSpeed's zero3_save_16bit_model under bf16: save_model writes (and
+// get_state_dict returns) the weights in bf16, the trained fp32 weights
+// rounded; without the flag they stay fp32. Training is the same.
+TEST(Zero3Saving, SixteenBitModelUnderBf16IsWrittenInBf16) {
+  accelerate::testing::TempDir dir("zero3-16bit");
+  std::map<bool, std::vector<at::Tensor>> state;  // flag -> rank 0's get_state_dict
+  for (bool sixteen_bit : {false, true}) {
+    accelerate::testing::run_rank_communicators(2, [&](std::shared_ptr<Communicator> comm) {
+      const int rank = comm->rank();
+      Training job(std::move(comm),
+                   AcceleratorOptions()
+                       .mixed_precision(accelerate::MixedPrecision::kBF16)
+                       .deepspeed_plugin(accelerate::DeepSpeedPlugin()
+                                             .zero_stage(3)
+                                             .zero3_save_16bit_model(sixteen_bit)
+                                             .gradient_clipping(std::nullopt)),
+                   48);
+      job.train_epoch();
+      job.accelerator.save_model(job.model, dir.path() + "/" + std::to_string(sixteen_bit));
+      std::vector<at::Tensor> weights;
+      for (const auto& entry : job.accelerator.get_state_dict(job.model)) {
+        weights.push_back(entry.second);
+      }
+      if (rank == 0) state[sixteen_bit] = weights;
+    });
+  }
+  const auto fp32 = accelerate::load_safetensors(dir.path() + "/0/model.safetensors");
+  const auto bf16 = accelerate::load_safetensors(dir.path() + "/1/model.safetensors");
+  ASSERT_EQ(fp32.size(), bf16.size());
+  ASSERT_EQ(state[false].size(), state[true].size());
+  for (std::size_t i = 0; i < fp32.size(); ++i) {
+    EXPECT_EQ(fp32[i].second.scalar_type(), at::kFloat) << fp32[i].first;
+    EXPECT_EQ(bf16[i].second.scalar_type(), at::kBFloat16) << bf16[i].first;
+    EXPECT_TRUE(at::equal(bf16[i].second, fp32[i].second.to(at::kBFloat16))) << bf16[i].first;
+  }
+  for (std::size_t i = 0; i < state[true].size(); ++i) {
+    EXPECT_EQ(state[true][i].scalar_type(), at::kBFloat16);
+    EXPECT_TRUE(at::equal(state[true][i], state[false][i].to(at::kBFloat16)));
   }
 }
 
