@@ -42,7 +42,12 @@
 // processes whose address space is limited (RLIMIT_AS) to their baseline
 // plus M MB; it prints how each ended.
 //
-// Usage: zero_training_bench [--ranks 2,4] [--depth 8] [--width 512]
+// --gpt tiny|small trains the GPT example's model instead (its blocks are
+// the units; its embeddings and final LayerNorm stay whole at stage 3, so
+// the stage-3 formula becomes 16Ψu/N + 4Ψr + 12Ψr/N, Ψr the parameters
+// outside the units).
+//
+// Usage: zero_training_bench [--ranks 2,4] [--depth 8] [--width 512] [--gpt small]
 //          [--batch 32] [--steps 20] [--stages 0,1,2,3]
 //        zero_training_bench --memory_limit_mb 256 [--ranks 2] [--depth 16]
 //          [--batch 32] [--steps 3]
@@ -77,6 +82,9 @@
 #include "compat/memory_compat.h"
 #include "support/forked_ranks.h"
 #include "zero/block_stack.h"
+#if ACCELERATE_BENCH_HAS_GPT
+#include "gpt_model.h"
+#endif
 
 namespace {
 
@@ -91,6 +99,7 @@ struct Settings {
   int batch = 32;
   int steps = 20;
   double memory_limit_mb = 0;  // > 0: the memory-limit demonstration
+  std::string gpt_preset;      // "tiny"/"small": the GPT example's model instead of blocks
 };
 
 std::vector<int> int_list(const std::string& value) {
@@ -123,6 +132,12 @@ Settings parse(int argc, char** argv) {
       s.steps = std::stoi(value);
     } else if (flag == "--memory_limit_mb") {
       s.memory_limit_mb = std::stod(value);
+    } else if (flag == "--gpt") {
+#if ACCELERATE_BENCH_HAS_GPT
+      s.gpt_preset = value;
+#else
+      throw std::invalid_argument("--gpt needs the GPT example (built without examples)");
+#endif
     } else {
       throw std::invalid_argument("unknown flag " + flag);
     }
@@ -134,6 +149,68 @@ Settings parse(int argc, char** argv) {
 
 // ---------------------------------------------------------------------------
 // The model
+
+// What a run trains: the model, the loss of its (fixed) batch, and its
+// parameter counts: Ψ, those outside every unit (whole at stage 3, as at
+// stage 2) and the largest unit's.
+struct Workload {
+  std::shared_ptr<torch::nn::Module> module;
+  std::function<at::Tensor()> loss;
+  double psi = 0, root = 0, unit = 0;
+  int units = 0;
+  std::string describe;
+};
+
+double count(const std::vector<at::Tensor>& parameters) {
+  double n = 0;
+  for (const auto& p : parameters) n += static_cast<double>(p.numel());
+  return n;
+}
+
+BlockStack make_model(int depth, int width);
+double parameters_of_block(int width);
+
+Workload make_workload(const Settings& s, int rank) {
+  Workload w;
+  auto generator = at::detail::createCPUGenerator(100 + rank);
+#if ACCELERATE_BENCH_HAS_GPT
+  if (!s.gpt_preset.empty()) {
+    // The GPT example's model: its blocks are the units; the token and
+    // position embeddings (the first tied to the head) and the final
+    // LayerNorm stay whole.
+    torch::manual_seed(3);
+    const gpt::GptConfig config = gpt::GptConfig::preset(s.gpt_preset, 4096);
+    gpt::Gpt model(config);
+    const at::Tensor tokens =
+        at::randint(config.vocab_size, {s.batch, config.n_positions}, generator);
+    const at::Tensor targets = tokens.roll(-1, 1);
+    w.module = model.ptr();
+    w.loss = [model, tokens, targets]() mutable { return model->loss(tokens, targets); };
+    w.psi = count(model->parameters());
+    w.unit = count(model->blocks.front()->parameters());
+    w.units = static_cast<int>(model->blocks.size());
+    w.root = w.psi - w.units * w.unit;
+    char text[200];
+    std::snprintf(text, sizeof text, "GPT %s (%lld blocks, n_embd %lld, vocab 4096, context %lld)",
+                  s.gpt_preset.c_str(), static_cast<long long>(config.n_layer),
+                  static_cast<long long>(config.n_embd),
+                  static_cast<long long>(config.n_positions));
+    w.describe = text;
+    return w;
+  }
+#endif
+  BlockStack model = make_model(s.depth, s.width);
+  const at::Tensor x = at::randn({s.batch, s.width}, generator);
+  w.module = model.ptr();
+  w.loss = [model, x]() mutable { return model->forward(x).pow(2).mean(); };
+  w.unit = parameters_of_block(s.width);
+  w.units = s.depth;
+  w.psi = s.depth * w.unit;
+  char text[120];
+  std::snprintf(text, sizeof text, "%d blocks x 2 Linear(%d, %d)", s.depth, s.width, s.width);
+  w.describe = text;
+  return w;
+}
 
 BlockStack make_model(int depth, int width) {
   torch::manual_seed(3);
@@ -222,12 +299,11 @@ accelerate::AcceleratorOptions stage_options(int stage) {
 Measured run_stage(accelerate::Communicator& comm, std::shared_ptr<accelerate::Communicator> owner,
                    const Settings& s, int stage) {
   accelerate::Accelerator accelerator(owner, stage_options(stage));
-  auto model = make_model(s.depth, s.width);
-  accelerate::Optimizer<torch::optim::AdamW> optimizer(model->parameters(),
+  Workload workload = make_workload(s, comm.rank());
+  torch::nn::Module& model = *workload.module;
+  accelerate::Optimizer<torch::optim::AdamW> optimizer(model.parameters(),
                                                        torch::optim::AdamWOptions(1e-4));
   accelerator.prepare(model, optimizer);
-  auto generator = at::detail::createCPUGenerator(100 + comm.rank());
-  const at::Tensor x = at::randn({s.batch, s.width}, generator);
   std::vector<double> step, forward, backward, optimizer_step;
   double in_flight = 0, exposed = 0;
   double rise[3] = {0, 0, 0}, activations = 0;
@@ -236,7 +312,7 @@ Measured run_stage(accelerate::Communicator& comm, std::shared_ptr<accelerate::C
     const std::int64_t start_bytes = accelerate::compat::cpu_live_bytes();
     reset_peak();
     const Clock::time_point start = Clock::now();
-    at::Tensor loss = model->forward(x).pow(2).mean();
+    at::Tensor loss = workload.loss();
     const Clock::time_point forwarded = Clock::now();
     const std::int64_t forward_bytes = accelerate::compat::cpu_live_bytes();
     const std::int64_t forward_peak = accelerate::compat::cpu_peak_bytes();
@@ -268,7 +344,7 @@ Measured run_stage(accelerate::Communicator& comm, std::shared_ptr<accelerate::C
   }
   const double live_bytes = static_cast<double>(accelerate::compat::cpu_live_bytes());
   StorageCounter counter;
-  for (const auto& p : model->parameters()) {
+  for (const auto& p : model.parameters()) {
     counter.add(p);
     counter.add(p.grad());
   }
@@ -329,17 +405,22 @@ void run_rank(accelerate::Communicator& comm, std::shared_ptr<accelerate::Commun
   accelerate::tune_malloc_for_training();
   install_counting_allocator();
   const double n = comm.world_size();
-  const double psi = s.depth * parameters_of_block(s.width);
+  const Workload shape = make_workload(s, comm.rank());
+  const double psi = shape.psi, root = shape.root;
   // A unit's gathered buffer: its parameters padded to N equal shards.
-  const double unit_bytes = 4 * std::ceil(parameters_of_block(s.width) / n) * n;
-  const double formula[] = {16 * psi, 8 * psi + 8 * psi / n, 4 * psi + 12 * psi / n, 16 * psi / n};
-  const char* formula_name[] = {"16Ψ", "8Ψ+8Ψ/N", "4Ψ+12Ψ/N", "16Ψ/N"};
-  const double goal3 = 16 * psi / n + 2 * unit_bytes;
+  const double unit_bytes = 4 * std::ceil(shape.unit / n) * n;
+  // Stage 3 shards the units' parameters; what stays outside them is
+  // whole, with its gradients and optimizer state sharded (stage 2's 4+12/N).
+  const double stage3 = 16 * (psi - root) / n + 4 * root + 12 * root / n;
+  const double formula[] = {16 * psi, 8 * psi + 8 * psi / n, 4 * psi + 12 * psi / n, stage3};
+  const char* formula_name[] = {"16Ψ", "8Ψ+8Ψ/N", "4Ψ+12Ψ/N",
+                                root > 0 ? "16Ψu/N+4Ψr+12Ψr/N" : "16Ψ/N"};
+  const double goal3 = stage3 + 2 * unit_bytes;
   if (comm.rank() == 0) {
     std::printf(
-        "ranks=%d  %d blocks x 2 Linear(%d, %d), Ψ = %.3fM parameters, a unit %.2f MB, batch %d, "
-        "%d steps (+2 warm-up), fp32 AdamW\n",
-        comm.world_size(), s.depth, s.width, s.width, psi / 1e6, unit_bytes / 1e6, s.batch,
+        "ranks=%d  %s, Ψ = %.3fM parameters (outside units Ψr = %.3fM), a unit %.2f MB, batch "
+        "%d, %d steps (+2 warm-up), fp32 AdamW\n",
+        comm.world_size(), shape.describe.c_str(), psi / 1e6, root / 1e6, unit_bytes / 1e6, s.batch,
         s.steps);
     std::fflush(stdout);
   }
@@ -371,7 +452,7 @@ void run_rank(accelerate::Communicator& comm, std::shared_ptr<accelerate::Commun
         m.optimizer_ms, m.reduce_in_flight_ms, m.reduce_exposed_ms, 100 * hidden);
     if (stage == 3) {
       std::printf(
-          "ranks=%d stage 3  goal    peak %.2f MB vs 16Ψ/N + 2 units = %.2f MB (%.3fx); "
+          "ranks=%d stage 3  goal    peak %.2f MB vs the formula + 2 units = %.2f MB (%.3fx); "
           "+ activations %.2f MB (%.3fx)\n",
           comm.world_size(), peak / 1e6, goal3 / 1e6, peak / goal3, (goal3 + activations) / 1e6,
           peak / (goal3 + activations));
@@ -383,13 +464,13 @@ void run_rank(accelerate::Communicator& comm, std::shared_ptr<accelerate::Commun
       // no gathers: stage 0 in the forward pass; stage 2 in the backward
       // pass, which also reduce-scatters (in buckets of 25 MB, not per
       // unit). Everything else stage 3 does more counts as exposed gather.
-      const double serial = s.depth * gather_ms;
+      const double serial = shape.units * gather_ms;
       const auto hidden_share = [&](double extra) {
         return 100 * std::clamp(1 - extra / serial, 0.0, 1.0);
       };
       std::printf(
           "ranks=%d stage 3  gathers one unit's all-gather alone %.2f ms, %d per pass = %.2f ms",
-          comm.world_size(), gather_ms, s.depth, serial);
+          comm.world_size(), gather_ms, shape.units, serial);
       if (done.count(0)) {
         const double extra = m.forward_ms - done[0].forward_ms;
         std::printf("; forward %+.2f ms over stage 0: %.0f%% hidden", extra, hidden_share(extra));

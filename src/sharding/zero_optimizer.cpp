@@ -67,10 +67,13 @@ ModelShards::ModelShards(std::shared_ptr<Communicator> communicator, GradientRed
     if (from_process_zero) communicator_->broadcast(buffer, 0);
     buffers_.push_back(buffer);
     at::Tensor shard = buffer.narrow(0, shard_begin(b), shard_numel(b));
-    shards_.push_back(stage == 3 ? shard.clone() : shard);
-    if (release_units && stage == 3 && unit_of.at(bucket.parameter_indices.front()) >= 0) {
-      detail::release_storage(buffer);
-    }
+    // A unit's buffer is freed between uses, so its shard needs memory of
+    // its own; every other bucket stays whole, and its shard is a view of
+    // it, as at stage 2.
+    const bool unit_bucket = stage == 3 && !unit_of.empty() &&
+                             unit_of.at(bucket.parameter_indices.front()) >= 0;
+    shards_.push_back(unit_bucket ? shard.clone() : shard);
+    if (release_units && unit_bucket) detail::release_storage(buffer);
   }
 }
 

@@ -57,7 +57,8 @@ class ModelShards {
   int rank() const { return communicator_->rank(); }
   int world_size() const { return communicator_->world_size(); }
   // Bucket b's padded parameter buffer, and this process's shard of it (a
-  // view into the buffer at stages 1 and 2, a tensor of its own at stage 3).
+  // view into the buffer, except for a stage-3 unit's bucket: a tensor of
+  // its own, since the buffer is freed between uses).
   const at::Tensor& parameter_buffer(std::size_t b) const { return buffers_.at(b); }
   const at::Tensor& parameter_shard(std::size_t b) const { return shards_.at(b); }
   std::int64_t shard_numel(std::size_t b) const;
