@@ -227,7 +227,25 @@ void ask_fsdp(Asker& ask, ClusterAnswers& answers) {
     full_shard = ask.yes_no("Do you want to enable resharding after forward? [YES/no]: ", true);
     fsdp.reshard_after_forward = full_shard ? "true" : "false";
   }
+  while (ask.yes_no("Do you want to offload parameters and gradients to CPU? [yes/NO]: ", false)) {
+    ask.prompter().say(
+        "accelerate-cpp cannot offload parameters to the CPU in a GPU job yet; answer no.");
+  }
   if (full_shard) ask_fsdp_wrap_policy(ask, fsdp);
+  const std::vector<std::string> types = {"FULL_STATE_DICT", "LOCAL_STATE_DICT",
+                                          "SHARDED_STATE_DICT"};
+  fsdp.state_dict_type =
+      types[ask.prompter().choose("What should be your FSDP's state dict type?", types, 2)];
+  fsdp.cpu_ram_efficient_loading = ask.yes_no(
+      "Do you want to enable CPU RAM efficient model loading? Only applicable to models built "
+      "inside accelerator.zero3_init(). [YES/no]: ",
+      true);
+  if (fsdp.version == 1 && !fsdp.cpu_ram_efficient_loading) {
+    fsdp.sync_module_states = ask.yes_no(
+        "Do you want each individually wrapped FSDP unit to broadcast module parameters from "
+        "rank 0 at the start? [YES/no]: ",
+        true);
+  }
 }
 
 }  // namespace
@@ -345,6 +363,10 @@ YAML::Node to_config_node(const ClusterAnswers& answers) {
     if (answers.fsdp->min_num_params) {
       root["fsdp_config"]["fsdp_min_num_params"] = *answers.fsdp->min_num_params;
     }
+    root["fsdp_config"]["fsdp_offload_params"] = answers.fsdp->offload_params;
+    root["fsdp_config"]["fsdp_state_dict_type"] = string_node(answers.fsdp->state_dict_type);
+    root["fsdp_config"]["fsdp_cpu_ram_efficient_loading"] = answers.fsdp->cpu_ram_efficient_loading;
+    root["fsdp_config"]["fsdp_sync_module_states"] = answers.fsdp->sync_module_states;
   }
   if (answers.mpirun_hostfile) root["mpirun_config"]["mpirun_hostfile"] = string_node(*answers.mpirun_hostfile);
   root["num_machines"] = answers.num_machines;

@@ -267,13 +267,16 @@ TEST(Questionnaire, DeepSpeedWithAJsonFileAsksNoMore) {
   EXPECT_EQ(parse_config_text(text, "x").find("distributed_type")->text, "DEEPSPEED");
 }
 
-TEST(Questionnaire, FsdpFullShardAsksAcceleratesWrapPolicyQuestions) {
+TEST(Questionnaire, FsdpAsksAcceleratesQuestions) {
   std::string transcript;
   // FSDP 1 (menu entry 0): HYBRID_SHARD refused, then FULL_SHARD (Accelerate's
-  // default answer), its wrap policy (entry 0, TRANSFORMER_BASED_WRAP) and
-  // the class names (an empty answer and one without a name are asked again).
-  ClusterAnswers v1 =
-      answer("0\n2\n1\nno\nno\nyes\n0\nHYBRID_SHARD\n\n0\n\n, ,\nBlock,Mlp\n2\n\n", &transcript);
+  // default answer), offloading refused then declined, its wrap policy
+  // (entry 0, TRANSFORMER_BASED_WRAP) and the class names (an empty answer
+  // and one without a name are asked again), FULL_STATE_DICT (entry 0), no
+  // CPU RAM efficient loading, and then no module-state broadcast (FSDP 1).
+  ClusterAnswers v1 = answer(
+      "0\n2\n1\nno\nno\nyes\n0\nHYBRID_SHARD\n\nyes\n\n0\n\n, ,\nBlock,Mlp\n0\nno\nno\n2\n\n",
+      &transcript);
   EXPECT_EQ(v1.distributed_type, "FSDP");
   ASSERT_TRUE(v1.fsdp.has_value());
   EXPECT_EQ(v1.fsdp->version, 1);
@@ -303,9 +306,26 @@ TEST(Questionnaire, FsdpFullShardAsksAcceleratesWrapPolicyQuestions) {
   EXPECT_NE(transcript.find("Please enter one class name or more, separated by commas."),
             std::string::npos)
       << transcript;
+  EXPECT_NE(transcript.find("Do you want to offload parameters and gradients to CPU? [yes/NO]: "
+                            "yes\naccelerate-cpp cannot offload parameters to the CPU in a GPU job "
+                            "yet; answer no."),
+            std::string::npos)
+      << transcript;
+  EXPECT_NE(transcript.find("What should be your FSDP's state dict type?\n  [0] FULL_STATE_DICT\n"
+                            "  [1] LOCAL_STATE_DICT\n  [2] SHARDED_STATE_DICT\n"),
+            std::string::npos)
+      << transcript;
+  EXPECT_NE(transcript.find("Do you want each individually wrapped FSDP unit to broadcast module "
+                            "parameters from rank 0 at the start? [YES/no]: "),
+            std::string::npos)
+      << transcript;
   const std::string v1_text = to_config_yaml(to_config_node(v1));
   EXPECT_NE(v1_text.find("fsdp_config:\n  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n"
+                         "  fsdp_cpu_ram_efficient_loading: false\n"
+                         "  fsdp_offload_params: false\n"
                          "  fsdp_reshard_after_forward: FULL_SHARD\n"
+                         "  fsdp_state_dict_type: FULL_STATE_DICT\n"
+                         "  fsdp_sync_module_states: false\n"
                          "  fsdp_transformer_layer_cls_to_wrap: Block,Mlp\n  fsdp_version: 1\n"),
             std::string::npos)
       << v1_text;
@@ -317,7 +337,7 @@ TEST(Questionnaire, FsdpFullShardAsksAcceleratesWrapPolicyQuestions) {
 
   // FSDP 2 (the default version), resharding after forward (the default,
   // FULL_SHARD), SIZE_BASED_WRAP with Accelerate's default minimum.
-  ClusterAnswers v2 = answer("0\n2\n1\nno\nno\nyes\n\n\n1\n\n2\n\n", &transcript);
+  ClusterAnswers v2 = answer("0\n2\n1\nno\nno\nyes\n\n\n\n1\n\n\n\n2\n\n", &transcript);
   EXPECT_EQ(v2.fsdp->version, 2);
   EXPECT_NE(transcript.find("Do you want to enable resharding after forward? [YES/no]: "),
             std::string::npos)
@@ -328,17 +348,26 @@ TEST(Questionnaire, FsdpFullShardAsksAcceleratesWrapPolicyQuestions) {
       << transcript;
   EXPECT_NE(to_config_yaml(to_config_node(v2))
                 .find("fsdp_config:\n  fsdp_auto_wrap_policy: SIZE_BASED_WRAP\n"
-                      "  fsdp_min_num_params: 100000000\n  fsdp_reshard_after_forward: true\n"
-                      "  fsdp_version: 2\n"),
+                      "  fsdp_cpu_ram_efficient_loading: true\n"
+                      "  fsdp_min_num_params: 100000000\n  fsdp_offload_params: false\n"
+                      "  fsdp_reshard_after_forward: true\n"
+                      "  fsdp_state_dict_type: SHARDED_STATE_DICT\n"
+                      "  fsdp_sync_module_states: true\n  fsdp_version: 2\n"),
             std::string::npos)
       << to_config_yaml(to_config_node(v2));
 
   // Without resharding (SHARD_GRAD_OP, stage 2) there are no units to ask about.
-  ClusterAnswers kept = answer("0\n2\n1\nno\nno\nyes\n\nno\n2\n\n", &transcript);
+  ClusterAnswers kept = answer("0\n2\n1\nno\nno\nyes\n\nno\n\n\n\n2\n\n", &transcript);
   EXPECT_EQ(transcript.find("auto wrap policy"), std::string::npos) << transcript;
+  EXPECT_EQ(transcript.find("broadcast module parameters"), std::string::npos)
+      << "FSDP 2 does not ask it: " << transcript;
   EXPECT_NE(to_config_yaml(to_config_node(kept))
-                .find("fsdp_config:\n  fsdp_reshard_after_forward: false\n  fsdp_version: 2\n"),
-            std::string::npos);
+                .find("fsdp_config:\n  fsdp_cpu_ram_efficient_loading: true\n"
+                      "  fsdp_offload_params: false\n  fsdp_reshard_after_forward: false\n"
+                      "  fsdp_state_dict_type: SHARDED_STATE_DICT\n"
+                      "  fsdp_sync_module_states: true\n  fsdp_version: 2\n"),
+            std::string::npos)
+      << to_config_yaml(to_config_node(kept));
 }
 
 TEST(ConfigUpdate, NoMixedPrecisionIsAddedBesideADeepSpeedConfigFile) {
