@@ -21,7 +21,7 @@ namespace accelerate {
 
 // Whether a job with `plugin` (and the FSDP plugin it came from) builds its
 // model on the main process only: stage 3 with zero3_init_flag or FSDP's
-// cpu_ram_efficient_loading (Accelerator::zero3_init, accelerate::zero3_init).
+// cpu_ram_efficient_loading (Accelerator::zero3_init).
 inline bool builds_from_main_process(const DeepSpeedPlugin& plugin,
                                      const std::optional<FullyShardedDataParallelPlugin>& fsdp) {
   return plugin.zero_stage() == 3 &&
@@ -70,16 +70,12 @@ struct Accelerator::Zero {
   // Stage 3: the units and the shards of `module` (a prepared model), or
   // null (`models` and `units` are parallel at stage 3).
   sharding::ParameterUnits* units_for(const torch::nn::Module& module) const {
-    for (std::size_t i = 0; i < unit_roots.size(); ++i) {
-      if (unit_roots[i] == &module) return units[i].get();
-    }
-    return nullptr;
+    auto it = std::find(unit_roots.begin(), unit_roots.end(), &module);
+    return it == unit_roots.end() ? nullptr : units[it - unit_roots.begin()].get();
   }
   sharding::ModelShards* shards_for(const torch::nn::Module& module) const {
-    for (std::size_t i = 0; i < unit_roots.size(); ++i) {
-      if (unit_roots[i] == &module) return models[i].get();
-    }
-    return nullptr;
+    auto it = std::find(unit_roots.begin(), unit_roots.end(), &module);
+    return it == unit_roots.end() ? nullptr : models[it - unit_roots.begin()].get();
   }
   // Stage 3: save_state writes each process's pieces of the models
   // (DeepSpeed's way, and FSDP's SHARDED_STATE_DICT / LOCAL_STATE_DICT);

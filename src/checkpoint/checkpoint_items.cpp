@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <mutex>
 
 #include "accelerate/communicator.h"
@@ -137,6 +139,14 @@ void write_text_file(const std::string& path, const std::string& text) {
   if (std::fclose(file) != 0 || !written) {
     throw Error("cannot write " + path + ": " + std::strerror(written ? errno : saved));
   }
+}
+
+std::string read_checkpoint_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("checkpoint file " + path + " is missing (" + what + ")");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 // Every process learns the main process's error (or every rank's), so no

@@ -187,9 +187,15 @@ StreamedFile::StreamedFile(std::string path, const NamedTensors& layout,
     offset += item.nbytes;
   }
   file_ = std::make_unique<Output>(Output{File::open_write(temporary_)});
-  CoalescingWriter out(file_->file);
-  write_header(out, header);
-  out.flush();
+  try {
+    CoalescingWriter out(file_->file);
+    write_header(out, header);
+    out.flush();
+  } catch (...) {  // no destructor runs for a throwing constructor
+    file_.reset();
+    std::remove(temporary_.c_str());
+    throw;
+  }
 }
 
 StreamedFile::~StreamedFile() {

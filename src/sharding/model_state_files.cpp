@@ -1,10 +1,7 @@
 #include "sharding/model_state_files.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <unordered_map>
-#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
@@ -44,18 +41,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-// The parameters some bucket holds (the rest of the state is whole on every
-// process), by identity.
-std::unordered_map<const c10::TensorImpl*, std::size_t> bucketed(const GradientReducer& reducer) {
-  std::unordered_map<const c10::TensorImpl*, std::size_t> out;
-  for (const GradientBucket& bucket : reducer.buckets()) {
-    for (std::size_t index : bucket.parameter_indices) {
-      out[reducer.parameters()[index].unsafeGetTensorImpl()] = index;
-    }
-  }
-  return out;
-}
-
 std::string printable_shape(const std::vector<std::int64_t>& shape) {
   std::string out = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
@@ -68,7 +53,7 @@ void save_model_pieces(const torch::nn::Module& module, const ModelShards& shard
                        int world, const std::string& file, const std::string& index_path) {
   const GradientReducer& reducer = shards.reducer();
   const NamedTensors state = checkpoint::unique_state_dict(module);
-  const auto in_bucket = bucketed(reducer);
+  const auto in_bucket = bucketed_parameters(reducer);
   std::vector<std::vector<ShardPiece>> by_rank;  // every process's, for the index
   for (int r = 0; r < world; ++r) by_rank.push_back(shard_pieces(reducer, r, world));
 
@@ -116,12 +101,9 @@ ModelStateFiles ModelStateFiles::from_index(const std::string& index_path,
                                             const std::function<std::string(int)>& file_of) {
   ModelStateFiles out;
   out.source_ = index_path;
-  std::ifstream in(index_path, std::ios::binary);
-  if (!in) throw Error("checkpoint file " + index_path + " is missing (the model's shard index)");
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = checkpoint::read_checkpoint_file(index_path, "the model's shard index");
   try {
-    const Json index = Json::parse(text.str());
+    const Json index = Json::parse(text);
     const int world = index.at("world_size").get<int>();
     if (world < 1) throw Error(index_path + ": world_size must be at least 1");
     for (int k = 0; k < world; ++k) out.files_.emplace_back(file_of(k));
@@ -211,7 +193,7 @@ void ModelStateFiles::fill(const std::string& name, std::int64_t offset,
 void ModelStateFiles::load_into(torch::nn::Module& module, ModelShards* shards) const {
   c10::NoGradGuard no_grad;
   std::unordered_map<const c10::TensorImpl*, std::size_t> in_bucket;
-  if (shards != nullptr) in_bucket = bucketed(shards->reducer());
+  if (shards != nullptr) in_bucket = bucketed_parameters(shards->reducer());
   std::unordered_map<std::size_t, std::string> name_of;  // reducer index -> state name
   for (const auto& [name, tensor] : checkpoint::unique_state_dict(module)) {
     auto it = in_bucket.find(tensor.unsafeGetTensorImpl());

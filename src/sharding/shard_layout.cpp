@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <memory>
-#include <fstream>
-#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -13,6 +11,7 @@
 #include <torch/nn/module.h>
 
 #include "accelerate/errors.h"
+#include "checkpoint/checkpoint_items.h"
 #include "checkpoint/optimizer_reshard.h"
 #include "checkpoint/optimizer_state.h"
 #include "compat/optim_compat.h"
@@ -140,17 +139,22 @@ std::string ShardLayout::manifest(int world) const {
          "\n";
 }
 
-void ShardLayout::check_manifest(const std::string& path) const {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("checkpoint file " + path + " is missing (the ZeRO partition manifest)");
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json saved;
+namespace {
+
+// The "models" of the partition manifest at `path`.
+nlohmann::json manifest_models(const std::string& path) {
+  const std::string text = checkpoint::read_checkpoint_file(path, "the ZeRO partition manifest");
   try {
-    saved = nlohmann::json::parse(text.str()).at("models");
+    return nlohmann::json::parse(text).at("models");
   } catch (const nlohmann::json::exception&) {
     throw Error(path + ": not a ZeRO partition manifest");
   }
+}
+
+}  // namespace
+
+void ShardLayout::check_manifest(const std::string& path) const {
+  const nlohmann::json saved = manifest_models(path);
   const nlohmann::json mine = layout_json(models_, group_index());
   if (saved == mine) return;
   std::string where = "the number of models";
@@ -254,13 +258,9 @@ namespace {
 std::vector<ShardLayout::Model> models_from_manifest(const torch::optim::Optimizer& optimizer,
                                                      const std::vector<torch::nn::Module*>& modules,
                                                      const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("checkpoint file " + path + " is missing (the ZeRO partition manifest)");
-  std::stringstream text;
-  text << in.rdbuf();
+  const nlohmann::json saved = manifest_models(path);
   std::vector<ShardLayout::Model> models;
   try {
-    const nlohmann::json saved = nlohmann::json::parse(text.str()).at("models");
     for (torch::nn::Module* module : modules) {
       std::vector<at::Tensor> parameters = module->parameters(true);
       if (!shares_parameters(optimizer, parameters)) continue;

@@ -1,7 +1,6 @@
 #include "sharding/zero_optimizer.h"
 
 #include <cmath>
-#include <unordered_set>
 #include <string>
 #include <utility>
 
@@ -17,14 +16,20 @@
 
 namespace accelerate::sharding {
 
-void broadcast_unbucketed_state(Communicator& communicator, torch::nn::Module& module,
-                                const GradientReducer& reducer) {
-  std::unordered_set<const c10::TensorImpl*> bucketed;
+std::unordered_map<const c10::TensorImpl*, std::size_t> bucketed_parameters(
+    const GradientReducer& reducer) {
+  std::unordered_map<const c10::TensorImpl*, std::size_t> out;
   for (const GradientBucket& bucket : reducer.buckets()) {
     for (std::size_t index : bucket.parameter_indices) {
-      bucketed.insert(reducer.parameters()[index].unsafeGetTensorImpl());
+      out[reducer.parameters()[index].unsafeGetTensorImpl()] = index;
     }
   }
+  return out;
+}
+
+void broadcast_unbucketed_state(Communicator& communicator, torch::nn::Module& module,
+                                const GradientReducer& reducer) {
+  const auto bucketed = bucketed_parameters(reducer);
   std::vector<at::Tensor> state;
   for (const at::Tensor& parameter : module.parameters(true)) {
     if (bucketed.count(parameter.unsafeGetTensorImpl()) == 0) state.push_back(parameter);

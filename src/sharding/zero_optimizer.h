@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -29,6 +30,11 @@
 #include "sharding/shard_layout.h"
 
 namespace accelerate::sharding {
+
+// The parameters some bucket of `reducer` holds, by identity, with their
+// index in reducer.parameters().
+std::unordered_map<const c10::TensorImpl*, std::size_t> bucketed_parameters(
+    const GradientReducer& reducer);
 
 // Stage 3, before ModelShards: process 0's values, on every process, of
 // everything of `module` that no bucket of `reducer` holds (buffers, frozen
