@@ -49,10 +49,11 @@ struct DeepSpeedPlugin {
   // it (its "auto"); nullopt or 0: no clipping here (the program may still
   // call clip_grad_norm_). FSDP configs do not clip.
   ACCELERATE_ARG(std::optional<double>, gradient_clipping) = 1.0;
-  // Keep the optimizer state (stages 1 and 2) or the parameters (stage 3)
-  // in CPU memory. Default: on the device. Not available yet on GPUs (the
-  // Accelerator refuses kCpu there); a CPU-only job keeps everything in CPU
-  // memory anyway.
+  // Keep the optimizer state and its step (offload_optimizer_device, any
+  // stage) or the parameters' shards (offload_param_device, stage 3; their
+  // optimizer then steps on the CPU too) in CPU memory. Default: on the
+  // device. Needs two processes or more; a CPU-only job keeps everything in
+  // CPU memory anyway (docs/sharding.md, "CPU offloading").
   ACCELERATE_ARG(OffloadDevice, offload_optimizer_device) = OffloadDevice::kNone;
   ACCELERATE_ARG(OffloadDevice, offload_param_device) = OffloadDevice::kNone;
   // Stage 3 only (DeepSpeed's zero.Init: construct the model sharded).

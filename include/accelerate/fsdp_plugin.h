@@ -128,9 +128,10 @@ struct FullyShardedDataParallelPlugin {
   // gather while one runs (forward and backward), as DeepSpeed does.
   ACCELERATE_ARG(FsdpBackwardPrefetch, backward_prefetch) = FsdpBackwardPrefetch::kNoPrefetch;
   ACCELERATE_ARG(bool, forward_prefetch) = false;
-  // Offload parameters and gradients to CPU memory: on a CPU-only job they
-  // are there already (a note says so); on CUDA a ConfigError until
-  // offloading exists.
+  // Offload to CPU memory: with FULL_SHARD the parameters' shards, and at
+  // every strategy the gradient shards and the optimizer, which steps on the
+  // CPU (docs/sharding.md, "CPU offloading"). Needs two processes or more;
+  // on a CPU-only job everything is in CPU memory already (a note says so).
   ACCELERATE_ARG(bool, cpu_offload) = false;
   // With FULL_SHARD: how save_state writes the model: FULL_STATE_DICT one
   // whole file written unit by unit, SHARDED_STATE_DICT (and

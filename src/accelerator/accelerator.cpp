@@ -379,6 +379,10 @@ void Accelerator::backward(const at::Tensor& loss) {
   }
   if (zero_) {
     for (auto& units : zero_->units) units->after_backward();
+    // Offloading: the optimizer steps in host memory.
+    for (auto& model : zero_->models) {
+      if (model->reducer().sync_enabled()) model->gradients_to_host();
+    }
   }
   // DeepSpeed's gradient_clipping: every optimizer step clips, as its engine does.
   if (zero_ && zero_->clipping() && sync_gradients()) {

@@ -7,10 +7,73 @@
 #include <torch/nn/module.h>
 
 #include "accelerate/errors.h"
+#include "common/settings.h"
 #include "sharding/deepspeed_config.h"
 #include "sharding/plugin_from_environment.h"
 
 namespace accelerate {
+namespace {
+
+// What of CPU offloading a job runs (prints its notes on the main process).
+// Offloading moves shards between the device and host memory; on a CPU-only
+// job both are the same memory, so it runs there only when asked to
+// (ACCELERATE_OFFLOAD_ON_CPU_JOB: the offload path without a GPU).
+sharding::Offload offload_for(const DeepSpeedPlugin& plugin,
+                              const std::optional<FullyShardedDataParallelPlugin>& fsdp,
+                              const JobState& job, const Environment& env) {
+  const int stage = plugin.zero_stage();
+  const bool fsdp_offload = fsdp && fsdp->cpu_offload();
+  const bool offload_parameters =
+      stage == 3 && (plugin.offload_param_device() == OffloadDevice::kCpu || fsdp_offload);
+  const bool offload_optimizer =
+      plugin.offload_optimizer_device() == OffloadDevice::kCpu || fsdp_offload;
+  const bool copies = job.device.is_cuda() || settings::kOffloadOnCpuJob.read_or_default(env);
+  sharding::Offload offload;
+  if (copies && job.is_distributed()) {
+    offload.parameters = offload_parameters;
+    offload.optimizer = offload_optimizer;
+  }
+  if (!job.is_main_process()) return offload;
+  if (plugin.offload_param_device() == OffloadDevice::kCpu && stage < 3) {
+    std::cerr << "accelerate: note: offload_param_device applies to ZeRO stage 3; ignored at stage "
+              << stage << "\n";
+  }
+  // What was asked for, in the words it was asked with.
+  std::string requested;
+  const auto ask = [&](bool asked, const char* words) {
+    if (asked) requested += (requested.empty() ? "" : " and ") + std::string(words);
+  };
+  ask(fsdp_offload, "FSDP cpu_offload");
+  ask(!fsdp_offload && plugin.offload_optimizer_device() == OffloadDevice::kCpu,
+      "offload_optimizer_device cpu");
+  ask(!fsdp_offload && offload_parameters, "offload_param_device cpu");
+  if (requested.empty()) return offload;
+  if (!copies) {
+    std::cerr << "accelerate: note: " << requested
+              << " changes nothing in a CPU-only job: the parameters and the optimizer state "
+                 "are in CPU memory already\n";
+  } else if (!job.is_distributed()) {
+    std::cerr << "accelerate: note: " << requested
+              << " needs ZeRO's shards, which a job of one process does not make (it trains "
+                 "as data parallelism): nothing is offloaded\n";
+  } else {
+    if (!job.device.is_cuda()) {
+      std::cerr << "accelerate: note: " << requested << " with "
+                << settings::kOffloadOnCpuJob.variable()
+                << ": this CPU-only job copies its shards to host memory and back as a GPU job "
+                   "does\n";
+    }
+    if (fsdp_offload && stage < 3) {
+      std::cerr << "accelerate: note: FSDP cpu_offload with "
+                << to_string(fsdp->sharding_strategy())
+                << " offloads the optimizer step; the parameters stay whole on the device\n";
+    }
+  }
+  return offload;
+}
+
+}  // namespace
+
 std::unique_ptr<Accelerator::Zero> Accelerator::Zero::configure(const AcceleratorOptions& options,
                                                                 const Environment& env,
                                                                 const JobState& job,
@@ -55,37 +118,8 @@ std::unique_ptr<Accelerator::Zero> Accelerator::Zero::configure(const Accelerato
         sharding::resolve_mixed_precision(*file, mixed_precision, &notes);
     if (computed != mixed_precision) zero->file_precision = computed;
   }
-  const bool cuda = job.device.is_cuda();
-  if (zero->plugin.offload_param_device() == OffloadDevice::kCpu && cuda && stage == 3) {
-    throw ConfigError(
-        "offload_param_device cpu is not available yet in accelerate-cpp (the parameters stay "
-        "on the GPU); use none");
-  }
-  if (fsdp && fsdp->cpu_offload() && cuda) {
-    throw ConfigError(
-        "FSDP cpu_offload (fsdp_offload_params) is not available yet in accelerate-cpp (the "
-        "parameters and gradients stay on the GPU); set it to false");
-  }
-  if (zero->plugin.offload_optimizer_device() == OffloadDevice::kCpu && cuda) {
-    throw ConfigError(
-        "offload_optimizer_device cpu is not available yet in accelerate-cpp (the optimizer "
-        "state stays on the GPU); use none");
-  }
+  zero->offload = offload_for(zero->plugin, fsdp, job, env);
   if (job.is_main_process()) {
-    if (zero->plugin.offload_optimizer_device() == OffloadDevice::kCpu) {
-      std::cerr << "accelerate: note: offload_optimizer_device cpu changes nothing in a CPU-only "
-                   "job: the optimizer state is in CPU memory already\n";
-    }
-    if (zero->plugin.offload_param_device() == OffloadDevice::kCpu) {
-      if (stage == 3) {
-        std::cerr << "accelerate: note: offload_param_device cpu changes nothing in a CPU-only "
-                     "job: the parameters are in CPU memory already\n";
-      } else {
-        std::cerr << "accelerate: note: offload_param_device applies to ZeRO stage 3; ignored at "
-                     "stage "
-                  << stage << "\n";
-      }
-    }
     if (zero->weights_from_main_process) {
       std::cerr << "accelerate: note: " << (fsdp ? "cpu_ram_efficient_loading" : "zero3_init_flag")
                 << ": build the model inside accelerator.zero3_init() so that only the main "
@@ -94,10 +128,6 @@ std::unique_ptr<Accelerator::Zero> Accelerator::Zero::configure(const Accelerato
     }
     // (FSDP's backward_prefetch / forward_prefetch need no note: stage 3
     // always prefetches the next unit's gather, as DeepSpeed does.)
-    if (fsdp && fsdp->cpu_offload()) {
-      std::cerr << "accelerate: note: FSDP cpu_offload changes nothing in a CPU-only job: the "
-                   "parameters and gradients are in CPU memory already\n";
-    }
     for (const auto& note : notes) std::cerr << "accelerate: note: " << note << "\n";
     if (file) {
       for (const auto& key : file->ignored_keys) {
@@ -127,13 +157,14 @@ void Accelerator::Zero::shard_model(const std::shared_ptr<Communicator>& communi
                                     torch::nn::Module& module, GradientReducer& reducer,
                                     bool units_start_free) {
   if (stage() < 3) {
-    models.push_back(std::make_shared<sharding::ModelShards>(communicator, reducer, stage()));
+    models.push_back(std::make_shared<sharding::ModelShards>(
+        communicator, reducer, stage(), std::vector<int>(), /*release_units=*/false, offload));
     return;
   }
   const std::vector<torch::nn::Module*> found = unit_modules(module, unit_policy);
   const std::vector<int> unit_of = sharding::parameter_units(module, found);
-  auto shards = std::make_shared<sharding::ModelShards>(communicator, reducer, 3, unit_of,
-                                                        /*release_units=*/units_start_free);
+  auto shards = std::make_shared<sharding::ModelShards>(
+      communicator, reducer, 3, unit_of, /*release_units=*/units_start_free, offload);
   models.push_back(shards);
   units.push_back(std::make_unique<sharding::ParameterUnits>(
       shards, found, unit_of, /*reshard_after_forward=*/true, /*prefetch=*/true,

@@ -60,6 +60,9 @@ struct Accelerator::Zero {
     const auto norm = plugin.gradient_clipping();
     return norm && *norm > 0 ? norm : std::nullopt;
   }
+  // CPU offloading, as shard_model applies it (nothing in a job of one
+  // process, or on a CPU-only job unless ACCELERATE_OFFLOAD_ON_CPU_JOB).
+  sharding::Offload offload;
   std::vector<std::shared_ptr<sharding::ModelShards>> models;
   std::vector<std::shared_ptr<sharding::ShardedOptimizer>> optimizers;
   // Stage 3: how prepare() finds a model's units, and each model's units

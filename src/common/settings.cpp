@@ -382,7 +382,8 @@ const Setting<bool> kFsdpForwardPrefetch{
 const Setting<bool> kFsdpOffloadParams{
     {"FSDP_OFFLOAD_PARAMS", "--fsdp_offload_params / fsdp_config.fsdp_offload_params",
      kBoolExpectation, "false",
-     "keep parameters and gradients in CPU memory: nothing to do on CPU, refused on CUDA"},
+     "keep parameters, gradients and the optimizer step in CPU memory (a CUDA job; nothing to "
+     "do on CPU)"},
     false,
     parse_bool,
     format_bool};
@@ -431,6 +432,12 @@ const Setting<bool> kSharedMemoryAllReduce{
      "sum CPU tensors through shared memory when every rank is on this machine"},
     true, parse_bool, format_bool};
 
+const Setting<bool> kOffloadOnCpuJob{
+    {"ACCELERATE_OFFLOAD_ON_CPU_JOB", "", kBoolExpectation, "false",
+     "a CPU-only job runs CPU offloading's copies anyway (host copies of the shards, the "
+     "optimizer stepping them): the offload path, tested without a GPU; results are the same"},
+    false, parse_bool, format_bool};
+
 const Setting<int> kRestartCount{
     {"ACCELERATE_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT", "a whole number from 0 to 1000000", "0",
      "how often the launcher restarted the local processes (resume when > 0)"},
@@ -455,7 +462,8 @@ const std::vector<Description>& all() {
   static const std::vector<Description> descriptions = {
       kMixedPrecision.about, kGradientAccumulationSteps.about, kUseCpu.about,
       kDebugMode.about,      kTimeout.about,                   kLogLevel.about,
-      kSharedMemoryAllReduce.about, kRestartCount.about,       kOmpNumThreads.about,
+      kSharedMemoryAllReduce.about, kOffloadOnCpuJob.about,    kRestartCount.about,
+      kOmpNumThreads.about,
       kOpenblasNumThreads.about, kOmpWaitPolicy.about,
       kUseDeepSpeed.about, kZeroStage.about, kDeepSpeedConfigFile.about, kGradientClipping.about,
       kOffloadOptimizerDevice.about, kOffloadParamDevice.about, kZero3Init.about, kZero3Save16BitModel.about,

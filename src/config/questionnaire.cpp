@@ -227,10 +227,8 @@ void ask_fsdp(Asker& ask, ClusterAnswers& answers) {
     full_shard = ask.yes_no("Do you want to enable resharding after forward? [YES/no]: ", true);
     fsdp.reshard_after_forward = full_shard ? "true" : "false";
   }
-  while (ask.yes_no("Do you want to offload parameters and gradients to CPU? [yes/NO]: ", false)) {
-    ask.prompter().say(
-        "accelerate-cpp cannot offload parameters to the CPU in a GPU job yet; answer no.");
-  }
+  fsdp.offload_params =
+      ask.yes_no("Do you want to offload parameters and gradients to CPU? [yes/NO]: ", false);
   if (full_shard) ask_fsdp_wrap_policy(ask, fsdp);
   const std::vector<std::string> types = {"FULL_STATE_DICT", "LOCAL_STATE_DICT",
                                           "SHARDED_STATE_DICT"};

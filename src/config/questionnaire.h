@@ -37,7 +37,7 @@ struct FsdpAnswers {
   std::optional<std::string> auto_wrap_policy;
   std::optional<std::string> transformer_layer_cls_to_wrap;  // "Block,Mlp"
   std::optional<int> min_num_params;
-  bool offload_params = false;  // asked; a GPU job cannot offload yet, so "yes" is refused
+  bool offload_params = false;
   std::string state_dict_type = "SHARDED_STATE_DICT";
   bool cpu_ram_efficient_loading = true;
   bool sync_module_states = true;  // asked for FSDP 1 without cpu_ram_efficient_loading

@@ -305,7 +305,7 @@ const std::vector<FlagSpec> kFlags = {
        return show_setting(settings::kFsdpForwardPrefetch, o.fsdp_forward_prefetch);
      }},
     {"fsdp_offload_params", 0, "true|false",
-     "offload parameters and gradients to the CPU: nothing to do on CPU, refused on CUDA",
+     "offload parameters, gradients and the optimizer step to the CPU (a CUDA job)",
      [](Options& o, Text f, Text v) {
        o.fsdp_offload_params = parse_setting(settings::kFsdpOffloadParams, f, v);
      },

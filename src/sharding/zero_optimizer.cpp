@@ -38,8 +38,19 @@ void broadcast_unbucketed_state(Communicator& communicator, torch::nn::Module& m
   detail::broadcast_coalesced(communicator, state);
 }
 
+namespace {
+
+// Host memory for `like`'s elements: pinned when `like` is on CUDA, so that
+// copies to and from the device can run asynchronously.
+at::Tensor host_empty(const at::Tensor& like) {
+  return at::empty(like.sizes(), like.options().device(at::kCPU).pinned_memory(like.is_cuda()));
+}
+
+}  // namespace
+
 ModelShards::ModelShards(std::shared_ptr<Communicator> communicator, GradientReducer& reducer,
-                         int stage, const std::vector<int>& unit_of, bool release_units)
+                         int stage, const std::vector<int>& unit_of, bool release_units,
+                         Offload offload)
     : communicator_(std::move(communicator)), reducer_(reducer), stage_(stage) {
   if (stage < 1 || stage > 3)
     throw Error("ModelShards: stage 1, 2 or 3, got " + std::to_string(stage));
@@ -75,11 +86,70 @@ ModelShards::ModelShards(std::shared_ptr<Communicator> communicator, GradientRed
     // A unit's buffer is freed between uses, so its shard needs memory of
     // its own; every other bucket stays whole, and its shard is a view of
     // it, as at stage 2.
-    const bool unit_bucket = stage == 3 && !unit_of.empty() &&
-                             unit_of.at(bucket.parameter_indices.front()) >= 0;
-    shards_.push_back(unit_bucket ? shard.clone() : shard);
+    const bool unit_bucket =
+        stage == 3 && !unit_of.empty() && unit_of.at(bucket.parameter_indices.front()) >= 0;
+    const bool in_host = unit_bucket && offload.parameters;
+    shards_.push_back(in_host       ? host_empty(shard).copy_(shard)
+                      : unit_bucket ? shard.clone()
+                                    : shard);
     if (release_units && unit_bucket) detail::release_storage(buffer);
+    const bool stepped_in_host = in_host || offload.optimizer;
+    host_parameters_.push_back(in_host           ? shards_.back()
+                               : stepped_in_host ? host_empty(shard).copy_(shard)
+                                                 : at::Tensor());
+    host_gradients_.push_back(stepped_in_host ? host_empty(shard).zero_() : at::Tensor());
   }
+}
+
+bool ModelShards::mirrored(std::size_t b) const {
+  return offloaded(b) && !host_parameters_[b].is_same(shards_[b]);
+}
+
+at::Tensor ModelShards::optimizer_shard(std::size_t b) const {
+  return offloaded(b) ? host_parameters_[b] : shards_.at(b);
+}
+
+at::Tensor ModelShards::optimizer_gradient(std::size_t b) {
+  return offloaded(b) ? host_gradients_[b] : reducer_.gradient_shard(b);
+}
+
+void ModelShards::gradients_to_host() {
+  for (std::size_t b = 0; b < host_gradients_.size(); ++b) {
+    if (offloaded(b)) host_gradients_[b].copy_(reducer_.gradient_shard(b));
+  }
+}
+
+void ModelShards::parameters_to_host() {
+  if (!host_copies_stale_) return;
+  for (std::size_t b = 0; b < shards_.size(); ++b) {
+    if (mirrored(b)) host_parameters_[b].copy_(shards_[b]);
+  }
+  host_copies_stale_ = false;
+}
+
+void ModelShards::parameters_from_host() {
+  for (std::size_t b = 0; b < shards_.size(); ++b) {
+    if (mirrored(b)) shards_[b].copy_(host_parameters_[b], /*non_blocking=*/true);
+  }
+  // Until the next step, the program may write the parameters (a load):
+  // the next step copies them to the host again.
+  host_copies_stale_ = true;
+}
+
+void ModelShards::clear_host_gradients() {
+  for (at::Tensor& gradient : host_gradients_) {
+    if (gradient.defined()) gradient.zero_();
+  }
+}
+
+at::Tensor ModelShards::gather_source(std::size_t b) {
+  const at::Tensor& shard = shards_[b];
+  if (!offloaded(b) || mirrored(b)) return shard;
+  // The shard lives in host memory: into its slot of the buffer, which the
+  // all-gather then fills in place around it.
+  at::Tensor slot = buffers_[b].narrow(0, shard_begin(b), shard_numel(b));
+  slot.copy_(shard, /*non_blocking=*/true);
+  return slot;
 }
 
 std::int64_t ModelShards::shard_numel(std::size_t b) const {
@@ -94,7 +164,7 @@ void ModelShards::gather_parameters() {
   for (std::size_t b = 0; b < buffers_.size(); ++b) {
     if (bucket_released(b)) continue;
     pending.push_back(communicator_->all_gather_into_async(
-        shards_[b], buffers_[b], "ZeRO parameter gather of bucket " + std::to_string(b)));
+        gather_source(b), buffers_[b], "ZeRO parameter gather of bucket " + std::to_string(b)));
   }
   for (PendingCollective& p : pending) p.wait();
   // The parameters changed in place behind autograd's back (through their
@@ -112,7 +182,7 @@ void ModelShards::start_gather(std::size_t b) {
                               static_cast<std::size_t>(buffer.numel()) * buffer.element_size());
   gathering_.resize(buffers_.size());
   gathering_[b] = communicator_->all_gather_into_async(
-      shards_[b], buffer, "ZeRO-3 parameter gather of bucket " + std::to_string(b));
+      gather_source(b), buffer, "ZeRO-3 parameter gather of bucket " + std::to_string(b));
 }
 
 void ModelShards::gather_bucket(std::size_t b) {
@@ -165,13 +235,13 @@ ShardedOptimizer::ShardedOptimizer(std::shared_ptr<Communicator> communicator,
        layout_->runs_for(communicator_->rank(), communicator_->world_size())) {
     const ModelShards& model = *models_[run.model];
     at::Tensor parameter = detail::storage_alias(
-        model.parameter_shard(run.bucket), run.begin - model.shard_begin(run.bucket), {run.numel});
+        model.optimizer_shard(run.bucket), run.begin - model.shard_begin(run.bucket), {run.numel});
     parameter.set_requires_grad(true);
     kept[run.group].push_back(parameter);
     runs_.push_back(Run{run.model, run.bucket, run.begin, run.numel, parameter});
   }
   for (std::size_t g = 0; g < groups.size(); ++g) groups[g].params() = kept[g];
-  before_step();  // bound from the start: unscale_ or a clip may come before any step
+  bind_gradients();  // from the start: unscale_ or a clip may come before any step
 }
 
 ShardedOptimizer::~ShardedOptimizer() = default;
@@ -186,9 +256,14 @@ void ShardedOptimizer::load_resharded(int saved_world, const std::string& manife
 
 void ShardedOptimizer::before_step() {
   c10::NoGradGuard no_grad;
+  for (auto& model : models_) model->parameters_to_host();
+  bind_gradients();
+}
+
+void ShardedOptimizer::bind_gradients() {
   for (Run& run : runs_) {
     ModelShards& model = *models_[run.model];
-    const at::Tensor shard = model.reducer().gradient_shard(run.bucket);
+    const at::Tensor shard = model.optimizer_gradient(run.bucket);
     run.parameter.mutable_grad() =
         detail::storage_alias(shard, run.begin - model.shard_begin(run.bucket), {run.numel});
   }
@@ -196,7 +271,10 @@ void ShardedOptimizer::before_step() {
 
 void ShardedOptimizer::after_step(bool stepped) {
   if (!stepped) return;  // nothing changed, on any process (found_inf is shared)
-  for (auto& model : models_) model->gather_parameters();
+  for (auto& model : models_) {
+    model->parameters_from_host();
+    model->gather_parameters();
+  }
 }
 
 void ShardedOptimizer::zero_grad(bool set_to_none) {
@@ -212,8 +290,11 @@ void ShardedOptimizer::zero_grad(bool set_to_none) {
   }
   // The runs' gradients stay bound (a GradScaler::unscale_ before the next
   // step must find them); the shards they alias are zeroed or overwritten.
-  for (auto& model : models_) model->reducer().clear_gradient_shards();
-  before_step();
+  for (auto& model : models_) {
+    model->reducer().clear_gradient_shards();
+    model->clear_host_gradients();
+  }
+  bind_gradients();
 }
 
 std::vector<at::Tensor> ShardedOptimizer::shard_gradients() {

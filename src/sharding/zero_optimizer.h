@@ -42,6 +42,19 @@ std::unordered_map<const c10::TensorImpl*, std::size_t> bucketed_parameters(
 void broadcast_unbucketed_state(Communicator& communicator, torch::nn::Module& module,
                                 const GradientReducer& reducer);
 
+// CPU offloading (DeepSpeed's offload_param_device / offload_optimizer_device
+// "cpu", FSDP's cpu_offload). `optimizer`: the optimizer steps host copies of
+// the shards (its state is created beside them, in host memory); the
+// gradient shards are copied to the host after each synced backward pass and
+// the stepped shards back before they are gathered. `parameters` (stage 3):
+// a unit's shard lives in host memory only, and is copied to the device into
+// its slot of the unit's buffer when the unit is gathered; the optimizer
+// steps it where it is. Host memory is pinned when the shards are on CUDA.
+struct Offload {
+  bool parameters = false;
+  bool optimizer = false;
+};
+
 class ModelShards {
  public:
   // stage 1: gradients all-reduced as usual; stage 2: reduce-scattered;
@@ -55,8 +68,10 @@ class ModelShards {
   // unit's buffer is freed as soon as this process has its shard, so no
   // process holds more than one bucket beyond its shards.
   // Before the first backward pass.
+  // `offload`: see Offload (its `parameters` applies to stage-3 units).
   ModelShards(std::shared_ptr<Communicator> communicator, GradientReducer& reducer, int stage,
-              const std::vector<int>& unit_of = {}, bool release_units = false);
+              const std::vector<int>& unit_of = {}, bool release_units = false,
+              Offload offload = {});
 
   GradientReducer& reducer() { return reducer_; }
   const GradientReducer& reducer() const { return reducer_; }
@@ -64,7 +79,8 @@ class ModelShards {
   int world_size() const { return communicator_->world_size(); }
   // Bucket b's padded parameter buffer, and this process's shard of it (a
   // view into the buffer, except for a stage-3 unit's bucket: a tensor of
-  // its own, since the buffer is freed between uses).
+  // its own, since the buffer is freed between uses; in host memory when
+  // its parameters are offloaded).
   const at::Tensor& parameter_buffer(std::size_t b) const { return buffers_.at(b); }
   const at::Tensor& parameter_shard(std::size_t b) const { return shards_.at(b); }
   std::int64_t shard_numel(std::size_t b) const;
@@ -83,13 +99,41 @@ class ModelShards {
   // all-gather without waiting; gather_bucket(b) finishes it.
   void start_gather(std::size_t b);
 
+  // Offloading. Whether the optimizer steps bucket b in host memory, and
+  // what it steps there: the shard itself (parameters offloaded) or a host
+  // copy of it, with the host copy of the gradient shard; else the shard and
+  // the reducer's gradient shard.
+  bool offloaded(std::size_t b) const { return host_gradients_.at(b).defined(); }
+  at::Tensor optimizer_shard(std::size_t b) const;
+  at::Tensor optimizer_gradient(std::size_t b);
+  // After a synced backward pass: the gradient shards to the host.
+  void gradients_to_host();
+  // Before a step: the host copies from the shards, unless nothing can have
+  // changed the shards since the last step wrote them (so a load or a
+  // program's write between steps is never lost).
+  void parameters_to_host();
+  // After a step: the stepped host copies back into the shards.
+  void parameters_from_host();
+  // zero_grad for the host gradient copies.
+  void clear_host_gradients();
+
  private:
+  // Whether bucket b's shard is a host copy the optimizer steps (not the shard itself).
+  bool mirrored(std::size_t b) const;
+  // The tensor bucket b's all-gather starts from: the shard, or its slot of
+  // the buffer once the host shard is copied there.
+  at::Tensor gather_source(std::size_t b);
+
   std::shared_ptr<Communicator> communicator_;
   GradientReducer& reducer_;
   int stage_;
   std::vector<at::Tensor> buffers_;           // per bucket, padded
   std::vector<at::Tensor> shards_;            // per bucket, this process's part
   std::vector<PendingCollective> gathering_;  // per bucket: start_gather's, until waited for
+  // Offloading, per bucket (undefined where the bucket is not offloaded):
+  std::vector<at::Tensor> host_parameters_;  // what the optimizer steps (may be shards_[b])
+  std::vector<at::Tensor> host_gradients_;
+  bool host_copies_stale_ = true;  // parameters_to_host must copy
 };
 
 class ShardedOptimizer : public OptimizerShardHooks {
@@ -127,6 +171,9 @@ class ShardedOptimizer : public OptimizerShardHooks {
     std::int64_t numel;
     at::Tensor parameter;  // the view the optimizer steps
   };
+  // Each run's .grad: a view of its gradient shard (or of its host copy).
+  void bind_gradients();
+
   std::shared_ptr<Communicator> communicator_;
   torch::optim::Optimizer& optimizer_;
   std::vector<std::shared_ptr<ModelShards>> models_;

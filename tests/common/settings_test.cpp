@@ -47,7 +47,7 @@ TEST(Settings, EveryVariableIsDeclaredOnceWithItsFacts) {
     EXPECT_NE(std::string(about.default_text), "") << about.variable;
     EXPECT_NE(std::string(about.meaning), "") << about.variable;
   }
-  EXPECT_EQ(seen.size(), 32u);
+  EXPECT_EQ(seen.size(), 33u);
   EXPECT_EQ(seen.count("ACCELERATE_MIXED_PRECISION"), 1u);
   EXPECT_EQ(seen.count("ACCELERATE_GRADIENT_ACCUMULATION_STEPS"), 1u);
 }
@@ -179,6 +179,12 @@ TEST(Settings, RestartCountAndThreads) {
   EXPECT_EQ(kOmpWaitPolicy.read({{"OMP_WAIT_POLICY", "passive"}}), "PASSIVE");
   EXPECT_EQ(kOmpWaitPolicy.read({{"OMP_WAIT_POLICY", "Active"}}), "ACTIVE");
   expect_refused(kOmpWaitPolicy, "lazy");
+}
+
+TEST(Settings, OffloadOnCpuJob) {
+  EXPECT_FALSE(kOffloadOnCpuJob.read_or_default({}));
+  EXPECT_EQ(kOffloadOnCpuJob.read({{"ACCELERATE_OFFLOAD_ON_CPU_JOB", "true"}}), true);
+  expect_refused(kOffloadOnCpuJob, "sometimes");
 }
 
 TEST(Settings, ShardedTrainingDefaults) {

@@ -270,12 +270,12 @@ TEST(Questionnaire, DeepSpeedWithAJsonFileAsksNoMore) {
 TEST(Questionnaire, FsdpAsksAcceleratesQuestions) {
   std::string transcript;
   // FSDP 1 (menu entry 0): HYBRID_SHARD refused, then FULL_SHARD (Accelerate's
-  // default answer), offloading refused then declined, its wrap policy
+  // default answer), offloading, its wrap policy
   // (entry 0, TRANSFORMER_BASED_WRAP) and the class names (an empty answer
   // and one without a name are asked again), FULL_STATE_DICT (entry 0), no
   // CPU RAM efficient loading, and then no module-state broadcast (FSDP 1).
   ClusterAnswers v1 = answer(
-      "0\n2\n1\nno\nno\nyes\n0\nHYBRID_SHARD\n\nyes\n\n0\n\n, ,\nBlock,Mlp\n0\nno\nno\n2\n\n",
+      "0\n2\n1\nno\nno\nyes\n0\nHYBRID_SHARD\n\nyes\n0\n\n, ,\nBlock,Mlp\n0\nno\nno\n2\n\n",
       &transcript);
   EXPECT_EQ(v1.distributed_type, "FSDP");
   ASSERT_TRUE(v1.fsdp.has_value());
@@ -307,10 +307,10 @@ TEST(Questionnaire, FsdpAsksAcceleratesQuestions) {
             std::string::npos)
       << transcript;
   EXPECT_NE(transcript.find("Do you want to offload parameters and gradients to CPU? [yes/NO]: "
-                            "yes\naccelerate-cpp cannot offload parameters to the CPU in a GPU job "
-                            "yet; answer no."),
+                            "yes\n"),
             std::string::npos)
       << transcript;
+  EXPECT_TRUE(v1.fsdp->offload_params);
   EXPECT_NE(transcript.find("What should be your FSDP's state dict type?\n  [0] FULL_STATE_DICT\n"
                             "  [1] LOCAL_STATE_DICT\n  [2] SHARDED_STATE_DICT\n"),
             std::string::npos)
@@ -322,7 +322,7 @@ TEST(Questionnaire, FsdpAsksAcceleratesQuestions) {
   const std::string v1_text = to_config_yaml(to_config_node(v1));
   EXPECT_NE(v1_text.find("fsdp_config:\n  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n"
                          "  fsdp_cpu_ram_efficient_loading: false\n"
-                         "  fsdp_offload_params: false\n"
+                         "  fsdp_offload_params: true\n"
                          "  fsdp_reshard_after_forward: FULL_SHARD\n"
                          "  fsdp_state_dict_type: FULL_STATE_DICT\n"
                          "  fsdp_sync_module_states: false\n"

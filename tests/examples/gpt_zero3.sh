@@ -6,7 +6,8 @@
 # whole gradients in float, ZeRO clips shards with a norm summed in double),
 # resume exactly from a stage-3 checkpoint, and save a model that generates.
 # zero3_init_flag is on: process 1 builds the model without memory for its
-# weights and receives its shards from process 0.
+# weights and receives its shards from process 0. With CPU offloading's
+# copies forced on this CPU-only job it must end exactly where it ends without.
 # Usage: gpt_zero3.sh ACCELERATE_CLI GPT_BINARY DATA_DIR
 set -euo pipefail
 cli=$1 program=$2 data=$3
@@ -55,6 +56,17 @@ echo "data parallelism eval_loss $plain_eval, ZeRO-3 $zero3_eval"
 # assert: both evaluated, and agree to 1e-4 relative
 [[ -n "$plain_eval" && -n "$zero3_eval" ]]
 awk -v a="$plain_eval" -v b="$zero3_eval" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * a) }'
+
+# CPU offloading of the parameters and the optimizer, with its host copies
+# made on this CPU-only job (ACCELERATE_OFFLOAD_ON_CPU_JOB): copies change no
+# value, so it ends exactly where stage 3 on the "device" ends.
+offloaded=$(ACCELERATE_OFFLOAD_ON_CPU_JOB=true run "$work/offloaded" --config_file "$work/zero3.yaml" \
+  --offload_param_device cpu --offload_optimizer_device cpu -- 2>&1)
+offloaded_eval=$(eval_loss "$offloaded")
+echo "ZeRO-3 eval_loss $zero3_eval, with CPU offloading $offloaded_eval"
+# assert: the offload path ran (its note) and trained exactly as without it
+grep -q "offload_param_device cpu with ACCELERATE_OFFLOAD_ON_CPU_JOB" <<<"$offloaded"
+[[ "$zero3_eval" == "$offloaded_eval" ]]
 
 # Resume from the step-10 stage-3 checkpoint in a fresh output folder.
 mkdir -p "$work/resumed"

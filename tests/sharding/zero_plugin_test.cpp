@@ -349,7 +349,7 @@ TEST(ZeroPlugin, FsdpOffloadAndPrefetchOnACpuJobAreAcceptedAndSaySo) {
   });
   const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_THAT(err, HasSubstr("accelerate: note: FSDP cpu_offload changes nothing in a CPU-only "
-                             "job: the parameters and gradients are in CPU memory already\n"));
+                             "job: the parameters and the optimizer state are in CPU memory already\n"));
   // Gathers are always prefetched: asking for it changes nothing and says nothing.
   EXPECT_THAT(err, ::testing::Not(HasSubstr("prefetch")));
   const auto plain = on_two_ranks([&](auto comm) {
