@@ -185,6 +185,14 @@ class GradientReducer {
   // after a synced backward): a view into the bucket buffer (kReplicated) or
   // its own tensor (kSharded).
   at::Tensor gradient_shard(std::size_t bucket);
+  // kSharded, before the backward pass of the parameters in `bucket` (ZeRO
+  // stage 3 calls it as a unit's backward begins): allocates the bucket's
+  // reduce-scatter buffer now and makes their .grad views into it, so that
+  // autograd adds the gradients in place instead of beside the buffer (one
+  // unit's gradients fewer alive at a time). Gradients accumulated in
+  // no_sync steps are copied in first. Nothing when sync is disabled, the
+  // bucket has launched, or it sends another dtype than it computes.
+  void begin_bucket_gradients(std::size_t bucket);
   // kSharded: zero_grad for the shards. Until it is called, each synced
   // backward adds its averaged shard to them, as LibTorch adds a backward
   // pass's gradients to .grad (several backward passes before one step).

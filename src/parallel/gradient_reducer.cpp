@@ -288,6 +288,24 @@ at::Tensor GradientReducer::gradient_shard(std::size_t bucket) {
   return state_->progress.at(bucket).shard;
 }
 
+void GradientReducer::begin_bucket_gradients(std::size_t b) {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.partition != GradientPartition::kSharded || !s.sync_enabled || !s.distributed()) return;
+  const GradientBucket& bucket = s.buckets.at(b);
+  State::BucketProgress& progress = s.progress[b];
+  if (s.next_to_launch > b || progress.buffer.defined()) return;
+  if (bucket.compressed || bucket.wire_dtype != bucket.gradient_dtype) return;
+  c10::NoGradGuard no_grad;
+  progress.buffer = at::zeros({bucket.padded_numel}, progress.shard.options());
+  for (std::size_t index : bucket.parameter_indices) {
+    at::Tensor view = s.bucket_view(index);
+    at::Tensor& grad = s.parameters[index].mutable_grad();
+    if (grad.defined()) view.copy_(grad);
+    grad = view;
+  }
+}
+
 void GradientReducer::clear_gradient_shards() {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mutex);

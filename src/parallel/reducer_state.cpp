@@ -56,8 +56,10 @@ void GradientReducer::State::launch(std::size_t b) {
   if (b == 0) first_launch = Clock::now();
   c10::NoGradGuard no_grad;
   const bool views = progress[b].grads_are_views;
-  if (partition == GradientPartition::kSharded) {
-    // A fresh buffer each step: it is freed once its shard is reduced.
+  const bool sharded = partition == GradientPartition::kSharded;
+  if (sharded && !progress[b].buffer.defined()) {
+    // A fresh buffer each step (unless begin_bucket_gradients made it and
+    // the gradients are in it already): freed once its shard is reduced.
     const GradientBucket& bucket = buckets[b];
     progress[b].buffer = at::empty({bucket.padded_numel}, progress[b].shard.options());
     progress[b].buffer.narrow(0, bucket.numel, bucket.padded_numel - bucket.numel).zero_();
@@ -69,7 +71,10 @@ void GradientReducer::State::launch(std::size_t b) {
       throw Error("gradient sync: parameter " + std::to_string(index) +
                   " has a sparse gradient, which bucketed sync does not support");
     }
-    if (views && grad.defined() && is_bucket_view(grad, view)) continue;  // accumulated in place
+    if (grad.defined() && is_bucket_view(grad, view)) {  // accumulated in place
+      if (sharded) grad.reset();  // the buffer holds it; freed below, as any copy
+      continue;
+    }
     if (grad.defined()) {
       view.copy_(grad);
     } else {
@@ -79,7 +84,7 @@ void GradientReducer::State::launch(std::size_t b) {
     if (views) grad = view;
     // Sharded: the full gradient is in the buffer now; freeing it here rather
     // than in finalize keeps one unit's worth alive at a time, not the model's.
-    if (partition == GradientPartition::kSharded) grad.reset();
+    if (sharded) grad.reset();
   }
   // Compressed buckets are averaged before the sum (DDP's compress hooks):
   // a sum of N fp16 values could overflow where their mean does not.

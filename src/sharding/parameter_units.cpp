@@ -99,6 +99,10 @@ struct ParameterUnits::State {
         if (auto state = weak.lock()) {
           state->gather(state->units[u]);
           state->prefetch(u, -1);
+          // Its gradients go straight into their reduce-scatter buffers.
+          for (std::size_t b : state->units[u].buckets) {
+            state->shards->reducer().begin_bucket_gradients(b);
+          }
         }
         return grad;
       });

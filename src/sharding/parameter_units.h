@@ -11,9 +11,11 @@
 //   backward  the output's hook gathers them again (and starts the previous
 //             unit's gather) before the unit's
 //             backward reads the weights autograd saved (they alias the same
-//             storage, src/parallel/storage_release.h); the reducer
-//             reduce-scatters the unit's gradients as they complete (stage
-//             2's path); once every parameter of the unit has its gradient,
+//             storage, src/parallel/storage_release.h); autograd adds the
+//             unit's gradients straight into its reduce-scatter buffers
+//             (GradientReducer::begin_bucket_gradients), which the reducer
+//             reduce-scatters as they complete (stage 2's path); once
+//             every parameter of the unit has its gradient,
 //             the buffers are freed again
 //   step      the optimizer updates the shards; the buffers stay free until
 //             the unit next runs (ModelShards::gather_parameters skips them)
