@@ -263,6 +263,9 @@ class Accelerator {
   std::vector<torch::nn::Module*> prepared_modules_;
   std::vector<torch::optim::Optimizer*> prepared_optimizers_;
   std::vector<PreparedSchedulerBase*> prepared_schedulers_;
+  // DummySchedulers of the prepare() call under way, built at its end
+  // (their DummyOptim may come after them in the call).
+  std::vector<PreparedSchedulerBase*> unbuilt_schedules_;
   std::vector<DataLoaderBase*> loaders_;
   std::vector<std::unique_ptr<GradientReducer>> reducers_;
   struct Zero;  // sharded training's parts (deepspeed_plugin); null without it

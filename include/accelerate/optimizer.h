@@ -16,6 +16,7 @@
 // updates the scale.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <utility>
 
@@ -56,6 +57,34 @@ class PreparedOptimizerBase {
   const std::shared_ptr<OptimizerShardHooks>& shard_hooks() const { return hooks_; }
 
  protected:
+  // Accelerate's step around `base_step` (the wrapped optimizer's own):
+  // nothing while gradients accumulate; the shard hooks around it; with a
+  // GradScaler, unscale, skip on inf/NaN and update the scale.
+  torch::Tensor prepared_step(const std::function<torch::Tensor()>& base_step) {
+    if (!should_act()) {
+      record(false);
+      return {};
+    }
+    torch::Tensor loss;
+    if (hooks_) hooks_->before_step();
+    bool stepped = true;
+    if (!scaler_) {
+      loss = base_step();
+    } else {
+      stepped = scaler_->step(base_optimizer(), [&] { loss = base_step(); });
+      scaler_->update();
+    }
+    if (hooks_) hooks_->after_step(stepped);
+    record(stepped);
+    return loss;
+  }
+  // Accelerate's zero_grad around `base_zero_grad`: nothing while gradients
+  // accumulate; the shard hooks' instead of it under ZeRO.
+  void prepared_zero_grad(bool set_to_none, const std::function<void()>& base_zero_grad) {
+    if (!should_act()) return;
+    if (hooks_) return hooks_->zero_grad(set_to_none);
+    base_zero_grad();
+  }
   bool should_act() const { return !state_ || state_->sync_gradients(); }
   void record(bool stepped) {
     if (!state_) return;
@@ -78,36 +107,17 @@ class Optimizer : public Base, public PreparedOptimizerBase {
   using Base::Base;
 
   torch::Tensor step(torch::optim::Optimizer::LossClosure closure = nullptr) override {
-    if (!should_act()) {
-      record(false);
-      return {};
-    }
-    torch::Tensor loss;
-    if (shard_hooks()) shard_hooks()->before_step();
-    bool stepped = true;
-    if (!scaler()) {
-      loss = Base::step(std::move(closure));
-    } else {
-      stepped = scaler()->step(*this, [&] { loss = Base::step(std::move(closure)); });
-      scaler()->update();
-    }
-    if (shard_hooks()) shard_hooks()->after_step(stepped);
-    record(stepped);
-    return loss;
+    return prepared_step([&] { return Base::step(std::move(closure)); });
   }
 
   void zero_grad() {
-    if (!should_act()) return;
-    if (shard_hooks()) return shard_hooks()->zero_grad(/*set_to_none=*/false);
-    Base::zero_grad();
+    prepared_zero_grad(/*set_to_none=*/false, [this] { Base::zero_grad(); });
   }
   // LibTorch 2.x's zero_grad(set_to_none); absent on 1.13 (SFINAE keeps it
   // from being instantiated there).
   template <class B = Base>
   auto zero_grad(bool set_to_none) -> decltype(std::declval<B&>().zero_grad(set_to_none)) {
-    if (!should_act()) return;
-    if (shard_hooks()) return shard_hooks()->zero_grad(set_to_none);
-    Base::zero_grad(set_to_none);
+    prepared_zero_grad(set_to_none, [&] { Base::zero_grad(set_to_none); });
   }
 
   torch::optim::Optimizer& base_optimizer() override { return *this; }

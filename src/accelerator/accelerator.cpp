@@ -227,6 +227,14 @@ EmptyWeightsGuard Accelerator::zero3_init() {
 
 void Accelerator::prepare_optimizer(PreparedOptimizerBase& optimizer) {
   if (optimizer.is_prepared()) return;
+  if (auto* dummy = dynamic_cast<DummyOptim*>(&optimizer)) {
+    if (!zero_) {
+      throw ConfigError(
+          "DummyOptim stands in for the optimizer of a DeepSpeed config file, and this job has "
+          "no DeepSpeed settings; declare accelerate::Optimizer<YourOptimizer> instead");
+    }
+    zero_->build_optimizer(*dummy);
+  }
   if (zero_ && zero_->stage() > 0 && job_->is_distributed()) shard_optimizer(optimizer);
   optimizer.attach(gradient_state_);
   optimizer.attach_scaler(scaler_);
@@ -285,6 +293,14 @@ void Accelerator::prepare_plain_optimizer(torch::optim::Optimizer& optimizer) {
 
 void Accelerator::prepare_scheduler(PreparedSchedulerBase& scheduler) {
   if (scheduler.is_prepared()) return;
+  if (dynamic_cast<DummyScheduler*>(&scheduler) != nullptr) {
+    if (!zero_) {
+      throw ConfigError(
+          "DummyScheduler stands in for the scheduler of a DeepSpeed config file, and this job "
+          "has no DeepSpeed settings; declare accelerate::Scheduler<YourScheduler> instead");
+    }
+    unbuilt_schedules_.push_back(&scheduler);
+  }
   scheduler.attach(gradient_state_);
   prepared_schedulers_.push_back(&scheduler);
 }
@@ -305,6 +321,12 @@ void Accelerator::prepare_loader(DataLoaderBase& loader) {
 }
 
 void Accelerator::finish_prepare() {
+  std::vector<PreparedSchedulerBase*> unbuilt;
+  unbuilt.swap(unbuilt_schedules_);
+  for (PreparedSchedulerBase* scheduler : unbuilt) {
+    zero_->build_schedule(static_cast<DummyScheduler&>(*scheduler), num_processes(),
+                          options_.dataloader_config().split_batches());
+  }
   if (!zero_ || !zero_->file || zero_->resolved || prepared_optimizers_.empty()) return;
   sharding::ProgramValues program;
   program.world_size = num_processes();

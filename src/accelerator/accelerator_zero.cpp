@@ -9,6 +9,7 @@
 #include "accelerate/errors.h"
 #include "common/settings.h"
 #include "sharding/deepspeed_config.h"
+#include "sharding/deepspeed_objects.h"
 #include "sharding/plugin_from_environment.h"
 
 namespace accelerate {
@@ -193,13 +194,65 @@ void Accelerator::Zero::resolve_file(sharding::ProgramValues program, bool main_
   if (!main_process) return;
   for (const auto& note : resolved_config.notes) std::cerr << "accelerate: note: " << note << "\n";
   const auto mention = [&](const char* what, const std::optional<sharding::ParamSection>& section) {
-    if (!section) return;
+    if (!section || (what == std::string("optimizer") ? optimizer_from_file : schedule_from_file))
+      return;
     std::cerr << "accelerate: note: " << file->source << ": the " << what << " section ("
               << section->type << ") is not used: accelerate-cpp steps the " << what
               << " the program prepares (Accelerate would ask for DummyOptim/DummyScheduler)\n";
   };
   mention("optimizer", file->optimizer);
   mention("scheduler", file->scheduler);
+}
+
+namespace {
+
+// Accelerate's refusal of a stand-in without the file section it stands in for.
+void require_section(const std::optional<sharding::DeepSpeedConfig>& file, bool has_section,
+                     const std::string& section, const std::string& stand_in,
+                     const std::string& instead) {
+  if (file && has_section) return;
+  throw ConfigError((file ? file->source + ": the file has no " + section + " section"
+                          : std::string("the job has no DeepSpeed config file")) +
+                    ", so " + stand_in +
+                    " has nothing to stand in for (Accelerate refuses it too): write the "
+                    "section, or declare " +
+                    instead + " instead");
+}
+
+}  // namespace
+
+void Accelerator::Zero::build_optimizer(DummyOptim& optimizer) {
+  require_section(file, file && file->optimizer, "optimizer", "DummyOptim",
+                  "accelerate::Optimizer<YourOptimizer>");
+  sharding::ProgramValues program;
+  program.lr = optimizer.lr();
+  program.weight_decay = optimizer.weight_decay();
+  const sharding::ResolvedParamSection section =
+      sharding::resolve_optimizer_section(*file, program);
+  optimizer.build(sharding::make_optimizer(section, optimizer.params(), file->source),
+                  section.type);
+  optimizer_from_file = true;
+}
+
+void Accelerator::Zero::build_schedule(DummyScheduler& scheduler, int world_size,
+                                       bool split_batches) {
+  require_section(file, file && file->scheduler, "scheduler", "DummyScheduler",
+                  "accelerate::Scheduler<YourScheduler>");
+  if (!scheduler.optimizer().built()) {
+    throw ConfigError(
+        "DummyScheduler: prepare its DummyOptim before it or in the same prepare() call");
+  }
+  sharding::ProgramValues program;
+  program.world_size = world_size;
+  program.split_batches = split_batches;
+  program.lr = scheduler.optimizer().lr();
+  program.warmup_num_steps = scheduler.warmup_num_steps();
+  program.total_num_steps = scheduler.total_num_steps();
+  const sharding::ResolvedParamSection section =
+      sharding::resolve_scheduler_section(*file, program);
+  scheduler.build(std::make_unique<DeepSpeedSchedule>(
+      scheduler.optimizer().base_optimizer(), sharding::schedule_options(section, file->source)));
+  schedule_from_file = true;
 }
 
 }  // namespace accelerate

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "accelerate/accelerator.h"
+#include "accelerate/dummy_optim.h"
+#include "accelerate/dummy_scheduler.h"
 #include "accelerate/scope_guard.h"
 #include "sharding/deepspeed_config.h"
 #include "sharding/parameter_units.h"
@@ -55,6 +57,12 @@ struct Accelerator::Zero {
   // contradicts it (ConfigError, the same on every process); the main
   // process prints the notes. Once.
   void resolve_file(sharding::ProgramValues program, bool main_process);
+  // DummyOptim / DummyScheduler (prepare()): builds what the file's
+  // optimizer / scheduler section describes in their place; ConfigError
+  // when the job has no file, or the file no such section.
+  void build_optimizer(DummyOptim& optimizer);
+  void build_schedule(DummyScheduler& scheduler, int world_size, bool split_batches);
+  bool optimizer_from_file = false, schedule_from_file = false;  // built, so used
   // The norm DeepSpeed clips every step's gradients to; nullopt: none.
   std::optional<double> clipping() const {
     const auto norm = plugin.gradient_clipping();

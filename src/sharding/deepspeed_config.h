@@ -201,6 +201,13 @@ struct ResolvedDeepSpeedConfig {
 // (world_size, gradient_accumulation_steps or micro_batch_size below 1).
 ResolvedDeepSpeedConfig resolve(const DeepSpeedConfig& config, const ProgramValues& program);
 
+// The file's optimizer / scheduler section (which must be there) with its
+// "auto" values filled as resolve() fills them.
+ResolvedParamSection resolve_optimizer_section(const DeepSpeedConfig& config,
+                                               const ProgramValues& program);
+ResolvedParamSection resolve_scheduler_section(const DeepSpeedConfig& config,
+                                               const ProgramValues& program);
+
 // The precision a run with this file computes in, given the job's
 // mixed_precision (part of resolve()): a missing fp16/bf16 section or
 // "enabled": "auto" follows mixed_precision, a literal true/false is the

@@ -321,6 +321,41 @@ MixedPrecision resolve_mixed_precision(const DeepSpeedConfig& config, MixedPreci
   return computed;
 }
 
+// Accelerate fills lr and weight_decay from the program's optimizer;
+// betas and eps follow Transformers' Trainer, which fills them too.
+ResolvedParamSection resolve_optimizer_section(const DeepSpeedConfig& config,
+                                               const ProgramValues& program) {
+  return resolve_params(
+      config.optimizer.value(), "optimizer", config.source,
+      [&](const std::string& key) -> std::optional<ParamValue> {
+        if (key == "lr") return param(program.lr);
+        if (key == "weight_decay") return param(program.weight_decay);
+        if (key == "eps") return param(program.eps);
+        if (!program.betas) return std::nullopt;  // key == "betas"
+        return ParamValue(std::vector<double>(program.betas->begin(), program.betas->end()));
+      });
+}
+
+// Accelerate's scheduler rules: warm up from 0 to the optimizer's lr; the
+// total is in steps per process, ceil(total / processes), unless batches
+// are split (then every process takes every step).
+ResolvedParamSection resolve_scheduler_section(const DeepSpeedConfig& config,
+                                               const ProgramValues& program) {
+  return resolve_params(
+      config.scheduler.value(), "scheduler", config.source,
+      [&](const std::string& key) -> std::optional<ParamValue> {
+        if (key == "warmup_min_lr") return ParamValue(0.0);
+        if (key == "warmup_max_lr") return param(program.lr);
+        if (key == "warmup_num_steps")
+          return ParamValue(static_cast<double>(program.warmup_num_steps));
+        if (!program.total_num_steps) return std::nullopt;  // key == "total_num_steps"
+        const int64_t total = *program.total_num_steps;
+        const int64_t steps =
+            program.split_batches ? total : (total + program.world_size - 1) / program.world_size;
+        return ParamValue(static_cast<double>(steps));
+      });
+}
+
 ResolvedDeepSpeedConfig resolve(const DeepSpeedConfig& config, const ProgramValues& program) {
   check_program(program);
   ResolvedDeepSpeedConfig out;
@@ -330,37 +365,8 @@ ResolvedDeepSpeedConfig resolve(const DeepSpeedConfig& config, const ProgramValu
   resolve_batch(config, program, out);
   resolve_clipping(config, program, out);
   resolve_zero(config, program, out);
-  // Accelerate fills lr and weight_decay from the program's optimizer;
-  // betas and eps follow Transformers' Trainer, which fills them too.
-  if (config.optimizer) {
-    out.optimizer = resolve_params(
-        *config.optimizer, "optimizer", config.source,
-        [&](const std::string& key) -> std::optional<ParamValue> {
-          if (key == "lr") return param(program.lr);
-          if (key == "weight_decay") return param(program.weight_decay);
-          if (key == "eps") return param(program.eps);
-          if (!program.betas) return std::nullopt;  // key == "betas"
-          return ParamValue(std::vector<double>(program.betas->begin(), program.betas->end()));
-        });
-  }
-  // Accelerate's scheduler rules: warm up from 0 to the optimizer's lr; the
-  // total is in steps per process, ceil(total / processes), unless batches
-  // are split (then every process takes every step).
-  if (config.scheduler) {
-    out.scheduler = resolve_params(
-        *config.scheduler, "scheduler", config.source,
-        [&](const std::string& key) -> std::optional<ParamValue> {
-          if (key == "warmup_min_lr") return ParamValue(0.0);
-          if (key == "warmup_max_lr") return param(program.lr);
-          if (key == "warmup_num_steps")
-            return ParamValue(static_cast<double>(program.warmup_num_steps));
-          if (!program.total_num_steps) return std::nullopt;  // key == "total_num_steps"
-          const int64_t total = *program.total_num_steps;
-          const int64_t steps =
-              program.split_batches ? total : (total + program.world_size - 1) / program.world_size;
-          return ParamValue(static_cast<double>(steps));
-        });
-  }
+  if (config.optimizer) out.optimizer = resolve_optimizer_section(config, program);
+  if (config.scheduler) out.scheduler = resolve_scheduler_section(config, program);
   return out;
 }
 

@@ -3,6 +3,8 @@
 # model's gradient buckets. The LibTorch-free DeepSpeed config reader is in
 # config_sources.cmake (part of 'accelerate_common').
 target_sources(accelerate PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/deepspeed_objects.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/dummy_objects.cpp
   ${CMAKE_CURRENT_LIST_DIR}/model_state_files.cpp
   ${CMAKE_CURRENT_LIST_DIR}/parameter_units.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shard_layout.cpp

@@ -22,10 +22,10 @@
 #include "accelerate/activation_checkpointing.h"
 #include "accelerate/errors.h"
 #include "accelerate/unit_forward.h"
-#include "compat/optim_compat.h"
 #include "parallel/storage_release.h"
 #include "sharding/parameter_units.h"
 #include "sharding/zero_test_model.h"
+#include "sharding/zero_test_support.h"
 #include "support/temp_dir.h"
 #include "support/thread_ranks.h"
 
@@ -121,26 +121,14 @@ Outcome train(std::shared_ptr<Communicator> comm, const Recipe& recipe) {
     c10::InferenceMode inference;
     outcome.eval_inference = model->forward(probe).clone();
   }
-  for (const auto& entry : accelerator.get_state_dict(model)) {
-    outcome.parameters.push_back(entry.second);
-  }
-  for (const auto& group : optimizer.param_groups()) {
-    for (const auto& p : group.params()) {
-      if (accelerate::compat::param_state(optimizer, p) != nullptr) {
-        outcome.optimizer_state_elements += p.numel();
-      }
-    }
-  }
+  outcome.parameters = accelerate::testing::whole_weights(accelerator, *model);
+  outcome.optimizer_state_elements = accelerate::testing::optimizer_state_elements(optimizer);
   return outcome;
 }
 
 std::vector<Outcome> train_on(int world, const Recipe& recipe) {
-  std::vector<Outcome> outcomes(world);
-  accelerate::testing::run_rank_communicators(world, [&](std::shared_ptr<Communicator> comm) {
-    const int rank = comm->rank();
-    outcomes[rank] = train(comm, recipe);
-  });
-  return outcomes;
+  return accelerate::testing::on_each_rank<Outcome>(
+      world, [&](std::shared_ptr<Communicator> comm) { return train(comm, recipe); });
 }
 
 void expect_same(const std::vector<Outcome>& got, const std::vector<Outcome>& want, double rtol = 0,

@@ -28,8 +28,8 @@
 
 #include "accelerate/accelerator.h"
 #include "accelerate/model_saving.h"
-#include "compat/optim_compat.h"
 #include "sharding/zero_test_model.h"
+#include "sharding/zero_test_support.h"
 #include "support/temp_dir.h"
 #include "support/thread_ranks.h"
 
@@ -133,11 +133,7 @@ FacadeRun facade_run(std::shared_ptr<Communicator> comm, int stage, const std::s
   auto& unwrapped = accelerator.unwrap_model(model);
   run.unwrap_is_the_model = unwrapped.ptr() == model.ptr();
   run.unwrapped = clones(unwrapped->parameters());
-  for (const auto& group : optimizer.param_groups()) {
-    for (const auto& p : group.params()) {
-      if (accelerate::compat::param_state(optimizer, p) != nullptr) run.state_elements += p.numel();
-    }
-  }
+  run.state_elements = accelerate::testing::optimizer_state_elements(optimizer);
   for (const auto& p : model->parameters()) run.total_elements += p.numel();
 
   run.saved_files = accelerator.save_model(unwrapped, save_dir);

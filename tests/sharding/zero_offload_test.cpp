@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "accelerate/accelerator.h"
-#include "compat/optim_compat.h"
 #include "parallel/storage_release.h"
 #include "sharding/zero_test_model.h"
+#include "sharding/zero_test_support.h"
 #include "support/temp_dir.h"
 #include "support/thread_ranks.h"
 
@@ -121,26 +121,14 @@ Outcome train(std::shared_ptr<Communicator> comm, const Recipe& recipe) {
     torch::NoGradGuard no_grad;
     outcome.eval_no_grad = model->forward(zero_data(8).get(0).data.reshape({1, 4})).clone();
   }
-  for (const auto& entry : accelerator.get_state_dict(model)) {
-    outcome.parameters.push_back(entry.second);
-  }
-  for (const auto& group : optimizer.param_groups()) {
-    for (const auto& p : group.params()) {
-      if (accelerate::compat::param_state(optimizer, p) != nullptr) {
-        outcome.optimizer_state_elements += p.numel();
-      }
-    }
-  }
+  outcome.parameters = accelerate::testing::whole_weights(accelerator, *model);
+  outcome.optimizer_state_elements = accelerate::testing::optimizer_state_elements(optimizer);
   return outcome;
 }
 
 std::vector<Outcome> train_on(int world, const Recipe& recipe) {
-  std::vector<Outcome> outcomes(world);
-  accelerate::testing::run_rank_communicators(world, [&](std::shared_ptr<Communicator> comm) {
-    const int rank = comm->rank();
-    outcomes[rank] = train(comm, recipe);
-  });
-  return outcomes;
+  return accelerate::testing::on_each_rank<Outcome>(
+      world, [&](std::shared_ptr<Communicator> comm) { return train(comm, recipe); });
 }
 
 void expect_same_parameters(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& want,

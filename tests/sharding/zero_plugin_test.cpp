@@ -14,10 +14,10 @@
 #include "accelerate/accelerator.h"
 #include "accelerate/errors.h"
 #include "accelerate/fsdp_plugin.h"
-#include "compat/optim_compat.h"
 #include "sharding/plugin_from_environment.h"
 #include "sharding/unit_policy.h"
 #include "sharding/zero_test_model.h"
+#include "sharding/zero_test_support.h"
 #include "support/thread_ranks.h"
 
 namespace {
@@ -73,11 +73,7 @@ PluginRun plugin_run(std::shared_ptr<Communicator> comm, AcceleratorOptions opti
     run.parameters.push_back(p.detach().clone());
     run.total_elements += p.numel();
   }
-  for (const auto& group : optimizer.param_groups()) {
-    for (const auto& p : group.params()) {
-      if (accelerate::compat::param_state(optimizer, p)) run.state_elements += p.numel();
-    }
-  }
+  run.state_elements = accelerate::testing::optimizer_state_elements(optimizer);
   return run;
 }
 

@@ -19,8 +19,8 @@
 
 #include "accelerate/accelerator.h"
 #include "accelerate/errors.h"
-#include "compat/optim_compat.h"
 #include "sharding/zero_test_model.h"
+#include "sharding/zero_test_support.h"
 #include "support/thread_ranks.h"
 
 namespace {
@@ -129,13 +129,7 @@ Outcome run_loop(std::shared_ptr<Communicator> comm, const Recipe& recipe,
   }
   Outcome outcome;
   for (const auto& p : model->parameters()) outcome.parameters.push_back(p.detach().clone());
-  for (const auto& group : optimizer.param_groups()) {
-    for (const auto& p : group.params()) {
-      if (accelerate::compat::param_state(optimizer, p) != nullptr) {
-        outcome.optimizer_state_elements += p.numel();
-      }
-    }
-  }
+  outcome.optimizer_state_elements = accelerate::testing::optimizer_state_elements(optimizer);
   if (accelerator.scaler()) outcome.loss_scale = accelerator.scaler()->get_scale();
   outcome.grads_released = true;
   for (const auto& p : model->parameters()) {

@@ -1,0 +1,51 @@
+// What the ZeRO tests read back after training, in one place: each rank's
+// result from threads-as-ranks, the whole weights, and how many parameter
+// elements an optimizer keeps state for.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "accelerate/accelerator.h"
+#include "compat/optim_compat.h"
+#include "support/thread_ranks.h"
+
+namespace accelerate {
+namespace testing {
+
+// `body`'s result on each of `world` ranks (threads with real collectives).
+template <class Result>
+std::vector<Result> on_each_rank(int world,
+                                 const std::function<Result(std::shared_ptr<Communicator>)>& body) {
+  std::vector<Result> results(world);
+  run_rank_communicators(world, [&](std::shared_ptr<Communicator> comm) {
+    const int rank = comm->rank();
+    results[rank] = body(std::move(comm));
+  });
+  return results;
+}
+
+// The model's whole weights, in get_state_dict's order (every rank calls it).
+inline std::vector<at::Tensor> whole_weights(Accelerator& accelerator,
+                                             const torch::nn::Module& model) {
+  std::vector<at::Tensor> weights;
+  for (const auto& entry : accelerator.get_state_dict(model)) weights.push_back(entry.second);
+  return weights;
+}
+
+// The elements of the parameters `optimizer` holds state for.
+inline int64_t optimizer_state_elements(torch::optim::Optimizer& optimizer) {
+  int64_t elements = 0;
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) {
+      if (compat::param_state(optimizer, p) != nullptr) elements += p.numel();
+    }
+  }
+  return elements;
+}
+
+}  // namespace testing
+}  // namespace accelerate
