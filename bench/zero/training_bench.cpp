@@ -47,8 +47,13 @@
 // the stage-3 formula becomes 16Ψu/N + 4Ψr + 12Ψr/N, Ψr the parameters
 // outside the units).
 //
+// --backward_prefetch NO_PREFETCH|BACKWARD_PRE runs stage 3 from an FSDP 1
+// plugin (FULL_SHARD, the blocks as units, forward_prefetch as the backward
+// one) instead of DeepSpeed's, which always prefetches: NO_PREFETCH keeps one
+// unit whole at a time in backward.
+//
 // Usage: zero_training_bench [--ranks 2,4] [--depth 8] [--width 512] [--gpt small]
-//          [--batch 32] [--steps 20] [--stages 0,1,2,3]
+//          [--batch 32] [--steps 20] [--stages 0,1,2,3] [--backward_prefetch NO_PREFETCH]
 //        zero_training_bench --memory_limit_mb 256 [--ranks 2] [--depth 16]
 //          [--batch 32] [--steps 3]
 #include <dlfcn.h>
@@ -100,6 +105,7 @@ struct Settings {
   int steps = 20;
   double memory_limit_mb = 0;  // > 0: the memory-limit demonstration
   std::string gpt_preset;      // "tiny"/"small": the GPT example's model instead of blocks
+  std::string backward_prefetch;  // "": DeepSpeed's stage 3; else FSDP 1's with this policy
 };
 
 std::vector<int> int_list(const std::string& value) {
@@ -132,6 +138,11 @@ Settings parse(int argc, char** argv) {
       s.steps = std::stoi(value);
     } else if (flag == "--memory_limit_mb") {
       s.memory_limit_mb = std::stod(value);
+    } else if (flag == "--backward_prefetch") {
+      if (value != "NO_PREFETCH" && value != "BACKWARD_PRE") {
+        throw std::invalid_argument("--backward_prefetch is NO_PREFETCH or BACKWARD_PRE");
+      }
+      s.backward_prefetch = value;
     } else if (flag == "--gpt") {
 #if ACCELERATE_BENCH_HAS_GPT
       s.gpt_preset = value;
@@ -286,8 +297,19 @@ double median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
-accelerate::AcceleratorOptions stage_options(int stage) {
+accelerate::AcceleratorOptions stage_options(int stage, const std::string& backward_prefetch = "") {
   accelerate::AcceleratorOptions options;
+  if (stage == 3 && !backward_prefetch.empty()) {
+    const bool prefetch = backward_prefetch != "NO_PREFETCH";
+    options.fsdp_plugin(
+        accelerate::FullyShardedDataParallelPlugin()
+            .auto_wrap_policy(accelerate::FsdpAutoWrapPolicy::kTransformerBasedWrap)
+            .transformer_cls_names_to_wrap({"Block"})
+            .backward_prefetch(prefetch ? accelerate::FsdpBackwardPrefetch::kBackwardPre
+                                        : accelerate::FsdpBackwardPrefetch::kNoPrefetch)
+            .forward_prefetch(prefetch));
+    return options;
+  }
   // Stage 0 is plain data parallelism, so the ZeRO runs do not clip either.
   if (stage > 0) {
     options.deepspeed_plugin(
@@ -298,7 +320,7 @@ accelerate::AcceleratorOptions stage_options(int stage) {
 
 Measured run_stage(accelerate::Communicator& comm, std::shared_ptr<accelerate::Communicator> owner,
                    const Settings& s, int stage) {
-  accelerate::Accelerator accelerator(owner, stage_options(stage));
+  accelerate::Accelerator accelerator(owner, stage_options(stage, s.backward_prefetch));
   Workload workload = make_workload(s, comm.rank());
   torch::nn::Module& model = *workload.module;
   accelerate::Optimizer<torch::optim::AdamW> optimizer(model.parameters(),

@@ -124,8 +124,13 @@ struct FullyShardedDataParallelPlugin {
   // `accelerate launch`'s 1e8; 0 drops the policy (no units), as
   // Accelerate's plugin does.
   ACCELERATE_ARG(int64_t, min_num_params) = 100000000;
-  // Accepted and changing nothing: stage 3 always starts the next unit's
-  // gather while one runs (forward and backward), as DeepSpeed does.
+  // FSDP 1 with FULL_SHARD: whether a unit's backward starts the previous
+  // unit's gather (BACKWARD_PRE / BACKWARD_POST, both at the start of the
+  // unit's backward), and a unit's forward the next one's. NO_PREFETCH, the
+  // default (Accelerate's and PyTorch's None), also lets each unit's
+  // reduce-scatter finish before the next unit's backward: one unit whole
+  // at a time, the least memory, communication not overlapped
+  // (docs/sharding.md). FSDP 2, like DeepSpeed, always prefetches one unit.
   ACCELERATE_ARG(FsdpBackwardPrefetch, backward_prefetch) = FsdpBackwardPrefetch::kNoPrefetch;
   ACCELERATE_ARG(bool, forward_prefetch) = false;
   // Offload to CPU memory: with FULL_SHARD the parameters' shards, and at

@@ -193,6 +193,10 @@ class GradientReducer {
   // no_sync steps are copied in first. Nothing when sync is disabled, the
   // bucket has launched, or it sends another dtype than it computes.
   void begin_bucket_gradients(std::size_t bucket);
+  // kSharded: whether a bucket's reduce-scatter may run on while the next
+  // bucket's gradients are computed (default true). false waits for each as
+  // it launches: one bucket buffer alive at a time, communication exposed.
+  void set_overlap_reduce_scatter(bool overlap);
   // kSharded: zero_grad for the shards. Until it is called, each synced
   // backward adds its averaged shard to them, as LibTorch adds a backward
   // pass's gradients to .grad (several backward passes before one step).

@@ -107,7 +107,13 @@ std::unique_ptr<Accelerator::Zero> Accelerator::Zero::configure(const Accelerato
   // DeepSpeed finds stage 3's units by itself: here, the model's repeated
   // blocks. FSDP finds them by its auto wrap policy.
   zero->unit_policy.policy = sharding::AutoWrapPolicy::kRepeatedBlocks;
-  if (fsdp && zero->plugin.zero_stage() == 3) zero->unit_policy = sharding::unit_policy_of(*fsdp);
+  if (fsdp && zero->plugin.zero_stage() == 3) {
+    zero->unit_policy = sharding::unit_policy_of(*fsdp);
+    if (fsdp->fsdp_version() == 1) {  // FSDP 2 always prefetches one unit ahead
+      zero->prefetch_forward = fsdp->forward_prefetch();
+      zero->prefetch_backward = fsdp->backward_prefetch() != FsdpBackwardPrefetch::kNoPrefetch;
+    }
+  }
   const int stage = zero->plugin.zero_stage();
   zero->sharded_state_dict =
       stage == 3 && (!fsdp || fsdp->state_dict_type() != FsdpStateDictType::kFullStateDict);
@@ -127,8 +133,6 @@ std::unique_ptr<Accelerator::Zero> Accelerator::Zero::configure(const Accelerato
                    "process holds its whole weights (every unit must then run through "
                    "unit_forward)\n";
     }
-    // (FSDP's backward_prefetch / forward_prefetch need no note: stage 3
-    // always prefetches the next unit's gather, as DeepSpeed does.)
     for (const auto& note : notes) std::cerr << "accelerate: note: " << note << "\n";
     if (file) {
       for (const auto& key : file->ignored_keys) {
@@ -168,8 +172,9 @@ void Accelerator::Zero::shard_model(const std::shared_ptr<Communicator>& communi
       communicator, reducer, 3, unit_of, /*release_units=*/units_start_free, offload);
   models.push_back(shards);
   units.push_back(std::make_unique<sharding::ParameterUnits>(
-      shards, found, unit_of, /*reshard_after_forward=*/true, /*prefetch=*/true,
+      shards, found, unit_of, /*reshard_after_forward=*/true, prefetch_forward, prefetch_backward,
       /*start_released=*/units_start_free));
+  if (!prefetch_backward) reducer.set_overlap_reduce_scatter(false);
   unit_roots.push_back(&module);
 }
 

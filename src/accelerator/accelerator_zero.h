@@ -76,6 +76,12 @@ struct Accelerator::Zero {
   // Stage 3: how prepare() finds a model's units, and each model's units
   // (in the order of `models`).
   sharding::UnitPolicy unit_policy;
+  // Stage 3: start the next unit's gather while one runs, in forward and in
+  // backward (DeepSpeed and FSDP 2 always; FSDP 1's forward_prefetch /
+  // backward_prefetch).
+  // Without the backward prefetch each unit's reduce-scatter also finishes
+  // before the next unit's backward: one unit at a time.
+  bool prefetch_forward = true, prefetch_backward = true;
   std::vector<std::unique_ptr<sharding::ParameterUnits>> units;
   std::vector<const torch::nn::Module*> unit_roots;  // the module each `units` entry shards
   // Stage 3: the units and the shards of `module` (a prepared model), or

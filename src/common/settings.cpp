@@ -367,14 +367,16 @@ const Setting<int64_t> kFsdpMinNumParams{
 const Setting<FsdpBackwardPrefetch> kFsdpBackwardPrefetch{
     {"FSDP_BACKWARD_PREFETCH", "--fsdp_backward_prefetch / fsdp_config.fsdp_backward_prefetch",
      "BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH", "NO_PREFETCH",
-     "accepted; stage 3 always prefetches the next unit's gather"},
+     "FSDP 1 FULL_SHARD: a unit's backward starts the previous unit's gather (NO_PREFETCH: one "
+     "unit at a time, its reduce-scatter finished first)"},
     FsdpBackwardPrefetch::kNoPrefetch,
     parse_backward_prefetch,
     format_backward_prefetch};
 
 const Setting<bool> kFsdpForwardPrefetch{
     {"FSDP_FORWARD_PREFETCH", "--fsdp_forward_prefetch / fsdp_config.fsdp_forward_prefetch",
-     kBoolExpectation, "false", "accepted; stage 3 always prefetches the next unit's gather"},
+     kBoolExpectation, "false",
+     "FSDP 1 FULL_SHARD: a unit's forward starts the next unit's gather"},
     false,
     parse_bool,
     format_bool};

@@ -92,8 +92,7 @@ const std::vector<KeySpec> kSectionKeys = {
     {"fsdp_config.fsdp_offload_params", B, kUse, true, nullptr, nullptr},
     {"fsdp_config.fsdp_activation_checkpointing", B, kIgn, true,
      "it has no activation checkpointing", "false"},
-    // FULL_SHARD's units, and prefetching (accepted; stage 3 always
-    // prefetches the next unit's gather).
+    // FULL_SHARD's units, and prefetching (FSDP 1).
     {"fsdp_config.fsdp_auto_wrap_policy", S, kUse, true, nullptr, nullptr},
     {"fsdp_config.fsdp_transformer_layer_cls_to_wrap", S, kUse, true, nullptr, nullptr},
     {"fsdp_config.fsdp_min_num_params", I, kUse, true, nullptr, nullptr},

@@ -290,14 +290,16 @@ const std::vector<FlagSpec> kFlags = {
        return show_setting(settings::kFsdpMinNumParams, o.fsdp_min_num_params);
      }},
     {"fsdp_backward_prefetch", 0, "POLICY",
-     "BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH: accepted (stage 3 always prefetches)",
+     "BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH (FSDP 1 FULL_SHARD; NO_PREFETCH: one unit at a "
+     "time)",
      [](Options& o, Text f, Text v) {
        o.fsdp_backward_prefetch = parse_setting(settings::kFsdpBackwardPrefetch, f, v);
      },
      [](const Options& o) {
        return show_setting(settings::kFsdpBackwardPrefetch, o.fsdp_backward_prefetch);
      }},
-    {"fsdp_forward_prefetch", 0, "true|false", "accepted (stage 3 always prefetches)",
+    {"fsdp_forward_prefetch", 0, "true|false",
+     "FSDP 1 FULL_SHARD: a unit's forward starts the next unit's gather",
      [](Options& o, Text f, Text v) {
        o.fsdp_forward_prefetch = parse_setting(settings::kFsdpForwardPrefetch, f, v);
      },

@@ -288,6 +288,11 @@ at::Tensor GradientReducer::gradient_shard(std::size_t bucket) {
   return state_->progress.at(bucket).shard;
 }
 
+void GradientReducer::set_overlap_reduce_scatter(bool overlap) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->sharded_in_flight = overlap ? 1 : 0;
+}
+
 void GradientReducer::begin_bucket_gradients(std::size_t b) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mutex);

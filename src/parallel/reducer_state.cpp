@@ -98,11 +98,11 @@ void GradientReducer::State::launch(std::size_t b) {
     progress[b].collective = communicator->reduce_scatter_sum_async(progress[b].buffer, into, what);
     // Each sharded bucket's buffer is as large as its gradients: freeing
     // them only in finalize would keep the whole model's gradients alive at
-    // the end of backward. With at most kShardedInFlight buffers in flight,
-    // the peak is a few buckets (ZeRO-3: units) whatever the model's size.
-    constexpr std::size_t kShardedInFlight = 1;
-    if (b >= kShardedInFlight) {
-      BucketProgress& done = progress[b - kShardedInFlight];
+    // the end of backward. With at most sharded_in_flight buffers in flight
+    // (0: each waited for as it launches), the peak is a few buckets (ZeRO-3:
+    // units) whatever the model's size.
+    if (b >= sharded_in_flight) {
+      BucketProgress& done = progress[b - sharded_in_flight];
       const Clock::time_point before = Clock::now();
       done.collective.wait();
       waited_in_backward += seconds_between(before, Clock::now());

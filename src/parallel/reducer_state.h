@@ -48,6 +48,9 @@ struct GradientReducer::State {
   // kSharded: the shards hold gradients since the last clear_gradient_shards()
   // (a later synced backward adds to them, as .grad accumulates).
   bool shards_hold_gradients = false;
+  // kSharded: buckets whose reduce-scatter may still run while later
+  // buckets' gradients are computed (set_overlap_reduce_scatter).
+  std::size_t sharded_in_flight = 1;
 
   mutable std::mutex mutex;
   bool sync_enabled = true;

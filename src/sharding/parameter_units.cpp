@@ -33,7 +33,7 @@ struct ParameterUnits::State {
   std::vector<Unit> units;
   std::vector<InstalledHook> hooks;
   bool reshard_after_forward = true;
-  bool prefetching = true;
+  bool prefetch_forward = true, prefetch_backward = true;
   std::vector<std::size_t> order;      // units as the last complete forward ran them
   std::vector<int> position;           // unit -> index in `order`, or -1
   std::vector<std::size_t> recording;  // the forward pass in progress
@@ -52,7 +52,7 @@ struct ParameterUnits::State {
   // ran in the last forward pass (the same on every process, so the
   // collectives stay matched; a wrong guess only gathers early).
   void prefetch(std::size_t u, int step) {
-    if (!prefetching || position[u] < 0) return;
+    if (!(step > 0 ? prefetch_forward : prefetch_backward) || position[u] < 0) return;
     const int next = position[u] + step;
     if (next < 0 || next >= static_cast<int>(order.size())) return;
     for (std::size_t b : units[order[static_cast<std::size_t>(next)]].buckets) {
@@ -180,12 +180,14 @@ std::vector<int> parameter_units(torch::nn::Module& root,
 ParameterUnits::ParameterUnits(std::shared_ptr<ModelShards> shards,
                                const std::vector<torch::nn::Module*>& units,
                                const std::vector<int>& unit_of, bool reshard_after_forward,
-                               bool prefetch, bool start_released)
+                               bool prefetch_forward, bool prefetch_backward,
+                               bool start_released)
     : state_(std::make_shared<State>()) {
   State& s = *state_;
   s.shards = std::move(shards);
   s.reshard_after_forward = reshard_after_forward;
-  s.prefetching = prefetch;
+  s.prefetch_forward = prefetch_forward;
+  s.prefetch_backward = prefetch_backward;
   s.position.assign(units.size(), -1);
   s.units.resize(units.size());
   GradientReducer& reducer = s.shards->reducer();

@@ -56,13 +56,15 @@ class ParameterUnits {
   // `units`: the model's unit modules; `unit_of`: parameter_units' answer,
   // which `shards` was built with. Marks each unit module so that
   // unit_forward finds it (a child module named kHandleName).
-  // `prefetch`: start the next unit's gather while one runs (forward: the
-  // next, backward: the previous, in the last forward's order), so at most
-  // two units are whole at a time.
+  // Prefetch: start the next unit's gather while one runs (`prefetch_forward`:
+  // the next in forward, `prefetch_backward`: the previous in backward, in
+  // the last forward's order), so at most two units are whole at a time;
+  // without it, one.
   // `start_released`: every unit counts as running through unit_forward
   // from the start, its weights freed until it first runs (zero3_init).
   ParameterUnits(std::shared_ptr<ModelShards> shards, const std::vector<torch::nn::Module*>& units,
-                 const std::vector<int>& unit_of, bool reshard_after_forward, bool prefetch = true,
+                 const std::vector<int>& unit_of, bool reshard_after_forward,
+                 bool prefetch_forward = true, bool prefetch_backward = true,
                  bool start_released = false);
   // Removes the gradient hooks, and the marks of units whose weights are
   // whole; a freed unit stays marked, and running it then throws Error

@@ -40,8 +40,28 @@ struct ResidualBlockImpl : torch::nn::Module {
   ResidualBlockImpl()
       : up(register_module("up", torch::nn::Linear(16, 32))),
         down(register_module("down", torch::nn::Linear(32, 16))) {}
-  torch::Tensor forward(const torch::Tensor& x) { return x + down(torch::tanh(up(x))); }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto inner = up(x);
+    if (seen != nullptr) watch(inner);
+    return x + down(torch::tanh(inner));
+  }
+  // While it runs, whether the block after it holds memory (forward) and,
+  // in its backward, whether the block before it does: a prefetched block
+  // does, a freed one does not. Appended to `seen` when set.
+  void watch(at::Tensor& inner) {
+    if (next) seen->push_back(std::string("forward: next ") + whole(next));
+    if (!previous) return;
+    inner.register_hook([this](const at::Tensor& grad) {
+      seen->push_back(std::string("backward: previous ") + whole(previous));
+      return grad;
+    });
+  }
+  static const char* whole(const ResidualBlockImpl* block) {
+    return accelerate::detail::storage_released(block->up->weight) ? "free" : "whole";
+  }
   torch::nn::Linear up, down;
+  ResidualBlockImpl *next = nullptr, *previous = nullptr;
+  std::vector<std::string>* seen = nullptr;
 };
 TORCH_MODULE(ResidualBlock);
 
@@ -136,6 +156,55 @@ void expect_bitwise_equal(const std::vector<Outcome>& got, const std::vector<Out
 
 FullyShardedDataParallelPlugin full_shard() {
   return FullyShardedDataParallelPlugin().sharding_strategy(FsdpShardingStrategy::kFullShard);
+}
+
+// What the middle block saw of its neighbours in the second training step
+// (the first has no unit order to prefetch by yet), on rank 0.
+std::vector<std::string> middle_block_sees(const FullyShardedDataParallelPlugin& plugin) {
+  std::vector<std::string> seen;
+  accelerate::testing::run_rank_communicators(2, [&](std::shared_ptr<Communicator> comm) {
+    const int rank = comm->rank();
+    Accelerator accelerator(std::move(comm), AcceleratorOptions().fsdp_plugin(plugin));
+    BlockStack model;
+    std::vector<ResidualBlockImpl*> blocks;
+    for (const auto& block : *model->blocks) blocks.push_back(block->as<ResidualBlockImpl>());
+    blocks[1]->previous = blocks[0];
+    blocks[1]->next = blocks[2];
+    accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(),
+                                                       torch::optim::SGDOptions(0.01));
+    accelerate::DataLoader loader(zero_data(32), accelerate::DataLoaderOptions(8));
+    accelerator.prepare(model, optimizer, loader);
+    std::vector<std::string> mine;
+    int step = 0;
+    for (auto& batch : loader) {
+      if (++step == 2) blocks[1]->seen = &mine;
+      accelerator.backward(torch::mse_loss(model->forward(batch.data), batch.target));
+      blocks[1]->seen = nullptr;
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+    if (rank == 0) seen = mine;
+  });
+  return seen;
+}
+
+// FSDP 1's backward_prefetch / forward_prefetch: with them, the next unit's
+// gather runs while one computes; NO_PREFETCH (the default) gathers each
+// unit only when it runs. FSDP 2 always prefetches.
+TEST(FsdpFullShard, PrefetchSettingsDecideWhetherTheNextUnitIsGatheredEarly) {
+  const auto plugin = full_shard()
+                          .auto_wrap_policy(FsdpAutoWrapPolicy::kTransformerBasedWrap)
+                          .transformer_cls_names_to_wrap({"ResidualBlock"});
+  using ::testing::ElementsAre;
+  EXPECT_THAT(middle_block_sees(plugin),
+              ElementsAre("forward: next free", "backward: previous free"));
+  EXPECT_THAT(middle_block_sees(FullyShardedDataParallelPlugin(plugin).backward_prefetch(
+                  accelerate::FsdpBackwardPrefetch::kBackwardPre)),
+              ElementsAre("forward: next free", "backward: previous whole"));
+  EXPECT_THAT(middle_block_sees(FullyShardedDataParallelPlugin(plugin).forward_prefetch(true)),
+              ElementsAre("forward: next whole", "backward: previous free"));
+  EXPECT_THAT(middle_block_sees(FullyShardedDataParallelPlugin(plugin).fsdp_version(2)),
+              ElementsAre("forward: next whole", "backward: previous whole"));
 }
 
 TEST(FsdpFullShard, TransformerBasedWrapTrainsAsDataParallelismWithTheBlocksReleased) {
