@@ -94,6 +94,7 @@ class Accelerator {
   // call or before; docs/deepspeed-config.md).
   template <class... Objects>
   void prepare(Objects&... objects) {
+    unbuilt_schedules_.clear();  // left by a call that threw
     (prepare_one(objects), ...);
     finish_prepare();
   }

@@ -13,9 +13,10 @@
 // The warm-up follows warmup_type: "log" (DeepSpeed's default: the fraction
 // log(i + 1) / log(warmup_num_steps) at step i) or "linear" (i /
 // warmup_num_steps), with warmup_num_steps at least 2, as DeepSpeed counts.
-// As in DeepSpeed, construction sets the rates of "step -1" (the minimum)
-// and the k-th step() call those of step k - 1, so the first two optimizer
-// steps run at the minimum rate.
+// As in DeepSpeed, construction sets the rates of "step -1" (the minimum;
+// 0 for WarmupCosineLR) and the k-th step() call those of step k - 1, so the
+// first two optimizer steps run at the minimum rate (WarmupCosineLR: 0, then
+// warmup_min_ratio × the rate).
 //
 //   accelerate::Scheduler<accelerate::DeepSpeedSchedule> scheduler(
 //       optimizer,

@@ -127,7 +127,8 @@ struct FullyShardedDataParallelPlugin {
   // FSDP 1 with FULL_SHARD: whether a unit's backward starts the previous
   // unit's gather (BACKWARD_PRE / BACKWARD_POST, both at the start of the
   // unit's backward), and a unit's forward the next one's. NO_PREFETCH, the
-  // default (Accelerate's and PyTorch's None), also lets each unit's
+  // default (Accelerate's, which it passes to PyTorch as None; PyTorch's own
+  // FSDP defaults to BACKWARD_PRE), also lets each unit's
   // reduce-scatter finish before the next unit's backward: one unit whole
   // at a time, the least memory, communication not overlapped
   // (docs/sharding.md). FSDP 2, like DeepSpeed, always prefetches one unit.

@@ -299,7 +299,12 @@ void Accelerator::prepare_scheduler(PreparedSchedulerBase& scheduler) {
           "DummyScheduler stands in for the scheduler of a DeepSpeed config file, and this job "
           "has no DeepSpeed settings; declare accelerate::Scheduler<YourScheduler> instead");
     }
-    unbuilt_schedules_.push_back(&scheduler);
+    // Built, then prepared, when the call ends (its DummyOptim may come later).
+    if (std::find(unbuilt_schedules_.begin(), unbuilt_schedules_.end(), &scheduler) ==
+        unbuilt_schedules_.end()) {
+      unbuilt_schedules_.push_back(&scheduler);
+    }
+    return;
   }
   scheduler.attach(gradient_state_);
   prepared_schedulers_.push_back(&scheduler);
@@ -326,6 +331,8 @@ void Accelerator::finish_prepare() {
   for (PreparedSchedulerBase* scheduler : unbuilt) {
     zero_->build_schedule(static_cast<DummyScheduler&>(*scheduler), num_processes(),
                           options_.dataloader_config().split_batches());
+    scheduler->attach(gradient_state_);
+    prepared_schedulers_.push_back(scheduler);
   }
   if (!zero_ || !zero_->file || zero_->resolved || prepared_optimizers_.empty()) return;
   sharding::ProgramValues program;
@@ -425,7 +432,7 @@ void Accelerator::unscale_gradients() {
   // unscaling them now would mix scaled and unscaled values.
   if (!scaler_ || !sync_gradients()) return;
   if (zero_) {
-    for (auto& sharded : zero_->optimizers) sharded->before_step();  // the shards' gradients
+    for (auto& sharded : zero_->optimizers) sharded->bind_gradients();  // the shards' gradients
   }
   for (torch::optim::Optimizer* optimizer : prepared_optimizers_) {
     if (!scaler_->is_unscaled(*optimizer)) scaler_->unscale_(*optimizer);

@@ -30,7 +30,7 @@ sharding::Offload offload_for(const DeepSpeedPlugin& plugin,
       plugin.offload_optimizer_device() == OffloadDevice::kCpu || fsdp_offload;
   const bool copies = job.device.is_cuda() || settings::kOffloadOnCpuJob.read_or_default(env);
   sharding::Offload offload;
-  if (copies && job.is_distributed()) {
+  if (copies && job.is_distributed() && stage > 0) {
     offload.parameters = offload_parameters;
     offload.optimizer = offload_optimizer;
   }
@@ -53,10 +53,12 @@ sharding::Offload offload_for(const DeepSpeedPlugin& plugin,
     std::cerr << "accelerate: note: " << requested
               << " changes nothing in a CPU-only job: the parameters and the optimizer state "
                  "are in CPU memory already\n";
-  } else if (!job.is_distributed()) {
-    std::cerr << "accelerate: note: " << requested
-              << " needs ZeRO's shards, which a job of one process does not make (it trains "
-                 "as data parallelism): nothing is offloaded\n";
+  } else if (!job.is_distributed() || stage == 0) {
+    std::cerr << "accelerate: note: " << requested << " needs ZeRO's shards, which "
+              << (stage == 0 ? "stage 0 (data parallelism) does not make"
+                             : "a job of one process does not make (it trains as data "
+                               "parallelism)")
+              << ": nothing is offloaded\n";
   } else {
     if (!job.device.is_cuda()) {
       std::cerr << "accelerate: note: " << requested << " with "

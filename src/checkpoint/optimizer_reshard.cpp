@@ -41,7 +41,12 @@ void copy_state_slice(const torch::optim::Optimizer& from, const at::Tensor& fro
     auto state = source->clone();  // non-tensor fields; its tensors are replaced below
     for (const StateTensor& field : kind->tensors) {
       at::Tensor& tensor = field.slot(*state);
-      if (tensor.defined()) tensor = at::zeros(to_param.sizes(), field.slot(readable).options());
+      // The source's dtype, on the target parameter's device (an offloaded
+      // optimizer's parameters are in host memory whatever the saved state's were).
+      if (tensor.defined()) {
+        tensor =
+            at::zeros(to_param.sizes(), field.slot(readable).options().device(to_param.device()));
+      }
     }
     compat::set_param_state(to, to_param, std::move(state));
   }

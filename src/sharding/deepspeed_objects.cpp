@@ -88,24 +88,30 @@ std::string lower(std::string text) {
 }
 
 std::unique_ptr<torch::optim::Optimizer> make_adam(Params& p, bool adamw_type,
-                                                   std::vector<at::Tensor> params) {
+                                                   std::vector<at::Tensor> params,
+                                                   const std::string& source) {
   if (p.has("max_grad_norm")) {
-    throw ConfigError(
-        "'max_grad_norm' is not supported as an optimizer parameter (DeepSpeed refuses it too); "
-        "use gradient_clipping");
+    throw ConfigError(source +
+                      ": optimizer.params.max_grad_norm is not supported as an optimizer "
+                      "parameter (DeepSpeed refuses it too); use gradient_clipping");
   }
   const bool torch_adam = p.flag("torch_adam", false);
   const bool decoupled = adamw_type || p.flag("adam_w_mode", true);
   if (!p.flag("bias_correction", true)) {
-    throw ConfigError(
-        "Adam without bias_correction is not available in accelerate-cpp "
-        "(LibTorch's Adam always corrects the bias)");
+    throw ConfigError(source +
+                      ": optimizer.params.bias_correction false is not available in "
+                      "accelerate-cpp (LibTorch's Adam always corrects the bias)");
   }
   const double lr = p.number("lr", 1e-3);
   const auto betas = p.pair("betas", {0.9, 0.999});
   const double eps = p.number("eps", 1e-8);
   const double weight_decay = p.number("weight_decay", torch_adam && decoupled ? 0.01 : 0.0);
   const bool amsgrad = p.flag("amsgrad", false);
+  if (amsgrad && !torch_adam) {
+    throw ConfigError(source +
+                      ": optimizer.params.amsgrad true needs \"torch_adam\": true (DeepSpeed's "
+                      "own Adam refuses AMSGrad too)");
+  }
   p.done();
   if (decoupled) {
     return std::make_unique<torch::optim::AdamW>(std::move(params), torch::optim::AdamWOptions(lr)
@@ -128,7 +134,9 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const ResolvedParamSecti
                                                         const std::string& source) {
   Params p(section, "optimizer", source);
   const std::string name = lower(section.type);
-  if (name == "adam" || name == "adamw") return make_adam(p, name == "adamw", std::move(params));
+  if (name == "adam" || name == "adamw") {
+    return make_adam(p, name == "adamw", std::move(params), source);
+  }
   if (name == "adagrad") {
     torch::optim::AdagradOptions options(p.number("lr", 1e-2));
     options.lr_decay(p.number("lr_decay", 0))

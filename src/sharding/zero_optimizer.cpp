@@ -92,12 +92,13 @@ ModelShards::ModelShards(std::shared_ptr<Communicator> communicator, GradientRed
     shards_.push_back(in_host       ? host_empty(shard).copy_(shard)
                       : unit_bucket ? shard.clone()
                                     : shard);
-    if (release_units && unit_bucket) detail::release_storage(buffer);
     const bool stepped_in_host = in_host || offload.optimizer;
     host_parameters_.push_back(in_host           ? shards_.back()
                                : stepped_in_host ? host_empty(shard).copy_(shard)
                                                  : at::Tensor());
     host_gradients_.push_back(stepped_in_host ? host_empty(shard).zero_() : at::Tensor());
+    // Last: `shard` is a view of the buffer.
+    if (release_units && unit_bucket) detail::release_storage(buffer);
   }
 }
 
@@ -120,20 +121,18 @@ void ModelShards::gradients_to_host() {
 }
 
 void ModelShards::parameters_to_host() {
-  if (!host_copies_stale_) return;
   for (std::size_t b = 0; b < shards_.size(); ++b) {
     if (mirrored(b)) host_parameters_[b].copy_(shards_[b]);
   }
-  host_copies_stale_ = false;
 }
 
+// Copies to the device are synchronous: the host memory they read is
+// written again on the CPU (the next step, a load) with nothing else to
+// order the two.
 void ModelShards::parameters_from_host() {
   for (std::size_t b = 0; b < shards_.size(); ++b) {
-    if (mirrored(b)) shards_[b].copy_(host_parameters_[b], /*non_blocking=*/true);
+    if (mirrored(b)) shards_[b].copy_(host_parameters_[b]);
   }
-  // Until the next step, the program may write the parameters (a load):
-  // the next step copies them to the host again.
-  host_copies_stale_ = true;
 }
 
 void ModelShards::clear_host_gradients() {
@@ -148,7 +147,7 @@ at::Tensor ModelShards::gather_source(std::size_t b) {
   // The shard lives in host memory: into its slot of the buffer, which the
   // all-gather then fills in place around it.
   at::Tensor slot = buffers_[b].narrow(0, shard_begin(b), shard_numel(b));
-  slot.copy_(shard, /*non_blocking=*/true);
+  slot.copy_(shard);  // synchronous, as in parameters_from_host
   return slot;
 }
 
@@ -261,6 +260,7 @@ void ShardedOptimizer::before_step() {
 }
 
 void ShardedOptimizer::bind_gradients() {
+  c10::NoGradGuard no_grad;
   for (Run& run : runs_) {
     ModelShards& model = *models_[run.model];
     const at::Tensor shard = model.optimizer_gradient(run.bucket);
@@ -298,7 +298,7 @@ void ShardedOptimizer::zero_grad(bool set_to_none) {
 }
 
 std::vector<at::Tensor> ShardedOptimizer::shard_gradients() {
-  before_step();
+  bind_gradients();
   std::vector<at::Tensor> gradients;
   for (const Run& run : runs_) gradients.push_back(run.parameter.grad());
   return gradients;

@@ -49,7 +49,8 @@ void broadcast_unbucketed_state(Communicator& communicator, torch::nn::Module& m
 // the stepped shards back before they are gathered. `parameters` (stage 3):
 // a unit's shard lives in host memory only, and is copied to the device into
 // its slot of the unit's buffer when the unit is gathered; the optimizer
-// steps it where it is. Host memory is pinned when the shards are on CUDA.
+// steps it where it is. The host copies are pinned memory when the shards
+// are on CUDA; copies back to the device are synchronous.
 struct Offload {
   bool parameters = false;
   bool optimizer = false;
@@ -108,9 +109,8 @@ class ModelShards {
   at::Tensor optimizer_gradient(std::size_t b);
   // After a synced backward pass: the gradient shards to the host.
   void gradients_to_host();
-  // Before a step: the host copies from the shards, unless nothing can have
-  // changed the shards since the last step wrote them (so a load or a
-  // program's write between steps is never lost).
+  // Before each step: the host copies from the shards (so a load or a
+  // program's write between steps is never lost; one copy per step).
   void parameters_to_host();
   // After a step: the stepped host copies back into the shards.
   void parameters_from_host();
@@ -133,7 +133,6 @@ class ModelShards {
   // Offloading, per bucket (undefined where the bucket is not offloaded):
   std::vector<at::Tensor> host_parameters_;  // what the optimizer steps (may be shards_[b])
   std::vector<at::Tensor> host_gradients_;
-  bool host_copies_stale_ = true;  // parameters_to_host must copy
 };
 
 class ShardedOptimizer : public OptimizerShardHooks {
@@ -152,7 +151,12 @@ class ShardedOptimizer : public OptimizerShardHooks {
                       const std::function<std::string(int)>& archive_of);
   const ShardLayout& layout() const { return *layout_; }
 
+  // Before the optimizer's own step (only then: offloading refreshes the
+  // host copies of the shards here).
   void before_step() override;
+  // Each run's .grad: a view of its gradient shard (or of its host copy),
+  // for what reads the gradients before a step (unscale_, clipping).
+  void bind_gradients();
   void after_step(bool stepped) override;
   void zero_grad(bool set_to_none) override;
 
@@ -171,9 +175,6 @@ class ShardedOptimizer : public OptimizerShardHooks {
     std::int64_t numel;
     at::Tensor parameter;  // the view the optimizer steps
   };
-  // Each run's .grad: a view of its gradient shard (or of its host copy).
-  void bind_gradients();
-
   std::shared_ptr<Communicator> communicator_;
   torch::optim::Optimizer& optimizer_;
   std::vector<std::shared_ptr<ModelShards>> models_;

@@ -46,13 +46,16 @@ struct ResidualBlockImpl : torch::nn::Module {
     return x + down(torch::tanh(inner));
   }
   // While it runs, whether the block after it holds memory (forward) and,
-  // in its backward, whether the block before it does: a prefetched block
-  // does, a freed one does not. Appended to `seen` when set.
+  // in its backward, whether the block before it does (a prefetched block
+  // does, a freed one does not), and whether its own `up` weight, whose
+  // gradient autograd has not computed yet, already has its .grad in the
+  // reduce-scatter buffer. Appended to `seen` when set.
   void watch(at::Tensor& inner) {
     if (next) seen->push_back(std::string("forward: next ") + whole(next));
     if (!previous) return;
     inner.register_hook([this](const at::Tensor& grad) {
-      seen->push_back(std::string("backward: previous ") + whole(previous));
+      seen->push_back(std::string("backward: previous ") + whole(previous) +
+                      (up->weight.grad().defined() ? ", own gradient bound" : ", own unbound"));
       return grad;
     });
   }
@@ -197,14 +200,14 @@ TEST(FsdpFullShard, PrefetchSettingsDecideWhetherTheNextUnitIsGatheredEarly) {
                           .transformer_cls_names_to_wrap({"ResidualBlock"});
   using ::testing::ElementsAre;
   EXPECT_THAT(middle_block_sees(plugin),
-              ElementsAre("forward: next free", "backward: previous free"));
+              ElementsAre("forward: next free", "backward: previous free, own gradient bound"));
   EXPECT_THAT(middle_block_sees(FullyShardedDataParallelPlugin(plugin).backward_prefetch(
                   accelerate::FsdpBackwardPrefetch::kBackwardPre)),
-              ElementsAre("forward: next free", "backward: previous whole"));
+              ElementsAre("forward: next free", "backward: previous whole, own gradient bound"));
   EXPECT_THAT(middle_block_sees(FullyShardedDataParallelPlugin(plugin).forward_prefetch(true)),
-              ElementsAre("forward: next whole", "backward: previous free"));
+              ElementsAre("forward: next whole", "backward: previous free, own gradient bound"));
   EXPECT_THAT(middle_block_sees(FullyShardedDataParallelPlugin(plugin).fsdp_version(2)),
-              ElementsAre("forward: next whole", "backward: previous whole"));
+              ElementsAre("forward: next whole", "backward: previous whole, own gradient bound"));
 }
 
 TEST(FsdpFullShard, TransformerBasedWrapTrainsAsDataParallelismWithTheBlocksReleased) {

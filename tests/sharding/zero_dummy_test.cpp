@@ -206,7 +206,11 @@ TEST(ZeroDummy, RefusesWhatItCannotStandInFor) {
       HasSubstr(": optimizer.params.betas expects a list of two numbers"));
   EXPECT_THAT(
       refusal(with_optimizer("clip", R"({"type": "Adam", "params": {"max_grad_norm": 1}})"), false),
-      HasSubstr("'max_grad_norm' is not supported as an optimizer parameter"));
+      HasSubstr(": optimizer.params.max_grad_norm is not supported as an optimizer parameter"));
+  EXPECT_THAT(
+      refusal(with_optimizer("amsgrad", R"({"type": "AdamW", "params": {"amsgrad": true}})"),
+              false),
+      HasSubstr(": optimizer.params.amsgrad true needs \"torch_adam\": true"));
   const std::string one_cycle =
       config_file("one_cycle", R"("optimizer": {"type": "AdamW", "params": {}},
           "scheduler": {"type": "OneCycle", "params": {}})");

@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "accelerate/accelerator.h"
+#include "accelerate/empty_weights.h"
 #include "parallel/storage_release.h"
+#include "sharding/zero_optimizer.h"
 #include "sharding/zero_test_model.h"
 #include "sharding/zero_test_support.h"
 #include "support/temp_dir.h"
@@ -42,6 +44,7 @@ struct Recipe {
   int accumulation = 1;
   double clip = 0;
   bool bf16 = false;
+  bool built_empty = false;  // zero3_init_flag, the model built inside zero3_init()
 };
 
 AcceleratorOptions options_for(const Recipe& recipe) {
@@ -54,8 +57,10 @@ AcceleratorOptions options_for(const Recipe& recipe) {
                             .auto_wrap_policy(accelerate::FsdpAutoWrapPolicy::kTransformerBasedWrap)
                             .transformer_cls_names_to_wrap({"ResidualBlock"}));
   } else {
-    DeepSpeedPlugin plugin =
-        DeepSpeedPlugin().zero_stage(recipe.stage).gradient_clipping(std::nullopt);
+    DeepSpeedPlugin plugin = DeepSpeedPlugin()
+                                 .zero_stage(recipe.stage)
+                                 .gradient_clipping(std::nullopt)
+                                 .zero3_init_flag(recipe.built_empty);
     if (recipe.offload != Offload::kNone) plugin.offload_optimizer_device(OffloadDevice::kCpu);
     if (recipe.offload == Offload::kParameters) plugin.offload_param_device(OffloadDevice::kCpu);
     options.deepspeed_plugin(plugin);
@@ -93,7 +98,12 @@ bool shares_memory(torch::optim::Optimizer& optimizer, torch::nn::Module& model)
 
 Outcome train(std::shared_ptr<Communicator> comm, const Recipe& recipe) {
   Accelerator accelerator(std::move(comm), options_for(recipe));
-  BlockStack model;
+  BlockStack model{nullptr};
+  {
+    std::optional<accelerate::EmptyWeightsGuard> guard;
+    if (recipe.built_empty) guard.emplace(accelerator.zero3_init());
+    model = BlockStack();
+  }
   accelerate::Optimizer<torch::optim::AdamW> optimizer(
       model->parameters(), torch::optim::AdamWOptions(0.01).weight_decay(0.05));
   accelerate::DataLoader loader(zero_data(96), accelerate::DataLoaderOptions(8));
@@ -184,6 +194,44 @@ TEST(ZeroOffload, ParametersOffloadedAtStageThreeTrainBitwiseWithUnitsFreed) {
       EXPECT_FALSE(offloaded[r].optimizer_steps_model_memory) << "rank " << r;
     }
   }
+}
+
+// The model built without memory off the main process (zero3_init): the
+// shards come from the main process, and the host copies from them.
+TEST(ZeroOffload, AModelBuiltInsideZero3InitOffloadsAsOneBuiltWhole) {
+  Recipe recipe;
+  const auto on_device = train_on(2, recipe);
+  recipe.built_empty = true;
+  for (Offload offload : {Offload::kOptimizer, Offload::kParameters}) {
+    SCOPED_TRACE(offload == Offload::kOptimizer ? "optimizer" : "parameters");
+    recipe.offload = offload;
+    expect_same(train_on(2, recipe), on_device);
+  }
+}
+
+// Under the Accelerator: where the optimizer's tensors are. With the
+// parameters offloaded a unit's shard is the host tensor the optimizer
+// steps; with the optimizer alone it steps a copy.
+TEST(ZeroOffload, ParameterOffloadStepsTheShardItselfAndOptimizerOffloadACopy) {
+  accelerate::testing::run_rank_communicators(2, [](std::shared_ptr<Communicator> comm) {
+    for (bool parameters : {true, false}) {
+      torch::nn::Sequential model(torch::nn::Linear(8, 8), torch::nn::Linear(8, 8));
+      accelerate::GradientReducer reducer(
+          comm, model->parameters(),
+          accelerate::GradientSyncOptions().bucket_cap_mb(1e-4).first_bucket_cap_mb(1e-4));
+      const std::vector<int> unit_of = {0, 0, 1, 1};  // each Linear a unit
+      accelerate::sharding::Offload offload;
+      offload.parameters = parameters;
+      offload.optimizer = !parameters;
+      accelerate::sharding::ModelShards shards(comm, reducer, 3, unit_of, false, offload);
+      for (std::size_t b = 0; b < reducer.buckets().size(); ++b) {
+        EXPECT_TRUE(shards.offloaded(b));
+        EXPECT_EQ(shards.optimizer_shard(b).is_same(shards.parameter_shard(b)), parameters)
+            << "bucket " << b;
+        EXPECT_FALSE(shards.optimizer_shard(b).is_alias_of(shards.parameter_buffer(b)));
+      }
+    }
+  });
 }
 
 TEST(ZeroOffload, AccumulationClippingAndBf16MatchTheDeviceStep) {
