@@ -200,15 +200,16 @@ void Accelerator::Zero::resolve_file(sharding::ProgramValues program, bool main_
   const sharding::ResolvedDeepSpeedConfig resolved_config = sharding::resolve(checked, program);
   if (!main_process) return;
   for (const auto& note : resolved_config.notes) std::cerr << "accelerate: note: " << note << "\n";
-  const auto mention = [&](const char* what, const std::optional<sharding::ParamSection>& section) {
-    if (!section || (what == std::string("optimizer") ? optimizer_from_file : schedule_from_file))
-      return;
+  // A section a DummyOptim / DummyScheduler was built from is used.
+  const auto mention = [&](const char* what, const std::optional<sharding::ParamSection>& section,
+                           bool built_from_it) {
+    if (!section || built_from_it) return;
     std::cerr << "accelerate: note: " << file->source << ": the " << what << " section ("
               << section->type << ") is not used: accelerate-cpp steps the " << what
               << " the program prepares (Accelerate would ask for DummyOptim/DummyScheduler)\n";
   };
-  mention("optimizer", file->optimizer);
-  mention("scheduler", file->scheduler);
+  mention("optimizer", file->optimizer, optimizer_from_file);
+  mention("scheduler", file->scheduler, schedule_from_file);
 }
 
 namespace {

@@ -26,16 +26,10 @@ class Params {
       : section_(section), what_(std::move(what)), source_(std::move(source)) {}
 
   double number(const std::string& key, double fallback) {
-    const ParamValue* value = take(key);
-    if (value == nullptr) return fallback;
-    if (const double* number = std::get_if<double>(value)) return *number;
-    fail(key, "a number");
+    return typed<double>(key, fallback, "a number");
   }
   bool flag(const std::string& key, bool fallback) {
-    const ParamValue* value = take(key);
-    if (value == nullptr) return fallback;
-    if (const bool* flag = std::get_if<bool>(value)) return *flag;
-    fail(key, "true or false");
+    return typed<bool>(key, fallback, "true or false");
   }
   int64_t count(const std::string& key, int64_t fallback) {
     const double value = number(key, static_cast<double>(fallback));
@@ -43,17 +37,14 @@ class Params {
     return static_cast<int64_t>(value);
   }
   std::string word(const std::string& key, const std::string& fallback) {
-    const ParamValue* value = take(key);
-    if (value == nullptr) return fallback;
-    if (const std::string* word = std::get_if<std::string>(value)) return *word;
-    fail(key, "a string");
+    return typed<std::string>(key, fallback, "a string");
   }
   std::tuple<double, double> pair(const std::string& key, std::tuple<double, double> fallback) {
-    const ParamValue* value = take(key);
-    if (value == nullptr) return fallback;
-    const auto* list = std::get_if<std::vector<double>>(value);
-    if (list == nullptr || list->size() != 2) fail(key, "a list of two numbers");
-    return {(*list)[0], (*list)[1]};
+    const char* expected = "a list of two numbers";
+    const std::vector<double> list =
+        typed<std::vector<double>>(key, {std::get<0>(fallback), std::get<1>(fallback)}, expected);
+    if (list.size() != 2) fail(key, expected);
+    return {list[0], list[1]};
   }
   bool has(const std::string& key) { return take(key) != nullptr; }
   // Every key must have been read by now.
@@ -67,6 +58,14 @@ class Params {
   }
 
  private:
+  // The value of `key` if it is a T, `fallback` if absent; else refused.
+  template <class T>
+  T typed(const std::string& key, const T& fallback, const char* expected) {
+    const ParamValue* value = take(key);
+    if (value == nullptr) return fallback;
+    if (const T* typed_value = std::get_if<T>(value)) return *typed_value;
+    fail(key, expected);
+  }
   const ParamValue* take(const std::string& key) {
     read_.insert(key);
     auto it = section_.params.find(key);

@@ -41,7 +41,7 @@ void broadcast_unbucketed_state(Communicator& communicator, torch::nn::Module& m
 namespace {
 
 // Host memory for `like`'s elements: pinned when `like` is on CUDA, so that
-// copies to and from the device can run asynchronously.
+// copies to and from the device go by DMA, without a staging copy.
 at::Tensor host_empty(const at::Tensor& like) {
   return at::empty(like.sizes(), like.options().device(at::kCPU).pinned_memory(like.is_cuda()));
 }
@@ -102,9 +102,11 @@ ModelShards::ModelShards(std::shared_ptr<Communicator> communicator, GradientRed
   }
 }
 
-bool ModelShards::mirrored(std::size_t b) const {
-  return offloaded(b) && !host_parameters_[b].is_same(shards_[b]);
+bool ModelShards::shard_in_host(std::size_t b) const {
+  return offloaded(b) && host_parameters_[b].is_same(shards_[b]);
 }
+
+bool ModelShards::mirrored(std::size_t b) const { return offloaded(b) && !shard_in_host(b); }
 
 at::Tensor ModelShards::optimizer_shard(std::size_t b) const {
   return offloaded(b) ? host_parameters_[b] : shards_.at(b);
@@ -143,7 +145,7 @@ void ModelShards::clear_host_gradients() {
 
 at::Tensor ModelShards::gather_source(std::size_t b) {
   const at::Tensor& shard = shards_[b];
-  if (!offloaded(b) || mirrored(b)) return shard;
+  if (!shard_in_host(b)) return shard;
   // The shard lives in host memory: into its slot of the buffer, which the
   // all-gather then fills in place around it.
   at::Tensor slot = buffers_[b].narrow(0, shard_begin(b), shard_numel(b));

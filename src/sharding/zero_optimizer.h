@@ -118,7 +118,9 @@ class ModelShards {
   void clear_host_gradients();
 
  private:
-  // Whether bucket b's shard is a host copy the optimizer steps (not the shard itself).
+  // Whether bucket b's shard itself lives in host memory (parameters
+  // offloaded), or the optimizer steps a host copy of it (mirrored).
+  bool shard_in_host(std::size_t b) const;
   bool mirrored(std::size_t b) const;
   // The tensor bucket b's all-gather starts from: the shard, or its slot of
   // the buffer once the host shard is copied there.

@@ -75,13 +75,6 @@ AcceleratorOptions options_for(const Recipe& recipe) {
   return options;
 }
 
-bool block_parameters_released(BlockStack& model) {
-  for (const auto& p : model->blocks->parameters()) {
-    if (!accelerate::detail::storage_released(p)) return false;
-  }
-  return true;
-}
-
 Outcome train(std::shared_ptr<Communicator> comm, const Recipe& recipe) {
   Accelerator accelerator(std::move(comm), options_for(recipe));
   BlockStack model(recipe.call);
@@ -95,20 +88,9 @@ Outcome train(std::shared_ptr<Communicator> comm, const Recipe& recipe) {
       model->parameters(), torch::optim::AdamWOptions(0.01).weight_decay(0.05));
   accelerate::DataLoader loader(zero_data(96), accelerate::DataLoaderOptions(8));
   accelerator.prepare(model, optimizer, loader);
-  for (int epoch = 0; epoch < 2; ++epoch) {
-    for (auto& batch : loader) {
-      auto scope = accelerator.accumulate();
-      auto loss = torch::mse_loss(model->forward(batch.data).to(at::kFloat), batch.target);
-      accelerator.backward(loss);
-      if (recipe.clip > 0 && accelerator.sync_gradients()) {
-        accelerator.clip_grad_norm_(model->parameters(), recipe.clip);
-      }
-      optimizer.step();
-      optimizer.zero_grad();
-    }
-  }
+  accelerate::testing::train_epochs(accelerator, model, optimizer, loader, recipe.clip);
   Outcome outcome;
-  outcome.units_released = block_parameters_released(model);
+  outcome.units_released = accelerate::testing::all_released(model->blocks->parameters());
   outcome.root_whole = !accelerate::detail::storage_released(model->input->weight) &&
                        !accelerate::detail::storage_released(model->shared);
   const auto probe = zero_data(8).get(0).data.reshape({1, 4});
@@ -356,15 +338,17 @@ TEST(Zero3Notes, InitFlagIsNoted) {
   ::testing::internal::CaptureStderr();
   accelerate::testing::run_rank_communicators(2, [](std::shared_ptr<Communicator> comm) {
     Accelerator accelerator(
-        comm, AcceleratorOptions().deepspeed_plugin(
-                  DeepSpeedPlugin().zero_stage(3).zero3_init_flag(true).zero3_save_16bit_model(true)));
+        comm,
+        AcceleratorOptions().deepspeed_plugin(
+            DeepSpeedPlugin().zero_stage(3).zero3_init_flag(true).zero3_save_16bit_model(true)));
   });
   const std::string err = ::testing::internal::GetCapturedStderr();
   const std::string init =
       "accelerate: note: zero3_init_flag: build the model inside accelerator.zero3_init()";
   EXPECT_NE(err.find(init), std::string::npos) << err;
   EXPECT_EQ(err.find(init), err.rfind(init)) << "once, not per process: " << err;
-  EXPECT_EQ(err.find("zero3_save_16bit_model"), std::string::npos) << "honoured, not noted: " << err;
+  EXPECT_EQ(err.find("zero3_save_16bit_model"), std::string::npos)
+      << "honoured, not noted: " << err;
 }
 
 TEST(Zero3, RunningAFreedUnitAfterItsAcceleratorWentIsAClearError) {
@@ -379,7 +363,7 @@ TEST(Zero3, RunningAFreedUnitAfterItsAcceleratorWentIsAClearError) {
       accelerator.prepare(model, optimizer);
       torch::NoGradGuard no_grad;
       model->forward(torch::ones({1, 4}));  // runs the units, which frees them
-      EXPECT_TRUE(block_parameters_released(model));
+      EXPECT_TRUE(accelerate::testing::all_released(model->blocks->parameters()));
     }
     try {
       model->forward(torch::ones({1, 4}));

@@ -16,7 +16,6 @@
 
 #include "accelerate/accelerator.h"
 #include "accelerate/empty_weights.h"
-#include "parallel/storage_release.h"
 #include "sharding/zero_optimizer.h"
 #include "sharding/zero_test_model.h"
 #include "sharding/zero_test_support.h"
@@ -110,22 +109,8 @@ Outcome train(std::shared_ptr<Communicator> comm, const Recipe& recipe) {
   accelerator.prepare(model, optimizer, loader);
   Outcome outcome;
   outcome.optimizer_steps_model_memory = shares_memory(optimizer, *model);
-  for (int epoch = 0; epoch < 2; ++epoch) {
-    for (auto& batch : loader) {
-      auto scope = accelerator.accumulate();
-      auto loss = torch::mse_loss(model->forward(batch.data).to(at::kFloat), batch.target);
-      accelerator.backward(loss);
-      if (recipe.clip > 0 && accelerator.sync_gradients()) {
-        accelerator.clip_grad_norm_(model->parameters(), recipe.clip);
-      }
-      optimizer.step();
-      optimizer.zero_grad();
-    }
-  }
-  outcome.units_released = true;
-  for (const auto& p : model->blocks->parameters()) {
-    outcome.units_released = outcome.units_released && accelerate::detail::storage_released(p);
-  }
+  accelerate::testing::train_epochs(accelerator, model, optimizer, loader, recipe.clip);
+  outcome.units_released = accelerate::testing::all_released(model->blocks->parameters());
   model->eval();
   {
     torch::NoGradGuard no_grad;

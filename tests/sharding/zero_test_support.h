@@ -11,6 +11,7 @@
 
 #include "accelerate/accelerator.h"
 #include "compat/optim_compat.h"
+#include "parallel/storage_release.h"
 #include "support/thread_ranks.h"
 
 namespace accelerate {
@@ -34,6 +35,34 @@ inline std::vector<at::Tensor> whole_weights(Accelerator& accelerator,
   std::vector<at::Tensor> weights;
   for (const auto& entry : accelerator.get_state_dict(model)) weights.push_back(entry.second);
   return weights;
+}
+
+// `epochs` passes over `loader` of an MSE regression of `model`, in
+// accumulate() scopes, clipping the gradient norm at `clip` (when > 0) on
+// the steps that sync.
+template <class Model, class Optimizer, class Loader>
+void train_epochs(Accelerator& accelerator, Model& model, Optimizer& optimizer, Loader& loader,
+                  double clip, int epochs = 2) {
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    for (auto& batch : loader) {
+      auto scope = accelerator.accumulate();
+      auto loss = torch::mse_loss(model->forward(batch.data).to(at::kFloat), batch.target);
+      accelerator.backward(loss);
+      if (clip > 0 && accelerator.sync_gradients()) {
+        accelerator.clip_grad_norm_(model->parameters(), clip);
+      }
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+  }
+}
+
+// Whether every one of `parameters` is without memory (a freed stage-3 unit).
+inline bool all_released(const std::vector<at::Tensor>& parameters) {
+  for (const auto& p : parameters) {
+    if (!detail::storage_released(p)) return false;
+  }
+  return true;
 }
 
 // The elements of the parameters `optimizer` holds state for.
