@@ -25,7 +25,11 @@
 // their reduce-scatter, buckets, activations and temporaries; it is printed
 // per phase (forward, backward, optimizer), and the activations apart (how
 // far the count had risen when the forward pass returned), since the ZeRO
-// memory goal is about model state only. Max RSS (getrusage) was not used:
+// memory goal is about model state only. Gradient buckets that the reducer makes
+// in shared memory (Communicator::reduce_scatter_buffer, on one machine)
+// bypass the allocator: the bytes the communicator keeps reserved for them
+// are added to "all tensors", and the most of them in use at once within a
+// step to the peak (as if both peaks coincided: an upper bound). Max RSS (getrusage) was not used:
 // glibc keeps freed blocks (tune_malloc_for_training keeps them on purpose),
 // so RSS tells the high-water mark of the heap, not of live tensors, and
 // every stage would need a process of its own.
@@ -281,8 +285,12 @@ struct Measured {
   double backward_peak_rise = 0;
   double optimizer_peak_rise = 0;
   double activation_bytes = 0;  // the rise at the end of the forward pass
+  // Gradient buckets made in shared memory (no allocator sees them): the
+  // most in use at once within a step (Communicator::shared_buffer_usage).
+  double shared_bytes = 0;
+  // As if the shared buckets' peak coincided with the allocator's.
   double step_rise_bytes() const {
-    return std::max({forward_peak_rise, backward_peak_rise, optimizer_peak_rise});
+    return std::max({forward_peak_rise, backward_peak_rise, optimizer_peak_rise}) + shared_bytes;
   }
   double step_ms = 0;  // medians
   double forward_ms = 0;
@@ -328,11 +336,12 @@ Measured run_stage(accelerate::Communicator& comm, std::shared_ptr<accelerate::C
   accelerator.prepare(model, optimizer);
   std::vector<double> step, forward, backward, optimizer_step;
   double in_flight = 0, exposed = 0;
-  double rise[3] = {0, 0, 0}, activations = 0;
+  double rise[3] = {0, 0, 0}, activations = 0, shared_bytes = 0;
   for (int i = 0; i < s.steps + 2; ++i) {  // two warm-up steps
     comm.barrier();
     const std::int64_t start_bytes = accelerate::compat::cpu_live_bytes();
     reset_peak();
+    comm.reset_shared_buffer_peak();
     const Clock::time_point start = Clock::now();
     at::Tensor loss = workload.loss();
     const Clock::time_point forwarded = Clock::now();
@@ -358,13 +367,15 @@ Measured run_stage(accelerate::Communicator& comm, std::shared_ptr<accelerate::C
     for (int phase = 0; phase < 3; ++phase)
       rise[phase] = std::max(rise[phase], double(peaks[phase] - start_bytes));
     activations = std::max(activations, double(forward_bytes - start_bytes));
+    shared_bytes = std::max(shared_bytes, double(comm.shared_buffer_usage().peak_in_use));
     for (const auto& reducer : accelerator.reducers()) {
       const accelerate::GradientSyncStats stats = reducer->last_step_stats();
       in_flight += stats.communication_seconds * 1e3 / s.steps;
       exposed += stats.exposed_wait_seconds * 1e3 / s.steps;
     }
   }
-  const double live_bytes = static_cast<double>(accelerate::compat::cpu_live_bytes());
+  const double live_bytes = static_cast<double>(accelerate::compat::cpu_live_bytes()) +
+                            static_cast<double>(comm.shared_buffer_usage().reserved);
   StorageCounter counter;
   for (const auto& p : model.parameters()) {
     counter.add(p);
@@ -393,11 +404,12 @@ Measured run_stage(accelerate::Communicator& comm, std::shared_ptr<accelerate::C
   // The slowest rank's (largest) of each.
   at::Tensor all =
       at::tensor({counter.bytes, live_bytes, rise[0], rise[1], rise[2], activations, median(step),
-                  median(forward), median(backward), median(optimizer_step), in_flight, exposed},
+                  median(forward), median(backward), median(optimizer_step), in_flight, exposed,
+                  shared_bytes},
                  at::kDouble);
   comm.all_reduce(all, accelerate::ReduceOp::kMax);
   const double* v = all.data_ptr<double>();
-  return {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11]};
+  return {v[0], v[1], v[2], v[3], v[4], v[5], v[12], v[6], v[7], v[8], v[9], v[10], v[11]};
 }
 
 // Median time of one unit's all-gather on its own, as stage 3 does it: a
@@ -460,10 +472,11 @@ void run_rank(accelerate::Communicator& comm, std::shared_ptr<accelerate::Commun
     std::printf(
         "ranks=%d stage %d  memory  state %8.2f MB  formula %8.2f MB = %s (%.3fx)  all tensors "
         "%8.2f MB  peak in step %8.2f MB: state +%.2f MB in forward, +%.2f in backward, +%.2f in "
-        "optimizer (activations %.2f MB)\n",
+        "optimizer (activations %.2f MB), + shared-memory buckets %.2f MB\n",
         comm.world_size(), stage, m.state_bytes / 1e6, formula[stage] / 1e6, formula_name[stage],
         m.state_bytes / formula[stage], m.live_bytes / 1e6, peak / 1e6, m.forward_peak_rise / 1e6,
-        m.backward_peak_rise / 1e6, m.optimizer_peak_rise / 1e6, activations / 1e6);
+        m.backward_peak_rise / 1e6, m.optimizer_peak_rise / 1e6, activations / 1e6,
+        m.shared_bytes / 1e6);
     const double hidden =
         m.reduce_in_flight_ms > 0 ? 1 - m.reduce_exposed_ms / m.reduce_in_flight_ms : 0;
     std::printf(

@@ -9,6 +9,7 @@
 #include "accelerate/communicator.h"
 #include "accelerate/errors.h"
 #include "distributed/communicator_impl.h"
+#include "distributed/shared_buffer_pool.h"
 
 namespace accelerate {
 
@@ -81,6 +82,24 @@ PendingCollective Communicator::reduce_scatter_sum_async(const at::Tensor& buffe
       pool->give_back(received);
     };
   });
+}
+
+at::Tensor Communicator::reduce_scatter_buffer(std::int64_t numel,
+                                               const at::TensorOptions& options) {
+  if (impl_->shared_memory && options.device().is_cpu() &&
+      detail::SharedMemoryCollectives::serves_dtype(c10::typeMetaToScalarType(options.dtype()))) {
+    at::Tensor shared = impl_->shared_memory->shared_buffer(numel, options);
+    if (shared.defined()) return shared;
+  }
+  return at::empty({numel}, options);
+}
+
+SharedBufferUsage Communicator::shared_buffer_usage() const {
+  return impl_->shared_memory ? impl_->shared_memory->buffer_pool().usage() : SharedBufferUsage();
+}
+
+void Communicator::reset_shared_buffer_peak() {
+  if (impl_->shared_memory) impl_->shared_memory->buffer_pool().reset_peak();
 }
 
 void Communicator::reduce_scatter_sum(const at::Tensor& buffer, at::Tensor& shard) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <new>
 #include <random>
 #include <stdexcept>
@@ -18,6 +19,7 @@
 #include "common/settings.h"
 #include "distributed/failure_diagnosis.h"
 #include "distributed/rank_ordered_sum.h"
+#include "distributed/shared_buffer_pool.h"
 #include "distributed/shared_memory_segment.h"
 
 namespace accelerate {
@@ -58,6 +60,12 @@ struct alignas(64) RankControl {
   std::int64_t numel = 0;   // elements in that piece
   std::int64_t total = 0;   // elements in its whole tensor (reduce-scatter: shard)
   std::int64_t offset = 0;  // where the piece starts in it
+  // A reduce-scatter's input in this rank's SharedBufferPool (segment -1:
+  // it was copied into the slot instead); the offset is of its first byte.
+  std::int32_t input_segment = -1;
+  std::uint64_t input_segment_bytes = 0;
+  std::uint64_t input_offset = 0;
+  std::uint64_t pool_key = 0;  // names this rank's pool segments, with its pid
 };
 
 std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
@@ -71,12 +79,20 @@ std::size_t controls_bytes_for(int world_size) {
   return round_up(sizeof(RankControl) * static_cast<std::size_t>(world_size), kPage);
 }
 
-std::string random_hex() {
+std::uint64_t random_key() {
   std::random_device device;
-  const std::uint64_t value = (static_cast<std::uint64_t>(device()) << 32) ^ device();
+  return (static_cast<std::uint64_t>(device()) << 32) ^ device();
+}
+
+std::string hex(std::uint64_t value) {
   char text[17];
   std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(value));
   return text;
+}
+
+// The names of rank `pid`'s pool segments start with this.
+std::string pool_prefix(std::int32_t pid, std::uint64_t key) {
+  return "/accelerate-" + std::to_string(pid) + "-" + hex(key) + "-b";
 }
 
 }  // namespace
@@ -104,6 +120,9 @@ struct SharedMemoryCollectives::Impl {
   std::size_t slot_bytes = 0;
   RankControl* controls = nullptr;
   char* slots = nullptr;
+  std::shared_ptr<SharedBufferPool> pool;
+  // Peers' pool segments this rank has read from, by (rank, segment).
+  std::map<std::pair<int, std::int32_t>, std::unique_ptr<SharedMemorySegment>> peer_segments;
 
   // Worker-thread state.
   std::uint32_t generation = 0;
@@ -117,6 +136,22 @@ struct SharedMemoryCollectives::Impl {
   std::thread worker;
 
   char* slot(int r) const { return slots + static_cast<std::size_t>(r) * slot_bytes; }
+
+  // Rank r's pool segment named in its announcement, mapped once.
+  const char* peer_input_segment(int r) {
+    const RankControl& peer = controls[r];
+    auto& mapped = peer_segments[{r, peer.input_segment}];
+    if (!mapped) {
+      const std::string name =
+          SharedBufferPool::segment_name(pool_prefix(peer.pid, peer.pool_key), peer.input_segment);
+      std::string error;
+      mapped = SharedMemorySegment::open(name, peer.input_segment_bytes, &error);
+      if (!mapped) {
+        throw std::runtime_error("cannot read rank " + std::to_string(r) + "'s buffer: " + error);
+      }
+    }
+    return mapped->data();
+  }
 
   void run_worker() {
     for (;;) {
@@ -195,7 +230,12 @@ struct SharedMemoryCollectives::Impl {
     RankControl& mine = controls[rank];
     // Peers may still be reading this slot's previous piece.
     wait_for_peers(&RankControl::released, g - 1, what, deadline);
-    if (piece.kind == SharedMemoryKind::kReduceScatter) {
+    const SharedBufferPool::Location pooled = piece.kind == SharedMemoryKind::kReduceScatter
+                                                  ? pool->locate(operation.input)
+                                                  : SharedBufferPool::Location();
+    if (pooled.segment >= 0) {
+      // Peers read the input where it is.
+    } else if (piece.kind == SharedMemoryKind::kReduceScatter) {
       // Slot: this piece's run of shard 0, then of shard 1, ... except this
       // rank's own shard, which only this rank reads (from its input).
       for (int d = 0; d < world_size && piece_bytes > 0; ++d) {
@@ -211,6 +251,9 @@ struct SharedMemoryCollectives::Impl {
     mine.total = piece.total;
     mine.offset = piece.offset;
     mine.dtype = static_cast<std::int32_t>(piece.dtype);
+    mine.input_segment = pooled.segment;
+    mine.input_segment_bytes = pooled.segment_bytes;
+    mine.input_offset = pooled.offset;
     publish(mine.arrived, g);
     wait_for_peers(&RankControl::arrived, g, what, deadline);
     check_peers_match(piece, what);
@@ -237,16 +280,29 @@ struct SharedMemoryCollectives::Impl {
         break;
       }
       case SharedMemoryKind::kReduceScatter: {
+        const std::size_t mine_from = static_cast<std::size_t>(rank * piece.total + piece.offset);
         std::vector<const char*> sources;
         for (int r = 0; r < world_size; ++r) {
-          sources.push_back(r == rank ? at(operation.input, rank * piece.total + piece.offset)
-                                      : slot(r) + rank * piece_bytes);
+          if (r == rank) {
+            sources.push_back(at(operation.input, static_cast<std::int64_t>(mine_from)));
+          } else if (controls[r].input_segment >= 0) {
+            sources.push_back(peer_input_segment(r) + controls[r].input_offset +
+                              mine_from * element);
+          } else {
+            sources.push_back(slot(r) + rank * piece_bytes);
+          }
         }
         sum_in_rank_order(piece.dtype, sources, piece.numel, nullptr,
                           at(operation.output, piece.offset));
-      }
         publish(mine.reduced, g);
+        if (pooled.segment >= 0 && piece.offset + piece.numel == piece.total) {
+          // The caller may write into the input once wait() returns: not
+          // before every peer has read its shard of it (and so mapped it).
+          wait_for_peers(&RankControl::reduced, g, what, deadline);
+          pool->remove_name(pooled.segment);
+        }
         break;
+      }
       case SharedMemoryKind::kAllGather:
         for (int r = 0; r < world_size && piece_bytes > 0; ++r) {
           std::memcpy(at(operation.output, r * piece.total + piece.offset), slot(r), piece_bytes);
@@ -331,10 +387,15 @@ struct SharedMemoryCollectives::Impl {
 namespace {
 
 // The segment's layout: every rank's control block, then every rank's slot.
+// This rank's block gets its process id and the key to its pool's names.
 void attach(SharedMemoryCollectives::Impl& impl, std::unique_ptr<SharedMemorySegment> segment) {
   impl.segment = std::move(segment);
   impl.controls = reinterpret_cast<RankControl*>(impl.segment->data());
   impl.slots = impl.segment->data() + controls_bytes_for(impl.world_size);
+  RankControl& mine = impl.controls[impl.rank];
+  mine.pid = ::getpid();
+  mine.pool_key = random_key();
+  impl.pool = std::make_shared<SharedBufferPool>(pool_prefix(mine.pid, mine.pool_key));
 }
 
 // Rank 0's side of set-up: checks that everyone shares this machine and
@@ -353,12 +414,13 @@ std::string create_segment(c10d::Store& store, SharedMemoryCollectives::Impl& im
                                           : " runs on another machine or in another namespace");
     return "";
   }
-  const std::string name = "/accelerate-" + std::to_string(::getpid()) + "-" + random_hex();
+  const std::string name = "/accelerate-" + std::to_string(::getpid()) + "-" + hex(random_key());
   auto segment = SharedMemorySegment::create(name, bytes, why_not);
   if (!segment) return "";
   for (int r = 0; r < impl.world_size; ++r) {
     new (segment->data() + sizeof(RankControl) * static_cast<std::size_t>(r)) RankControl();
   }
+  // (attach() below sets rank 0's own block.)
   attach(impl, std::move(segment));
   return name;
 }
@@ -397,7 +459,6 @@ std::unique_ptr<SharedMemoryCollectives> SharedMemoryCollectives::create(
         if (!name.empty()) SharedMemorySegment::remove_name(name);
       }
     } remove_name{name};
-    if (!name.empty()) impl->controls[0].pid = ::getpid();
     set_text(store, "shm/segment", name.empty() ? refused + reason : name);
     if (!name.empty()) {
       for (int r = 1; r < world_size && reason.empty(); ++r) {
@@ -415,10 +476,7 @@ std::unique_ptr<SharedMemoryCollectives> SharedMemoryCollectives::create(
     } else {
       std::string reason;
       auto segment = SharedMemorySegment::open(answer, bytes, &reason);
-      if (segment) {
-        attach(*impl, std::move(segment));
-        impl->controls[rank].pid = ::getpid();
-      }
+      if (segment) attach(*impl, std::move(segment));
       set_text(store, "shm/opened/" + std::to_string(rank),
                impl->segment ? std::string("ok") : refused + reason);
       verdict = get_text(store, "shm/verdict");
@@ -454,7 +512,11 @@ bool SharedMemoryCollectives::moves(const at::Tensor& tensor) {
 }
 
 bool SharedMemoryCollectives::serves(const at::Tensor& tensor) {
-  return moves(tensor) && sums_in_rank_order(tensor.scalar_type());
+  return moves(tensor) && serves_dtype(tensor.scalar_type());
+}
+
+bool SharedMemoryCollectives::serves_dtype(at::ScalarType dtype) {
+  return sums_in_rank_order(dtype);
 }
 
 std::shared_ptr<SharedMemoryOperation> SharedMemoryCollectives::enqueue(
@@ -466,6 +528,13 @@ std::shared_ptr<SharedMemoryOperation> SharedMemoryCollectives::enqueue(
   impl_->queue_changed.notify_one();
   return operation;
 }
+
+at::Tensor SharedMemoryCollectives::shared_buffer(std::int64_t numel,
+                                                  const at::TensorOptions& options) {
+  return SharedBufferPool::allocate(impl_->pool, numel, options);
+}
+
+SharedBufferPool& SharedMemoryCollectives::buffer_pool() { return *impl_->pool; }
 
 std::shared_ptr<SharedMemoryOperation> SharedMemoryCollectives::sum_async(const at::Tensor& tensor,
                                                                           const std::string& what) {

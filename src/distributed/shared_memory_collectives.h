@@ -12,7 +12,10 @@
 // straight from everyone's slots, and copies the other shares back: a few
 // milliseconds of memory traffic and three waits per piece. A reduce-scatter
 // is the first half of that (each rank sums its own shard and keeps it), an
-// all-gather the copies alone.
+// all-gather the copies alone. A reduce-scatter whose input lies in this
+// rank's SharedBufferPool (shared_buffer()) is not copied at all: peers read
+// it in place, and the rank waits until all of them have before its
+// collective is done, so that the caller may then overwrite it.
 //
 // Every element is summed by exactly one rank, always in rank order
 // ((x0 + x1) + x2 ...), so all ranks end bitwise identical, however tensors
@@ -38,6 +41,8 @@ class Store;
 
 namespace accelerate {
 namespace detail {
+
+class SharedBufferPool;
 
 enum class SharedMemoryKind {
   kSum,            // in place: `input` is also the output
@@ -87,6 +92,7 @@ class SharedMemoryCollectives {
   // Contiguous dense CPU tensors of float, double, half, int32 or int64 (the
   // dtypes summed); an all-gather moves any contiguous dense CPU tensor.
   static bool serves(const at::Tensor& tensor);
+  static bool serves_dtype(at::ScalarType dtype);
   static bool moves(const at::Tensor& tensor);
 
   // Queue a collective. They run one at a time on a background thread in
@@ -101,6 +107,13 @@ class SharedMemoryCollectives {
   std::shared_ptr<SharedMemoryOperation> reduce_scatter_async(const at::Tensor& input,
                                                               const at::Tensor& shard,
                                                               const std::string& what);
+  // An uninitialised CPU tensor of `numel` elements in shared memory, for a
+  // reduce-scatter's input: peers then read it in place instead of this
+  // rank copying it into the segment. Undefined when none can be had
+  // (SharedBufferPool's limits, a full /dev/shm). Any rank may use one, or
+  // not, independently of its peers.
+  at::Tensor shared_buffer(std::int64_t numel, const at::TensorOptions& options);
+  SharedBufferPool& buffer_pool();
   // `output` = every rank's `shard` in rank order; output.numel() ==
   // world_size * shard.numel(), same dtype, moves() both.
   std::shared_ptr<SharedMemoryOperation> all_gather_async(const at::Tensor& shard,

@@ -302,7 +302,8 @@ void GradientReducer::begin_bucket_gradients(std::size_t b) {
   if (s.next_to_launch > b || progress.buffer.defined()) return;
   if (bucket.compressed || bucket.wire_dtype != bucket.gradient_dtype) return;
   c10::NoGradGuard no_grad;
-  progress.buffer = at::zeros({bucket.padded_numel}, progress.shard.options());
+  progress.buffer =
+      s.communicator->reduce_scatter_buffer(bucket.padded_numel, progress.shard.options()).zero_();
   for (std::size_t index : bucket.parameter_indices) {
     at::Tensor view = s.bucket_view(index);
     at::Tensor& grad = s.parameters[index].mutable_grad();

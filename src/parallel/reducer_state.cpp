@@ -61,7 +61,9 @@ void GradientReducer::State::launch(std::size_t b) {
     // A fresh buffer each step (unless begin_bucket_gradients made it and
     // the gradients are in it already): freed once its shard is reduced.
     const GradientBucket& bucket = buckets[b];
-    progress[b].buffer = at::empty({bucket.padded_numel}, progress[b].shard.options());
+    // In shared memory where peers read it in place (no copy in the reduce-scatter).
+    progress[b].buffer =
+        communicator->reduce_scatter_buffer(bucket.padded_numel, progress[b].shard.options());
     progress[b].buffer.narrow(0, bucket.numel, bucket.padded_numel - bucket.numel).zero_();
   }
   for (std::size_t index : buckets[b].parameter_indices) {

@@ -94,6 +94,93 @@ TEST_P(FlatCollectives, ReduceScatterIsTheRankOrderedSumOfTheShardBitwise) {
   });
 }
 
+// The sharded engine's buckets come from reduce_scatter_buffer: through
+// shared memory peers read them in place, which must give the same sums,
+// whether every rank, some or none use one.
+TEST_P(FlatCollectives, ReduceScatterFromReduceScatterBuffersIsTheSameSum) {
+  const FlatCase c = GetParam();
+  const std::vector<ReduceScatterCheck> checks = reduce_scatter_checks(c);
+  run_flat_case(c, [&](Communicator& comm) {
+    for (const bool every_rank : {true, false}) {
+      const bool own = every_rank || comm.rank() % 2 == 0;
+      for (const ReduceScatterCheck& check : checks) {
+        const int64_t n = check.shard_numel;
+        SCOPED_TRACE(std::string(c10::toString(check.dtype)) + ", shards of " + std::to_string(n) +
+                     (every_rank ? ", every rank" : ", even ranks"));
+        const at::Tensor& values = check.buffers[comm.rank()];
+        at::Tensor buffer = own ? comm.reduce_scatter_buffer(values.numel(), values.options())
+                                : at::empty_like(values);
+        buffer.copy_(values);
+        at::Tensor shard = at::full({n}, 7, check.dtype);
+        comm.reduce_scatter_sum(buffer, shard);
+        EXPECT_TRUE(at::equal(shard, check.sum.narrow(0, comm.rank() * n, n)));
+        EXPECT_TRUE(at::equal(buffer, values)) << "the input buffer must not change";
+      }
+    }
+    // Only shared memory has somewhere else to put them.
+    EXPECT_EQ(comm.shared_buffer_usage().reserved > 0, c.shared_memory);
+  });
+}
+
+// A rank may overwrite its buffer as soon as its reduce-scatter returned:
+// by then no peer reads it any more (each rank waits for its peers' sums).
+TEST_P(FlatCollectives, ReduceScatterBufferMayBeOverwrittenOnceItsCollectiveReturned) {
+  const FlatCase c = GetParam();
+  const int64_t n = kMultiPieceShardBytes / 4;
+  std::vector<at::Tensor> values;
+  for (int k = 0; k < 4; ++k) values.push_back(contribution(k, n * c.world, at::kFloat));
+  run_flat_case(c, [&](Communicator& comm) {
+    at::Tensor buffer = comm.reduce_scatter_buffer(n * c.world, at::kFloat);
+    at::Tensor shard = at::empty({n}, at::kFloat);
+    for (int step = 0; step < 12; ++step) {
+      // Rank r contributes values[(step + r) % 4]; the sum is known to all.
+      buffer.copy_(values[(step + comm.rank()) % 4]);
+      comm.reduce_scatter_sum(buffer, shard);
+      buffer.fill_(std::nanf(""));  // at once: a peer still reading would see NaN
+      at::Tensor expected = values[step % 4].narrow(0, comm.rank() * n, n).clone();
+      for (int r = 1; r < c.world; ++r) {
+        expected += values[(step + r) % 4].narrow(0, comm.rank() * n, n);
+      }
+      ASSERT_TRUE(at::equal(shard, expected)) << "step " << step;
+    }
+  });
+}
+
+// Buckets come and go every step with the same sizes: freed buffers are
+// reused, and what the pool keeps stays bounded; beyond it buffers are
+// private and still reduce correctly.
+TEST(FlatCollectivesSharedMemory, ReduceScatterBuffersAreReusedAndBounded) {
+  const FlatCase c{3, true};
+  run_flat_case(c, [&](Communicator& comm) {
+    const int64_t numel = int64_t{3} << 16;  // 768 KiB of floats, shards for 2, 3 and 4 ranks
+    for (int step = 0; step < 3; ++step) {
+      at::Tensor first = comm.reduce_scatter_buffer(numel, at::kFloat);
+      at::Tensor second = comm.reduce_scatter_buffer(numel / 2, at::kFloat);
+    }
+    const std::size_t both = numel * 4 + numel * 2;
+    comm.reset_shared_buffer_peak();
+    {
+      at::Tensor first = comm.reduce_scatter_buffer(numel, at::kFloat);
+      at::Tensor second = comm.reduce_scatter_buffer(numel / 2, at::kFloat);
+      EXPECT_EQ(comm.shared_buffer_usage().in_use, both);
+    }
+    const accelerate::SharedBufferUsage usage = comm.shared_buffer_usage();
+    EXPECT_EQ(usage.reserved, both);
+    EXPECT_EQ(usage.in_use, 0u);
+    EXPECT_EQ(usage.peak_in_use, both);
+    std::vector<at::Tensor> alive;
+    for (int k = 0; k < 12; ++k) alive.push_back(comm.reduce_scatter_buffer(numel, at::kFloat));
+    EXPECT_LE(comm.shared_buffer_usage().reserved, std::size_t(8 * numel * 4));
+    at::Tensor values = contribution(comm.rank(), numel, at::kFloat);
+    at::Tensor shard = at::empty({numel / c.world}, at::kFloat);
+    alive.back().copy_(values);
+    comm.reduce_scatter_sum(alive.back(), shard);
+    const at::Tensor sum = rank_ordered_sum(c.world, numel, at::kFloat);
+    const int64_t m = numel / c.world;
+    EXPECT_TRUE(at::equal(shard, sum.narrow(0, comm.rank() * m, m)));
+  });
+}
+
 TEST_P(FlatCollectives, AllGatherPutsEveryRanksShardInRankOrder) {
   const FlatCase c = GetParam();
   struct Check {

@@ -293,6 +293,23 @@ TEST(SharedMemory, OffWhenAskedAndTheNameNeverOutlivesSetUp) {
   });
 }
 
+// reduce_scatter_buffer's segments are named only until every peer mapped
+// them (their first reduce-scatter), or until the communicator closes.
+TEST(SharedMemory, ReduceScatterBuffersLeaveNoNamesBehind) {
+  run_ranks(3, [](Communicator& comm) {
+    at::Tensor used = comm.reduce_scatter_buffer(3 * 1000, at::kFloat).fill_(1);
+    at::Tensor unused = comm.reduce_scatter_buffer(3 * 5000, at::kFloat);
+    at::Tensor shard = at::empty({1000}, at::kFloat);
+    comm.reduce_scatter_sum(used, shard);
+    EXPECT_TRUE(at::equal(shard, at::full({1000}, 3.0f)));
+    comm.barrier();
+    // Three ranks' never-used segments are still named, nothing else.
+    EXPECT_EQ(segments_named_for_this_process().size(), 3u);
+    comm.barrier();
+  });
+  EXPECT_EQ(segments_named_for_this_process(), std::vector<std::string>{});
+}
+
 TEST(SharedMemorySegment, TooLargeForDevShmIsAnErrorNotASigbusLater) {
   std::string error;
   const std::string name = "/accelerate-" + std::to_string(::getpid()) + "-too-large";
