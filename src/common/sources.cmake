@@ -14,5 +14,6 @@ target_sources(accelerate_common PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/malloc_tuning.cpp
   ${CMAKE_CURRENT_LIST_DIR}/mixed_precision.cpp
   ${CMAKE_CURRENT_LIST_DIR}/settings.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/shared_memory_names.cpp
   ${CMAKE_CURRENT_LIST_DIR}/slurm_lists.cpp
   ${CMAKE_CURRENT_LIST_DIR}/strict_json.cpp)

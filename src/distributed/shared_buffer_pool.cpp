@@ -52,9 +52,9 @@ at::Tensor SharedBufferPool::allocate(const std::shared_ptr<SharedBufferPool>& s
       }
     }
     const std::size_t rounded = (bytes + kPage - 1) / kPage * kPage;
-    const bool may_create = !pool.creation_failed_ && pool.entries_.size() < kMaxSegments &&
+    const bool may_create = !pool.creation_stopped_ && pool.entries_.size() < kMaxSegments &&
                             pool.usage_.reserved + rounded <= kMaxBytes;
-    if (fitting >= 0 && (pool.entries_[fitting]->segment->size() <= 2 * bytes || !may_create)) {
+    if (fitting >= 0 && (pool.entries_[fitting]->segment->size() <= 2 * rounded || !may_create)) {
       chosen = fitting;
     } else if (may_create) {
       const auto number = static_cast<std::int32_t>(pool.entries_.size());
@@ -65,7 +65,7 @@ at::Tensor SharedBufferPool::allocate(const std::shared_ptr<SharedBufferPool>& s
       if (!entry->segment) {
         // /dev/shm is full: private memory will do, now and from now on
         // (reserving pages up to the limit each step would cost a copy).
-        pool.creation_failed_ = true;
+        pool.creation_stopped_ = true;
         return at::Tensor();
       }
       pool.usage_.reserved += rounded;
@@ -115,6 +115,16 @@ void SharedBufferPool::remove_name(std::int32_t segment) {
   if (entry.name.empty()) return;
   SharedMemorySegment::remove_name(entry.name);
   entry.name.clear();
+}
+
+void SharedBufferPool::close() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  creation_stopped_ = true;
+  for (const auto& entry : entries_) {
+    if (entry->name.empty()) continue;
+    SharedMemorySegment::remove_name(entry->name);
+    entry->name.clear();
+  }
 }
 
 SharedBufferUsage SharedBufferPool::usage() const {

@@ -56,6 +56,9 @@ class SharedBufferPool {
   Location locate(const at::Tensor& tensor) const;
   // Every peer has mapped `segment`: its name can go.
   void remove_name(std::int32_t segment);
+  // The collectives failed or closed: every name goes, and no segment is
+  // made any more.
+  void close();
   SharedBufferUsage usage() const;
   void reset_peak();
 
@@ -69,7 +72,7 @@ class SharedBufferPool {
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<Entry>> entries_;  // index = segment number
   SharedBufferUsage usage_;
-  bool creation_failed_ = false;
+  bool creation_stopped_ = false;  // /dev/shm was full, or close()
 };
 
 }  // namespace detail

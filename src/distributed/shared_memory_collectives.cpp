@@ -17,6 +17,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "common/settings.h"
+#include "common/shared_memory_names.h"
 #include "distributed/failure_diagnosis.h"
 #include "distributed/rank_ordered_sum.h"
 #include "distributed/shared_buffer_pool.h"
@@ -92,7 +93,7 @@ std::string hex(std::uint64_t value) {
 
 // The names of rank `pid`'s pool segments start with this.
 std::string pool_prefix(std::int32_t pid, std::uint64_t key) {
-  return "/accelerate-" + std::to_string(pid) + "-" + hex(key) + "-b";
+  return shared_memory_prefix(pid) + hex(key) + "-b";
 }
 
 }  // namespace
@@ -104,6 +105,8 @@ void SharedMemoryOperation::wait() {
 }
 
 void SharedMemoryOperation::finish(const std::string& error) {
+  input = at::Tensor();
+  output = at::Tensor();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     done_ = true;
@@ -175,7 +178,10 @@ struct SharedMemoryCollectives::Impl {
     }
   }
 
+  // Also ends this rank's pool: its names go (no peer will map them now) and
+  // no segment is made any more.
   void announce_gone() {
+    if (pool) pool->close();
     RankControl& mine = controls[rank];
     mine.gone.store(1, std::memory_order_release);
     for (Counter* word : {&mine.arrived, &mine.reduced, &mine.released}) futex_wake_all(*word);
@@ -294,6 +300,16 @@ struct SharedMemoryCollectives::Impl {
         }
         sum_in_rank_order(piece.dtype, sources, piece.numel, nullptr,
                           at(operation.output, piece.offset));
+        // A peer that failed stopped waiting for this sum and may have
+        // written into its buffer since: then the sum is not to be trusted.
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        for (int r = 0; r < world_size; ++r) {
+          if (r != rank && controls[r].input_segment >= 0 &&
+              controls[r].gone.load(std::memory_order_acquire) != 0) {
+            throw std::runtime_error("rank " + std::to_string(r) +
+                                     " failed while its buffer was read during " + what);
+          }
+        }
         publish(mine.reduced, g);
         if (pooled.segment >= 0 && piece.offset + piece.numel == piece.total) {
           // The caller may write into the input once wait() returns: not
@@ -414,7 +430,7 @@ std::string create_segment(c10d::Store& store, SharedMemoryCollectives::Impl& im
                                           : " runs on another machine or in another namespace");
     return "";
   }
-  const std::string name = "/accelerate-" + std::to_string(::getpid()) + "-" + hex(random_key());
+  const std::string name = shared_memory_prefix(::getpid()) + hex(random_key());
   auto segment = SharedMemorySegment::create(name, bytes, why_not);
   if (!segment) return "";
   for (int r = 0; r < impl.world_size; ++r) {

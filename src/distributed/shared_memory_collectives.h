@@ -58,11 +58,13 @@ class SharedMemoryOperation {
                         std::string what)
       : kind(kind), input(std::move(input)), output(std::move(output)), what(std::move(what)) {}
   void wait();
-  void finish(const std::string& error);  // by the worker thread
+  // By the worker thread. Drops the tensors first, so that a buffer the
+  // caller frees after wait() is free at once (and reused by the next step).
+  void finish(const std::string& error);
 
   const SharedMemoryKind kind;
-  const at::Tensor input;
-  const at::Tensor output;
+  at::Tensor input;
+  at::Tensor output;
   const std::string what;
 
  private:

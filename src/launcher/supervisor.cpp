@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 
+#include "common/shared_memory_names.h"
 #include "launcher/launch_errors.h"
 #include "launcher/output_relay.h"
 #include "launcher/rank_spawn.h"
@@ -97,6 +98,9 @@ class Supervisor {
       reap_ranks();
       enforce_deadlines();
     }
+    // A rank killed (or crashed) while one of its shared memory segments was
+    // still named left it in /dev/shm, holding memory until removed.
+    for (const auto& rank : ranks_) remove_shared_memory_of(rank.pid);
     return report();
   }
 

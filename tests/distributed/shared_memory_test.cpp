@@ -10,7 +10,6 @@
 #include <gtest/gtest.h>
 #include <gmock/gmock.h>
 
-#include <dirent.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +21,7 @@
 #include <vector>
 
 #include "accelerate/errors.h"
+#include "common/shared_memory_names.h"
 #include "distributed/shared_memory_collectives.h"
 #include "distributed/shared_memory_segment.h"
 #include "distributed/rank_contributions.h"
@@ -37,15 +37,7 @@ using ::testing::HasSubstr;
 namespace {
 
 std::vector<std::string> segments_named_for_this_process() {
-  std::vector<std::string> found;
-  const std::string prefix = "accelerate-" + std::to_string(::getpid()) + "-";
-  if (DIR* dir = ::opendir("/dev/shm")) {
-    while (dirent* entry = ::readdir(dir)) {
-      if (std::string(entry->d_name).rfind(prefix, 0) == 0) found.push_back(entry->d_name);
-    }
-    ::closedir(dir);
-  }
-  return found;
+  return accelerate::shared_memory_names_of(::getpid());
 }
 
 // One piece is 8 MiB per rank on 2 and 3 ranks (slot_bytes_for): 2 pieces

@@ -65,6 +65,26 @@ TEST(LaunchFailure, FailingRankStopsTheOthersAndItsCodeIsTheExitCode) {
   EXPECT_TRUE(wait_until_gone(child, 1s));
 }
 
+// A rank killed while one of its shared memory segments is still named
+// (the library removes names as soon as its peers mapped them) would leave
+// the name, and its memory, in /dev/shm: the launcher removes it.
+TEST(LaunchFailure, SharedMemoryNamesOfKilledRanksAreRemoved) {
+  TemporaryFolder folder;
+  RunResult result = run_launcher(cpu_job(2, {kProbe, "leave-shm", folder.path()}));
+  EXPECT_EQ(result.exit_code, 128 + 9) << result.err;
+  for (int rank = 0; rank < 2; ++rank) {
+    const pid_t pid = read_pid_file(rank_pid_file(folder, rank));
+    if (pid <= 0) continue;  // stopped before it started (the other rank was killed first)
+    struct stat status {};
+    const std::string path = "/dev/shm/accelerate-" + std::to_string(pid) + "-left";
+    EXPECT_NE(::stat(path.c_str(), &status), 0) << path << " is still there";
+  }
+  // At least the first rank to die got that far.
+  EXPECT_GT(
+      std::max(read_pid_file(rank_pid_file(folder, 0)), read_pid_file(rank_pid_file(folder, 1))),
+      0);
+}
+
 TEST(LaunchFailure, RankKilledBySignalIsNamed) {
   TemporaryFolder folder;
   RunResult result = run_launcher(cpu_job(2, {kProbe, "signal-on-rank", "0", "9", folder.path()}));

@@ -15,6 +15,10 @@
 //                              written its pid file, then exits CODE; the
 //                              others run `sleep-with-child DIR`
 //   signal-on-rank R SIG DIR   same, but rank R kills itself with SIG
+//   leave-shm DIR              write DIR/rank{RANK}.pid, create the shared
+//                              memory name /accelerate-<pid>-left (as the
+//                              library names its segments), then kill
+//                              itself with SIGKILL, leaving the name behind
 //   resume DIR STEPS R K       a job that saves progress: each rank resumes
 //                              from DIR/progress{RANK} (its last saved step),
 //                              saves after every step (20 ms each), prints
@@ -23,7 +27,9 @@
 //                              SIGKILL right after saving step K when
 //                              ACCELERATE_RESTART_COUNT is 0 (once every
 //                              rank has saved at least once)
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -185,6 +191,13 @@ int main(int argc, char** argv) {
     wait_for_other_ranks(argv[4]);
     if (mode == "signal-on-rank") raise(std::atoi(argv[3]));
     return std::atoi(argv[3]);
+  }
+  if (mode == "leave-shm" && argc == 3) {
+    write_pid_file(pid_file(argv[2], "rank", rank()));
+    const std::string name = "/accelerate-" + std::to_string(getpid()) + "-left";
+    const int fd = shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
+    if (fd < 0) return 70;
+    raise(SIGKILL);
   }
   if (mode == "resume" && argc == 6) {
     return resume_mode(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]));
