@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <gmock/gmock.h>
 
+#include <mutex>
 #include <set>
 #include <vector>
 
@@ -179,13 +180,21 @@ TEST(ActivationCheckpointing, AFunctionWithoutOutputsIsAnError) {
 TEST(ActivationCheckpointing, DataParallelTrainingMatchesThePlainRun) {
   // The reducer's hooks on the parameters' gradient accumulators must fire
   // for gradients that arrive through the checkpoint node.
-  const auto train = [](bool checkpointed) {
+  // The ranks are threads sharing LibTorch's global generator: seeding it
+  // and drawing the initial weights must not interleave between them, or
+  // rank 0's weights (which prepare broadcasts) differ from run to run.
+  std::mutex initialising;
+  const auto train = [&initialising](bool checkpointed) {
     std::vector<torch::Tensor> trained;
     accelerate::testing::run_rank_communicators(
         2, [&](std::shared_ptr<accelerate::Communicator> comm) {
           accelerate::Accelerator accelerator(comm, accelerate::AcceleratorOptions());
-          torch::manual_seed(5);
-          Stack model(2);
+          Stack model{nullptr};
+          {
+            std::lock_guard<std::mutex> lock(initialising);
+            torch::manual_seed(5);
+            model = Stack(2);
+          }
           model->eval();  // no dropout: ranks draw from one shared generator here
           accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(),
                                                              torch::optim::SGDOptions(0.1));
