@@ -22,9 +22,13 @@ struct SharedBufferPool::Entry {
 SharedBufferPool::SharedBufferPool(std::string name_prefix) : prefix_(std::move(name_prefix)) {}
 
 SharedBufferPool::~SharedBufferPool() {
-  for (const auto& entry : entries_) {
-    if (!entry->name.empty()) SharedMemorySegment::remove_name(entry->name);
-  }
+  for (const auto& entry : entries_) forget_name(*entry);
+}
+
+void SharedBufferPool::forget_name(Entry& entry) {
+  if (entry.name.empty()) return;
+  SharedMemorySegment::remove_name(entry.name);
+  entry.name.clear();
 }
 
 std::string SharedBufferPool::segment_name(const std::string& prefix, std::int32_t segment) {
@@ -111,20 +115,13 @@ SharedBufferPool::Location SharedBufferPool::locate(const at::Tensor& tensor) co
 
 void SharedBufferPool::remove_name(std::int32_t segment) {
   std::lock_guard<std::mutex> lock(mutex_);
-  Entry& entry = *entries_[static_cast<std::size_t>(segment)];
-  if (entry.name.empty()) return;
-  SharedMemorySegment::remove_name(entry.name);
-  entry.name.clear();
+  forget_name(*entries_[static_cast<std::size_t>(segment)]);
 }
 
 void SharedBufferPool::close() {
   std::lock_guard<std::mutex> lock(mutex_);
   creation_stopped_ = true;
-  for (const auto& entry : entries_) {
-    if (entry->name.empty()) continue;
-    SharedMemorySegment::remove_name(entry->name);
-    entry->name.clear();
-  }
+  for (const auto& entry : entries_) forget_name(*entry);
 }
 
 SharedBufferUsage SharedBufferPool::usage() const {

@@ -67,6 +67,7 @@ class SharedBufferPool {
  private:
   struct Entry;
   void give_back(std::int32_t segment);
+  static void forget_name(Entry& entry);  // removes it from /dev/shm, once
 
   const std::string prefix_;
   mutable std::mutex mutex_;

@@ -192,7 +192,7 @@ struct SharedMemoryCollectives::Impl {
     const std::int64_t element = static_cast<std::int64_t>(input.element_size());
     const std::int64_t slot_elements = static_cast<std::int64_t>(slot_bytes) / element;
     const Clock::time_point deadline = Clock::now() + timeout;
-    Piece piece{operation.kind, input.scalar_type(), 0, 0, 0};
+    Piece piece{operation.kind, input.scalar_type(), 0, 0, 0, SharedBufferPool::Location()};
     // Elements per piece: of the tensor (sum), of each rank's shard
     // (all-gather), or of each of the world_size shards (reduce-scatter,
     // whose slot holds one run of every destination's shard).
@@ -207,6 +207,7 @@ struct SharedMemoryCollectives::Impl {
       case SharedMemoryKind::kReduceScatter:
         piece.total = operation.output.numel();
         per_piece = slot_elements / world_size;
+        piece.pooled = pool->locate(input);
         break;
     }
     do {  // an empty tensor still takes one (empty) piece, so ranks stay in step
@@ -222,6 +223,8 @@ struct SharedMemoryCollectives::Impl {
     std::int64_t total;   // elements in the whole tensor (reduce-scatter: in a shard)
     std::int64_t offset;  // of the piece in it
     std::int64_t numel;   // in the piece
+    // A reduce-scatter's input in this rank's pool: peers read it there.
+    SharedBufferPool::Location pooled;
   };
 
   void run_piece(const SharedMemoryOperation& operation, const Piece& piece,
@@ -236,15 +239,12 @@ struct SharedMemoryCollectives::Impl {
     RankControl& mine = controls[rank];
     // Peers may still be reading this slot's previous piece.
     wait_for_peers(&RankControl::released, g - 1, what, deadline);
-    const SharedBufferPool::Location pooled = piece.kind == SharedMemoryKind::kReduceScatter
-                                                  ? pool->locate(operation.input)
-                                                  : SharedBufferPool::Location();
-    if (pooled.segment >= 0) {
-      // Peers read the input where it is.
-    } else if (piece.kind == SharedMemoryKind::kReduceScatter) {
+    const SharedBufferPool::Location& pooled = piece.pooled;
+    if (piece.kind == SharedMemoryKind::kReduceScatter) {
       // Slot: this piece's run of shard 0, then of shard 1, ... except this
-      // rank's own shard, which only this rank reads (from its input).
-      for (int d = 0; d < world_size && piece_bytes > 0; ++d) {
+      // rank's own shard, which only this rank reads (from its input). An
+      // input in the pool is not copied: peers read it where it is.
+      for (int d = 0; d < world_size && piece_bytes > 0 && pooled.segment < 0; ++d) {
         if (d == rank) continue;
         std::memcpy(slot(rank) + d * piece_bytes,
                     at(operation.input, d * piece.total + piece.offset), piece_bytes);

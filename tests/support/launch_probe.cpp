@@ -15,9 +15,9 @@
 //                              written its pid file, then exits CODE; the
 //                              others run `sleep-with-child DIR`
 //   signal-on-rank R SIG DIR   same, but rank R kills itself with SIG
-//   leave-shm DIR              write DIR/rank{RANK}.pid, create the shared
-//                              memory name /accelerate-<pid>-left (as the
-//                              library names its segments), then kill
+//   leave-shm DIR              write DIR/rank{RANK}.pid, create a shared
+//                              memory name as the library names its
+//                              segments (shared_memory_prefix), then kill
 //                              itself with SIGKILL, leaving the name behind
 //   resume DIR STEPS R K       a job that saves progress: each rank resumes
 //                              from DIR/progress{RANK} (its last saved step),
@@ -39,6 +39,8 @@
 #include <fstream>
 #include <string>
 #include <thread>
+
+#include "common/shared_memory_names.h"
 
 namespace {
 
@@ -194,7 +196,7 @@ int main(int argc, char** argv) {
   }
   if (mode == "leave-shm" && argc == 3) {
     write_pid_file(pid_file(argv[2], "rank", rank()));
-    const std::string name = "/accelerate-" + std::to_string(getpid()) + "-left";
+    const std::string name = accelerate::shared_memory_prefix(getpid()) + "left";
     const int fd = shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
     if (fd < 0) return 70;
     raise(SIGKILL);
