@@ -1,4 +1,4 @@
-// TensorBoard event files, checked by an independent reader (read_events.py:
+// TensorBoard event files, checked by an independent reader (tests/support/read_events.py:
 // its own schema compiled by protoc, its own CRC32C): frames, CRCs, tags,
 // steps and values bit-exact.
 #include <gtest/gtest.h>

@@ -71,7 +71,7 @@ inline CommandResult run_command(const std::string& command) {
 // Runs read_events.py on `file`; status 77 means protoc or python3-protobuf
 // is missing (the caller skips).
 inline CommandResult read_events(const std::string& file) {
-  return run_command(python() + " " TRACKING_TEST_DIR "/read_events.py '" + file + "'");
+  return run_command(python() + " " TRACKING_TEST_DIR "/../support/read_events.py '" + file + "'");
 }
 
 #define ACCELERATE_READ_EVENTS_OR_SKIP(result, file)                              \
