@@ -14,8 +14,37 @@ foreach(_t torch_cpu torch_cuda torch)
   endif()
 endforeach()
 list(REMOVE_DUPLICATES _torch_defs)
+# The language standard LibTorch asks of its users: C++17 up to 2.x releases
+# of 2025, C++20 since (its headers refuse C++17, and its CMake target carries
+# cxx_std_20, which raises every target that links it to C++20).
+set(ACCELERATE_TORCH_CXX_STANDARD 17)
+if(TARGET torch)
+  get_target_property(_features torch INTERFACE_COMPILE_FEATURES)
+  if(_features AND "cxx_std_20" IN_LIST _features)
+    set(ACCELERATE_TORCH_CXX_STANDARD 20)
+  endif()
+endif()
+message(STATUS "accelerate: LibTorch needs C++${ACCELERATE_TORCH_CXX_STANDARD}")
 set(CMAKE_REQUIRED_INCLUDES ${TORCH_INCLUDE_DIRS})
-set(CMAKE_REQUIRED_FLAGS "${TORCH_CXX_FLAGS} -std=c++17")
+# A CUDA build's headers include the toolkit's (cuda_runtime.h, ...), which
+# its targets carry but TORCH_INCLUDE_DIRS does not name.
+if(CUDAToolkit_INCLUDE_DIRS)
+  list(APPEND CMAKE_REQUIRED_INCLUDES ${CUDAToolkit_INCLUDE_DIRS})
+endif()
+# ProcessGroupNCCL.hpp includes nccl.h, which no LibTorch ships: PyPI's wheel
+# has it in its nvidia-nccl dependency (site-packages/nvidia/nccl/include),
+# a CUDA toolkit install in its include folder. NCCL_INCLUDE_DIR (cache or
+# environment) names another place. src/compat is the only user.
+find_path(ACCELERATE_NCCL_INCLUDE_DIR nccl.h
+  HINTS ${NCCL_INCLUDE_DIR} ENV NCCL_INCLUDE_DIR
+        ${TORCH_INSTALL_PREFIX}/../nvidia/nccl/include ${CUDAToolkit_INCLUDE_DIRS})
+if(ACCELERATE_NCCL_INCLUDE_DIR)
+  list(APPEND CMAKE_REQUIRED_INCLUDES ${ACCELERATE_NCCL_INCLUDE_DIR})
+endif()
+set(CMAKE_REQUIRED_FLAGS "${TORCH_CXX_FLAGS}")
+# try_compile takes the language standard from CMAKE_CXX_STANDARD (CMP0067).
+set(_accelerate_saved_cxx_standard ${CMAKE_CXX_STANDARD})
+set(CMAKE_CXX_STANDARD ${ACCELERATE_TORCH_CXX_STANDARD})
 set(CMAKE_REQUIRED_DEFINITIONS "")
 foreach(_d ${_torch_defs})
   list(APPEND CMAKE_REQUIRED_DEFINITIONS "-D${_d}")
@@ -104,8 +133,19 @@ int main() {
 
 # NCCL process group compiled into this LibTorch (CUDA builds only). Linked,
 # not just compiled, because some CPU builds ship the header without NCCL.
+# The probes link LibTorch's library files by path: its CMake targets cannot
+# be used inside try_compile (2.x wheels alias protobuf::libprotobuf to a
+# dummy target, and aliases do not carry into the probe's project).
 set(CMAKE_TRY_COMPILE_TARGET_TYPE EXECUTABLE)
-set(CMAKE_REQUIRED_LIBRARIES ${TORCH_LIBRARIES})
+set(CMAKE_REQUIRED_LIBRARIES "")
+foreach(_lib torch torch_cpu torch_cuda torch_hip c10 c10_cuda c10_hip)
+  find_library(ACCELERATE_PROBE_LIB_${_lib} NAMES ${_lib}
+               HINTS ${TORCH_INSTALL_PREFIX}/lib NO_CACHE)
+  if(ACCELERATE_PROBE_LIB_${_lib})
+    list(APPEND CMAKE_REQUIRED_LIBRARIES ${ACCELERATE_PROBE_LIB_${_lib}})
+  endif()
+endforeach()
+list(APPEND CMAKE_REQUIRED_LIBRARIES -Wl,--unresolved-symbols=ignore-in-shared-libs)
 check_cxx_source_compiles([[
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 int main() { auto o = c10d::ProcessGroupNCCL::Options::create(); return o ? 0 : 1; }
@@ -118,6 +158,7 @@ check_cxx_source_compiles([[
 int main() { c10::cuda::CUDACachingAllocator::emptyCache(); return 0; }
 ]] ACCELERATE_COMPAT_HAS_CUDA_ALLOCATOR)
 unset(CMAKE_REQUIRED_LIBRARIES)
+set(CMAKE_CXX_STANDARD ${_accelerate_saved_cxx_standard})
 
 foreach(_probe ACCELERATE_COMPAT_BACKEND_BASE ACCELERATE_COMPAT_TCPSTORE_USE_LIBUV
                ACCELERATE_COMPAT_DEVICE_AUTOCAST ACCELERATE_COMPAT_OPTIM_STATE_POINTER_KEY

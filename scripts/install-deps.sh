@@ -13,7 +13,7 @@ packages=(
   libopenblas0-pthread                     # BLAS that torch uses at run time
   libgtest-dev libgmock-dev                # tests (GoogleTest + GoogleMock)
   python3 python3-torch                    # Python cross-checks and baselines
-  debootstrap                              # LibTorch 2.6 chroot (scripts/torch2-chroot.sh)
+  python3-venv                             # the CUDA leg's venv (scripts/install-torch-cuda.sh)
   procps iproute2                          # ps/pkill/ss/ip netns used by tests
   libyaml-cpp-dev                          # CLI: config files (YAML)
   nlohmann-json3-dev                       # header-only JSON (safetensors headers, JSONL)

@@ -1,29 +1,36 @@
 #!/usr/bin/env bash
-# Builds accelerate-cpp and runs its tests against both LibTorch generations:
+# Builds accelerate-cpp and runs its tests against the two LibTorch builds we
+# support (docs/building.md, "Test matrix"):
 #
-#   1. deps    scripts/install-deps.sh (near-instant when everything is there)
-#              and scripts/fetch-mnist.sh, scripts/fetch-brown.sh (the examples' data;
-#              cached in data/)
-#   2. native  LibTorch 1.13 from Debian 12, in build/
-#   3. torch2  LibTorch 2.6 from Debian 13, in a chroot, in build-torch2/
-#              (scripts/torch2-chroot.sh; the first time ~2-3 min and 1.7 GB).
-#              The chroot is made while phase 2 compiles, and phase 3 builds
-#              at low priority while phase 2's tests run.
+#   1. deps    scripts/install-deps.sh (Debian packages; near-instant when
+#              everything is there), scripts/fetch-mnist.sh and
+#              scripts/fetch-brown.sh (the examples' data; cached in data/)
+#   2. native  LibTorch 1.13 from Debian 12 (CPU, C++17), in build/: the
+#              oldest LibTorch we support
+#   3. cuda    the newest LibTorch, the CUDA + NCCL build inside PyPI's torch
+#              wheel (C++20), in build-cuda/: every CUDA/NCCL branch compiles,
+#              the CPU suite runs, GPU tests report themselves skipped here.
+#              scripts/install-torch-cuda.sh installs it into a venv under the
+#              cache folder (the first time ~70 s and 5.6 GB; the download is
+#              timed separately), while phase 2 compiles; phase 3 builds at
+#              low priority while phase 2's tests run.
 #
 # Phase 3 runs even when phase 2 failed; the exit status is non-zero when any
 # phase failed, and the last line names the failed phases.
 #
 # Environment:
-#   ACCELERATE_SKIP_TORCH2=1   skip phase 3 (quick local runs; CI never sets it)
-#   CCACHE_DIR                 default /var/cache/accelerate-cpp/ccache (native)
-#   CCACHE_MAXSIZE             default 5G
+#   ACCELERATE_SKIP_CUDA=1     skip phase 3 (quick local runs; CI never sets it)
+#   ACCELERATE_CACHE_DIR       default /var/cache/accelerate-cpp (ccache, venv)
+#   CCACHE_DIR                 default $ACCELERATE_CACHE_DIR/ccache
+#   CCACHE_MAXSIZE             default 8G
 set -euo pipefail
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 cd "$repo_root"
 
-export CCACHE_DIR=${CCACHE_DIR:-/var/cache/accelerate-cpp/ccache}
-export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
+export ACCELERATE_CACHE_DIR=${ACCELERATE_CACHE_DIR:-/var/cache/accelerate-cpp}
+export CCACHE_DIR=${CCACHE_DIR:-$ACCELERATE_CACHE_DIR/ccache}
+export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-8G}
 # Cache hits across checkouts at different paths (CI clones afresh each time).
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$repo_root}
 export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
@@ -112,15 +119,13 @@ if ! step fetch-brown bash scripts/fetch-brown.sh; then
 fi
 finish deps "$t0"
 
-# Phase 3 overlaps phase 2 where the CPU allows: its chroot is made (the
-# first time: downloads and unpacking, mostly waiting on the network) while
-# phase 2 compiles, and its build runs at the lowest CPU priority (nice 19)
-# while phase 2's tests run, on the CPU time they leave idle (they wait on
-# sockets and timeouts much of the time). Each background job's output is
-# printed when the job is waited for.
-torch2=1
-[[ "${ACCELERATE_SKIP_TORCH2:-0}" != 1 ]] || torch2=0
-chroot_run=(bash scripts/torch2-chroot.sh run)
+# Phase 3 overlaps phase 2 where the CPU allows: its LibTorch is installed
+# (the first time: mostly waiting on the network) while phase 2 compiles, and
+# its build runs at the lowest CPU priority (nice 19) while phase 2's tests
+# run, on the CPU time they leave idle (they wait on sockets and timeouts much
+# of the time). Each background job's output is printed when it is waited for.
+cuda=1
+[[ "${ACCELERATE_SKIP_CUDA:-0}" != 1 ]] || cuda=0
 declare -A job_pid=() job_log=()
 
 # start_job NAME CMD...: runs CMD in the background, its output to a log.
@@ -142,8 +147,7 @@ wait_job() {
   return "$rc"
 }
 
-# If this script stops early, stop the jobs too: a job and the commands it
-# runs (torch2-chroot.sh stops what it started and unmounts on SIGTERM).
+# If this script stops early, stop the jobs too, and the commands they run.
 stop_jobs() {
   local name pid
   for name in "${!job_pid[@]}"; do
@@ -158,60 +162,80 @@ stop_jobs() {
 }
 trap stop_jobs EXIT
 
-# torch2_build: phase 3's configure and build (a background job).
-torch2_build() {
-  reset_stale_cache build-torch2 /src
-  step configure "${chroot_run[@]}" cmake -S . -B build-torch2 "${CMAKE_ARGS[@]}" || return 1
-  # nice alone is not enough: torch2-chroot.sh runs the command in a session
-  # of its own, which the kernel's autogroup scheduling (on by default)
-  # weighs equally with ours whatever its nice value; so the session's
-  # autogroup gets nice 19 too. Measured with two CPU-bound loops against two
-  # such background ones: 2x slower with nice alone, unchanged with both.
-  step build "${chroot_run[@]}" sh -c \
-    'echo 19 >/proc/self/autogroup 2>/dev/null; exec nice -n 19 "$@"' sh \
-    cmake --build build-torch2 -j2 || return 2
+# install_torch_cuda: the CUDA leg's LibTorch (a background job); its last
+# lines are the KEY=VALUE pairs the configure step reads.
+torch_cuda_env=$ACCELERATE_CACHE_DIR/torch-cuda.env
+install_torch_cuda() {
+  local t0=$SECONDS
+  nice -n 19 bash scripts/install-torch-cuda.sh >"$torch_cuda_env" || return 1
+  echo "---- install-torch-cuda: ok ($(fmt $((SECONDS - t0))); download and unpacking)"
 }
 
-((torch2 == 0)) || start_job ensure-chroot nice -n 19 bash scripts/torch2-chroot.sh ensure
+# cuda_build: phase 3's configure and build (a background job).
+cuda_build() {
+  # shellcheck disable=SC1090
+  source "$torch_cuda_env"
+  reset_stale_cache build-cuda "$repo_root"
+  step configure cmake -S . -B build-cuda "${CMAKE_ARGS[@]}" \
+    "-DCMAKE_PREFIX_PATH=$TORCH_CMAKE_PREFIX" "-DCUDAToolkit_ROOT=$CUDA_TOOLKIT_ROOT" \
+    "-DCUDA_TOOLKIT_ROOT_DIR=$CUDA_TOOLKIT_ROOT" "-DCMAKE_CUDA_COMPILER=$CUDA_NVCC" || return 1
+  # The compat probes' values: a CUDA build must report NCCL, the CUDA
+  # allocator and device autocast, or its CUDA branches would not compile.
+  local probes=build-cuda/generated/accelerate_compat_config.h probe
+  for probe in HAS_NCCL HAS_CUDA_ALLOCATOR DEVICE_AUTOCAST; do
+    if ! grep -qx "#define ACCELERATE_COMPAT_$probe 1" "$probes"; then
+      echo "---- configure: the CUDA LibTorch's probe ACCELERATE_COMPAT_$probe is not 1 ($probes)"
+      return 1
+    fi
+  done
+  grep '^#define ACCELERATE_COMPAT_' "$probes" | sed 's/^/     /'
+  # nice alone is not enough against the kernel's autogroup scheduling (on by
+  # default) when the jobs run in sessions of their own; the autogroup gets
+  # nice 19 too (measured: two CPU-bound loops were 2x slower with nice alone).
+  step build sh -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec nice -n 19 "$@"' sh \
+    cmake --build build-cuda -j2 || return 2
+}
+
+((cuda == 0)) || start_job install-torch-cuda install_torch_cuda
 
 # ---- 2. native build: LibTorch 1.13 ---------------------------------------------
-header "[2/3] native: LibTorch 1.13 (Debian 12), build/"
+header "[2/3] native: LibTorch 1.13 (Debian 12, CPU), build/"
 t0=$SECONDS
 bad=
 mkdir -p "$CCACHE_DIR"
 reset_stale_cache build "$repo_root"
 step configure cmake -S . -B build "${CMAKE_ARGS[@]}" || bad=configure
 [[ -n "$bad" ]] || step build cmake --build build -j2 || bad=build
-torch2_bad=
-if ((torch2)); then
-  if step ensure-chroot wait_job ensure-chroot; then
-    start_job torch2-build torch2_build
+cuda_bad=
+if ((cuda)); then
+  if step install-torch-cuda wait_job install-torch-cuda; then
+    start_job cuda-build cuda_build
   else
-    torch2_bad=ensure-chroot
+    cuda_bad=install-torch-cuda
   fi
 fi
 [[ -n "$bad" ]] || step ctest ctest --test-dir build "${CTEST_ARGS[@]}" || bad=ctest
 finish native "$t0" "$bad"
 
-# ---- 3. LibTorch 2.6 in the Debian 13 chroot -------------------------------------
-if ((torch2 == 0)); then
-  header "[3/3] torch2: SKIPPED (ACCELERATE_SKIP_TORCH2=1)"
-  summary+=("$(printf '%-8s SKIPPED (ACCELERATE_SKIP_TORCH2=1)' torch2)")
+# ---- 3. the newest LibTorch, PyPI's CUDA build -----------------------------------
+if ((cuda == 0)); then
+  header "[3/3] cuda: SKIPPED (ACCELERATE_SKIP_CUDA=1)"
+  summary+=("$(printf '%-8s SKIPPED (ACCELERATE_SKIP_CUDA=1)' cuda)")
 else
-  header "[3/3] torch2: LibTorch 2.6 (Debian 13 chroot), build-torch2/"
+  header "[3/3] cuda: the newest LibTorch (PyPI's CUDA build), build-cuda/"
   t0=$SECONDS
-  bad=$torch2_bad
+  bad=$cuda_bad
   if [[ -z "$bad" ]]; then
     rc=0
-    step build-in-background wait_job torch2-build || rc=$?
+    step build-in-background wait_job cuda-build || rc=$?
     case $rc in
       0) ;;
       1) bad=configure ;;
       *) bad=build ;;
     esac
   fi
-  [[ -n "$bad" ]] || step ctest "${chroot_run[@]}" ctest --test-dir build-torch2 "${CTEST_ARGS[@]}" || bad=ctest
-  finish torch2 "$t0" "$bad"
+  [[ -n "$bad" ]] || step ctest ctest --test-dir build-cuda "${CTEST_ARGS[@]}" || bad=ctest
+  finish cuda "$t0" "$bad"
 fi
 
 # ---- summary ---------------------------------------------------------------------

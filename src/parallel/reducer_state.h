@@ -15,6 +15,7 @@
 
 #include "accelerate/communicator.h"
 #include "accelerate/gradient_reducer.h"
+#include "compat/autograd_compat.h"
 
 namespace accelerate {
 
@@ -26,7 +27,7 @@ struct GradientReducer::State {
   struct Slot {
     int bucket = -1;  // -1: frozen, never synced
     std::int64_t offset = 0;
-    std::shared_ptr<torch::autograd::Node> accumulator;  // the tensor holds it only weakly
+    compat::AutogradNodePtr accumulator;  // the tensor holds it only weakly
     std::uintptr_t hook_key = 0;
   };
   struct BucketProgress {

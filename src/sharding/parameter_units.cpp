@@ -11,6 +11,7 @@
 
 #include "accelerate/errors.h"
 #include "accelerate/unit_forward.h"
+#include "compat/autograd_compat.h"
 
 namespace accelerate::sharding {
 
@@ -26,7 +27,7 @@ struct ParameterUnits::State {
     bool through_forward = false;      // ran through unit_forward: free between runs
   };
   struct InstalledHook {
-    std::shared_ptr<torch::autograd::Node> accumulator;
+    compat::AutogradNodePtr accumulator;
     std::uintptr_t key = 0;
   };
   std::shared_ptr<ModelShards> shards;

@@ -28,7 +28,7 @@ target_link_libraries(accelerate_tracking PUBLIC Threads::Threads)
 set(ACCELERATE_HAVE_TENSORBOARD OFF)
 if(ACCELERATE_WITH_TENSORBOARD)
   find_package(Protobuf QUIET)
-  if(Protobuf_FOUND AND TARGET protobuf::protoc AND TARGET protobuf::libprotobuf)
+  if(Protobuf_FOUND AND TARGET protobuf::protoc AND Protobuf_LIBRARIES)
     set(ACCELERATE_HAVE_TENSORBOARD ON)
   endif()
 endif()
@@ -49,9 +49,12 @@ if(ACCELERATE_HAVE_TENSORBOARD)
     ${CMAKE_CURRENT_LIST_DIR}/event_file_writer.cpp
     ${CMAKE_CURRENT_LIST_DIR}/tensorboard_tracker.cpp
     ${_tracking_pb}.cc)
-  target_include_directories(accelerate_tracking PUBLIC ${_tracking_proto_dir})
-  target_link_libraries(accelerate_tracking PUBLIC protobuf::libprotobuf)
-  target_link_libraries(accelerate PRIVATE protobuf::libprotobuf)
+  target_include_directories(accelerate_tracking PUBLIC ${_tracking_proto_dir} ${Protobuf_INCLUDE_DIRS})
+  # By path, not the protobuf::libprotobuf target: a LibTorch 2.x wheel's
+  # CMake files define that name as an alias of an empty target when it does
+  # not exist yet (find_package(Torch) runs first), which would link nothing.
+  target_link_libraries(accelerate_tracking PUBLIC ${Protobuf_LIBRARIES})
+  target_link_libraries(accelerate PRIVATE ${Protobuf_LIBRARIES})
   message(STATUS "accelerate: TensorBoard tracker with protobuf ${Protobuf_VERSION}")
 else()
   target_sources(accelerate_tracking PRIVATE ${CMAKE_CURRENT_LIST_DIR}/tensorboard_unavailable.cpp)

@@ -15,8 +15,14 @@ assert_file "$work/prefix/libexec/accelerate/accelerate-sanity-check"
 # The installed `accelerate test` finds its sanity program and passes.
 HF_HOME="$work" "$work/prefix/bin/accelerate" test --cpu --num_processes 2 --main_process_port 0 \
   | grep -q "Test is a success!" || { echo "FAIL: the installed 'accelerate test' did not succeed"; exit 1; }
+# A CUDA LibTorch's CMake files need the CUDA toolkit the build used.
+cuda_args=()
+for var in CUDAToolkit_ROOT CUDA_TOOLKIT_ROOT_DIR CMAKE_CUDA_COMPILER; do
+  value=$(sed -nE "s/^$var:[A-Z]+=(.+)$/\1/p" "$build/CMakeCache.txt" | head -n1)
+  [[ -z "$value" || "$value" == *NOTFOUND ]] || cuda_args+=("-D$var=$value")
+done
 cmake -S "$source/tests/install/consumer" -B "$work/consumer" -G Ninja \
-  -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release "${cuda_args[@]}" >/dev/null
 cmake --build "$work/consumer" >/dev/null
 out=$(LD_LIBRARY_PATH="$work/prefix/lib:${LD_LIBRARY_PATH:-}" "$work/consumer/consumer")
 echo "$out"
