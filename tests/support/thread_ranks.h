@@ -51,20 +51,18 @@ struct RankOptions {
   bool shared_memory_all_reduce = true;
 };
 
-// Calls body(comm) on `world_size` threads; a failed EXPECT in any thread
-// fails the test, and an exception escaping a rank is reported with its rank.
-inline void run_rank_communicators(
-    int world_size, const std::function<void(std::shared_ptr<Communicator>)>& body,
-    RankOptions options = {}) {
+// Calls body(rank, comm) on `world_size` threads, rank r's communicator
+// connected with job_of(r); a failed EXPECT in any thread fails the test, and
+// an exception escaping a rank is reported with its rank.
+inline void run_ranks_of_jobs(int world_size, const std::function<JobState(int)>& job_of,
+                              const std::function<void(int, std::shared_ptr<Communicator>)>& body) {
   const std::string path = fresh_store_path();
   std::vector<std::thread> threads;
   std::vector<std::string> errors(world_size);
   for (int rank = 0; rank < world_size; ++rank) {
     threads.emplace_back([&, rank] {
       try {
-        body(Communicator::connect_through_file(
-            path, thread_rank_job(rank, world_size, options.timeout, options.debug,
-                                  options.shared_memory_all_reduce)));
+        body(rank, Communicator::connect_through_file(path, job_of(rank)));
       } catch (const std::exception& error) {
         errors[rank] = error.what();
       }
@@ -75,6 +73,19 @@ inline void run_rank_communicators(
   for (int rank = 0; rank < world_size; ++rank) {
     EXPECT_EQ(errors[rank], "") << "rank " << rank << " threw";
   }
+}
+
+// Calls body(comm) on `world_size` Gloo (or shared-memory) thread ranks.
+inline void run_rank_communicators(
+    int world_size, const std::function<void(std::shared_ptr<Communicator>)>& body,
+    RankOptions options = {}) {
+  run_ranks_of_jobs(
+      world_size,
+      [&](int rank) {
+        return thread_rank_job(rank, world_size, options.timeout, options.debug,
+                               options.shared_memory_all_reduce);
+      },
+      [&](int, std::shared_ptr<Communicator> comm) { body(std::move(comm)); });
 }
 
 // A non-owning shared_ptr to a rank's communicator, for APIs that take one
