@@ -54,9 +54,10 @@ const char* yes_no(bool value) { return value ? "yes" : "no"; }
 bool is_relevant_variable(const std::string& name) {
   static const char* const kPrefixes[] = {"ACCELERATE_", "FSDP_", "NCCL_", "GLOO_", "TORCH_"};
   static const char* const kNames[] = {
-      "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS",  "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY", "HF_HOME",
-      "XDG_CACHE_HOME",       "MASTER_ADDR",      "MASTER_PORT",          "WORLD_SIZE",      "RANK",
-      "LOCAL_RANK",           "LOCAL_WORLD_SIZE", "LD_LIBRARY_PATH"};
+      "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "OMP_NUM_THREADS",
+      "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",     "OMP_WAIT_POLICY",      "HF_HOME",
+      "XDG_CACHE_HOME",       "MASTER_ADDR",         "MASTER_PORT",          "WORLD_SIZE",
+      "RANK",                 "LOCAL_RANK",          "LOCAL_WORLD_SIZE",     "LD_LIBRARY_PATH"};
   for (const char* prefix : kPrefixes) {
     if (name.rfind(prefix, 0) == 0) return true;
   }
@@ -126,7 +127,8 @@ std::string environment_report(const Environment& env, const std::string& explic
   }
   const auto gpus = list_gpus(lookup(env, "PATH"));
   if (gpus.empty()) {
-    text += "- GPUs: none found (no nvidia-smi on PATH, no /proc/driver/nvidia/gpus)\n";
+    text += "- GPUs: none found (no nvidia-smi on PATH, no /proc/driver/nvidia/gpus, no GPU node in " +
+            std::string(launcher::kKfdNodesFolder) + ")\n";
   } else {
     text += "- GPUs: " + std::to_string(gpus.size()) + "\n";
     for (const auto& gpu : gpus) text += "\t- " + gpu + "\n";

@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "launcher/machine_facts.h"
 #include "launcher/program_resolution.h"
 
 namespace accelerate::cli {
@@ -105,8 +106,11 @@ std::optional<std::string> read_text_file(const std::string& path) {
   return text.str();
 }
 
-std::vector<std::string> list_gpus(const std::optional<std::string>& path_variable,
-                                   const std::string& proc_gpus_dir) {
+namespace {
+
+// The NVIDIA GPUs: nvidia-smi's own lines, else the driver's /proc files.
+std::vector<std::string> list_nvidia_gpus(const std::optional<std::string>& path_variable,
+                                          const std::string& proc_gpus_dir) {
   std::vector<std::string> gpus;
   if (auto smi = launcher::find_on_path("nvidia-smi", path_variable)) {
     // The path comes from PATH and is quoted for the shell popen starts.
@@ -139,6 +143,32 @@ std::vector<std::string> list_gpus(const std::optional<std::string>& path_variab
                    (model == values.end() ? std::string("unknown model") : model->second) + " (" + bus_id +
                    ")");
   }
+  return gpus;
+}
+
+// "GPU 1: AMD GPU gfx90a (name aldebaran, kfd node 3)", numbered as ROCm
+// numbers them when no variable hides any. The gfx target is what tells a
+// user which LibTorch build fits; the name file is whatever the kernel put
+// there (an ASIC name, or "ip discovery" on newer kernels), shown as it is.
+std::vector<std::string> list_amd_gpus(const std::string& kfd_nodes_dir) {
+  std::vector<std::string> gpus;
+  for (const auto& node : launcher::read_amd_gpu_nodes(kfd_nodes_dir)) {
+    std::string line = "GPU " + std::to_string(gpus.size()) + ": AMD GPU";
+    if (!node.gfx_target.empty()) line += " " + node.gfx_target;
+    line += " (";
+    if (!node.name.empty() && node.name != node.gfx_target) line += "name " + node.name + ", ";
+    line += "kfd node " + std::to_string(node.node) + ")";
+    gpus.push_back(line);
+  }
+  return gpus;
+}
+
+}  // namespace
+
+std::vector<std::string> list_gpus(const std::optional<std::string>& path_variable,
+                                   const std::string& proc_gpus_dir, const std::string& kfd_nodes_dir) {
+  std::vector<std::string> gpus = list_nvidia_gpus(path_variable, proc_gpus_dir);
+  for (auto& line : list_amd_gpus(kfd_nodes_dir)) gpus.push_back(std::move(line));
   return gpus;
 }
 

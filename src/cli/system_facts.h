@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "launcher/machine_facts.h"
+
 namespace accelerate::cli {
 
 // PRETTY_NAME from /etc/os-release text (quotes removed), else NAME VERSION.
@@ -31,8 +33,12 @@ std::optional<uint64_t> total_memory_bytes(const std::string& meminfo);
 std::optional<std::string> read_text_file(const std::string& path);
 
 // GPU lines: `nvidia-smi -L` when it is on PATH, else the model of each
-// /proc/driver/nvidia/gpus/*/information. Empty when neither shows a GPU.
+// /proc/driver/nvidia/gpus/*/information; then one line per AMD GPU node of
+// the amdgpu driver's kfd topology (launcher::read_amd_gpu_nodes). Every GPU
+// the drivers show, whatever the *_VISIBLE_DEVICES variables hide (as
+// nvidia-smi does). Empty when no driver shows a GPU.
 std::vector<std::string> list_gpus(const std::optional<std::string>& path_variable,
-                                   const std::string& proc_gpus_dir = "/proc/driver/nvidia/gpus");
+                                   const std::string& proc_gpus_dir = "/proc/driver/nvidia/gpus",
+                                   const std::string& kfd_nodes_dir = launcher::kKfdNodesFolder);
 
 }  // namespace accelerate::cli

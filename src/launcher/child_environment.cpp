@@ -93,7 +93,14 @@ Environment build_child_environment(const LaunchOptions& options, int local_rank
     }
   }
   // "all" means every GPU the launcher itself sees: the variable is left as it is.
-  if (options.gpu_ids && *options.gpu_ids != "all") env["CUDA_VISIBLE_DEVICES"] = *options.gpu_ids;
+  if (options.gpu_ids && *options.gpu_ids != "all") {
+    env["CUDA_VISIBLE_DEVICES"] = *options.gpu_ids;
+    // HIP (ROCm) reads CUDA_VISIBLE_DEVICES only when HIP_VISIBLE_DEVICES is
+    // empty or unset, so an inherited HIP list would silently win over the
+    // flag. Both number the GPUs that ROCR_VISIBLE_DEVICES left, so the same
+    // indices apply.
+    if (lookup(env, "HIP_VISIBLE_DEVICES")) env["HIP_VISIBLE_DEVICES"] = *options.gpu_ids;
+  }
   write_given(settings::kGradientAccumulationSteps, options.gradient_accumulation_steps, env);
   write_sharding_settings(options, env);
 

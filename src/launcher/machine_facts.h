@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "accelerate/environment.h"
 
@@ -16,7 +17,7 @@ struct MachineFacts {
   int usable_cores = 1;
 };
 
-// Reads /proc and the CPU affinity mask of this process.
+// Reads /proc, /sys and the CPU affinity mask of this process.
 MachineFacts probe_machine(const Environment& env);
 
 // GPUs the children will see: the entries of CUDA_VISIBLE_DEVICES (when set)
@@ -26,6 +27,37 @@ int count_visible_gpus(int physical_gpus, const std::optional<std::string>& cuda
 
 // Physical NVIDIA GPUs: the driver makes one directory per GPU here.
 int count_nvidia_gpus(const std::string& proc_dir = "/proc/driver/nvidia/gpus");
+
+// One GPU of the amdgpu driver's kfd topology, where each node is a CPU
+// socket or a GPU (each MI250X GCD is a GPU node of its own). Nodes come in
+// the topology's order, the order ROCm numbers its GPUs in.
+struct AmdGpuNode {
+  int node = 0;            // the node's folder number
+  std::string gfx_target;  // "gfx90a", from gfx_target_version; empty when absent
+  std::string name;        // the node's name file, first line trimmed; may be empty
+};
+inline const char* const kKfdNodesFolder = "/sys/class/kfd/kfd/topology/nodes";
+
+// The nodes whose properties show SIMDs: ROCm's own test for a GPU (CPU
+// nodes have simd_count 0). No folder (no amdgpu driver) means no GPUs.
+std::vector<AmdGpuNode> read_amd_gpu_nodes(const std::string& kfd_nodes_dir = kKfdNodesFolder);
+int count_amd_gpus(const std::string& kfd_nodes_dir = kKfdNodesFolder);
+
+// AMD GPUs a ROCm program will see: ROCR_VISIBLE_DEVICES filters first (in
+// the ROCm runtime; set but empty hides every GPU), then HIP filters what is
+// left with HIP_VISIBLE_DEVICES, or CUDA_VISIBLE_DEVICES when that is empty or
+// unset. HIP reads an empty list as unset, not as "no GPUs" as CUDA does.
+int count_visible_amd_gpus(int physical_gpus, const Environment& env);
+
+// Where the GPU drivers describe their GPUs; tests point these at fake trees.
+struct GpuDriverFolders {
+  std::string nvidia_gpus = "/proc/driver/nvidia/gpus";
+  std::string amd_kfd_nodes = kKfdNodesFolder;
+};
+
+// Visible NVIDIA GPUs plus visible AMD GPUs: what the ranks of this machine
+// can use, so the launcher's default process count.
+int count_visible_gpus_of_all_vendors(const Environment& env, const GpuDriverFolders& folders = {});
 
 // Cores this process may run on: the affinity mask (what a container or
 // taskset grants), else the online count, at least 1.

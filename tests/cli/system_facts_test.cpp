@@ -54,5 +54,51 @@ TEST(SystemFacts, GpusFromNvidiaSmiOnPath) {
             (std::vector<std::string>{"GPU 0: Fake H100 (UUID: GPU-1234)"}));
 }
 
+// A kfd topology with a CPU node and three GPU nodes, numbered past 9 so the
+// order must be numeric; one node's name file says what newer kernels write.
+std::string make_kfd_nodes(const std::string& root) {
+  const std::string nodes = root + "/nodes";
+  ::mkdir(nodes.c_str(), 0755);
+  struct Node {
+    int number;
+    int simd_count;
+    int gfx_target_version;
+    const char* name;
+  };
+  for (const Node& node : {Node{0, 0, 0, "AMD EPYC"}, Node{10, 304, 90402, "ip discovery"},
+                           Node{2, 440, 90010, "aldebaran"}, Node{1, 440, 90010, nullptr}}) {
+    const std::string folder = nodes + "/" + std::to_string(node.number);
+    ::mkdir(folder.c_str(), 0755);
+    write_file(folder + "/properties", "cpu_cores_count 0\nsimd_count " + std::to_string(node.simd_count) +
+                                           "\ngfx_target_version " +
+                                           std::to_string(node.gfx_target_version) + "\n");
+    write_file(folder + "/gpu_id", node.simd_count ? "51234\n" : "0\n");
+    if (node.name) write_file(folder + "/name", std::string(node.name) + "\n");
+  }
+  return nodes;
+}
+
+TEST(SystemFacts, AmdGpusFromTheKfdTopology) {
+  TemporaryFolder folder;
+  const std::string nodes = make_kfd_nodes(folder.path());
+  EXPECT_EQ(list_gpus(folder.path(), folder.path() + "/none", nodes),
+            (std::vector<std::string>{"GPU 0: AMD GPU gfx90a (kfd node 1)",
+                                      "GPU 1: AMD GPU gfx90a (name aldebaran, kfd node 2)",
+                                      "GPU 2: AMD GPU gfx942 (name ip discovery, kfd node 10)"}));
+  EXPECT_TRUE(list_gpus(folder.path(), folder.path() + "/none", folder.path() + "/no-kfd").empty());
+}
+
+TEST(SystemFacts, NvidiaGpusComeBeforeAmdGpus) {
+  TemporaryFolder folder;
+  const std::string gpus = folder.path() + "/gpus";
+  ::mkdir(gpus.c_str(), 0755);
+  ::mkdir((gpus + "/0000:01:00.0").c_str(), 0755);
+  write_file(gpus + "/0000:01:00.0/information", "Model: \t\t NVIDIA Test GPU\n");
+  const auto lines = list_gpus(folder.path(), gpus, make_kfd_nodes(folder.path()));
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[0], "GPU 0: NVIDIA Test GPU (0000:01:00.0)");
+  EXPECT_EQ(lines[1], "GPU 0: AMD GPU gfx90a (kfd node 1)");
+}
+
 }  // namespace
 }  // namespace accelerate::cli

@@ -159,6 +159,19 @@ TEST(LaunchFlags, GpuIdsBecomeCudaVisibleDevicesAndPickTheProcessCount) {
   EXPECT_EQ(build_child_environment(all, 0, {}, 8).count("CUDA_VISIBLE_DEVICES"), 0u);
 }
 
+// HIP reads CUDA_VISIBLE_DEVICES only when HIP_VISIBLE_DEVICES is unset, so
+// an inherited HIP list gets the flag's GPUs too; none is added otherwise.
+TEST(LaunchFlags, GpuIdsAlsoReplaceAnInheritedHipVisibleDevices) {
+  LaunchOptions two = parse({"--gpu_ids", "1,3", "p"});
+  resolve_launch_options(two, MachineFacts{8, 8});
+  const Environment amd_parent = {{"ROCR_VISIBLE_DEVICES", "0,1,2,3"}, {"HIP_VISIBLE_DEVICES", "0,1,2,3"}};
+  const Environment child = build_child_environment(two, 0, amd_parent, 8);
+  EXPECT_EQ(child.at("HIP_VISIBLE_DEVICES"), "1,3");
+  EXPECT_EQ(child.at("CUDA_VISIBLE_DEVICES"), "1,3");
+  EXPECT_EQ(child.at("ROCR_VISIBLE_DEVICES"), "0,1,2,3");  // the indices count within it
+  EXPECT_EQ(build_child_environment(two, 0, {}, 8).count("HIP_VISIBLE_DEVICES"), 0u);
+}
+
 TEST(LaunchFlags, RestartCountAndRendezvousTimeoutReachTheRanks) {
   LaunchOptions options = parse({"--max_restarts", "2", "--rdzv_conf", "join_timeout=90", "p"});
   resolve_launch_options(options, MachineFacts{});

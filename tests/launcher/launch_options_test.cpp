@@ -1,5 +1,6 @@
 // Parsing and resolving `accelerate launch` flags: pure functions, no processes.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <fstream>
@@ -8,6 +9,7 @@
 #include "launcher/launch_options.h"
 #include "launcher/port_check.h"
 #include "launcher/launch_test_support.h"
+#include "support/process_runner.h"
 
 namespace accelerate::launcher {
 namespace {
@@ -157,6 +159,83 @@ TEST(LaunchMachineFacts, VisibleGpusFollowCudaVisibleDevices) {
   EXPECT_EQ(count_visible_gpus(0, std::string("0")), 0);
   EXPECT_EQ(count_nvidia_gpus("/nonexistent/driver/folder"), 0);
   EXPECT_GE(count_usable_cpu_cores(), 1);
+}
+
+// A fake /sys/class/kfd/kfd/topology/nodes of a LUMI-G node: node 0 is the
+// CPU (no SIMDs), nodes 1-8 the eight MI250X GCDs (gfx90a).
+std::string make_mi250x_kfd_nodes(const std::string& root) {
+  const std::string nodes = root + "/nodes";
+  ::mkdir(nodes.c_str(), 0755);
+  for (int node = 0; node <= 8; ++node) {
+    const std::string folder = nodes + "/" + std::to_string(node);
+    ::mkdir(folder.c_str(), 0755);
+    const bool gpu = node > 0;
+    std::ofstream(folder + "/properties")
+        << "cpu_cores_count " << (gpu ? 0 : 64) << "\nsimd_count " << (gpu ? 440 : 0)
+        << "\nmem_banks_count 1\ngfx_target_version " << (gpu ? 90010 : 0) << "\n";
+    std::ofstream(folder + "/gpu_id") << (gpu ? 4000 + node : 0) << "\n";
+  }
+  return nodes;
+}
+
+TEST(LaunchMachineFacts, AmdGpusAreTheKfdNodesWithSimds) {
+  accelerate::testing::TemporaryFolder sysfs;
+  const std::string nodes = make_mi250x_kfd_nodes(sysfs.path());
+  const auto gpus = read_amd_gpu_nodes(nodes);
+  ASSERT_EQ(gpus.size(), 8u);
+  EXPECT_EQ(gpus.front().node, 1);
+  EXPECT_EQ(gpus.front().gfx_target, "gfx90a");
+  EXPECT_EQ(gpus.back().node, 8);
+  EXPECT_EQ(count_amd_gpus(nodes), 8);
+  EXPECT_EQ(count_amd_gpus(sysfs.path() + "/no-amdgpu-driver"), 0);
+}
+
+TEST(LaunchMachineFacts, VisibleAmdGpusFollowRocrThenHipVariables) {
+  auto visible = [](const Environment& env) { return count_visible_amd_gpus(8, env); };
+  EXPECT_EQ(visible({}), 8);
+  // ROCR_VISIBLE_DEVICES first, then HIP numbers what is left.
+  EXPECT_EQ(visible({{"ROCR_VISIBLE_DEVICES", "0,1,2,3"}, {"HIP_VISIBLE_DEVICES", "1,3"}}), 2);
+  EXPECT_EQ(visible({{"ROCR_VISIBLE_DEVICES", "0,1,2,3"}, {"HIP_VISIBLE_DEVICES", "5"}}), 0);
+  EXPECT_EQ(visible({{"ROCR_VISIBLE_DEVICES", "0,1,2,3"}, {"CUDA_VISIBLE_DEVICES", "1,3"}}), 2);
+  EXPECT_EQ(visible({{"ROCR_VISIBLE_DEVICES", "GPU-4a3f1c2d5e6b7a80,GPU-4a3f1c2d5e6b7a81"}}), 2);
+  // The first invalid entry ends each list.
+  EXPECT_EQ(visible({{"ROCR_VISIBLE_DEVICES", "0,1,9,2"}}), 2);
+  EXPECT_EQ(visible({{"HIP_VISIBLE_DEVICES", "0,x,2"}}), 1);
+  // HIP_VISIBLE_DEVICES wins over CUDA_VISIBLE_DEVICES.
+  EXPECT_EQ(visible({{"HIP_VISIBLE_DEVICES", "0,1,2"}, {"CUDA_VISIBLE_DEVICES", "0"}}), 3);
+  // ROCR_VISIBLE_DEVICES set but empty hides every GPU; HIP reads its empty
+  // lists as unset instead.
+  EXPECT_EQ(visible({{"ROCR_VISIBLE_DEVICES", ""}}), 0);
+  EXPECT_EQ(visible({{"HIP_VISIBLE_DEVICES", ""}}), 8);
+  EXPECT_EQ(visible({{"CUDA_VISIBLE_DEVICES", ""}}), 8);
+  EXPECT_EQ(visible({{"HIP_VISIBLE_DEVICES", ""}, {"CUDA_VISIBLE_DEVICES", "1"}}), 1);
+  EXPECT_EQ(count_visible_amd_gpus(0, {{"HIP_VISIBLE_DEVICES", "0"}}), 0);
+}
+
+TEST(LaunchMachineFacts, DefaultProcessCountCountsNvidiaAndAmdGpus) {
+  accelerate::testing::TemporaryFolder machine;
+  GpuDriverFolders amd_node;
+  amd_node.nvidia_gpus = machine.path() + "/no-nvidia-driver";
+  amd_node.amd_kfd_nodes = make_mi250x_kfd_nodes(machine.path());
+  EXPECT_EQ(count_visible_gpus_of_all_vendors({}, amd_node), 8);
+  EXPECT_EQ(count_visible_gpus_of_all_vendors(
+                {{"ROCR_VISIBLE_DEVICES", "0,1,2,3"}, {"HIP_VISIBLE_DEVICES", "1,3"}}, amd_node),
+            2);
+
+  // An NVIDIA machine keeps CUDA's rules, and ROCm's variables change nothing.
+  GpuDriverFolders nvidia_node;
+  nvidia_node.nvidia_gpus = machine.path() + "/nvidia-gpus";
+  nvidia_node.amd_kfd_nodes = machine.path() + "/no-amdgpu-driver";
+  ::mkdir(nvidia_node.nvidia_gpus.c_str(), 0755);
+  for (const char* bus : {"0000:01:00.0", "0000:02:00.0", "0000:03:00.0", "0000:04:00.0"}) {
+    ::mkdir((nvidia_node.nvidia_gpus + "/" + bus).c_str(), 0755);
+  }
+  EXPECT_EQ(count_visible_gpus_of_all_vendors({}, nvidia_node), 4);
+  EXPECT_EQ(count_visible_gpus_of_all_vendors({{"CUDA_VISIBLE_DEVICES", "1,3"}}, nvidia_node), 2);
+  EXPECT_EQ(count_visible_gpus_of_all_vendors({{"CUDA_VISIBLE_DEVICES", ""}}, nvidia_node), 0);
+  EXPECT_EQ(count_visible_gpus_of_all_vendors(
+                {{"HIP_VISIBLE_DEVICES", "0"}, {"ROCR_VISIBLE_DEVICES", ""}}, nvidia_node),
+            4);
 }
 
 // --main_process_port 0 picks below the kernel's ephemeral range, so the
