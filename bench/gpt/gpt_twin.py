@@ -93,7 +93,7 @@ class Attention(nn.Module):
         q, k, v = qkv[0], qkv[1], qkv[2]
         # The explicit masked softmax, op for op as src/nn/attention.cpp.
         scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(width // h))
-        future = torch.ones(t, t, dtype=torch.bool).triu(1)
+        future = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
         weights = torch.softmax(scores.masked_fill(future, float("-inf")), -1)
         y = torch.matmul(weights, v).transpose(1, 2).contiguous().view(b, t, width)
         return self.c_proj(y)
@@ -140,7 +140,7 @@ class Gpt(nn.Module):
                     nn.init.zeros_(linear.bias)
 
     def forward(self, tokens, targets):
-        x = self.wte(tokens) + self.wpe(torch.arange(tokens.size(1)))
+        x = self.wte(tokens) + self.wpe(torch.arange(tokens.size(1), device=tokens.device))
         for block in self.h:
             x = block(x)
         logits = torch.matmul(self.ln_f(x), self.wte.weight.t())
@@ -180,7 +180,9 @@ def run(rank, world, args, port):
         sys.exit("gpt_twin: error: %d steps need more than one epoch" % args.max_steps)
 
     torch.manual_seed(args.seed)
-    model = Gpt(config)
+    model = Gpt(config)  # built on the CPU, so the initial weights match the C++ model's
+    device = torch.device(args.device)
+    model.to(device)
     params = sum(p.numel() for p in model.parameters())
     loss_of = nn.parallel.DistributedDataParallel(model) if world > 1 else model
     optimizer = torch.optim.AdamW(adamw_groups(model, args.weight_decay), lr=args.learning_rate,
@@ -189,11 +191,11 @@ def run(rank, world, args, port):
         optimizer, lambda s: schedule_factor(s, args.warmup_steps, args.max_steps))
     order = torch.randperm(train.size, generator=torch.Generator().manual_seed(args.seed))
     precision = "bf16" if args.bf16 else "fp32"
-    autocast = lambda: torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16)  # noqa: E731
+    autocast = lambda: torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16)  # noqa: E731
     if rank == 0:
-        print("gpt_twin: torch %s, %d process(es), %d thread(s) per process (OMP_NUM_THREADS=%s "
+        print("gpt_twin: torch %s, %d process(es) on %s, %d thread(s) per process (OMP_NUM_THREADS=%s "
               "OPENBLAS_NUM_THREADS=%s OMP_WAIT_POLICY=%s), %s, explicit attention"
-              % (torch.__version__, world, torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS"),
+              % (torch.__version__, world, device, torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS"),
                  os.environ.get("OPENBLAS_NUM_THREADS"), os.environ.get("OMP_WAIT_POLICY"), precision))
         print("gpt_twin: preset %s: %d parameters, vocab %d, context %d, batch %d per process, "
               "%d steps" % (args.preset, params, vocab, block, batch, args.max_steps), flush=True)
@@ -209,6 +211,7 @@ def run(rank, world, args, port):
         t0 = time.perf_counter()
         first = (step * world + rank) * batch
         data, target = train.batch(order[first:first + batch])
+        data, target = data.to(device), target.to(device)
         t1 = time.perf_counter()
         with autocast():
             loss = loss_of(data, target)
@@ -252,7 +255,8 @@ def run(rank, world, args, port):
         for i, start in enumerate(range(0, count, batch)):
             if i % world == rank:
                 rows = list(range(start, min(start + batch, count)))
-                total += torch.tensor([model(*evaluation.batch(rows)).item() * len(rows), len(rows)],
+                inputs = [t.to(device) for t in evaluation.batch(rows)]
+                total += torch.tensor([model(*inputs).item() * len(rows), len(rows)],
                                       dtype=torch.float64)
     if world > 1:
         dist.all_reduce(total)
@@ -277,6 +281,8 @@ def main():
     ap.add_argument("--preset", choices=sorted(PRESETS), default="small")
     ap.add_argument("--nproc", type=int, default=1, help="1: plain loop; more: DDP ranks")
     ap.add_argument("--bf16", action="store_true")
+    ap.add_argument("--device", default="cpu",
+                    help="cpu, or cuda (1 process: scripts/gpu-check.sh times it beside the C++ example)")
     ap.add_argument("--max_steps", type=int, default=30)
     ap.add_argument("--skip", type=int, default=5, help="warm-up steps left out of tokens/s")
     ap.add_argument("--batch_size", type=int, default=16, help="per process")
@@ -289,6 +295,8 @@ def main():
     args = ap.parse_args()
     if args.nproc < 1 or not 0 <= args.skip < args.max_steps:
         sys.exit("gpt_twin: error: need --nproc >= 1 and 0 <= --skip < --max_steps")
+    if args.device != "cpu" and args.nproc != 1:
+        sys.exit("gpt_twin: error: --device %s runs 1 process (--nproc 1)" % args.device)
     if args.nproc == 1:
         run(0, 1, args, 0)
         return

@@ -87,10 +87,14 @@ inline Args parse_args(int argc, char** argv, const ExtraFlags& extra = nullptr,
 // clock stops at the last step, as bench/python/mnist_reference.py's does).
 class EpochClock {
  public:
-  void step() {
+  // `skipped`: the step's optimizer update was skipped (fp16 loss scaling
+  // found inf/NaN gradients), which the report counts.
+  void step(bool skipped = false) {
     ++steps_;
+    if (skipped) ++skipped_;
     last_step_ = std::chrono::steady_clock::now();
   }
+  int64_t skipped_steps() const { return skipped_; }
   double ms_per_step() const {
     auto elapsed = last_step_ - start_;
     return std::chrono::duration<double, std::milli>(elapsed).count() / std::max<int64_t>(1, steps_);
@@ -100,6 +104,7 @@ class EpochClock {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point last_step_ = start_;
   int64_t steps_ = 0;
+  int64_t skipped_ = 0;
 };
 
 inline void report(int epoch, int64_t correct, int64_t total, const EpochClock& clock) {
@@ -107,7 +112,9 @@ inline void report(int epoch, int64_t correct, int64_t total, const EpochClock& 
   std::snprintf(line, sizeof(line), "epoch %d: test accuracy %.2f%% (%lld/%lld), %.1f ms/step",
                 epoch, 100.0 * static_cast<double>(correct) / static_cast<double>(total),
                 static_cast<long long>(correct), static_cast<long long>(total), clock.ms_per_step());
-  std::cout << line << std::endl;
+  std::cout << line;
+  if (clock.skipped_steps() > 0) std::cout << ", " << clock.skipped_steps() << " skipped steps";
+  std::cout << std::endl;
 }
 
 }  // namespace mnist

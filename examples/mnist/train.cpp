@@ -27,7 +27,7 @@ int main(int argc, char** argv) try {
       auto loss = torch::nll_loss(model->forward(batch.data), batch.target);
       accelerator.backward(loss);
       optimizer.step();
-      clock.step();
+      clock.step(accelerator.optimizer_step_was_skipped());
     }
     scheduler.step();
 

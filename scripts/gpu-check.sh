@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# The one-call GPU check (docs/gpu.md): on a machine with a GPU, PyTorch 2.x
+# (its LibTorch), CMake and nvcc, but no network and no Debian packages, it
+# builds only what it runs and then
+#   1. runs every GPU test (build-gpu/tests/gpu/gpu_test: NCCL collectives
+#      through our Communicator, the reducer with CUDA buckets, CUDA autocast,
+#      the GradScaler's fused kernels against the portable path, ZeRO-3 with
+#      pinned CPU offload, pin_memory),
+#   2. trains examples/mnist on the GPU in fp32, bf16 and fp16 (accuracy,
+#      ms/step, skipped steps),
+#   3. times the GPT example in bf16 against bench/gpt/gpt_twin.py on the same
+#      GPU in the same run (tokens/s and their ratio),
+#   4. ZeRO-3 with CPU offload against no offload (needs 2 GPUs: ZeRO on CUDA
+#      runs over NCCL, one GPU per process),
+# writing one summary file, and stops by itself before its time budget
+# (GPU_CHECK_BUDGET seconds, default 510: inside the device tool's 9 minutes).
+# Steps that do not fit in the time left, or cannot run here, are printed as
+# skipped with the reason. Without a GPU it checks what it can (the
+# toolchain, and configure with the compat probes when a CUDA LibTorch is
+# found), says "no GPU" and exits 0.
+#
+# Usage:
+#   bash scripts/gpu-check.sh --prepare   on a machine with the project's
+#       Debian packages (scripts/install-deps.sh) and data (fetch-mnist.sh,
+#       fetch-brown.sh): fills .gpu-deps/ (ignored) with the header-only
+#       dependencies the GPU machine lacks: nlohmann-json, Gloo's headers
+#       (PyPI's torch wheel ships none) and GoogleTest's sources.
+#   bash scripts/gpu-check.sh             on the GPU machine, from the
+#       checkout root, with .gpu-deps/, data/mnist and data/brown carried.
+#
+# Environment:
+#   GPU_CHECK_BUDGET  seconds in all (default 510)
+#   TORCH_PYTHON      a Python with torch (default: python3, else the CUDA
+#                     leg's venv from scripts/install-torch-cuda.sh if present)
+#   OUT               where the summary goes (default build-gpu/);
+#                     the device tool sets it
+set -uo pipefail
+
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+cd "$repo_root"
+deps=$repo_root/.gpu-deps
+build=$repo_root/build-gpu
+budget=${GPU_CHECK_BUDGET:-510}
+# ---- --prepare: gather what the GPU machine lacks ---------------------------
+if [[ "${1:-}" == --prepare ]]; then
+  rm -rf "$deps"
+  mkdir -p "$deps/include"
+  for needed in /usr/include/nlohmann /usr/include/gloo /usr/src/googletest; do
+    [[ -d "$needed" ]] || { echo "gpu-check: $needed missing: run scripts/install-deps.sh" >&2; exit 1; }
+  done
+  cp -r /usr/include/nlohmann /usr/include/gloo "$deps/include/"
+  cp -r /usr/src/googletest "$deps/googletest"
+  for data in data/mnist/train-images-idx3-ubyte data/brown/train.txt; do
+    [[ -f "$data" ]] || echo "gpu-check: warning: $data missing (scripts/fetch-mnist.sh, fetch-brown.sh): its step will be skipped" >&2
+  done
+  echo "gpu-check: .gpu-deps/ ready ($(du -sh "$deps" | cut -f1)); carry .gpu-deps, data/mnist and data/brown"
+  exit 0
+fi
+
+summary=${OUT:-$build}/gpu-check-summary.txt
+mkdir -p "$(dirname "$summary")" "$build"
+: >"$summary"
+
+say() { printf '%s\n' "$*" | tee -a "$summary"; }
+left() { echo $((budget - SECONDS)); }
+
+# ---- the machine ----------------------------------------------------------------
+python=${TORCH_PYTHON:-}
+if [[ -z "$python" ]]; then
+  if python3 -c 'import torch' 2>/dev/null; then
+    python=python3
+  else
+    venv=$(ls -d /var/cache/accelerate-cpp/torch-cuda-*/ 2>/dev/null | head -n1)
+    [[ -n "$venv" && -x "$venv/bin/python" ]] && python=$venv/bin/python
+  fi
+fi
+say "gpu-check: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, budget ${budget}s"
+gpus=0
+if [[ -n "$python" ]]; then
+  facts=$("$python" - <<'EOF' 2>&1
+import torch
+print("torch", torch.__version__, "cuda", torch.version.cuda, "hip", getattr(torch.version, "hip", None))
+n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+for i in range(n):
+    p = torch.cuda.get_device_properties(i)
+    print("device %d: %s, %.1f GiB, capability %d.%d" % (i, p.name, p.total_memory / 2**30, p.major, p.minor))
+print("gpus", n)
+EOF
+  ) || facts="gpus 0"
+  while read -r line; do [[ "$line" == gpus* ]] || say "  $line"; done <<<"$facts"
+  gpus=$(sed -nE 's/^gpus ([0-9]+)$/\1/p' <<<"$facts" | tail -n1)
+  gpus=${gpus:-0}
+else
+  say "  no Python with torch (set TORCH_PYTHON): cannot find LibTorch"
+fi
+for tool in cmake nvcc nvidia-smi; do
+  if command -v "$tool" >/dev/null; then say "  $tool: $("$tool" --version 2>/dev/null | grep -m1 -iE 'version|release|NVIDIA' | sed 's/^ *//')"
+  else say "  $tool: not found"; fi
+done
+
+# ---- configure (also without a GPU: the probes say what compiles) -----------------
+configured=0
+if [[ -n "$python" ]]; then
+  torch_cmake=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
+  site=$("$python" -c 'import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+  cmake_args=(-S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DACCELERATE_BUILD_CLI=OFF
+              -DACCELERATE_BUILD_BENCH=OFF -DACCELERATE_TEST_SHARDS=0)
+  prefix=$torch_cmake
+  if [[ -d "$deps" ]]; then
+    # GoogleTest from its carried sources, once, into the build folder.
+    if [[ ! -d "$build/_gtest/install" ]]; then
+      timeout "$(left)" cmake -S "$deps/googletest" -B "$build/_gtest/build" -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_INSTALL_PREFIX="$build/_gtest/install" >"$build/gtest.log" 2>&1 &&
+        timeout "$(left)" cmake --build "$build/_gtest/build" -j"$(nproc)" --target install >>"$build/gtest.log" 2>&1 ||
+        say "  GoogleTest build failed ($build/gtest.log)"
+    fi
+    prefix="$prefix;$build/_gtest/install"
+    cmake_args+=("-DCMAKE_CXX_FLAGS=-isystem $deps/include")
+  fi
+  # The wheel's CUDA pieces (nvidia/cu13, ...) when the machine's own nvcc is absent.
+  if ! command -v nvcc >/dev/null; then
+    nvcc=$(find "$site/nvidia" -path '*/bin/nvcc' -type f 2>/dev/null | head -n1)
+    if [[ -n "$nvcc" ]]; then
+      root=$(dirname "$(dirname "$nvcc")")
+      cmake_args+=("-DCMAKE_CUDA_COMPILER=$nvcc" "-DCUDAToolkit_ROOT=$root" "-DCUDA_TOOLKIT_ROOT_DIR=$root")
+    fi
+  fi
+  command -v ninja >/dev/null && cmake_args+=(-G Ninja)
+  t0=$SECONDS
+  if timeout "$(left)" cmake "${cmake_args[@]}" "-DCMAKE_PREFIX_PATH=$prefix" >"$build/configure.log" 2>&1; then
+    configured=1
+    say "configure: ok ($((SECONDS - t0)) s); probes:"
+    grep '^#define ACCELERATE_COMPAT_' "$build/generated/accelerate_compat_config.h" | sed 's/^#define /  /' | tee -a "$summary"
+  else
+    say "configure: FAILED ($build/configure.log):"
+    grep -m5 -E 'Error|error' "$build/configure.log" | tee -a "$summary"
+  fi
+fi
+
+if ((gpus == 0)); then
+  say "no GPU: nothing run (GPU tests, MNIST, GPT and ZeRO steps skipped)"
+  exit 0
+fi
+((configured)) || { say "gpu-check: cannot build; stopping"; exit 1; }
+
+# step NAME SECONDS CMD...: runs CMD with at most SECONDS (and never past the
+# budget less 10 s for the summary); its output goes to build-gpu/NAME.log.
+step() {
+  local name=$1 cap=$2 avail rc=0
+  shift 2
+  avail=$(($(left) - 10))
+  ((avail < cap)) && cap=$avail
+  if ((cap < 20)); then say "$name: SKIPPED (out of time: $(left) s left)"; return 99; fi
+  local t0=$SECONDS
+  timeout "$cap" "$@" >"$build/$name.log" 2>&1 || rc=$?
+  if ((rc == 124)); then say "$name: TIMED OUT after ${cap}s ($build/$name.log)"
+  elif ((rc != 0)); then say "$name: FAILED with status $rc in $((SECONDS - t0)) s ($build/$name.log)"; tail -n 5 "$build/$name.log" | tee -a "$summary"
+  else say "$name: ok ($((SECONDS - t0)) s)"; fi
+  return "$rc"
+}
+
+# ---- build only what runs ---------------------------------------------------------
+targets=(gpu_test mnist gpt)
+step build 300 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" || true
+
+# ---- 1. the GPU tests -----------------------------------------------------------
+if [[ -x "$build/tests/gpu/gpu_test" ]]; then
+  step gpu-tests 120 "$build/tests/gpu/gpu_test" || true
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) \]' "$build/gpu-tests.log" | tee -a "$summary"
+else
+  say "gpu-tests: SKIPPED (not built)"
+fi
+
+# ---- 2. MNIST on the GPU in fp32, bf16, fp16 --------------------------------------------
+if [[ -x "$build/examples/mnist" && -f data/mnist/train-images-idx3-ubyte ]]; then
+  for precision in no bf16 fp16; do
+    if step "mnist-$precision" 60 env ACCELERATE_MIXED_PRECISION=$precision \
+         "$build/examples/mnist" --data_dir data/mnist --epochs 2; then
+      say "  mnist $precision: $(grep '^epoch' "$build/mnist-$precision.log" | tail -n1)"
+    fi
+  done
+else
+  say "mnist: SKIPPED (example not built or data/mnist not carried)"
+fi
+
+# ---- 3. GPT bf16: the C++ example against its Python twin on the same GPU ---------
+if [[ -x "$build/examples/gpt" && -f data/brown/train.txt ]]; then
+  gpt_dir=$build/gpt-run
+  mkdir -p "$gpt_dir/data" "$gpt_dir/out"
+  for f in train.txt validation.txt; do ln -sf "$repo_root/data/brown/$f" "$gpt_dir/data/$f"; done
+  common=(--preset small --vocab_size 8192 --per_device_train_batch_size 16 --per_device_eval_batch_size 16
+          --warmup_steps 10 --eval_strategy no --save_strategy no --max_eval_samples 128
+          --output_dir "$gpt_dir/out" --data_dir "$gpt_dir/data")
+  if step gpt-cpp 120 "$build/examples/gpt" "${common[@]}" --max_steps 60 --logging_steps 1 --bf16; then
+    cpp_tps=$(awk '/^step [0-9]+: tokens\/s / { k = $2 + 0; if (k > 10) { s += $4; c++ } }
+                   END { if (c) printf "%.0f", s / c }' "$build/gpt-cpp.log")
+    train_tokens=$(ls "$gpt_dir"/data/cache/train.txt-*.tokens 2>/dev/null | head -n1)
+    eval_tokens=$(ls "$gpt_dir"/data/cache/validation.txt-*.tokens 2>/dev/null | head -n1)
+    say "  gpt C++ bf16: ${cpp_tps:-?} tokens/s (mean of steps 11-60)"
+    if [[ -n "$train_tokens" ]] &&
+       step gpt-python 120 "$python" bench/gpt/gpt_twin.py --train "$train_tokens" --validation "$eval_tokens" \
+         --preset small --device cuda --bf16 --max_steps 60 --skip 10 --batch_size 16 --warmup_steps 10 \
+         --max_eval_samples 128; then
+      py_tps=$(sed -nE 's/^result .*tokens_per_s=([0-9.]+).*/\1/p' "$build/gpt-python.log")
+      say "  gpt Python twin bf16: ${py_tps:-?} tokens/s; C++/Python $(awk -v a="${cpp_tps:-0}" -v b="${py_tps:-0}" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "?" }')"
+    fi
+  fi
+else
+  say "gpt: SKIPPED (example not built or data/brown not carried)"
+fi
+
+# ---- 4. ZeRO-3 with CPU offload ---------------------------------------------------
+if ((gpus < 2)); then
+  say "zero3-offload: SKIPPED (needs 2 GPUs: ZeRO on CUDA runs over NCCL, one GPU per process; this machine has $gpus)"
+else
+  step zero3-offload 120 "$build/tests/gpu/gpu_test" --gtest_filter='*Zero*:*Offload*' || true
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) \]' "$build/zero3-offload.log" | tee -a "$summary"
+fi
+
+say "gpu-check: done in $SECONDS s; summary in $summary"
