@@ -87,6 +87,8 @@ for i in range(n):
 print("gpus", n)
 EOF
   ) || facts="gpus 0"
+  # stderr is kept (a torch that fails to import says why); NumPy's absence is noise
+  facts=$(grep -v -e 'Failed to initialize NumPy' -e '_conversion_method_template' <<<"$facts")
   while read -r line; do [[ "$line" == gpus* ]] || say "  $line"; done <<<"$facts"
   gpus=$(sed -nE 's/^gpus ([0-9]+)$/\1/p' <<<"$facts" | tail -n1)
   gpus=${gpus:-0}
@@ -101,8 +103,8 @@ done
 # ---- configure (also without a GPU: the probes say what compiles) -----------------
 configured=0
 if [[ -n "$python" ]]; then
-  torch_cmake=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
-  site=$("$python" -c 'import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+  torch_cmake=$("$python" -W ignore -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null)
+  site=$(dirname "$(dirname "$(dirname "$torch_cmake")")")  # .../site-packages/torch/share/cmake
   cmake_args=(-S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DACCELERATE_BUILD_CLI=OFF
               -DACCELERATE_BUILD_BENCH=OFF -DACCELERATE_TEST_SHARDS=0)
   prefix=$torch_cmake
