@@ -11,6 +11,7 @@
 #include "cli/memory_estimate.h"
 #include "cli/system_facts.h"
 #include "cli/test_command.h"
+#include "launcher/machine_facts.h"
 #include "config/config_file.h"
 #include "launcher/launch_errors.h"
 #include "launcher/machine_facts.h"
@@ -68,7 +69,7 @@ bool is_relevant_variable(const std::string& name) {
 }
 
 std::string platform_line() {
-  std::string line = os_pretty_name(read_text_file("/etc/os-release").value_or("")).value_or("unknown OS");
+  std::string line = os_pretty_name(launcher::read_text_file("/etc/os-release").value_or("")).value_or("unknown OS");
   struct utsname names {};
   if (::uname(&names) == 0) {
     line += "; " + std::string(names.sysname) + " " + names.release + " " + names.machine;
@@ -77,7 +78,7 @@ std::string platform_line() {
 }
 
 std::string cpu_lines() {
-  const CpuInfo cpu = parse_cpuinfo(read_text_file("/proc/cpuinfo").value_or(""));
+  const CpuInfo cpu = parse_cpuinfo(launcher::read_text_file("/proc/cpuinfo").value_or(""));
   std::string text = "- CPU: " + (cpu.model.empty() ? std::string("unknown model") : cpu.model) + ", " +
                      std::to_string(cpu.logical_cpus) + " logical CPUs, " +
                      std::to_string(launcher::count_usable_cpu_cores()) + " usable by this process\n";
@@ -120,7 +121,7 @@ std::string environment_report(const Environment& env, const std::string& explic
           (sanity ? *sanity : std::string("not found (`accelerate test` cannot run)")) + "\n";
   text += "- Platform: " + platform_line() + "\n";
   text += cpu_lines();
-  if (auto memory = total_memory_bytes(read_text_file("/proc/meminfo").value_or(""))) {
+  if (auto memory = total_memory_bytes(launcher::read_text_file("/proc/meminfo").value_or(""))) {
     text += "- RAM: " + format_bytes(static_cast<double>(*memory)) + "\n";
   } else {
     text += "- RAM: unknown\n";

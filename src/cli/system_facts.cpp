@@ -98,14 +98,6 @@ std::optional<uint64_t> total_memory_bytes(const std::string& meminfo) {
   return static_cast<uint64_t>(kib) * 1024;
 }
 
-std::optional<std::string> read_text_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 namespace {
 
 // The NVIDIA GPUs: nvidia-smi's own lines, else the driver's /proc files.
@@ -136,7 +128,7 @@ std::vector<std::string> list_nvidia_gpus(const std::optional<std::string>& path
   }
   std::sort(entries.begin(), entries.end());
   for (const auto& bus_id : entries) {
-    const auto info = read_text_file(proc_gpus_dir + "/" + bus_id + "/information");
+    const auto info = launcher::read_text_file(proc_gpus_dir + "/" + bus_id + "/information");
     const auto values = key_values(info.value_or(""), ':');
     auto model = values.find("Model");
     gpus.push_back("GPU " + std::to_string(gpus.size()) + ": " +

@@ -29,9 +29,6 @@ std::vector<std::string> notable_cpu_flags(const std::vector<std::string>& flags
 // MemTotal from /proc/meminfo text, in bytes.
 std::optional<uint64_t> total_memory_bytes(const std::string& meminfo);
 
-// The whole file, or nullopt when it cannot be read.
-std::optional<std::string> read_text_file(const std::string& path);
-
 // GPU lines: `nvidia-smi -L` when it is on PATH, else the model of each
 // /proc/driver/nvidia/gpus/*/information; then one line per AMD GPU node of
 // the amdgpu driver's kfd topology (launcher::read_amd_gpu_nodes). Every GPU

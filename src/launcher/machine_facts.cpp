@@ -38,16 +38,6 @@ std::optional<std::string> set_value(const Environment& env, const char* name) {
   return it->second;
 }
 
-// The whole file, or "" when it cannot be read: sysfs refuses a GPU node's
-// files to a process whose device cgroup denies that GPU, and such a GPU is
-// not usable either.
-std::string read_small_file(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  if (in) text << in.rdbuf();
-  return text.str();
-}
-
 // The value of `key` in a kfd properties file ("key value" lines).
 std::optional<unsigned long long> property(const std::string& properties, const std::string& key) {
   std::istringstream lines(properties);
@@ -108,12 +98,14 @@ std::vector<AmdGpuNode> read_amd_gpu_nodes(const std::string& kfd_nodes_dir) {
   std::vector<AmdGpuNode> gpus;
   for (int number : numbers) {
     const std::string folder = kfd_nodes_dir + "/" + std::to_string(number);
-    const std::string properties = read_small_file(folder + "/properties");
+    // A file sysfs refuses (a device cgroup that denies this GPU) reads as
+    // "": such a GPU is not usable either.
+    const std::string properties = read_text_file(folder + "/properties").value_or("");
     if (property(properties, "simd_count").value_or(0) == 0) continue;  // a CPU node
     AmdGpuNode gpu;
     gpu.node = number;
     gpu.gfx_target = gfx_target_name(property(properties, "gfx_target_version").value_or(0));
-    std::string name = read_small_file(folder + "/name");
+    std::string name = read_text_file(folder + "/name").value_or("");
     gpu.name = trim(name.substr(0, name.find('\n')));
     gpus.push_back(gpu);
   }
@@ -139,6 +131,14 @@ int count_visible_gpus_of_all_vendors(const Environment& env, const GpuDriverFol
   const int nvidia =
       count_visible_gpus(count_nvidia_gpus(folders.nvidia_gpus), set_value(env, "CUDA_VISIBLE_DEVICES"));
   return nvidia + count_visible_amd_gpus(count_amd_gpus(folders.amd_kfd_nodes), env);
+}
+
+std::optional<std::string> read_text_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 int count_usable_cpu_cores() {

@@ -63,4 +63,7 @@ int count_visible_gpus_of_all_vendors(const Environment& env, const GpuDriverFol
 // taskset grants), else the online count, at least 1.
 int count_usable_cpu_cores();
 
+// The whole file, or nullopt when it cannot be read (/proc and sysfs facts).
+std::optional<std::string> read_text_file(const std::string& path);
+
 }  // namespace accelerate::launcher
