@@ -9,10 +9,6 @@
 namespace accelerate {
 namespace detail {
 
-namespace {
-constexpr std::size_t kPage = 4096;
-}  // namespace
-
 struct SharedBufferPool::Entry {
   std::unique_ptr<SharedMemorySegment> segment;
   std::string name;  // empty once removed
@@ -55,7 +51,7 @@ at::Tensor SharedBufferPool::allocate(const std::shared_ptr<SharedBufferPool>& s
         fitting = static_cast<std::int32_t>(i);
       }
     }
-    const std::size_t rounded = (bytes + kPage - 1) / kPage * kPage;
+    const std::size_t rounded = round_up_to_pages(bytes);
     const bool may_create = !pool.creation_stopped_ && pool.entries_.size() < kMaxSegments &&
                             pool.usage_.reserved + rounded <= kMaxBytes;
     if (fitting >= 0 && (pool.entries_[fitting]->segment->size() <= 2 * rounded || !may_create)) {

@@ -37,7 +37,6 @@ constexpr std::chrono::milliseconds kWaitSlice{100};
 constexpr std::size_t kMaxSlotBytes = std::size_t{8} << 20;
 constexpr std::size_t kMinSlotBytes = std::size_t{1} << 20;
 constexpr std::size_t kAllSlotsBytes = std::size_t{32} << 20;
-constexpr std::size_t kPage = 4096;
 // A share starts on a 64-byte boundary for every element size, so no two
 // ranks write into one cache line.
 constexpr std::int64_t kShareAlignment = 64;
@@ -69,15 +68,13 @@ struct alignas(64) RankControl {
   std::uint64_t pool_key = 0;  // names this rank's pool segments, with its pid
 };
 
-std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
-
 std::size_t slot_bytes_for(int world_size) {
-  const std::size_t even = kAllSlotsBytes / static_cast<std::size_t>(world_size) / kPage * kPage;
+  const std::size_t even = kAllSlotsBytes / static_cast<std::size_t>(world_size) / kSharedMemoryPageBytes * kSharedMemoryPageBytes;
   return std::min(kMaxSlotBytes, std::max(kMinSlotBytes, even));
 }
 
 std::size_t controls_bytes_for(int world_size) {
-  return round_up(sizeof(RankControl) * static_cast<std::size_t>(world_size), kPage);
+  return round_up_to_pages(sizeof(RankControl) * static_cast<std::size_t>(world_size));
 }
 
 std::uint64_t random_key() {

@@ -13,6 +13,12 @@
 namespace accelerate {
 namespace detail {
 
+// Segments are sized in whole pages: the kernel maps no less.
+constexpr std::size_t kSharedMemoryPageBytes = 4096;
+constexpr std::size_t round_up_to_pages(std::size_t bytes) {
+  return (bytes + kSharedMemoryPageBytes - 1) / kSharedMemoryPageBytes * kSharedMemoryPageBytes;
+}
+
 class SharedMemorySegment {
  public:
   // Creates `name` (a "/name" for shm_open, readable by this user only) of
