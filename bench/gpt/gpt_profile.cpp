@@ -128,7 +128,7 @@ int run(const Settings& s) {
   // The gradient reducer's statistics (several processes): communication in
   // flight and the part backward waited for, per step.
   const accelerate::GradientReducer* reducer =
-      accelerator.reducers().empty() ? nullptr : accelerator.reducers().front().get();
+      accelerator.reducers().empty() ? nullptr : accelerator.reducers().front();
   double comm_ms = 0, exposed_ms = 0;
   std::unique_ptr<torch::autograd::profiler::RecordProfile> trace;
   int64_t step = 0;

@@ -208,7 +208,7 @@ void run_accelerated(const Settings& s) {
 
   const int world = accelerator.num_processes();
   const accelerate::GradientReducer* reducer =
-      accelerator.reducers().empty() ? nullptr : accelerator.reducers().front().get();
+      accelerator.reducers().empty() ? nullptr : accelerator.reducers().front();
   Timings t;
   double final_loss = 0;
   for (int i = 0; i < s.warmup + s.steps; ++i) {

@@ -168,7 +168,7 @@ void run_accelerated(const Settings& s) {
                                accelerate::DataLoaderOptions(s.batch_size).shuffle(true));
   accelerator.prepare(model, optimizer, train);
   const accelerate::GradientReducer* reducer =
-      accelerator.reducers().empty() ? nullptr : accelerator.reducers().front().get();
+      accelerator.reducers().empty() ? nullptr : accelerator.reducers().front();
   Totals t;
   for (int epoch = 1; epoch <= s.epochs; ++epoch) {
     if (accelerator.num_processes() > 1) accelerator.wait_for_everyone();

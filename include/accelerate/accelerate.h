@@ -20,6 +20,7 @@
 #include "accelerate/dataset.h"
 #include "accelerate/dataset_traits.h"
 #include "accelerate/deepspeed_plugin.h"
+#include "accelerate/distributed_type.h"
 #include "accelerate/deepspeed_schedule.h"
 #include "accelerate/dummy_optim.h"
 #include "accelerate/dummy_scheduler.h"

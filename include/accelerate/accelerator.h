@@ -9,15 +9,15 @@
 //     optimizer.step();
 //   }
 //
-// A thin layer over small parts: JobState and Communicator, a GradientReducer
-// per model, the loaders' sharding, and the GradientState that prepared
-// optimizers and schedulers share. prepare() works in place (docs/accelerator.md).
+// A thin layer over small parts: JobState and Communicator, the parallelism
+// engine chosen for the job (data parallelism, or ZeRO's shards), the
+// loaders' sharding, and the GradientState that prepared optimizers and
+// schedulers share. prepare() works in place (docs/accelerator.md).
 #pragma once
 
 #include <memory>
 #include <optional>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include <torch/nn/module.h>
@@ -28,6 +28,7 @@
 #include "accelerate/collectives.h"
 #include "accelerate/communicator.h"
 #include "accelerate/data_loader.h"
+#include "accelerate/distributed_type.h"
 #include "accelerate/empty_weights.h"
 #include "accelerate/gradient_state.h"
 #include "accelerate/logging.h"
@@ -37,6 +38,9 @@
 #include "accelerate/scope_guard.h"
 
 namespace accelerate {
+
+class ParallelEngine;  // internal
+struct EngineChoice;   // internal
 
 class Accelerator {
  public:
@@ -59,17 +63,14 @@ class Accelerator {
   bool is_main_process() const { return job_->is_main_process(); }
   bool is_local_main_process() const { return job_->is_local_main_process(); }
   bool is_last_process() const { return job_->is_last_process(); }
-  // "NO" (one process), "MULTI_CPU", "MULTI_GPU" or "DEEPSPEED", as in Accelerate.
-  std::string distributed_type() const;
-  // to_string() gives Accelerate's spelling ("no", "bf16", "fp16").
-  MixedPrecision mixed_precision() const { return mixed_precision_; }
+  DistributedType distributed_type() const;  // to_string(): "NO", "MULTI_CPU", ...
+  MixedPrecision mixed_precision() const { return mixed_precision_; }  // to_string(): "no", "bf16", "fp16"
   Communicator& communicator() { return *comm_; }
 
   // ---- Gradient accumulation -----------------------------------------------
   bool sync_gradients() const { return gradient_state_->sync_gradients(); }
   int gradient_accumulation_steps() const { return gradient_state_->num_steps(); }
-  // Micro-steps counted by accumulate().
-  int64_t step() const { return step_; }
+  int64_t step() const { return step_; }  // micro-steps counted by accumulate()
   bool optimizer_step_was_skipped() const { return gradient_state_->optimizer_step_was_skipped(); }
 
   // ---- Mixed precision (docs/mixed-precision.md) ---------------------------
@@ -79,37 +80,23 @@ class Accelerator {
   [[nodiscard]] AutocastGuard autocast(const AutocastOptions& options) const;
   // The loss scaler (fp16 only; null otherwise).
   const std::shared_ptr<GradScaler>& scaler() const { return scaler_; }
-  // Divides gradients by the loss scale once per step (fp16 only); clipping
-  // calls it first.
-  void unscale_gradients();
+  void unscale_gradients();  // once per step, fp16 only; clipping calls it first
   const std::shared_ptr<GradientState>& gradient_state() const { return gradient_state_; }
 
   // ---- prepare --------------------------------------------------------------
   // Prepares each argument in place, in any number and order: models,
   // accelerate::Optimizer<...> (plain torch optimizers only without
   // accumulation), accelerate::Scheduler<...>, accelerate::DataLoader<...>
-  // (or a pointer to one). Preparing an object again does nothing. With a
-  // DeepSpeed config file, the call that prepares the first optimizer
-  // checks the file against the program (prepare its data loader in that
-  // call or before; docs/deepspeed-config.md).
+  // (or a pointer to one). Preparing an object again does nothing. A
+  // DeepSpeed config file is checked against the program when a call has
+  // prepared an optimizer (prepare the loaders by then; docs/deepspeed-config.md).
   template <class... Objects>
-  void prepare(Objects&... objects) {
-    unbuilt_schedules_.clear();  // left by a call that threw
-    (prepare_one(objects), ...);
-    finish_prepare();
-  }
-  // DeepSpeed's zero.Init (zero3_init_flag) and FSDP's
-  // cpu_ram_efficient_loading: at ZeRO stage 3 with either set, modules
-  // built while the returned guard lives hold no memory for their weights
-  // on every process but the main one (empty_weights.h), and prepare() gives
-  // each process its shard of the main process's weights and frees every
-  // unit until it runs, so no process but the main one ever holds the whole
-  // model. Every process must call it (the main process's guard does
-  // nothing, but the call tells prepare() to free the units), and the units
-  // must then run through unit_forward or checkpoint_activations. Otherwise
-  // the guard changes nothing. accelerate::Trainer calls it around its
-  // model_init.
-  //   { auto init = accelerator.zero3_init(); model = GPT(config); }
+  void prepare(Objects&... objects);
+  // DeepSpeed's zero.Init (zero3_init_flag), FSDP's cpu_ram_efficient_loading:
+  // at ZeRO stage 3 with either set, modules built under the guard hold no
+  // weights on every process but the main one; prepare() gives each process
+  // its shard (docs/sharding.md). Every process must call it; otherwise it
+  // changes nothing.   { auto init = accelerator.zero3_init(); model = GPT(config); }
   [[nodiscard]] EmptyWeightsGuard zero3_init();
 
   // ---- The step -------------------------------------------------------------
@@ -156,9 +143,7 @@ class Accelerator {
   // Adds objects with save(OutputArchive&) const and load(InputArchive&) to
   // save_state/load_state (custom_checkpoint_{i}.bin); they must outlive it.
   template <class... Objects>
-  void register_for_checkpointing(Objects&... objects) {
-    (custom_objects_.push_back(make_checkpoint_object(objects)), ...);
-  }
+  void register_for_checkpointing(Objects&... objects);
   // Hooks run on every process at the start of save_state / load_state.
   HookHandle register_save_state_pre_hook(SaveStatePreHook hook);
   HookHandle register_load_state_pre_hook(LoadStatePreHook hook);
@@ -168,10 +153,7 @@ class Accelerator {
   // gathered for it (every process must call it). Accelerate's get_state_dict.
   std::vector<std::pair<std::string, at::Tensor>> get_state_dict(const torch::nn::Module& model);
   template <class Impl>
-  std::vector<std::pair<std::string, at::Tensor>> get_state_dict(
-      const torch::nn::ModuleHolder<Impl>& model) {
-    return get_state_dict(*model.ptr());
-  }
+  std::vector<std::pair<std::string, at::Tensor>> get_state_dict(const torch::nn::ModuleHolder<Impl>& model);
 
   // accelerate::save_model on the main process between two barriers; returns
   // the files written (none on other processes).
@@ -179,9 +161,7 @@ class Accelerator {
                                       const SaveModelOptions& options = {});
   template <class Impl>
   std::vector<std::string> save_model(const torch::nn::ModuleHolder<Impl>& model, const std::string& save_directory,
-                                      const SaveModelOptions& options = {}) {
-    return save_model(*model.ptr(), save_directory, options);
-  }
+                                      const SaveModelOptions& options = {});
 
   // ---- Tracking (docs/tracking.md) -----------------------------------------
   // Starts the log_with trackers for run `project_name`, recording `config`.
@@ -215,42 +195,22 @@ class Accelerator {
   bool check_trigger();
 
   // One per prepared model (multi-process jobs), for statistics and tests.
-  const std::vector<std::unique_ptr<GradientReducer>>& reducers() const { return reducers_; }
+  std::vector<GradientReducer*> reducers() const;
  private:
   // One argument of prepare(); another type is a one-line compile error.
   template <class T>
-  void prepare_one(T& object) {
-    if constexpr (std::is_base_of<torch::nn::Module, T>::value) {
-      prepare_module(object);
-    } else if constexpr (std::is_base_of<PreparedOptimizerBase, T>::value) {
-      prepare_optimizer(object);
-    } else if constexpr (std::is_base_of<torch::optim::Optimizer, T>::value) {
-      prepare_plain_optimizer(object);
-    } else if constexpr (std::is_base_of<PreparedSchedulerBase, T>::value) {
-      prepare_scheduler(object);
-    } else if constexpr (std::is_base_of<DataLoaderBase, T>::value) {
-      prepare_loader(object);
-    } else if constexpr (points_to_data_loader<T>::value) {
-      prepare_loader(*object);  // make_data_loader's std::unique_ptr
-    } else if constexpr (torch::detail::is_module_holder<T>::value) {
-      prepare_module(*object.ptr());  // BasicNet for BasicNetImpl
-    } else {
-      static_assert(!std::is_same<T, T>::value, "prepare() takes models, accelerate::Optimizer<...>, torch "
-                    "optimizers, accelerate::Scheduler<...> and accelerate::DataLoader<...>");
-    }
-  }
+  void prepare_one(T& object);
   void prepare_module(torch::nn::Module& module);
-  // Whether any process built `module` inside zero3_init(); Error on every
-  // process when one holds a tensor computed there. Collective.
-  bool agree_on_empty_build(const torch::nn::Module& module);
-  void prepare_optimizer(PreparedOptimizerBase& optimizer), shard_optimizer(PreparedOptimizerBase& optimizer);
+  void prepare_optimizer(PreparedOptimizerBase& optimizer);
   void prepare_plain_optimizer(torch::optim::Optimizer& optimizer);
   void prepare_scheduler(PreparedSchedulerBase& scheduler);
   void prepare_loader(DataLoaderBase& loader);
   void finish_prepare();
-  void configure_from(const Environment& env), configure_mixed_precision();
+  EngineChoice configure_from(const Environment& env);  // the engine is built once connected
+  void configure_mixed_precision();
   void set_models_sync(bool sync);
-  void begin_micro_step(), end_micro_step();
+  void begin_micro_step();
+  void end_micro_step();
   Environment environment() const;  // options' environment, else the process's
 
   AcceleratorOptions options_;
@@ -268,10 +228,9 @@ class Accelerator {
   // (their DummyOptim may come after them in the call).
   std::vector<PreparedSchedulerBase*> unbuilt_schedules_;
   std::vector<DataLoaderBase*> loaders_;
-  std::vector<std::unique_ptr<GradientReducer>> reducers_;
-  struct Zero;  // sharded training's parts (deepspeed_plugin); null without it
-  std::unique_ptr<Zero> zero_;
+  std::unique_ptr<ParallelEngine> engine_;  // src/parallel/parallel_engine.h
   // Checkpoints (accelerator_checkpoint.cpp).
+  friend class AcceleratorCheckpointing;
   static ProjectConfiguration resolve_project_config(const AcceleratorOptions& options);
   void restore_state_from(const std::string& folder);
   // options_ is declared (so initialised) before this.
@@ -286,3 +245,5 @@ class Accelerator {
 };
 
 }  // namespace accelerate
+
+#include "accelerate/detail/accelerator-inl.h"  // the templates' definitions

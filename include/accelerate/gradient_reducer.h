@@ -63,7 +63,7 @@ struct GradientSyncOptions {
   ACCELERATE_ARG(bool, find_unused_parameters) = false;
   // Whether broadcast_buffers() copies process 0's buffers to everyone
   // (DDP does it before every forward; the Accelerator calls
-  // broadcast_buffers() at sync steps).
+  // broadcast_buffers_after_backward() after synced backward passes).
   ACCELERATE_ARG(bool, broadcast_buffers) = true;
   // Gradient compression for the all-reduce; off by default.
   ACCELERATE_ARG(CommHook, comm_hook) = CommHook::kNone;
@@ -165,6 +165,18 @@ class GradientReducer {
   // options().broadcast_buffers(); returns whether it did. Every process must
   // call it at the same point.
   bool broadcast_buffers();
+  // broadcast_buffers(), after a synced backward, when the backward that
+  // finalize_backward() last ended reached this model's parameters on every
+  // process (agreed in one small all-reduce); returns whether it did. A
+  // model's buffers are safe to overwrite then: the graph that its forward
+  // saved them in was consumed. A model that backward did not reach (a GAN's
+  // generator while the discriminator alone steps) may have a live graph
+  // that saved its buffers (BatchNorm's running statistics), which an
+  // in-place overwrite would invalidate; its buffers travel after the
+  // backward that reaches it. DDP broadcasts before each forward instead,
+  // which LibTorch modules give no hook for. Nothing (no collective) when
+  // the model has no buffers or options().broadcast_buffers() is false.
+  bool broadcast_buffers_after_backward();
 
   // Sharded training (src/sharding calls it, before the first backward):
   // pads every bucket to a multiple of the number of processes. kReplicated

@@ -222,7 +222,7 @@ class Trainer {
   void optimizer_step(const std::vector<at::Tensor>& parameters) {
     double norm = std::numeric_limits<double>::quiet_NaN();
     // Under DeepSpeed its gradient_clipping clips instead, as in Hugging Face's Trainer.
-    if (loop_.args().max_grad_norm() > 0 && accelerator_->distributed_type() != "DEEPSPEED") {
+    if (loop_.args().max_grad_norm() > 0 && accelerator_->distributed_type() != DistributedType::kDeepSpeed) {
       norm = accelerator_->clip_grad_norm_(parameters, loop_.args().max_grad_norm());
     }
     optimizer_->step();

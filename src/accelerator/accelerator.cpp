@@ -7,34 +7,19 @@
 #include <thread>
 
 #include <ATen/Parallel.h>
-#include <torch/nn/utils/clip_grad.h>
+#include <torch/nn/module.h>
 
 #include "accelerate/errors.h"
 #include "accelerate/malloc_tuning.h"
 #include "common/settings.h"
-#include "accelerator/accelerator_zero.h"
+#include "accelerate/dummy_optim.h"
+#include "accelerate/dummy_scheduler.h"
+#include "accelerator/engine_choice.h"
+#include "accelerator/uncaught_errors.h"
+#include "parallel/parallel_engine.h"
 
 namespace accelerate {
 namespace {
-
-// Operations inside an EmptyWeightsGuard give meta tensors (factories and
-// initialisers keep CPU tensors): one registered in a module cannot receive
-// the main process's values.
-std::string meta_tensor_problem(const torch::nn::Module& module) {
-  const auto problem = [](const std::string& kind, const std::string& name) {
-    return kind + " '" + name +
-           "' is a meta tensor: it was computed inside zero3_init(), where operations give no "
-           "values; create it with a factory (torch::zeros, torch::empty) or an initialiser, or "
-           "register it after the guard";
-  };
-  for (const auto& item : module.named_parameters(true)) {
-    if (item.value().is_meta()) return problem("parameter", item.key());
-  }
-  for (const auto& item : module.named_buffers(true)) {
-    if (item.value().is_meta()) return problem("buffer", item.key());
-  }
-  return "";
-}
 
 int accumulation_steps_from(const AcceleratorOptions& options, const Environment& env) {
   if (options.gradient_accumulation_steps()) return *options.gradient_accumulation_steps();
@@ -72,59 +57,45 @@ void set_thread_count(const JobState& job, const Environment& env) {
   }
 }
 
-// ZeRO shards an optimizer when it is prepared, over the models prepared
-// by then: a model prepared later would keep its parameters whole in it,
-// while its reducer released their gradients after each backward.
-void refuse_optimizers_holding(const std::vector<torch::optim::Optimizer*>& optimizers,
-                               torch::nn::Module& module) {
-  const std::vector<at::Tensor> parameters = module.parameters(true);
-  for (const torch::optim::Optimizer* optimizer : optimizers) {
-    if (!sharding::shares_parameters(*optimizer, parameters)) continue;
-    throw ConfigError(
-        "ZeRO shards an optimizer over its model's gradient buckets: prepare the model "
-        "before its optimizer (e.g. accelerator.prepare(model, optimizer, loader))");
-  }
-}
-
 }  // namespace
 
 Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(options)) {
+  report_uncaught_errors_in_one_line();
   const Environment env = environment();
   JobOptions job_options = options_.job_options();
   if (options_.cpu()) job_options.cpu(*options_.cpu());
   job_ = std::make_shared<const JobState>(current_job_state(job_options, env));
-  configure_from(env);
+  EngineChoice engine = configure_from(env);
   set_thread_count(*job_, env);
   if (options_.tune_malloc()) tune_malloc_for_training(env);
   comm_ = Communicator::connect(*job_);
+  engine_ = engine.build(comm_, scaler_);
 }
 
 Accelerator::Accelerator(std::shared_ptr<Communicator> communicator, AcceleratorOptions options)
     : options_(std::move(options)), comm_(std::move(communicator)) {
+  report_uncaught_errors_in_one_line();
   job_ = std::make_shared<const JobState>(comm_->job());
-  configure_from(environment());
+  engine_ = configure_from(environment()).build(comm_, scaler_);
 }
 
 Environment Accelerator::environment() const {
   return options_.environment() ? *options_.environment() : current_environment();
 }
 
-void Accelerator::configure_from(const Environment& env) {
-  mixed_precision_ = mixed_precision_from(options_, env);
-  zero_ = Zero::configure(options_, env, *job_, mixed_precision_);
-  if (zero_ && zero_->file_precision) mixed_precision_ = *zero_->file_precision;
+EngineChoice Accelerator::configure_from(const Environment& env) {
+  EngineChoice engine = choose_engine(options_, env, *job_, mixed_precision_from(options_, env));
+  mixed_precision_ = engine.mixed_precision;
   configure_mixed_precision();
   int accumulation = accumulation_steps_from(options_, env);
-  if (zero_ && zero_->plugin.gradient_accumulation_steps() &&
-      *zero_->plugin.gradient_accumulation_steps() != accumulation) {
+  if (engine.gradient_accumulation_steps && *engine.gradient_accumulation_steps != accumulation) {
     // Accelerate's rule: the DeepSpeed setting wins over the Accelerator's.
     if (job_->is_main_process() && options_.gradient_accumulation_steps()) {
       std::cerr << "accelerate: note: gradient_accumulation_steps is "
                 << *options_.gradient_accumulation_steps() << " in AcceleratorOptions but "
-                << *zero_->plugin.gradient_accumulation_steps()
-                << " in the DeepSpeed settings; using DeepSpeed's\n";
+                << *engine.gradient_accumulation_steps << " in the DeepSpeed settings; using DeepSpeed's\n";
     }
-    accumulation = *zero_->plugin.gradient_accumulation_steps();
+    accumulation = *engine.gradient_accumulation_steps;
   }
   gradient_state_->set_num_steps(accumulation);
   gradient_state_->set_adjust_scheduler(options_.gradient_accumulation_plugin().adjust_scheduler() &&
@@ -135,6 +106,7 @@ void Accelerator::configure_from(const Environment& env) {
           .trackers(options_.trackers())
           .logging_dir(project_config_.effective_logging_dir().value_or(""))
           .is_main_process(job_->is_main_process()));
+  return engine;
 }
 
 void Accelerator::configure_mixed_precision() {
@@ -167,11 +139,9 @@ torch::Device Accelerator::device() const {
   return torch::Device(torch::kCPU);
 }
 
-std::string Accelerator::distributed_type() const {
-  if (zero_) return zero_->distributed_type;
-  if (!job_->is_distributed()) return "NO";
-  return job_->device.is_cuda() ? "MULTI_GPU" : "MULTI_CPU";
-}
+DistributedType Accelerator::distributed_type() const { return engine_->distributed_type(); }
+
+std::vector<GradientReducer*> Accelerator::reducers() const { return engine_->reducers(); }
 
 // ---- prepare -----------------------------------------------------------------
 
@@ -180,98 +150,24 @@ void Accelerator::prepare_module(torch::nn::Module& module) {
       prepared_modules_.end()) {
     return;
   }
-  bool built_empty = false;  // somewhere: every unit starts free (zero3_init)
-  if (zero_ && zero_->weights_from_main_process && job_->is_distributed()) {
-    built_empty = agree_on_empty_build(module);
-  }
-  if (options_.device_placement()) module.to(device());
-  if (job_->is_distributed()) {
-    // Every rank starts from rank 0's weights, then gradients stay in sync.
-    // At stage 3 the trained parameters travel bucket by bucket straight
-    // into the shards (ModelShards), so that a process that built its model
-    // empty (zero3_init) never holds them whole; the rest travels here.
-    const bool stage3 = zero_ && zero_->stage() == 3;
-    if (!stage3) broadcast_module_state(*comm_, module, /*include_buffers=*/true);
-    if (zero_ && zero_->stage() > 0) refuse_optimizers_holding(prepared_optimizers_, module);
-    reducers_.push_back(GradientReducer::for_module(comm_, module, options_.ddp_options()));
-    if (stage3) sharding::broadcast_unbucketed_state(*comm_, module, *reducers_.back());
-    if (zero_ && zero_->stage() > 0) {
-      zero_->shard_model(comm_, module, *reducers_.back(), /*units_start_free=*/built_empty);
-    }
-  }
+  engine_->prepare_model(module, options_.device_placement() ? std::optional<c10::Device>(device())
+                                                             : std::nullopt);
   prepared_modules_.push_back(&module);
 }
 
-bool Accelerator::agree_on_empty_build(const torch::nn::Module& module) {
-  // Every process learns whether any built the model inside zero3_init()
-  // (the processes free the units alike, or their gathers would not match)
-  // and whether any holds a tensor computed there, which has no values to
-  // receive: then every process stops with the same error.
-  const std::string mine = (zero_->zero3_init_called ? "1" : "0") + meta_tensor_problem(module);
-  const std::vector<std::string> all = comm_->all_gather_bytes(mine);
-  bool called = false;
-  for (std::size_t rank = 0; rank < all.size(); ++rank) {
-    called |= all[rank].front() == '1';
-    if (all[rank].size() > 1) {
-      throw Error("prepare failed on rank " + std::to_string(rank) + ": " + all[rank].substr(1));
-    }
-  }
-  return called;
-}
-
-EmptyWeightsGuard Accelerator::zero3_init() {
-  const bool empty = zero_ && zero_->weights_from_main_process && job_->is_distributed();
-  if (empty) zero_->zero3_init_called = true;
-  return EmptyWeightsGuard(empty && !is_main_process());
-}
+EmptyWeightsGuard Accelerator::zero3_init() { return engine_->zero3_init(); }
 
 void Accelerator::prepare_optimizer(PreparedOptimizerBase& optimizer) {
   if (optimizer.is_prepared()) return;
-  if (auto* dummy = dynamic_cast<DummyOptim*>(&optimizer)) {
-    if (!zero_) {
-      throw ConfigError(
-          "DummyOptim stands in for the optimizer of a DeepSpeed config file, and this job has "
-          "no DeepSpeed settings; declare accelerate::Optimizer<YourOptimizer> instead");
-    }
-    zero_->build_optimizer(*dummy);
-  }
-  if (zero_ && zero_->stage() > 0 && job_->is_distributed()) shard_optimizer(optimizer);
+  if (auto* dummy = dynamic_cast<DummyOptim*>(&optimizer)) engine_->build_optimizer(*dummy);
+  engine_->prepare_optimizer(optimizer);
   optimizer.attach(gradient_state_);
   optimizer.attach_scaler(scaler_);
   prepared_optimizers_.push_back(&optimizer.base_optimizer());
 }
 
-void Accelerator::shard_optimizer(PreparedOptimizerBase& optimizer) {
-  // The models holding any of its parameters (the same on every process).
-  std::vector<std::shared_ptr<sharding::ModelShards>> models;
-  for (const auto& model : zero_->models) {
-    if (sharding::shares_parameters(optimizer.base_optimizer(), model->reducer().parameters())) {
-      models.push_back(model);
-    }
-  }
-  if (models.empty()) {
-    throw ConfigError(
-        "ZeRO shards an optimizer over its model's gradient buckets: prepare the model before "
-        "its optimizer (e.g. accelerator.prepare(model, optimizer, loader))");
-  }
-  auto sharded = std::make_shared<sharding::ShardedOptimizer>(comm_, optimizer.base_optimizer(),
-                                                              std::move(models));
-  optimizer.attach_shard_hooks(sharded);
-  zero_->optimizers.push_back(sharded);
-  // Each process checks only its shard for inf/NaN: a step skipped anywhere
-  // is skipped everywhere.
-  if (scaler_) {
-    scaler_->combine_found_inf_with(
-        [comm = comm_](at::Tensor& found_inf) { comm->all_reduce(found_inf, ReduceOp::kMax); });
-  }
-}
-
 void Accelerator::prepare_plain_optimizer(torch::optim::Optimizer& optimizer) {
-  if (zero_ && zero_->stage() > 0 && job_->is_distributed()) {
-    throw ConfigError(
-        "ZeRO steps each process's shard of the parameters: declare the optimizer as "
-        "accelerate::Optimizer<YourOptimizer> so that prepare() can shard it");
-  }
+  engine_->check_plain_optimizer();
   if (scaler_) {
     throw ConfigError(
         "mixed_precision 'fp16' scales the loss: declare the optimizer as "
@@ -294,11 +190,6 @@ void Accelerator::prepare_plain_optimizer(torch::optim::Optimizer& optimizer) {
 void Accelerator::prepare_scheduler(PreparedSchedulerBase& scheduler) {
   if (scheduler.is_prepared()) return;
   if (dynamic_cast<DummyScheduler*>(&scheduler) != nullptr) {
-    if (!zero_) {
-      throw ConfigError(
-          "DummyScheduler stands in for the scheduler of a DeepSpeed config file, and this job "
-          "has no DeepSpeed settings; declare accelerate::Scheduler<YourScheduler> instead");
-    }
     // Built, then prepared, when the call ends (its DummyOptim may come later).
     if (std::find(unbuilt_schedules_.begin(), unbuilt_schedules_.end(), &scheduler) ==
         unbuilt_schedules_.end()) {
@@ -326,33 +217,30 @@ void Accelerator::prepare_loader(DataLoaderBase& loader) {
 }
 
 void Accelerator::finish_prepare() {
+  PreparedProgram program;
+  program.world_size = num_processes();
+  program.split_batches = options_.dataloader_config().split_batches();
   std::vector<PreparedSchedulerBase*> unbuilt;
   unbuilt.swap(unbuilt_schedules_);
   for (PreparedSchedulerBase* scheduler : unbuilt) {
-    zero_->build_schedule(static_cast<DummyScheduler&>(*scheduler), num_processes(),
-                          options_.dataloader_config().split_batches());
+    engine_->build_schedule(static_cast<DummyScheduler&>(*scheduler), program);
     scheduler->attach(gradient_state_);
     prepared_schedulers_.push_back(scheduler);
   }
-  if (!zero_ || !zero_->file || zero_->resolved || prepared_optimizers_.empty()) return;
-  sharding::ProgramValues program;
-  program.world_size = num_processes();
   // Accelerate's is_train_batch_min: the smallest loader's batch.
   for (const DataLoaderBase* loader : loaders_) {
     const auto size = static_cast<int64_t>(loader->sharding().process_batch_size());
     program.micro_batch_size = std::min(program.micro_batch_size.value_or(size), size);
   }
   program.gradient_accumulation_steps = gradient_accumulation_steps();
-  program.gradient_clipping = zero_->clipping();
   program.mixed_precision = mixed_precision_;
-  zero_->resolve_file(program, job_->is_main_process());
+  program.has_optimizer = !prepared_optimizers_.empty();
+  engine_->finish_prepare(program);
 }
 
 // ---- The step ------------------------------------------------------------------
 
-void Accelerator::set_models_sync(bool sync) {
-  for (auto& reducer : reducers_) reducer->set_sync_enabled(sync);
-}
+void Accelerator::set_models_sync(bool sync) { engine_->set_sync(sync); }
 
 void Accelerator::begin_micro_step() {
   const auto& plugin = options_.gradient_accumulation_plugin();
@@ -389,9 +277,7 @@ void Accelerator::backward(const at::Tensor& loss) {
   if (force_sync_) set_models_sync(true);
   at::Tensor scaled = gradient_accumulation_steps() > 1 ? loss / gradient_accumulation_steps() : loss;
   if (scaler_) scaled = scaler_->scale(scaled);
-  if (options_.ddp_options().find_unused_parameters()) {
-    for (auto& reducer : reducers_) reducer->prepare_for_backward({scaled});
-  }
+  engine_->before_backward(scaled);
   {
     // Gradients are computed in the forward's dtypes, never re-cast.
     AutocastGuard no_autocast = autocast(AutocastOptions().enabled(false));
@@ -399,27 +285,14 @@ void Accelerator::backward(const at::Tensor& loss) {
   }
   // The optimizer is about to change the weights: drop their casted copies.
   if (ambient_autocast_) clear_autocast_cache();
-  for (auto& reducer : reducers_) {
-    const bool synced = reducer->sync_enabled();
-    reducer->finalize_backward();
-    // DDP broadcasts buffers before each forward; after a synced backward is
-    // the same point in the loop (before the next forward).
-    if (synced) reducer->broadcast_buffers();
-  }
-  if (zero_) {
-    for (auto& units : zero_->units) units->after_backward();
-    // Offloading: the optimizer steps in host memory.
-    for (auto& model : zero_->models) {
-      if (model->reducer().sync_enabled()) model->gradients_to_host();
-    }
-  }
+  engine_->after_backward();
   // DeepSpeed's gradient_clipping: every optimizer step clips, as its engine does.
-  if (zero_ && zero_->clipping() && sync_gradients()) {
+  if (const auto clipping = engine_->gradient_clipping(); clipping && sync_gradients()) {
     std::vector<at::Tensor> parameters;
     for (auto* module : prepared_modules_) {
       for (const auto& p : module->parameters()) parameters.push_back(p);
     }
-    clip_grad_norm_(parameters, *zero_->clipping());
+    clip_grad_norm_(parameters, *clipping);
   }
   if (force_sync_) {
     force_sync_ = false;
@@ -431,9 +304,7 @@ void Accelerator::unscale_gradients() {
   // Mid-accumulation the gradients are partial sums still to be added to:
   // unscaling them now would mix scaled and unscaled values.
   if (!scaler_ || !sync_gradients()) return;
-  if (zero_) {
-    for (auto& sharded : zero_->optimizers) sharded->bind_gradients();  // the shards' gradients
-  }
+  engine_->before_unscale();
   for (torch::optim::Optimizer* optimizer : prepared_optimizers_) {
     if (!scaler_->is_unscaled(*optimizer)) scaler_->unscale_(*optimizer);
   }
@@ -442,20 +313,12 @@ void Accelerator::unscale_gradients() {
 double Accelerator::clip_grad_norm_(const std::vector<at::Tensor>& parameters, double max_norm,
                                     double norm_type) {
   unscale_gradients();
-  // ZeRO: each process holds the unscaled, averaged gradients of its shard
-  // only; the norm is combined from every process's shards.
-  const auto sharded =
-      zero_ ? zero_->covering(parameters) : std::vector<sharding::ShardedOptimizer*>();
-  if (!sharded.empty()) return sharding::clip_grad_norm(*comm_, sharded, max_norm, norm_type);
-  return torch::nn::utils::clip_grad_norm_(parameters, max_norm, norm_type);
+  return engine_->clip_grad_norm(parameters, max_norm, norm_type);
 }
 
 void Accelerator::clip_grad_value_(const std::vector<at::Tensor>& parameters, double clip_value) {
   unscale_gradients();
-  const auto sharded =
-      zero_ ? zero_->covering(parameters) : std::vector<sharding::ShardedOptimizer*>();
-  if (!sharded.empty()) return sharding::clip_grad_value(sharded, clip_value);
-  torch::nn::utils::clip_grad_value_(parameters, clip_value);
+  engine_->clip_grad_value(parameters, clip_value);
 }
 
 }  // namespace accelerate

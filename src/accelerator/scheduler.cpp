@@ -1,6 +1,6 @@
 #include "accelerate/scheduler.h"
 
-#include "checkpoint/checkpoint_items.h"
+#include "checkpoint/checkpoint_archives.h"
 
 namespace accelerate {
 

@@ -12,7 +12,8 @@
 #include "accelerate/checkpointing.h"
 #include "accelerate/communicator.h"
 #include "accelerate/errors.h"
-#include "checkpoint/checkpoint_items.h"
+#include "checkpoint/checkpoint_files.h"
+#include "checkpoint/checkpoint_archives.h"
 
 namespace accelerate {
 namespace fs = std::filesystem;
@@ -220,7 +221,7 @@ void StagedCheckpoint::commit(const CheckpointMetadata& metadata, const std::str
   std::string error;
   if (comm_.job().is_main_process()) {
     try {
-      const std::string path = (fs::path(staging_dir_) / kCheckpointMetadataFile).string();
+      const std::string path = checkpoint::CheckpointFiles(staging_dir_).metadata();
       checkpoint::write_text_file(path, metadata.to_json());
       if (options_.sync_to_disk()) sync_tree(staging_dir_);
       notify(CheckpointStage::kMetadataWritten, staging_dir_);

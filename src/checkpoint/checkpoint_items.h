@@ -1,68 +1,85 @@
-// The files of a checkpoint that are torch::serialize archives (optimizer,
-// scheduler, scaler, random states, registered objects): writing and reading
-// them with one-line errors that name the file, and the random-state items.
-// Internal to the library.
+// CheckpointItem: one thing a save_state folder holds (a model's weights, an
+// optimizer's state or its shards, a scheduler, the loss scaler, a
+// registered object, a process's random states and loader positions), with
+// the three steps the Accelerator runs over every item:
+//
+//   save_state:  write every item            (then the metadata, then rename)
+//   load_state:  check every item            (read and validate; change nothing)
+//                agree across processes      (one failed: all stop, same error)
+//                apply every item            (nothing left to fail but I/O)
+//
+// as LevelDB's VersionSet::Recover reads the whole manifest before it
+// installs anything. Items are built per call from what is prepared, in
+// prepare() order. Internal.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
+#include <vector>
+
+#include "accelerate/checkpointing.h"
+#include "checkpoint/checkpoint_files.h"
 
 namespace torch::serialize {
 class InputArchive;
 class OutputArchive;
 }  // namespace torch::serialize
-namespace torch::optim {
-class Optimizer;
-}  // namespace torch::optim
-
-namespace accelerate {
-class Communicator;
-}  // namespace accelerate
 
 namespace accelerate::checkpoint {
 
-// Fills a fresh archive with `fill` and writes it to `path`.
-void save_archive(const std::string& path,
-                  const std::function<void(torch::serialize::OutputArchive&)>& fill);
-// Reads `path` and hands it to `use`. A missing file, an unreadable one or
-// an error inside `use` throws accelerate::Error naming `path`.
-void load_archive(const std::string& path,
-                  const std::function<void(torch::serialize::InputArchive&)>& use);
+// Who is writing or reading, and where.
+struct ItemContext {
+  const CheckpointFiles& files;
+  int rank = 0;
+  int world_size = 1;
+  bool sync_to_disk = false;
+  // load_state: what the folder says it holds (world_size: the processes
+  // that saved it).
+  const CheckpointMetadata* metadata = nullptr;
 
-// Optimizer::load, plus the param groups' options (learning rates...):
-// LibTorch's load restores only the per-parameter state, though save writes
-// both.
-void load_optimizer(torch::optim::Optimizer& optimizer, torch::serialize::InputArchive& archive);
+  bool main_process() const { return rank == 0; }
+  int saved_world() const { return metadata ? metadata->world_size : world_size; }
+  // Called as each file is complete: its write-back starts now (sync_to_disk).
+  void written(const std::string& path) const;
+};
 
-// Asks the kernel to start writing `path` to disk now (no waiting), so the
-// fsync before the checkpoint is renamed into place finds less left to do
-// while later files are still being serialised. Best effort.
-void start_writeback(const std::string& path);
+class CheckpointItem {
+ public:
+  virtual ~CheckpointItem() = default;
+  // Writes this process's files of the item. Items whose writing is
+  // collective (weights gathered group by group) take part in every
+  // collective even when writing fails, and then throw.
+  virtual void write(const ItemContext& context) = 0;
+  // What the metadata must say for load_state to read the item back (the
+  // indices of sharded models and optimizers).
+  virtual void describe(CheckpointMetadata& metadata) const { (void)metadata; }
+  // Reads and checks everything apply() needs; Error naming the file (and
+  // tensor) when anything is missing or does not fit. Changes nothing.
+  virtual void check(const ItemContext& context) = 0;
+  virtual void apply(const ItemContext& context) = 0;
+};
 
-// Every process's `local_error` (empty: none) to all: throws the same Error
-// on every process when any failed ("<what> failed on rank r: ...").
-void agree(Communicator& comm, const std::string& local_error, const std::string& what);
+using CheckpointItems = std::vector<std::unique_ptr<CheckpointItem>>;
 
-// Writes `text` to a new file at `path`; Error naming the path on failure.
-void write_text_file(const std::string& path, const std::string& text);
-// The whole text of checkpoint file `path`; Error "checkpoint file <path> is
-// missing (<what>)" when it cannot be opened.
-std::string read_checkpoint_file(const std::string& path, const std::string& what);
+// An item that is one torch::serialize archive written by the main process
+// (a scheduler, the loss scaler, a registered object), read back by every
+// process.
+std::unique_ptr<CheckpointItem> archive_item(std::string path,
+                                             std::function<void(torch::serialize::OutputArchive&)> save,
+                                             std::function<void(torch::serialize::InputArchive&)> load);
 
-void write_int(torch::serialize::OutputArchive& archive, const std::string& key, int64_t value);
-// Throws Error naming `key` when it is missing or not an integer.
-int64_t read_int(torch::serialize::InputArchive& archive, const std::string& key);
-// The same for a string entry.
-std::string read_string(torch::serialize::InputArchive& archive, const std::string& key);
-// The same for a floating-point entry.
-double read_double(torch::serialize::InputArchive& archive, const std::string& key);
+// save_state over `items`: every item writes, even after one failed (so
+// that no process waits alone in a collective); the first error, or "".
+std::string write_items(const CheckpointItems& items, const ItemContext& context);
+// load_state's check step over `items`: throws the first item's error (the
+// caller agrees on it across processes before apply_items).
+void check_items(const CheckpointItems& items, const ItemContext& context);
+void apply_items(const CheckpointItems& items, const ItemContext& context);
 
-// The CPU generator's state and, when CUDA is available, every CUDA
-// generator's ("cpu_rng", "cuda_rng_{i}", "cuda_device_count").
-void save_rng_states(torch::serialize::OutputArchive& archive);
-// Restores them; a checkpoint saved with a different number of CUDA devices
-// restores the CPU generator and the devices both have.
-void load_rng_states(torch::serialize::InputArchive& archive);
+// Error unless the checkpoint holds `saved` objects of a kind (`what`) where
+// the program prepared `prepared`.
+void require_count(const std::string& folder, const char* what, std::int64_t saved, std::size_t prepared);
 
 }  // namespace accelerate::checkpoint

@@ -8,6 +8,7 @@
 
 #include "accelerate/checkpointing.h"
 #include "accelerate/errors.h"
+#include "checkpoint/checkpoint_files.h"
 
 namespace accelerate {
 namespace fs = std::filesystem;
@@ -87,7 +88,7 @@ CheckpointMetadata CheckpointMetadata::from_json(const std::string& text,
 
 bool is_complete_checkpoint(const std::string& directory) {
   std::error_code error;
-  return fs::is_regular_file(fs::path(directory) / kCheckpointMetadataFile, error);
+  return fs::is_regular_file(checkpoint::CheckpointFiles(directory).metadata(), error);
 }
 
 CheckpointMetadata read_checkpoint_metadata(const std::string& directory) {
@@ -95,7 +96,7 @@ CheckpointMetadata read_checkpoint_metadata(const std::string& directory) {
   if (!fs::is_directory(directory, error)) {
     throw Error("checkpoint folder " + directory + " does not exist");
   }
-  const std::string path = (fs::path(directory) / kCheckpointMetadataFile).string();
+  const std::string path = checkpoint::CheckpointFiles(directory).metadata();
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw Error(directory + " is not a complete accelerate-cpp checkpoint: " + path +

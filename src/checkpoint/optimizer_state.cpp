@@ -10,7 +10,7 @@
 #include "accelerate/errors.h"
 #include "accelerate/optimizer.h"
 #include "accelerate/safetensors.h"
-#include "checkpoint/checkpoint_items.h"
+#include "checkpoint/checkpoint_archives.h"
 #include "checkpoint/optimizer_kinds.h"
 #include "compat/optim_compat.h"
 #include "distributed/failure_diagnosis.h"
@@ -196,7 +196,7 @@ struct PendingOptimizerState::Impl {
     entries.push_back(std::move(result));
   }
 
-  // checkpoint_items' readers, with this file's name in the error.
+  // checkpoint_archives' readers, with this file's name in the error.
   std::string read_string(InputArchive& from, const std::string& key) const {
     try {
       return checkpoint::read_string(from, key);

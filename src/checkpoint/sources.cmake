@@ -17,6 +17,8 @@ target_sources(accelerate PRIVATE
 # ---- save_state / load_state: checkpoint folders and state items -----------
 target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_directory.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/checkpoint_archives.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/checkpoint_files.cpp
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_items.cpp
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_metadata.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optimizer_kinds.cpp

@@ -186,7 +186,7 @@ int main() {
     }
     Accelerator accelerator(options);
     accelerator.print("accelerate-sanity-check: ", accelerator.num_processes(), " process(es), ",
-                      accelerator.distributed_type(), ", device ", accelerator.device().str(), ", backend ",
+                      to_string(accelerator.distributed_type()), ", device ", accelerator.device().str(), ", backend ",
                       accelerate::to_string(accelerator.state().backend));
     int failed = 0;
     for (const auto& check : kChecks) {

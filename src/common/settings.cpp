@@ -249,7 +249,7 @@ const Setting<bool> kUseDeepSpeed{
 const Setting<int> kZeroStage{
     {"ACCELERATE_DEEPSPEED_ZERO_STAGE", "--zero_stage / deepspeed_config.zero_stage",
      "0, 1, 2 or 3", "2",
-     "ZeRO stage: 1 shards the optimizer state, 2 the gradients too (3 is refused for now)"},
+     "ZeRO stage: 1 shards the optimizer state, 2 the gradients too, 3 the parameters too (0: data parallelism)"},
     2,
     parse_zero_stage,
     format_int};
@@ -258,7 +258,7 @@ const Setting<std::string> kDeepSpeedConfigFile{
     {"ACCELERATE_DEEPSPEED_CONFIG_FILE",
      "--deepspeed_config_file / deepspeed_config.deepspeed_config_file",
      "a DeepSpeed JSON config file (none: no file)", "none",
-     "DeepSpeed JSON config whose values win over the variables above (docs/deepspeed-config.md)"},
+     "DeepSpeed JSON config file, whose values win over the other DeepSpeed settings (docs/deepspeed-config.md)"},
     "none",
     parse_path,
     format_text};
@@ -274,7 +274,7 @@ const Setting<double> kGradientClipping{
 const Setting<OffloadDevice> kOffloadOptimizerDevice{
     {"ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE",
      "--offload_optimizer_device / deepspeed_config.offload_optimizer_device", kOffloadExpectation,
-     "none", "keep the optimizer state in CPU memory (cpu) or on the device (none)"},
+     "none", "where ZeRO keeps the optimizer state: in CPU memory (cpu) or on the device (none)"},
     OffloadDevice::kNone,
     parse_offload_device,
     format_offload_device};
@@ -282,7 +282,7 @@ const Setting<OffloadDevice> kOffloadOptimizerDevice{
 const Setting<OffloadDevice> kOffloadParamDevice{
     {"ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE",
      "--offload_param_device / deepspeed_config.offload_param_device", kOffloadExpectation, "none",
-     "keep the parameters in CPU memory (stage 3 only)"},
+     "where ZeRO stage 3 keeps the parameters: in CPU memory (cpu) or on the device (none)"},
     OffloadDevice::kNone,
     parse_offload_device,
     format_offload_device};

@@ -5,6 +5,7 @@
 # the CLI links these objects and must start in milliseconds.
 target_sources(accelerate_common PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/backend.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/distributed_type.cpp
   ${CMAKE_CURRENT_LIST_DIR}/edit_distance.cpp
   ${CMAKE_CURRENT_LIST_DIR}/environment.cpp
   ${CMAKE_CURRENT_LIST_DIR}/environment_text.cpp
@@ -15,5 +16,6 @@ target_sources(accelerate_common PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/mixed_precision.cpp
   ${CMAKE_CURRENT_LIST_DIR}/settings.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shared_memory_names.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/sharding_launch_settings.cpp
   ${CMAKE_CURRENT_LIST_DIR}/slurm_lists.cpp
   ${CMAKE_CURRENT_LIST_DIR}/strict_json.cpp)

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/edit_distance.h"
+#include "common/sharding_launch_settings.h"
 
 namespace accelerate::config {
 namespace {
@@ -69,14 +70,13 @@ constexpr const char* kLauncher =
 constexpr const char* kIgnoredModules = "every parameter is sharded, none is left out";
 
 const std::vector<KeySpec> kSectionKeys = {
-    {"deepspeed_config.deepspeed_config_file", S, kUse, true, nullptr, nullptr},
-    {"deepspeed_config.zero_stage", I, kUse, true, nullptr, nullptr},
+    // Every row of common/sharding_launch_settings.h: a launch setting.
+#define ACCELERATE_SECTION_KEY(section, name, Type, setting, metavar, yaml) \
+  {#section "." #name, yaml, kUse, true, nullptr, nullptr},
+    ACCELERATE_SHARDING_LAUNCH_SETTINGS(ACCELERATE_SECTION_KEY)
+#undef ACCELERATE_SECTION_KEY
+    // Read by the launcher itself (the ranks' accumulation steps).
     {"deepspeed_config.gradient_accumulation_steps", I, kUse, true, nullptr, nullptr},
-    {"deepspeed_config.gradient_clipping", S, kUse, true, nullptr, nullptr},
-    {"deepspeed_config.offload_optimizer_device", S, kUse, true, nullptr, nullptr},
-    {"deepspeed_config.offload_param_device", S, kUse, true, nullptr, nullptr},
-    {"deepspeed_config.zero3_init_flag", B, kUse, true, nullptr, nullptr},
-    {"deepspeed_config.zero3_save_16bit_model", B, kUse, true, nullptr, nullptr},
     // Meaningless without nvme, which the device keys refuse.
     {"deepspeed_config.offload_optimizer_nvme_path", S, kIgn, true, nullptr, nullptr},
     {"deepspeed_config.offload_param_nvme_path", S, kIgn, true, nullptr, nullptr},
@@ -86,27 +86,11 @@ const std::vector<KeySpec> kSectionKeys = {
     {"deepspeed_config.deepspeed_inclusion_filter", S, kIgn, true, kLauncher, nullptr},
     {"deepspeed_config.deepspeed_moe_layer_cls_names", S, kIgn, true, "they matter at stage 3 only",
      nullptr},
-    {"fsdp_config.fsdp_version", I, kUse, true, nullptr, nullptr},
-    {"fsdp_config.fsdp_sharding_strategy", S, kUse, true, nullptr, nullptr},
-    {"fsdp_config.fsdp_reshard_after_forward", S, kUse, true, nullptr, nullptr},
-    {"fsdp_config.fsdp_offload_params", B, kUse, true, nullptr, nullptr},
     {"fsdp_config.fsdp_activation_checkpointing", B, kIgn, true,
      "it has no activation checkpointing", "false"},
-    // FULL_SHARD's units, and prefetching (FSDP 1).
-    {"fsdp_config.fsdp_auto_wrap_policy", S, kUse, true, nullptr, nullptr},
-    {"fsdp_config.fsdp_transformer_layer_cls_to_wrap", S, kUse, true, nullptr, nullptr},
-    {"fsdp_config.fsdp_min_num_params", I, kUse, true, nullptr, nullptr},
     {"fsdp_config.fsdp_ignored_modules", S, kIgn, true, kIgnoredModules, nullptr},
-    {"fsdp_config.fsdp_backward_prefetch", S, kUse, true, nullptr, nullptr},
     // Accelerate before 0.26 wrote fsdp_backward_prefetch under this name.
     {"fsdp_config.fsdp_backward_prefetch_policy", S, kUse, true, nullptr, nullptr},
-    {"fsdp_config.fsdp_forward_prefetch", B, kUse, true, nullptr, nullptr},
-    {"fsdp_config.fsdp_state_dict_type", S, kUse, true, nullptr, nullptr},
-    // Building the model without memory on every process but the main one
-    // (FULL_SHARD), and Accelerate's rule that it needs sync_module_states
-    // (prepare() always starts from the main process's weights).
-    {"fsdp_config.fsdp_cpu_ram_efficient_loading", B, kUse, true, nullptr, nullptr},
-    {"fsdp_config.fsdp_sync_module_states", B, kUse, true, nullptr, nullptr},
     // PyTorch FSDP's own detail, which changes nothing here.
     {"fsdp_config.fsdp_use_orig_params", B, kIgn, true, nullptr, nullptr},
 };

@@ -19,31 +19,15 @@ void write_given(const settings::Setting<T>& setting, const std::optional<T>& va
 // Sharded training, in Accelerate's variables: those of the kind in use only
 // (a DeepSpeed flag without DeepSpeed is ignored with a note at launch).
 void write_sharding_settings(const LaunchOptions& o, Environment& env) {
-  if (o.use_deepspeed) {
-    settings::kUseDeepSpeed.write(env, true);
-    write_given(settings::kZeroStage, o.zero_stage, env);
-    write_given(settings::kDeepSpeedConfigFile, o.deepspeed_config_file, env);
-    write_given(settings::kGradientClipping, o.gradient_clipping, env);
-    write_given(settings::kOffloadOptimizerDevice, o.offload_optimizer_device, env);
-    write_given(settings::kOffloadParamDevice, o.offload_param_device, env);
-    write_given(settings::kZero3Init, o.zero3_init_flag, env);
-    write_given(settings::kZero3Save16BitModel, o.zero3_save_16bit_model, env);
-  }
-  if (o.use_fsdp) {
-    settings::kUseFsdp.write(env, true);
-    write_given(settings::kFsdpShardingStrategy, o.fsdp_sharding_strategy, env);
-    write_given(settings::kFsdpReshardAfterForward, o.fsdp_reshard_after_forward, env);
-    write_given(settings::kFsdpVersion, o.fsdp_version, env);
-    write_given(settings::kFsdpAutoWrapPolicy, o.fsdp_auto_wrap_policy, env);
-    write_given(settings::kFsdpTransformerClsToWrap, o.fsdp_transformer_layer_cls_to_wrap, env);
-    write_given(settings::kFsdpMinNumParams, o.fsdp_min_num_params, env);
-    write_given(settings::kFsdpBackwardPrefetch, o.fsdp_backward_prefetch, env);
-    write_given(settings::kFsdpForwardPrefetch, o.fsdp_forward_prefetch, env);
-    write_given(settings::kFsdpOffloadParams, o.fsdp_offload_params, env);
-    write_given(settings::kFsdpStateDictType, o.fsdp_state_dict_type, env);
-    write_given(settings::kFsdpCpuRamEfficientLoading, o.fsdp_cpu_ram_efficient_loading, env);
-    write_given(settings::kFsdpSyncModuleStates, o.fsdp_sync_module_states, env);
-  }
+  if (o.use_deepspeed) settings::kUseDeepSpeed.write(env, true);
+  if (o.use_fsdp) settings::kUseFsdp.write(env, true);
+  const auto in_use = [&](const std::string& section) {
+    return section == "deepspeed_config" ? o.use_deepspeed : o.use_fsdp;
+  };
+#define ACCELERATE_WRITE_SETTING(section, name, Type, setting, metavar, yaml) \
+  if (in_use(#section)) write_given(settings::setting, o.name, env);
+  ACCELERATE_SHARDING_LAUNCH_SETTINGS(ACCELERATE_WRITE_SETTING)
+#undef ACCELERATE_WRITE_SETTING
 }
 
 }  // namespace

@@ -1,3 +1,4 @@
+#include "common/sharding_launch_settings.h"
 #include "launcher/config_application.h"
 
 #include <algorithm>
@@ -113,9 +114,7 @@ class Applier {
     section_in_use("deepspeed_config", options_.use_deepspeed, "use_fsdp", "DEEPSPEED");
     section_in_use("fsdp_config", options_.use_fsdp, "use_deepspeed", "FSDP");
     if (options_.use_deepspeed) {
-      for (const char* key :
-           {"zero_stage", "deepspeed_config_file", "gradient_clipping", "offload_optimizer_device",
-            "offload_param_device", "zero3_init_flag", "zero3_save_16bit_model"}) {
+      for (const std::string& key : settings::sharding_setting_names("deepspeed_config")) {
         copy_section("deepspeed_config", key, key);
       }
       accumulation_steps();
@@ -123,11 +122,7 @@ class Applier {
       list_ignored("deepspeed_config");
     }
     if (options_.use_fsdp) {
-      for (const char* key :
-           {"fsdp_version", "fsdp_sharding_strategy", "fsdp_reshard_after_forward",
-            "fsdp_auto_wrap_policy", "fsdp_transformer_layer_cls_to_wrap", "fsdp_min_num_params",
-            "fsdp_backward_prefetch", "fsdp_forward_prefetch", "fsdp_offload_params",
-            "fsdp_state_dict_type", "fsdp_cpu_ram_efficient_loading", "fsdp_sync_module_states"}) {
+      for (const std::string& key : settings::sharding_setting_names("fsdp_config")) {
         copy_section("fsdp_config", key, key);
       }
       // The old name, when the file has no fsdp_backward_prefetch.

@@ -82,12 +82,27 @@ std::string show_setting(const settings::Setting<T>& setting, const std::optiona
   return value ? setting.format(*value) : "(unset)";
 }
 
+template <class T>
+void store(std::optional<T>& field, T value) {
+  field = std::move(value);
+}
+// The DeepSpeed config file's "none" (Accelerate writes it for "no file").
+void store(std::optional<std::string>& field, std::string value) {
+  if (value == "none") {
+    field.reset();
+  } else {
+    field = std::move(value);
+  }
+}
+
 // A switch row: `member` is the bool it sets.
 #define ACCELERATE_SWITCH(name, short_name, member, help)                                          \
   {name, short_name, nullptr, help, [](Options& o, Text f, Text v) { o.member = parse_switch(f, v); }, \
    [](const Options& o) { return show_bool(o.member); }}
 
-const std::vector<FlagSpec> kFlags = {
+// Built on first use: the rows read other files' globals (the Settings).
+const std::vector<FlagSpec>& flags() {
+  static const std::vector<FlagSpec> rows = {
     {"config_file", 0, "FILE",
      "YAML config file (default: $HF_HOME/accelerate/default_config.yaml when it exists); flags win over it",
      [](Options& o, Text f, Text v) { o.config_file = non_empty(f, v, "a file"); },
@@ -191,165 +206,32 @@ const std::vector<FlagSpec> kFlags = {
      [](Options& o, Text f, Text v) { o.mpirun_hostfile = non_empty(f, v, "a file"); },
      [](const Options& o) { return show_text(o.mpirun_hostfile); }},
     // Sharded training (docs/launching.md, "Sharded training"): Accelerate's
-    // DeepSpeed and FSDP flags, mapped onto the one ZeRO engine.
+    // DeepSpeed and FSDP flags, mapped onto the one ZeRO engine; every value
+    // flag is a row of common/sharding_launch_settings.h.
     ACCELERATE_SWITCH("use_deepspeed", 0, use_deepspeed,
                       "shard the training state with ZeRO (DeepSpeed's flags below)"),
-    {"zero_stage", 0, "0-3",
-     "ZeRO stage: 1 shards optimizer state, 2 also gradients, 3 also parameters (default 2)",
-     [](Options& o, Text f, Text v) { o.zero_stage = parse_setting(settings::kZeroStage, f, v); },
-     [](const Options& o) { return show_setting(settings::kZeroStage, o.zero_stage); }},
-    {"deepspeed_config_file", 0, "FILE",
-     "DeepSpeed JSON config file (docs/deepspeed-config.md); 'none': no file",
-     [](Options& o, Text f, Text v) {
-       const std::string path = parse_setting(settings::kDeepSpeedConfigFile, f, v);
-       o.deepspeed_config_file = path == "none" ? std::nullopt : std::optional<std::string>(path);
-     },
-     [](const Options& o) { return show_text(o.deepspeed_config_file); }},
-    {"offload_optimizer_device", 0, "none|cpu",
-     "where ZeRO keeps the optimizer state (default none)",
-     [](Options& o, Text f, Text v) {
-       o.offload_optimizer_device = parse_setting(settings::kOffloadOptimizerDevice, f, v);
-     },
-     [](const Options& o) {
-       return show_setting(settings::kOffloadOptimizerDevice, o.offload_optimizer_device);
-     }},
-    {"offload_param_device", 0, "none|cpu",
-     "where ZeRO stage 3 keeps the parameters (default none)",
-     [](Options& o, Text f, Text v) {
-       o.offload_param_device = parse_setting(settings::kOffloadParamDevice, f, v);
-     },
-     [](const Options& o) {
-       return show_setting(settings::kOffloadParamDevice, o.offload_param_device);
-     }},
-    {"gradient_clipping", 0, "NORM", "clip the gradients to this global norm (DeepSpeed)",
-     [](Options& o, Text f, Text v) {
-       o.gradient_clipping = parse_setting(settings::kGradientClipping, f, v);
-     },
-     [](const Options& o) {
-       return show_setting(settings::kGradientClipping, o.gradient_clipping);
-     }},
-    {"zero3_init_flag", 0, "true|false", "construct the model sharded (ZeRO stage 3 only)",
-     [](Options& o, Text f, Text v) {
-       o.zero3_init_flag = parse_setting(settings::kZero3Init, f, v);
-     },
-     [](const Options& o) { return show_setting(settings::kZero3Init, o.zero3_init_flag); }},
-    {"zero3_save_16bit_model", 0, "true|false",
-     "gather 16-bit weights when saving (ZeRO stage 3 only)",
-     [](Options& o, Text f, Text v) {
-       o.zero3_save_16bit_model = parse_setting(settings::kZero3Save16BitModel, f, v);
-     },
-     [](const Options& o) {
-       return show_setting(settings::kZero3Save16BitModel, o.zero3_save_16bit_model);
-     }},
     ACCELERATE_SWITCH(
         "use_fsdp", 0, use_fsdp,
         "shard the training state with ZeRO, chosen by FSDP's names (FULL_SHARD, SHARD_GRAD_OP, "
         "NO_SHARD)"),
-    {"fsdp_sharding_strategy", 0, "STRATEGY",
-     "FULL_SHARD (ZeRO stage 3, the default), SHARD_GRAD_OP (stage 2) or NO_SHARD (stage 0); "
-     "HYBRID_* are refused",
-     [](Options& o, Text f, Text v) {
-       o.fsdp_sharding_strategy = parse_setting(settings::kFsdpShardingStrategy, f, v);
-     },
-     [](const Options& o) {
-       return show_setting(settings::kFsdpShardingStrategy, o.fsdp_sharding_strategy);
-     }},
-    {"fsdp_reshard_after_forward", 0, "VALUE",
-     "the strategy when --fsdp_sharding_strategy is not given: a strategy (FSDP 1) or true|false "
-     "(FSDP 2)",
-     [](Options& o, Text f, Text v) {
-       o.fsdp_reshard_after_forward = parse_setting(settings::kFsdpReshardAfterForward, f, v);
-     },
-     [](const Options& o) { return show_text(o.fsdp_reshard_after_forward); }},
-    {"fsdp_version", 0, "1|2", "FSDP version, for --fsdp_reshard_after_forward (default 1)",
-     [](Options& o, Text f, Text v) {
-       o.fsdp_version = parse_setting(settings::kFsdpVersion, f, v);
-     },
-     [](const Options& o) { return show_int(o.fsdp_version); }},
-    {"fsdp_auto_wrap_policy", 0, "POLICY",
-     "FULL_SHARD's units: TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP (default NO_WRAP)",
-     [](Options& o, Text f, Text v) {
-       o.fsdp_auto_wrap_policy = parse_setting(settings::kFsdpAutoWrapPolicy, f, v);
-     },
-     [](const Options& o) {
-       return show_setting(settings::kFsdpAutoWrapPolicy, o.fsdp_auto_wrap_policy);
-     }},
-    {"fsdp_transformer_layer_cls_to_wrap", 0, "CLASSES",
-     "TRANSFORMER_BASED_WRAP: the block classes, separated by commas (e.g. Block)",
-     [](Options& o, Text f, Text v) {
-       o.fsdp_transformer_layer_cls_to_wrap =
-           parse_setting(settings::kFsdpTransformerClsToWrap, f, v);
-     },
-     [](const Options& o) { return show_text(o.fsdp_transformer_layer_cls_to_wrap); }},
-    {"fsdp_min_num_params", 0, "N",
-     "SIZE_BASED_WRAP: parameter elements that make a module a unit (default 100000000)",
-     [](Options& o, Text f, Text v) {
-       o.fsdp_min_num_params = parse_setting(settings::kFsdpMinNumParams, f, v);
-     },
-     [](const Options& o) {
-       return show_setting(settings::kFsdpMinNumParams, o.fsdp_min_num_params);
-     }},
-    {"fsdp_backward_prefetch", 0, "POLICY",
-     "BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH (FSDP 1 FULL_SHARD; NO_PREFETCH: one unit at a "
-     "time)",
-     [](Options& o, Text f, Text v) {
-       o.fsdp_backward_prefetch = parse_setting(settings::kFsdpBackwardPrefetch, f, v);
-     },
-     [](const Options& o) {
-       return show_setting(settings::kFsdpBackwardPrefetch, o.fsdp_backward_prefetch);
-     }},
-    {"fsdp_forward_prefetch", 0, "true|false",
-     "FSDP 1 FULL_SHARD: a unit's forward starts the next unit's gather",
-     [](Options& o, Text f, Text v) {
-       o.fsdp_forward_prefetch = parse_setting(settings::kFsdpForwardPrefetch, f, v);
-     },
-     [](const Options& o) {
-       return show_setting(settings::kFsdpForwardPrefetch, o.fsdp_forward_prefetch);
-     }},
-    {"fsdp_offload_params", 0, "true|false",
-     "offload parameters, gradients and the optimizer step to the CPU (a CUDA job)",
-     [](Options& o, Text f, Text v) {
-       o.fsdp_offload_params = parse_setting(settings::kFsdpOffloadParams, f, v);
-     },
-     [](const Options& o) {
-       return show_setting(settings::kFsdpOffloadParams, o.fsdp_offload_params);
-     }},
-    {"fsdp_state_dict_type", 0, "TYPE",
-     "FULL_STATE_DICT, LOCAL_STATE_DICT or SHARDED_STATE_DICT: with FULL_SHARD, how save_state "
-     "writes the model (whole, or each process's pieces)",
-     [](Options& o, Text f, Text v) {
-       o.fsdp_state_dict_type = parse_setting(settings::kFsdpStateDictType, f, v);
-     },
-     [](const Options& o) {
-       return show_setting(settings::kFsdpStateDictType, o.fsdp_state_dict_type);
-     }},
-    {"fsdp_cpu_ram_efficient_loading", 0, "true|false",
-     "FULL_SHARD: zero3_init() builds the model without memory on every process but the main one",
-     [](Options& o, Text f, Text v) {
-       o.fsdp_cpu_ram_efficient_loading =
-           parse_setting(settings::kFsdpCpuRamEfficientLoading, f, v);
-     },
-     [](const Options& o) {
-       return show_setting(settings::kFsdpCpuRamEfficientLoading, o.fsdp_cpu_ram_efficient_loading);
-     }},
-    {"fsdp_sync_module_states", 0, "true|false",
-     "accepted (prepare() starts from the main process's weights); false needs "
-     "--fsdp_cpu_ram_efficient_loading false",
-     [](Options& o, Text f, Text v) {
-       o.fsdp_sync_module_states = parse_setting(settings::kFsdpSyncModuleStates, f, v);
-     },
-     [](const Options& o) {
-       return show_setting(settings::kFsdpSyncModuleStates, o.fsdp_sync_module_states);
-     }},
+#define ACCELERATE_SHARDING_FLAG(section, name, Type, setting, metavar, yaml)                              \
+  {#name, 0, metavar, settings::setting.about.meaning,                                                 \
+   [](Options& o, Text f, Text v) { store(o.name, parse_setting(settings::setting, f, v)); },          \
+   [](const Options& o) { return show_setting(settings::setting, o.name); },                          \
+   settings::setting.about.default_text},
+    ACCELERATE_SHARDING_LAUNCH_SETTINGS(ACCELERATE_SHARDING_FLAG)
+#undef ACCELERATE_SHARDING_FLAG
     ACCELERATE_SWITCH("dry_run", 0, dry_run,
                       "print the settings (and where each came from) and the exact commands, start nothing"),
-};
+  };
+  return rows;
+}
 
 #undef ACCELERATE_SWITCH
 
 }  // namespace
 
-const std::vector<FlagSpec>& launch_flag_table() { return kFlags; }
+const std::vector<FlagSpec>& launch_flag_table() { return flags(); }
 
 std::optional<std::string> rdzv_timeout_seconds(const std::string& spelled, const std::string& conf) {
   std::optional<std::string> timeout;

@@ -194,7 +194,8 @@ std::string launch_help_text() {
     // Word-wrap the help text into the right-hand column.
     std::string line = left + std::string(left.size() < kHelpColumn ? kHelpColumn - left.size() : 1, ' ');
     bool line_has_words = false;
-    std::istringstream words(spec.help);
+    std::istringstream words(std::string(spec.help) +
+                             (spec.default_text ? " (default: " + std::string(spec.default_text) + ")" : ""));
     for (std::string word; words >> word;) {
       if (line_has_words && line.size() + 1 + word.size() > kWidth) {
         out << line << "\n";

@@ -13,6 +13,7 @@
 #include "accelerate/deepspeed_plugin.h"
 #include "accelerate/mixed_precision.h"
 #include "common/settings.h"
+#include "common/sharding_launch_settings.h"
 #include "launcher/machine_facts.h"
 
 namespace accelerate::launcher {
@@ -63,26 +64,13 @@ struct LaunchOptions {
   // ranks, written only when DeepSpeed (or FSDP) is in use and the value
   // was given.
   bool use_deepspeed = false;
-  std::optional<int> zero_stage;
-  std::optional<std::string> deepspeed_config_file;  // "none" is stored as nullopt
-  std::optional<double> gradient_clipping;
-  std::optional<OffloadDevice> offload_optimizer_device;
-  std::optional<OffloadDevice> offload_param_device;
-  std::optional<bool> zero3_init_flag;
-  std::optional<bool> zero3_save_16bit_model;
   bool use_fsdp = false;
-  std::optional<settings::FsdpShardingStrategy> fsdp_sharding_strategy;
-  std::optional<std::string> fsdp_reshard_after_forward;  // a strategy's name, or "true"/"false"
-  std::optional<int> fsdp_version;
-  std::optional<FsdpAutoWrapPolicy> fsdp_auto_wrap_policy;
-  std::optional<std::string> fsdp_transformer_layer_cls_to_wrap;  // "Block,Mlp"
-  std::optional<int64_t> fsdp_min_num_params;
-  std::optional<FsdpBackwardPrefetch> fsdp_backward_prefetch;
-  std::optional<bool> fsdp_forward_prefetch;
-  std::optional<bool> fsdp_offload_params;
-  std::optional<FsdpStateDictType> fsdp_state_dict_type;
-  std::optional<bool> fsdp_cpu_ram_efficient_loading;
-  std::optional<bool> fsdp_sync_module_states;
+  // One std::optional per row of common/sharding_launch_settings.h
+  // (zero_stage, deepspeed_config_file ("none" is stored as nullopt), ...,
+  // fsdp_sync_module_states).
+#define ACCELERATE_LAUNCH_OPTION(section, name, Type, setting, metavar, yaml) std::optional<Type> name;
+  ACCELERATE_SHARDING_LAUNCH_SETTINGS(ACCELERATE_LAUNCH_OPTION)
+#undef ACCELERATE_LAUNCH_OPTION
 
   std::string program;
   std::vector<std::string> program_args;
@@ -107,6 +95,8 @@ struct FlagSpec {
   void (*apply)(LaunchOptions& options, const std::string& spelled, const std::string& value);
   // The current value as text, for the effective-settings listing.
   std::string (*show)(const LaunchOptions& options);
+  // The default, for --help (rows of the settings contract); null: in `help`.
+  const char* default_text = nullptr;
 };
 
 const std::vector<FlagSpec>& launch_flag_table();  // launch_flags.cpp

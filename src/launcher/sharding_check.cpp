@@ -1,6 +1,7 @@
 #include "launcher/sharding_check.h"
 
 #include "common/settings.h"
+#include "common/sharding_launch_settings.h"
 #include "launcher/child_environment.h"
 #include "launcher/launch_errors.h"
 #include "sharding/plugin_from_environment.h"
@@ -10,12 +11,11 @@ namespace {
 
 // "--a, --b are ignored: <why>" for the flags of `names` given on the
 // command line, or nothing.
-void note_unused_flags(const LaunchOptions& options, const std::vector<const char*>& names,
+void note_unused_flags(const LaunchOptions& options, const std::vector<std::string>& names,
                        const std::string& why, std::vector<std::string>& notes) {
   std::string flags;
-  for (const char* name : names) {
-    if (options.source_of(name) == OptionSource::kFlag)
-      flags += (flags.empty() ? "--" : ", --") + std::string(name);
+  for (const std::string& name : names) {
+    if (options.source_of(name) == OptionSource::kFlag) flags += (flags.empty() ? "--" : ", --") + name;
   }
   if (!flags.empty())
     notes.push_back(flags + (flags.find(',') == std::string::npos ? " is" : " are") +
@@ -29,9 +29,7 @@ std::vector<std::string> check_sharded_training(const LaunchOptions& options,
   std::vector<std::string> notes;
   if (!options.use_deepspeed) {
     note_unused_flags(
-        options,
-        {"zero_stage", "deepspeed_config_file", "gradient_clipping", "offload_optimizer_device",
-         "offload_param_device", "zero3_init_flag", "zero3_save_16bit_model"},
+        options, settings::sharding_setting_names("deepspeed_config"),
         "DeepSpeed is not in use (give --use_deepspeed, or distributed_type: DEEPSPEED in the "
         "config "
         "file)",
@@ -39,11 +37,7 @@ std::vector<std::string> check_sharded_training(const LaunchOptions& options,
   }
   if (!options.use_fsdp) {
     note_unused_flags(
-        options,
-        {"fsdp_sharding_strategy", "fsdp_reshard_after_forward", "fsdp_version",
-         "fsdp_auto_wrap_policy", "fsdp_transformer_layer_cls_to_wrap", "fsdp_min_num_params",
-         "fsdp_backward_prefetch", "fsdp_forward_prefetch", "fsdp_offload_params",
-         "fsdp_state_dict_type", "fsdp_cpu_ram_efficient_loading", "fsdp_sync_module_states"},
+        options, settings::sharding_setting_names("fsdp_config"),
         "FSDP is not in use (give --use_fsdp, or distributed_type: FSDP in the config file)",
         notes);
   }

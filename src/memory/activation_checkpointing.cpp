@@ -18,7 +18,7 @@
 
 #include "accelerate/errors.h"
 #include "accelerate/scope_guard.h"
-#include "accelerator/generator_state.h"
+#include "checkpoint/generator_state.h"
 #include "compat/autocast_compat.h"
 
 namespace accelerate {

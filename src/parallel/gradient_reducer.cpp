@@ -196,6 +196,7 @@ void GradientReducer::finalize_backward() {
   State& s = *state_;
   if (!s.distributed()) return;
   std::lock_guard<std::mutex> lock(s.mutex);
+  s.reached_last_backward = std::exchange(s.reached_this_backward, false);
   if (!s.sync_enabled) return;
   s.finalize();
 }
@@ -221,6 +222,18 @@ bool GradientReducer::broadcast_buffers() {
   if (!s.options.broadcast_buffers()) return false;
   detail::broadcast_coalesced(*s.communicator, s.buffers);
   return true;
+}
+
+bool GradientReducer::broadcast_buffers_after_backward() {
+  State& s = *state_;
+  if (!s.distributed() || !s.options.broadcast_buffers() || s.buffers.empty()) return false;
+  // Every process must decide alike: broadcast only where every one's last
+  // backward reached this model (one small all-reduce).
+  at::Tensor reached = at::full({1}, s.reached_last_backward ? 1.0f : 0.0f,
+                                at::TensorOptions().dtype(at::kFloat).device(s.buffers.front().device()));
+  s.communicator->all_reduce(reached, ReduceOp::kMin);
+  if (reached.item<float>() < 1.0f) return false;
+  return broadcast_buffers();
 }
 
 void GradientReducer::partition_buckets(GradientPartition partition,

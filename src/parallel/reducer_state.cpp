@@ -128,6 +128,7 @@ void GradientReducer::State::launch_ready_buckets(bool from_backward) {
 void GradientReducer::State::on_gradient_ready(std::size_t index) {
   std::lock_guard<std::mutex> lock(mutex);
   used_since_sync[index] = 1;
+  reached_this_backward = true;
   if (!sync_enabled) return;
   if (ready[index]) {
     throw Error("gradient sync: parameter " + std::to_string(index) + " (shape " +

@@ -57,6 +57,10 @@ struct GradientReducer::State {
   bool sync_enabled = true;
   std::vector<char> ready;            // gradient final this synced step
   std::vector<char> used_since_sync;  // hook fired since the last sync
+  // Whether any gradient hook fired in the backward pass under way / in the
+  // one finalize_backward() last ended (synced or not).
+  bool reached_this_backward = false;
+  bool reached_last_backward = false;
   std::vector<BucketProgress> progress;
   std::size_t next_to_launch = 0;  // buckets launch strictly in order
   int launched_during_backward = 0;

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "accelerate/errors.h"
-#include "checkpoint/checkpoint_items.h"
+#include "checkpoint/checkpoint_archives.h"
 
 namespace accelerate {
 namespace {

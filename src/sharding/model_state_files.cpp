@@ -12,7 +12,7 @@
 
 #include "accelerate/errors.h"
 #include "accelerate/gradient_reducer.h"
-#include "checkpoint/checkpoint_items.h"
+#include "checkpoint/checkpoint_archives.h"
 #include "checkpoint/model_streaming.h"
 #include "checkpoint/safetensors_dtype.h"
 #include "sharding/shard_layout.h"

@@ -11,7 +11,7 @@
 #include <torch/nn/module.h>
 
 #include "accelerate/errors.h"
-#include "checkpoint/checkpoint_items.h"
+#include "checkpoint/checkpoint_archives.h"
 #include "checkpoint/optimizer_reshard.h"
 #include "checkpoint/optimizer_state.h"
 #include "compat/optim_compat.h"

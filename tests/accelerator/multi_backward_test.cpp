@@ -163,4 +163,74 @@ TEST_P(MultiBackward, NoSyncForTheFirstDiscriminatorPassGivesTheSameTraining) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, MultiBackward, ::testing::Values(1, 2, 3));
 
+// pytorch/examples' DCGAN shape: BatchNorm in both models. The generator's
+// graph (which saved its running statistics) is still pending while the
+// discriminator's synced backward passes run; overwriting the generator's
+// buffers then failed its backward with "modified by an inplace operation".
+torch::nn::Sequential batch_norm_generator() {
+  return gan_seeded(torch::nn::Sequential(torch::nn::Linear(2, 8), torch::nn::BatchNorm1d(8),
+                                          torch::nn::Tanh(), torch::nn::Linear(8, 2)),
+                    5);
+}
+torch::nn::Sequential batch_norm_discriminator() {
+  return gan_seeded(torch::nn::Sequential(torch::nn::Linear(2, 8), torch::nn::BatchNorm1d(8),
+                                          torch::nn::ReLU(), torch::nn::Linear(8, 1)),
+                    6);
+}
+
+std::vector<at::Tensor> buffers_of(const torch::nn::Sequential& model) {
+  std::vector<at::Tensor> out;
+  for (const auto& buffer : model->buffers()) out.push_back(buffer.detach().clone());
+  return out;
+}
+
+TEST(MultiBackwardBuffers, GanWithBatchNormInBothModelsTrainsOnTwoRanksWithEqualBuffers) {
+  constexpr int kRanks = 2;
+  std::vector<Trained> buffers(kRanks);
+  std::vector<Trained> parameters(kRanks);
+  std::vector<std::string> failures(kRanks);
+  const auto job_of = [](int rank) { return accelerate::testing::thread_rank_job(rank, kRanks); };
+  accelerate::testing::run_ranks_of_jobs(kRanks, job_of, [&](int rank, std::shared_ptr<Communicator> comm) {
+    Accelerator accelerator(std::move(comm), AcceleratorOptions());
+    auto g = batch_norm_generator();
+    auto d = batch_norm_discriminator();
+    torch::optim::Adam g_optimizer(g->parameters(), torch::optim::AdamOptions(0.01));
+    torch::optim::Adam d_optimizer(d->parameters(), torch::optim::AdamOptions(0.01));
+    // Each rank sees other samples, so the running statistics differ
+    // unless they travel.
+    accelerate::DataLoader loader(gan_data(48), accelerate::DataLoaderOptions(8));
+    accelerator.prepare(g, d, g_optimizer, d_optimizer, loader);
+    try {
+      for (int epoch = 0; epoch < 2; ++epoch) {
+        gan_epoch(g, d, g_optimizer, d_optimizer, loader,
+                  [&](const at::Tensor& loss, int) { accelerator.backward(loss); });
+      }
+    } catch (const std::exception& e) {
+      failures[rank] = e.what();
+      throw;
+    }
+    buffers[rank] = {buffers_of(g), buffers_of(d)};
+    parameters[rank] = {gan_snapshot(g), gan_snapshot(d)};
+  });
+  for (int rank = 0; rank < kRanks; ++rank) ASSERT_EQ(failures[rank], "") << "rank " << rank;
+  // The statistics moved away from their initial values (mean 0)...
+  ASSERT_GT(buffers[0].generator[0].abs().max().item<float>(), 0.0f);
+  ASSERT_GT(buffers[0].discriminator[0].abs().max().item<float>(), 0.0f);
+  // ...and every rank holds rank 0's, bit for bit, as it holds its weights.
+  for (const auto* what : {"generator", "discriminator"}) {
+    const bool generator = std::string(what) == "generator";
+    const auto& want = generator ? buffers[0].generator : buffers[0].discriminator;
+    const auto& got = generator ? buffers[1].generator : buffers[1].discriminator;
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_TRUE(torch::equal(got[i], want[i])) << what << " buffer " << i;
+    }
+    const auto& want_weights = generator ? parameters[0].generator : parameters[0].discriminator;
+    const auto& got_weights = generator ? parameters[1].generator : parameters[1].discriminator;
+    for (size_t i = 0; i < got_weights.size(); ++i) {
+      EXPECT_TRUE(torch::equal(got_weights[i], want_weights[i])) << what << " parameter " << i;
+    }
+  }
+}
+
 }  // namespace

@@ -118,7 +118,7 @@ FacadeRun facade_run(std::shared_ptr<Communicator> comm, int stage, const std::s
   };
 
   FacadeRun run;
-  run.distributed_type = accelerator.distributed_type();
+  run.distributed_type = to_string(accelerator.distributed_type());
   for (int epoch = 0; epoch < kEpochs; ++epoch) {
     for (auto& batch : train_loader) train_step(batch);
     torch::NoGradGuard no_grad;

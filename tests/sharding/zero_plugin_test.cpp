@@ -68,7 +68,7 @@ PluginRun plugin_run(std::shared_ptr<Communicator> comm, AcceleratorOptions opti
     }
   }
   PluginRun run;
-  run.distributed_type = accelerator.distributed_type();
+  run.distributed_type = to_string(accelerator.distributed_type());
   for (const auto& p : model->parameters()) {
     run.parameters.push_back(p.detach().clone());
     run.total_elements += p.numel();

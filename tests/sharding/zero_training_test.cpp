@@ -365,7 +365,7 @@ TEST(ZeroConfiguration, AModelPreparedAfterAnOptimizerHoldingItsParametersIsRefu
 TEST(ZeroConfiguration, OptimizerBeforeItsModelOrAPlainOptimizerIsRefused) {
   accelerate::testing::run_rank_communicators(2, [](std::shared_ptr<Communicator> comm) {
     Accelerator accelerator(comm, AcceleratorOptions().deepspeed_plugin(DeepSpeedPlugin()));
-    EXPECT_EQ(accelerator.distributed_type(), "DEEPSPEED");
+    EXPECT_EQ(accelerator.distributed_type(), accelerate::DistributedType::kDeepSpeed);
     ZeroNet model;
     accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(),
                                                        torch::optim::SGDOptions(0.1));

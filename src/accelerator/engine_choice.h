@@ -1,0 +1,38 @@
+// Which ParallelEngine an Accelerator runs, decided once from its options
+// and environment before it connects to the other processes (so settings
+// that cannot run stop every process before any network is touched), and
+// what that choice decides for the rest of the Accelerator. Internal.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "accelerate/accelerator_options.h"
+#include "accelerate/communicator.h"
+#include "accelerate/environment.h"
+#include "accelerate/grad_scaler.h"
+#include "accelerate/job_state.h"
+#include "accelerate/mixed_precision.h"
+#include "parallel/parallel_engine.h"
+
+namespace accelerate {
+
+struct EngineChoice {
+  // The job's mixed precision: its own, or a DeepSpeed file's fp16/bf16 section's.
+  MixedPrecision mixed_precision = MixedPrecision::kNo;
+  // The engine's own accumulation setting (DeepSpeed's), which wins over
+  // the Accelerator's; nullopt: none.
+  std::optional<int> gradient_accumulation_steps;
+  // Builds the engine once the job is connected; `scaler` is the fp16 loss
+  // scaler, or null.
+  std::function<std::unique_ptr<ParallelEngine>(std::shared_ptr<Communicator> communicator,
+                                                 std::shared_ptr<GradScaler> scaler)>
+      build;
+};
+
+// `mixed_precision`: what the options and environment ask for.
+EngineChoice choose_engine(const AcceleratorOptions& options, const Environment& env, const JobState& job,
+                           MixedPrecision mixed_precision);
+
+}  // namespace accelerate

@@ -1,0 +1,65 @@
+#include "checkpoint/checkpoint_files.h"
+
+#include <filesystem>
+
+#include "accelerate/checkpointing.h"
+
+namespace accelerate::checkpoint {
+namespace {
+
+// "model", 0 -> "model"; "model", 2 -> "model_2".
+std::string indexed(const std::string& stem, std::size_t index) {
+  return index == 0 ? stem : stem + "_" + std::to_string(index);
+}
+
+std::string rank_suffix(int rank) { return "_rank" + std::to_string(rank); }
+
+}  // namespace
+
+std::string CheckpointFiles::path(const std::string& name) const {
+  return (std::filesystem::path(folder_) / name).string();
+}
+
+std::string CheckpointFiles::metadata() const { return path(kCheckpointMetadataFile); }
+
+std::string CheckpointFiles::model(std::size_t i) const { return path(indexed("model", i) + ".safetensors"); }
+
+std::string CheckpointFiles::model_piece(std::size_t i, int rank) const {
+  return path(indexed("model", i) + rank_suffix(rank) + ".safetensors");
+}
+
+std::string CheckpointFiles::model_pieces_index(std::size_t i) const {
+  return path(indexed("model", i) + "_shards.json");
+}
+
+std::string CheckpointFiles::optimizer(std::size_t i) const { return path(indexed("optimizer", i) + ".bin"); }
+
+std::string CheckpointFiles::optimizer_shard(std::size_t i, int rank) const {
+  return path(indexed("optimizer", i) + rank_suffix(rank) + ".bin");
+}
+
+std::string CheckpointFiles::tensors_beside(const std::string& archive) {
+  return std::filesystem::path(archive).replace_extension(".safetensors").string();
+}
+
+std::string CheckpointFiles::optimizer_partition(std::size_t i) const {
+  return path(indexed("optimizer", i) + "_partition.json");
+}
+
+std::string CheckpointFiles::scheduler(std::size_t i) const { return path(indexed("scheduler", i) + ".bin"); }
+
+std::string CheckpointFiles::scaler() const { return path("scaler.pt"); }
+
+std::string CheckpointFiles::custom_object(std::size_t i) const {
+  return path("custom_checkpoint_" + std::to_string(i) + ".bin");
+}
+
+std::string CheckpointFiles::random_states(int rank) const {
+  return path("random_states_" + std::to_string(rank) + ".bin");
+}
+
+std::string checkpoints_folder(const std::string& project_dir) {
+  return (std::filesystem::path(project_dir) / "checkpoints").string();
+}
+
+}  // namespace accelerate::checkpoint

@@ -1,0 +1,137 @@
+// ParallelEngine: how the Accelerator's prepared models train across
+// processes. One engine per kind of parallelism, chosen once when the
+// Accelerator is built (src/accelerator/engine_choice.h):
+//
+//   DataParallelEngine  every process holds the whole model and optimizer;
+//                       a GradientReducer per model averages the gradients
+//                       (src/parallel/data_parallel_engine.h)
+//   ShardedEngine       ZeRO stages 0-3 with offload, set up from DeepSpeed
+//                       or FSDP settings (src/sharding/sharded_engine.h)
+//
+// The Accelerator asks every engine the same questions and never which one
+// it has, as Marian's SyncGraphGroup talks to an ICommunicator, and as c10d
+// keeps DDP's Reducer apart from FSDP. Each engine owns what it prepares.
+// Internal.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include "accelerate/distributed_type.h"
+#include "accelerate/empty_weights.h"
+#include "accelerate/mixed_precision.h"
+#include "accelerate/scope_guard.h"
+
+namespace torch {
+namespace nn {
+class Module;
+}  // namespace nn
+namespace optim {
+class Optimizer;
+}  // namespace optim
+}  // namespace torch
+
+namespace accelerate {
+
+class DummyOptim;
+class DummyScheduler;
+class GradientReducer;
+class PreparedOptimizerBase;
+namespace checkpoint {
+class WeightGroups;
+}  // namespace checkpoint
+namespace sharding {
+class ModelShards;
+class ShardedOptimizer;
+}  // namespace sharding
+
+// What the program prepared, as an engine checks its settings against it
+// once a prepare() call ends (a DeepSpeed file's "auto" entries).
+struct PreparedProgram {
+  int world_size = 1;
+  std::optional<std::int64_t> micro_batch_size;  // the smallest prepared loader's, per process
+  int gradient_accumulation_steps = 1;
+  MixedPrecision mixed_precision = MixedPrecision::kNo;
+  bool split_batches = false;
+  bool has_optimizer = false;  // any optimizer prepared so far
+};
+
+class ParallelEngine {
+ public:
+  virtual ~ParallelEngine();
+
+  // Accelerate's name for what this engine does in this job.
+  virtual DistributedType distributed_type() const = 0;
+
+  // ---- prepare ----------------------------------------------------------------
+  // Accelerator::zero3_init: a guard under which modules are built without
+  // weights (on the processes that receive them); a guard that does nothing
+  // where the engine fills no weights itself.
+  virtual EmptyWeightsGuard zero3_init() { return EmptyWeightsGuard(false); }
+  // Takes `module` into training across the job: moved to `placement` (when
+  // set) and made equal on every process. Once per module; collective.
+  virtual void prepare_model(torch::nn::Module& module, const std::optional<c10::Device>& placement) = 0;
+  // A DummyOptim: builds the optimizer its settings describe in its place,
+  // or ConfigError where they describe none.
+  virtual void build_optimizer(DummyOptim& optimizer) = 0;
+  virtual void prepare_optimizer(PreparedOptimizerBase& optimizer) = 0;
+  // A torch optimizer without accelerate::Optimizer: ConfigError where the
+  // engine must step it itself.
+  virtual void check_plain_optimizer() const {}
+  // A DummyScheduler, once its prepare() call ends (its DummyOptim may come
+  // after it in the call): as build_optimizer.
+  virtual void build_schedule(DummyScheduler& scheduler, const PreparedProgram& program) = 0;
+  // The end of every prepare() call.
+  virtual void finish_prepare(const PreparedProgram& program) { (void)program; }
+
+  // ---- The step -----------------------------------------------------------------
+  // Whether the next backward passes synchronise gradients (accumulation, no_sync).
+  virtual void set_sync(bool sync) = 0;
+  // Around Accelerator::backward: `loss` is what backward starts from.
+  virtual void before_backward(const at::Tensor& loss) = 0;
+  virtual void after_backward() = 0;
+  // The norm every optimizer step clips the gradients to (DeepSpeed's
+  // gradient_clipping); nullopt: the program clips, if it wants to.
+  virtual std::optional<double> gradient_clipping() const { return std::nullopt; }
+  // Before the loss scaler unscales: the gradients it must find are bound.
+  virtual void before_unscale() {}
+  // clip_grad_norm_ / clip_grad_value_ over `parameters`' gradients wherever
+  // this engine keeps them; the norm is the same on every process.
+  virtual double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type);
+  virtual void clip_grad_value(const std::vector<at::Tensor>& parameters, double clip_value);
+  // One per prepared model in a job of several processes (statistics, tests).
+  virtual std::vector<GradientReducer*> reducers() const = 0;
+
+  // ---- Checkpoints and saved models --------------------------------------------
+  // Every prepared model's whole weights until the guard goes (collective).
+  virtual ScopeGuard full_weights() { return ScopeGuard(nullptr); }
+  // `module`'s weights in groups that can be gathered one at a time, or
+  // null where the weights are whole on every process.
+  virtual std::unique_ptr<checkpoint::WeightGroups> weight_groups(const torch::nn::Module& module);
+  // The shards of `module`'s weights, or null where they are whole.
+  virtual sharding::ModelShards* model_shards(const torch::nn::Module& module) const {
+    (void)module;
+    return nullptr;
+  }
+  // model_shards(), when a checkpoint saves each process's pieces of the
+  // weights (DeepSpeed, FSDP's sharded state dicts) rather than one file.
+  virtual sharding::ModelShards* saved_in_pieces(const torch::nn::Module& module) const {
+    (void)module;
+    return nullptr;
+  }
+  // What steps `optimizer`'s shard on this process, or null where it is whole.
+  virtual sharding::ShardedOptimizer* optimizer_shards(const torch::optim::Optimizer& optimizer) const {
+    (void)optimizer;
+    return nullptr;
+  }
+  // The dtype of the floating-point weights save_model writes and
+  // get_state_dict returns, where it is not the training dtype.
+  virtual std::optional<at::ScalarType> saved_weights_dtype() const { return std::nullopt; }
+};
+
+}  // namespace accelerate

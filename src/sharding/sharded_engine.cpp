@@ -1,0 +1,257 @@
+#include "sharding/sharded_engine.h"
+
+#include <algorithm>
+
+#include <torch/nn/module.h>
+
+#include "accelerate/dummy_optim.h"
+#include "accelerate/dummy_scheduler.h"
+#include "accelerate/errors.h"
+#include "accelerate/optimizer.h"
+#include "checkpoint/model_streaming.h"
+#include "sharding/shard_layout.h"
+#include "sharding/unit_policy.h"
+
+namespace accelerate::sharding {
+namespace {
+
+// Operations inside an EmptyWeightsGuard give meta tensors (factories and
+// initialisers keep CPU tensors): one registered in a module cannot receive
+// the main process's values.
+std::string meta_tensor_problem(const torch::nn::Module& module) {
+  const auto problem = [](const std::string& kind, const std::string& name) {
+    return kind + " '" + name +
+           "' is a meta tensor: it was computed inside zero3_init(), where operations give no "
+           "values; create it with a factory (torch::zeros, torch::empty) or an initialiser, or "
+           "register it after the guard";
+  };
+  for (const auto& item : module.named_parameters(true)) {
+    if (item.value().is_meta()) return problem("parameter", item.key());
+  }
+  for (const auto& item : module.named_buffers(true)) {
+    if (item.value().is_meta()) return problem("buffer", item.key());
+  }
+  return "";
+}
+
+constexpr const char* kModelBeforeOptimizer =
+    "ZeRO shards an optimizer over its model's gradient buckets: prepare the model before its "
+    "optimizer (e.g. accelerator.prepare(model, optimizer, loader))";
+
+// ZeRO shards an optimizer when it is prepared, over the models prepared
+// by then: a model prepared later would keep its parameters whole in it,
+// while its reducer released their gradients after each backward.
+void refuse_optimizers_holding(const std::vector<const torch::optim::Optimizer*>& optimizers,
+                               torch::nn::Module& module) {
+  const std::vector<at::Tensor> parameters = module.parameters(true);
+  for (const torch::optim::Optimizer* optimizer : optimizers) {
+    if (shares_parameters(*optimizer, parameters)) throw ConfigError(kModelBeforeOptimizer);
+  }
+}
+
+std::vector<torch::nn::Module*> unit_modules(torch::nn::Module& module, const UnitPolicy& policy) {
+  std::vector<torch::nn::Module*> found;
+  for (const Unit& unit : find_units(module, policy)) found.push_back(unit.module);
+  return found;
+}
+
+}  // namespace
+
+ShardedEngine::ShardedEngine(std::shared_ptr<Communicator> communicator, ShardingSettings settings,
+                             GradientSyncOptions options, std::shared_ptr<GradScaler> scaler)
+    : settings_(std::move(settings)),
+      replicas_(std::move(communicator), std::move(options)),
+      scaler_(std::move(scaler)),
+      file_objects_(settings_.file) {}
+
+ShardedEngine::~ShardedEngine() = default;
+
+bool ShardedEngine::shards_anything() const {
+  return settings_.stage != ZeroStage::kDataParallel && replicas_.communicator()->job().is_distributed();
+}
+
+EmptyWeightsGuard ShardedEngine::zero3_init() {
+  const JobState& job = replicas_.communicator()->job();
+  const bool empty = settings_.weights_from_main_process && job.is_distributed();
+  if (empty) zero3_init_called_ = true;
+  return EmptyWeightsGuard(empty && !job.is_main_process());
+}
+
+bool ShardedEngine::agree_on_empty_build(const torch::nn::Module& module) {
+  // Every process learns whether any built the model inside zero3_init()
+  // (the processes free the units alike, or their gathers would not match)
+  // and whether any holds a tensor computed there, which has no values to
+  // receive: then every process stops with the same error.
+  const std::string mine = (zero3_init_called_ ? "1" : "0") + meta_tensor_problem(module);
+  const std::vector<std::string> all = replicas_.communicator()->all_gather_bytes(mine);
+  bool called = false;
+  for (std::size_t rank = 0; rank < all.size(); ++rank) {
+    called |= all[rank].front() == '1';
+    if (all[rank].size() > 1) {
+      throw Error("prepare failed on rank " + std::to_string(rank) + ": " + all[rank].substr(1));
+    }
+  }
+  return called;
+}
+
+void ShardedEngine::prepare_model(torch::nn::Module& module, const std::optional<c10::Device>& placement) {
+  const bool distributed = replicas_.communicator()->job().is_distributed();
+  // Before placement: a module built empty cannot move.
+  const bool built_empty = settings_.weights_from_main_process && distributed && agree_on_empty_build(module);
+  if (placement) module.to(*placement);
+  if (!distributed) return;
+  if (shards_anything()) refuse_optimizers_holding(prepared_optimizers_, module);
+  // At stage 3 the trained parameters travel bucket by bucket straight into
+  // the shards (ModelShards), so that a process that built its model empty
+  // (zero3_init) never holds them whole; the rest travels here.
+  const bool stage3 = settings_.stage == ZeroStage::kParameters;
+  GradientReducer* reducer = replicas_.add_model(module, /*broadcast_state=*/!stage3);
+  if (stage3) broadcast_unbucketed_state(*replicas_.communicator(), module, *reducer);
+  if (shards_anything()) shard_model(module, *reducer, /*units_start_free=*/built_empty);
+}
+
+void ShardedEngine::shard_model(torch::nn::Module& module, GradientReducer& reducer, bool units_start_free) {
+  const auto& communicator = replicas_.communicator();
+  const int stage = static_cast<int>(settings_.stage);
+  if (settings_.stage != ZeroStage::kParameters) {
+    models_.push_back({&module, &reducer,
+                       std::make_shared<ModelShards>(communicator, reducer, stage, std::vector<int>(),
+                                                     /*release_units=*/false, settings_.offload),
+                       nullptr});
+    return;
+  }
+  const std::vector<torch::nn::Module*> found = unit_modules(module, settings_.unit_policy);
+  const std::vector<int> unit_of = parameter_units(module, found);
+  auto shards = std::make_shared<ModelShards>(communicator, reducer, stage, unit_of,
+                                              /*release_units=*/units_start_free, settings_.offload);
+  auto units = std::make_unique<ParameterUnits>(shards, found, unit_of, /*reshard_after_forward=*/true,
+                                                settings_.prefetch_forward, settings_.prefetch_backward,
+                                                /*start_released=*/units_start_free);
+  if (!settings_.prefetch_backward) reducer.set_overlap_reduce_scatter(false);
+  models_.push_back({&module, &reducer, std::move(shards), std::move(units)});
+}
+
+void ShardedEngine::build_optimizer(DummyOptim& optimizer) { file_objects_.build_optimizer(optimizer); }
+
+void ShardedEngine::prepare_optimizer(PreparedOptimizerBase& optimizer) {
+  prepared_optimizers_.push_back(&optimizer.base_optimizer());
+  if (!shards_anything()) return;
+  // The models holding any of its parameters (the same on every process).
+  std::vector<std::shared_ptr<ModelShards>> holding;
+  for (const ShardedModel& model : models_) {
+    if (shares_parameters(optimizer.base_optimizer(), model.reducer->parameters())) {
+      holding.push_back(model.shards);
+    }
+  }
+  if (holding.empty()) throw ConfigError(kModelBeforeOptimizer);
+  const auto& communicator = replicas_.communicator();
+  auto sharded = std::make_shared<ShardedOptimizer>(communicator, optimizer.base_optimizer(), std::move(holding));
+  optimizer.attach_shard_hooks(sharded);
+  optimizers_.push_back(sharded);
+  // Each process checks only its shard for inf/NaN: a step skipped anywhere
+  // is skipped everywhere.
+  if (scaler_) {
+    scaler_->combine_found_inf_with(
+        [communicator](at::Tensor& found_inf) { communicator->all_reduce(found_inf, ReduceOp::kMax); });
+  }
+}
+
+void ShardedEngine::check_plain_optimizer() const {
+  if (!shards_anything()) return;
+  throw ConfigError(
+      "ZeRO steps each process's shard of the parameters: declare the optimizer as "
+      "accelerate::Optimizer<YourOptimizer> so that prepare() can shard it");
+}
+
+void ShardedEngine::build_schedule(DummyScheduler& scheduler, const PreparedProgram& program) {
+  file_objects_.build_schedule(scheduler, program.world_size, program.split_batches);
+}
+
+void ShardedEngine::finish_prepare(const PreparedProgram& program) {
+  if (!program.has_optimizer) return;
+  ProgramValues values;
+  values.world_size = program.world_size;
+  values.micro_batch_size = program.micro_batch_size;
+  values.gradient_accumulation_steps = program.gradient_accumulation_steps;
+  values.gradient_clipping = settings_.clipping();
+  values.mixed_precision = program.mixed_precision;
+  file_objects_.check_against(values, replicas_.communicator()->job().is_main_process());
+}
+
+void ShardedEngine::after_backward() {
+  replicas_.after_backward();
+  for (ShardedModel& model : models_) {
+    if (model.units) model.units->after_backward();
+  }
+  // Offloading: the optimizer steps in host memory.
+  for (ShardedModel& model : models_) {
+    if (model.reducer->sync_enabled()) model.shards->gradients_to_host();
+  }
+}
+
+void ShardedEngine::before_unscale() {
+  for (auto& sharded : optimizers_) sharded->bind_gradients();  // the shards' gradients
+}
+
+std::vector<ShardedOptimizer*> ShardedEngine::covering(const std::vector<at::Tensor>& parameters) const {
+  std::vector<ShardedOptimizer*> found;
+  for (const auto& sharded : optimizers_) {
+    if (sharded->covers_any(parameters)) found.push_back(sharded.get());
+  }
+  return found;
+}
+
+double ShardedEngine::clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm,
+                                     double norm_type) {
+  // Each process holds the unscaled, averaged gradients of its shard only;
+  // the norm is combined from every process's shards.
+  const auto sharded = covering(parameters);
+  if (sharded.empty()) return ParallelEngine::clip_grad_norm(parameters, max_norm, norm_type);
+  return sharding::clip_grad_norm(*replicas_.communicator(), sharded, max_norm, norm_type);
+}
+
+void ShardedEngine::clip_grad_value(const std::vector<at::Tensor>& parameters, double clip_value) {
+  const auto sharded = covering(parameters);
+  if (sharded.empty()) return ParallelEngine::clip_grad_value(parameters, clip_value);
+  sharding::clip_grad_value(sharded, clip_value);
+}
+
+ScopeGuard ShardedEngine::full_weights() {
+  for (ShardedModel& model : models_) {
+    if (model.units) model.units->gather_all();
+  }
+  return ScopeGuard([this] {
+    for (ShardedModel& model : models_) {
+      if (model.units) model.units->release_all();
+    }
+  });
+}
+
+const ShardedEngine::ShardedModel* ShardedEngine::find(const torch::nn::Module& module) const {
+  auto it = std::find_if(models_.begin(), models_.end(),
+                         [&](const ShardedModel& model) { return model.module == &module; });
+  return it == models_.end() ? nullptr : &*it;
+}
+
+std::unique_ptr<checkpoint::WeightGroups> ShardedEngine::weight_groups(const torch::nn::Module& module) {
+  const ShardedModel* model = find(module);
+  return model && model->units ? model->units->weight_groups() : nullptr;
+}
+
+ModelShards* ShardedEngine::model_shards(const torch::nn::Module& module) const {
+  // Stage 3 only: at stages 1 and 2 every process holds the whole weights.
+  const ShardedModel* model = find(module);
+  return model && model->units ? model->shards.get() : nullptr;
+}
+
+ModelShards* ShardedEngine::saved_in_pieces(const torch::nn::Module& module) const {
+  return settings_.sharded_state_dict ? model_shards(module) : nullptr;
+}
+
+ShardedOptimizer* ShardedEngine::optimizer_shards(const torch::optim::Optimizer& optimizer) const {
+  auto it = std::find_if(optimizers_.begin(), optimizers_.end(),
+                         [&](const auto& sharded) { return &sharded->optimizer() == &optimizer; });
+  return it == optimizers_.end() ? nullptr : it->get();
+}
+
+}  // namespace accelerate::sharding

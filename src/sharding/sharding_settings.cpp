@@ -1,0 +1,165 @@
+#include "sharding/sharding_settings.h"
+
+#include <iostream>
+#include <string>
+
+#include "accelerate/errors.h"
+#include "accelerate/fsdp_plugin.h"
+#include "common/settings.h"
+#include "sharding/plugin_from_environment.h"
+
+namespace accelerate::sharding {
+
+std::optional<double> ShardingSettings::clipping() const {
+  const auto norm = plugin.gradient_clipping();
+  return norm && *norm > 0 ? norm : std::nullopt;
+}
+
+std::optional<at::ScalarType> ShardingSettings::sixteen_bit_dtype() const {
+  if (stage != ZeroStage::kParameters || !plugin.zero3_save_16bit_model()) return std::nullopt;
+  if (mixed_precision == MixedPrecision::kFP16) return at::kHalf;
+  if (mixed_precision == MixedPrecision::kBF16) return at::kBFloat16;
+  return std::nullopt;
+}
+
+namespace {
+
+// What of CPU offloading a job runs (prints its notes on the main process).
+// Offloading moves shards between the device and host memory; on a CPU-only
+// job both are the same memory, so it runs there only when asked to
+// (ACCELERATE_OFFLOAD_ON_CPU_JOB: the offload path without a GPU).
+Offload offload_for(const DeepSpeedPlugin& plugin,
+                              const std::optional<FullyShardedDataParallelPlugin>& fsdp,
+                              const JobState& job, const Environment& env) {
+  const int stage = plugin.zero_stage();
+  const bool fsdp_offload = fsdp && fsdp->cpu_offload();
+  const bool offload_parameters =
+      stage == 3 && (plugin.offload_param_device() == OffloadDevice::kCpu || fsdp_offload);
+  const bool offload_optimizer =
+      plugin.offload_optimizer_device() == OffloadDevice::kCpu || fsdp_offload;
+  const bool copies = job.device.is_cuda() || settings::kOffloadOnCpuJob.read_or_default(env);
+  Offload offload;
+  if (copies && job.is_distributed() && stage > 0) {
+    offload.parameters = offload_parameters;
+    offload.optimizer = offload_optimizer;
+  }
+  if (!job.is_main_process()) return offload;
+  if (plugin.offload_param_device() == OffloadDevice::kCpu && stage < 3) {
+    std::cerr << "accelerate: note: offload_param_device applies to ZeRO stage 3; ignored at stage "
+              << stage << "\n";
+  }
+  // What was asked for, in the words it was asked with.
+  std::string requested;
+  const auto ask = [&](bool asked, const char* words) {
+    if (asked) requested += (requested.empty() ? "" : " and ") + std::string(words);
+  };
+  ask(fsdp_offload, "FSDP cpu_offload");
+  ask(!fsdp_offload && plugin.offload_optimizer_device() == OffloadDevice::kCpu,
+      "offload_optimizer_device cpu");
+  ask(!fsdp_offload && offload_parameters, "offload_param_device cpu");
+  if (requested.empty()) return offload;
+  if (!copies) {
+    std::cerr << "accelerate: note: " << requested
+              << " changes nothing in a CPU-only job: the parameters and the optimizer state "
+                 "are in CPU memory already\n";
+  } else if (!job.is_distributed() || stage == 0) {
+    std::cerr << "accelerate: note: " << requested << " needs ZeRO's shards, which "
+              << (stage == 0 ? "stage 0 (data parallelism) does not make"
+                             : "a job of one process does not make (it trains as data "
+                               "parallelism)")
+              << ": nothing is offloaded\n";
+  } else {
+    if (!job.device.is_cuda()) {
+      std::cerr << "accelerate: note: " << requested << " with "
+                << settings::kOffloadOnCpuJob.variable()
+                << ": this CPU-only job copies its shards to host memory and back as a GPU job "
+                   "does\n";
+    }
+    if (fsdp_offload && stage < 3) {
+      std::cerr << "accelerate: note: FSDP cpu_offload with "
+                << to_string(fsdp->sharding_strategy())
+                << " offloads the optimizer step; the parameters stay whole on the device\n";
+    }
+  }
+  return offload;
+}
+
+// The main process's notes about what the settings will do.
+void print_notes(const ShardingSettings& settings, bool from_fsdp,
+                 const std::vector<std::string>& precision_notes) {
+  if (settings.weights_from_main_process) {
+    std::cerr << "accelerate: note: " << (from_fsdp ? "cpu_ram_efficient_loading" : "zero3_init_flag")
+              << ": build the model inside accelerator.zero3_init() so that only the main "
+                 "process holds its whole weights (every unit must then run through "
+                 "unit_forward)\n";
+  }
+  for (const auto& note : precision_notes) std::cerr << "accelerate: note: " << note << "\n";
+  if (settings.file) {
+    for (const auto& key : settings.file->ignored_keys) {
+      std::cerr << "accelerate: note: " << settings.file->source << ": " << key
+                << " is not used by accelerate-cpp (ignored)\n";
+    }
+  }
+}
+
+}  // namespace
+
+std::optional<ShardingSettings> resolve_sharding_settings(const AcceleratorOptions& options,
+                                                          const Environment& env, const JobState& job,
+                                                          MixedPrecision mixed_precision) {
+  ShardingSettings settings;
+  std::optional<FullyShardedDataParallelPlugin> fsdp = options.fsdp_plugin();
+  if (options.deepspeed_plugin() && fsdp) {
+    throw ConfigError(
+        "AcceleratorOptions sets both deepspeed_plugin and fsdp_plugin; choose one (they select "
+        "the same ZeRO engine)");
+  }
+  if (options.deepspeed_plugin()) {
+    settings.plugin = *options.deepspeed_plugin();
+    if (settings.plugin.hf_ds_config()) {
+      settings.file = read_deepspeed_config(*settings.plugin.hf_ds_config());
+      fill_from_config_file(*settings.file, settings.plugin);
+    }
+  } else if (fsdp) {
+    settings.plugin = zero_plugin_of(*fsdp);
+    settings.distributed_type = DistributedType::kFsdp;
+  } else {
+    std::string launched_as;
+    auto plugin = deepspeed_plugin_from_environment(env, &launched_as, &settings.file);
+    if (!plugin) return std::nullopt;
+    settings.plugin = *plugin;
+    if (launched_as == to_string(DistributedType::kFsdp)) {
+      settings.distributed_type = DistributedType::kFsdp;
+      fsdp = fsdp_plugin_from_environment(env);
+    }
+  }
+  check_zero_stage(settings.plugin);
+  settings.stage = static_cast<ZeroStage>(settings.plugin.zero_stage());
+  const bool stage3 = settings.stage == ZeroStage::kParameters;
+  // DeepSpeed finds stage 3's units by itself: here, the model's repeated
+  // blocks. FSDP finds them by its auto wrap policy.
+  settings.unit_policy.policy = AutoWrapPolicy::kRepeatedBlocks;
+  if (fsdp && stage3) {
+    settings.unit_policy = unit_policy_of(*fsdp);
+    if (fsdp->fsdp_version() == 1) {  // FSDP 2 always prefetches one unit ahead
+      settings.prefetch_forward = fsdp->forward_prefetch();
+      settings.prefetch_backward = fsdp->backward_prefetch() != FsdpBackwardPrefetch::kNoPrefetch;
+    }
+  }
+  settings.sharded_state_dict =
+      stage3 && (!fsdp || fsdp->state_dict_type() != FsdpStateDictType::kFullStateDict);
+  settings.weights_from_main_process =
+      stage3 && (settings.plugin.zero3_init_flag() || (fsdp && fsdp->cpu_ram_efficient_loading()));
+  settings.mixed_precision = mixed_precision;
+  std::vector<std::string> notes;
+  if (settings.file) {
+    // The file's fp16/bf16 sections win over the job's mixed_precision.
+    settings.mixed_precision = resolve_mixed_precision(*settings.file, mixed_precision, &notes);
+    settings.mixed_precision_from_file = settings.mixed_precision != mixed_precision;
+  }
+  settings.offload = offload_for(settings.plugin, fsdp, job, env);
+  if (job.is_main_process()) print_notes(settings, fsdp.has_value(), notes);
+  return settings;
+}
+
+}  // namespace accelerate::sharding

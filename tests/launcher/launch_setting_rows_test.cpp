@@ -1,0 +1,75 @@
+// Each sharded-training launch setting is one row of
+// common/sharding_launch_settings.h: its flag, help text, value name and
+// default, its config file key, and the variable the ranks get all come
+// from that row and the Setting it names, so none can drift from another.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <type_traits>
+
+#include "common/sharding_launch_settings.h"
+#include "config/config_keys.h"
+#include "launcher/child_environment.h"
+#include "launcher/launch_options.h"
+
+namespace accelerate::launcher {
+namespace {
+
+// A value the setting accepts, as its variable would hold it.
+template <class T>
+std::string sample_text(const settings::Setting<T>& setting) {
+  const std::string text = setting.format(setting.fallback);
+  // Text settings whose default means "nothing" (no file, no classes).
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (text.empty() || text == "none") return "Block";
+  }
+  return text;
+}
+
+template <class T>
+void expect_one_row(const std::string& section, const std::string& name, const settings::Setting<T>& setting,
+                    const char* metavar, const char* yaml_type) {
+  SCOPED_TRACE(section + "." + name);
+  const FlagSpec* flag = find_launch_flag(name);
+  ASSERT_NE(flag, nullptr) << "no --" << name;
+  EXPECT_STREQ(flag->help, setting.about.meaning);
+  EXPECT_STREQ(flag->value_name, metavar);
+  EXPECT_STREQ(flag->default_text, setting.about.default_text);
+  // The words users see in docs and errors name the same flag and key.
+  EXPECT_EQ(std::string(setting.about.hf_spelling), "--" + name + " / " + section + "." + name);
+  const config::KeySpec* key = config::find_section_key(section, name);
+  ASSERT_NE(key, nullptr) << "the config file does not accept " << section << "." << name;
+  EXPECT_EQ(key->use, config::KeyUse::kSetting);
+  EXPECT_STREQ(config::to_string(key->type), yaml_type);
+  // A value given by the flag reaches the ranks under the setting's variable.
+  LaunchOptions options;
+  options.use_deepspeed = section == "deepspeed_config";
+  options.use_fsdp = section == "fsdp_config";
+  const std::string value = sample_text(setting);
+  flag->apply(options, "--" + name, value);
+  EXPECT_EQ(flag->show(options), value);
+  const Environment env = build_child_environment(options, 0, Environment(), 1);
+  ASSERT_EQ(env.count(setting.variable()), 1u) << setting.variable();
+  EXPECT_EQ(env.at(setting.variable()), value);
+  // ...and only while its kind of sharding is in use.
+  options.use_deepspeed = options.use_fsdp = false;
+  EXPECT_EQ(build_child_environment(options, 0, Environment(), 1).count(setting.variable()), 0u);
+}
+
+TEST(LaunchSettingRows, EveryShardingSettingsFlagKeyVariableAndHelpComeFromOneRow) {
+  const char* const S = config::to_string(config::KeyType::kString);
+  const char* const I = config::to_string(config::KeyType::kInt);
+  const char* const B = config::to_string(config::KeyType::kBool);
+  int rows = 0;
+#define ACCELERATE_EXPECT_ROW(section, name, Type, setting, metavar, yaml) \
+  expect_one_row<Type>(#section, #name, settings::setting, metavar, yaml);   \
+  ++rows;
+  ACCELERATE_SHARDING_LAUNCH_SETTINGS(ACCELERATE_EXPECT_ROW)
+#undef ACCELERATE_EXPECT_ROW
+  EXPECT_EQ(rows, static_cast<int>(settings::sharding_launch_settings().size()));
+  EXPECT_EQ(settings::sharding_setting_names("deepspeed_config").size(), 7u);
+  EXPECT_EQ(settings::sharding_setting_names("fsdp_config").size(), 12u);
+}
+
+}  // namespace
+}  // namespace accelerate::launcher
