@@ -74,7 +74,8 @@ PlanInputs prepare(LaunchOptions& options, std::vector<std::string>& notes) {
   inputs.usable_cores = machine.usable_cores;
   resolve_launch_options(options, machine);
   check_main_address(options);
-  for (auto& note : check_sharded_training(options, inputs.environment))
+  const bool cpu_job = options.cpu || machine.visible_gpus == 0;
+  for (auto& note : check_sharded_training(options, inputs.environment, cpu_job))
     notes.push_back(std::move(note));
   inputs.program = resolve_command(options, inputs.environment);
   if (options.mpirun_hostfile) {

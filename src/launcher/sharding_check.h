@@ -16,11 +16,13 @@
 namespace accelerate::launcher {
 
 // `options` must be resolved (resolve_launch_options). Throws UsageError for
-// what the ranks would refuse before they see the model or the device, and
-// for a --mixed_precision that the DeepSpeed JSON file contradicts. Returns notes
-// (one line each) for DeepSpeed flags given without DeepSpeed in use, and
-// FSDP flags without FSDP.
+// what the ranks would refuse before they see the model or the device, for
+// a --mixed_precision that the DeepSpeed JSON file contradicts, and, when
+// the ranks will run on the CPU (`cpu_job`), for fp16 mixed precision, naming
+// the flag, config file, variable or DeepSpeed file key that asked for it.
+// Returns notes (one line each) for DeepSpeed flags given without DeepSpeed
+// in use, and FSDP flags without FSDP.
 std::vector<std::string> check_sharded_training(const LaunchOptions& options,
-                                                const Environment& launcher_environment);
+                                                const Environment& launcher_environment, bool cpu_job = false);
 
 }  // namespace accelerate::launcher

@@ -298,3 +298,55 @@ TEST(LaunchSharding, RefusalsExitWithTwoAndOneLine) {
 
 }  // namespace
 }  // namespace accelerate::launcher
+
+namespace accelerate::launcher {
+namespace {
+
+std::string cpu_refusal(const std::vector<std::string>& args, const Environment& launcher_env = {}) {
+  try {
+    check_sharded_training(resolved(args), launcher_env, /*cpu_job=*/true);
+  } catch (const UsageError& error) {
+    return error.what();
+  }
+  return "(no error)";
+}
+
+// Hugging Face's own DeepSpeed templates switch fp16 on: on a CPU job each
+// rank used to fail with a message that named neither the file nor the key.
+TEST(LaunchSharding, Fp16OnACpuJobIsRefusedNamingWhatAskedForIt) {
+  TemporaryFolder folder;
+  const std::string path = write_deepspeed_json(folder, "true");
+  EXPECT_EQ(cpu_refusal({"--use_deepspeed", "--deepspeed_config_file", path, "p"}),
+            path + ": fp16.enabled true asks for fp16 mixed precision, which needs a CUDA device, but this "
+                   "job runs on the CPU (no GPU is visible on this machine); use bf16 there (set "
+                   "fp16.enabled to false or \"auto\")");
+  EXPECT_EQ(cpu_refusal({"--cpu", "--mixed_precision", "fp16", "p"}),
+            "--mixed_precision fp16 asks for fp16 mixed precision, which needs a CUDA device, but this job "
+            "runs on the CPU (--cpu); use bf16 there");
+  EXPECT_EQ(cpu_refusal({"p"}, {{"ACCELERATE_MIXED_PRECISION", "fp16"}}).rfind(
+                "ACCELERATE_MIXED_PRECISION=fp16 in the environment asks for fp16", 0),
+            0u);
+  // What can run passes: bf16, the file's "auto" without fp16, and fp16 on a GPU job.
+  EXPECT_EQ(cpu_refusal({"--mixed_precision", "bf16", "p"}), "(no error)");
+  EXPECT_EQ(cpu_refusal({"--use_deepspeed", "--deepspeed_config_file",
+                         write_deepspeed_json(folder, "\"auto\""), "p"}),
+            "(no error)");
+  EXPECT_EQ(sharding_refusal({"--use_deepspeed", "--deepspeed_config_file", path, "p"}), "(no error)");
+}
+
+TEST(LaunchSharding, Fp16FromAConfigFileOnACpuJobStopsBeforeAnyProcessStarts) {
+  TemporaryFolder folder;
+  const std::string config = folder.path() + "/fp16.yaml";
+  std::ofstream(config) << "mixed_precision: fp16\nnum_processes: 2\nuse_cpu: true\n";
+  RunResult result = run_launcher({"launch", "--config_file", config, kProbe, "exit", "0"},
+                                  {{"SLURM_JOB_ID", std::nullopt}});
+  EXPECT_EQ(result.exit_code, 2);
+  ASSERT_EQ(split_lines(result.err).size(), 1u) << result.err;
+  EXPECT_EQ(result.err, "accelerate launch: error: mixed_precision: fp16 in " + config +
+                            " asks for fp16 mixed precision, which needs a CUDA device, but this job runs "
+                            "on the CPU (the config file's use_cpu or distributed_type); use bf16 there\n");
+  EXPECT_EQ(result.out, "");
+}
+
+}  // namespace
+}  // namespace accelerate::launcher
