@@ -96,6 +96,9 @@ struct JobState {
   bool debug = false;
   bool shared_memory_all_reduce = true;
   bool use_cpu = false;
+  // Gloo's network interface (GLOO_SOCKET_IFNAME); empty: the one towards
+  // the master address, else Gloo's default.
+  std::string gloo_socket_ifname;
   LaunchSource source = LaunchSource::kSingleProcess;
 
   bool is_distributed() const { return world_size > 1; }

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "accelerate/arg.h"
+#include "accelerate/environment.h"
 #include "accelerate/tracker_value.h"
 
 namespace accelerate {
@@ -58,6 +59,9 @@ struct ProgressBarOptions {
   ACCELERATE_ARG(double, min_interval_secs) = 0.1;
   // Keep the final bar on screen after close() (false: erase it).
   ACCELERATE_ARG(bool, leave) = true;
+  // The environment read for the defaults above (LOCAL_RANK, COLUMNS);
+  // unset: the process's (tests pass a map).
+  ACCELERATE_ARG(std::optional<Environment>, environment);
 };
 
 // Postfix values in display order: {{"loss", 0.25}, {"lr", 1e-3}}.

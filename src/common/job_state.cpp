@@ -308,6 +308,7 @@ JobState JobState::from_environment(const Environment& env, const JobOptions& op
   state.num_nodes = topology.num_nodes.value;
   state.source = topology.source;
   state.master_addr = choose_master_addr(env, topology);
+  state.gloo_socket_ifname = lookup(env, "GLOO_SOCKET_IFNAME").value_or("");
   state.master_port = choose_master_port(env, topology.source);
   state.use_cpu = choose(options.cpu(), env, settings::kUseCpu);
   state.debug = choose(options.debug(), env, settings::kDebugMode);

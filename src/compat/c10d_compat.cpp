@@ -32,10 +32,9 @@ c10::intrusive_ptr<c10d::Store> make_tcp_store(const std::string& host, int port
 c10::intrusive_ptr<Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store,
                                       int rank, int world_size,
                                       std::chrono::milliseconds timeout,
-                                      const std::string& hostname) {
+                                      const std::string& hostname, const std::string& ifname) {
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
-  if (ifname != nullptr && *ifname != '\0') {
+  if (!ifname.empty()) {
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
   } else if (!hostname.empty()) {
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(hostname));

@@ -76,7 +76,8 @@ std::unique_ptr<Communicator::Impl> form_groups(JobState job, c10::intrusive_ptr
   try {
     impl->diagnosis->mark_arrived();
     auto gloo_store = c10::make_intrusive<c10d::PrefixStore>("gloo", impl->store);
-    impl->gloo = compat::make_gloo(gloo_store, j.rank, j.world_size, j.timeout, gloo_hostname);
+    impl->gloo = compat::make_gloo(gloo_store, j.rank, j.world_size, j.timeout, gloo_hostname,
+                                   j.gloo_socket_ifname);
     // Gloo's connection set-up can finish on one rank while a peer is still
     // completing its side; a rank that returned and closed its sockets at
     // once (a short program, a test rank with nothing to do) would then fail

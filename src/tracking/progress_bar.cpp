@@ -77,9 +77,9 @@ std::string format_progress(const ProgressSnapshot& s) {
 
 namespace {
 
-int terminal_width(bool writing_to_tty) {
-  if (const char* columns = std::getenv("COLUMNS")) {
-    if (auto value = detail::parse_integer_in(columns, 1, 100000)) return static_cast<int>(*value);
+int terminal_width(const Environment& env, bool writing_to_tty) {
+  if (const auto columns = lookup(env, "COLUMNS")) {
+    if (auto value = detail::parse_integer_in(*columns, 1, 100000)) return static_cast<int>(*value);
   }
   struct winsize size {};
   if (writing_to_tty && ::ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) {
@@ -94,12 +94,11 @@ ProgressBar::ProgressBar(ProgressBarOptions options) : options_(std::move(option
   const bool to_stderr = options_.stream() == nullptr;
   const bool terminal = options_.terminal() ? *options_.terminal()
                                             : (to_stderr && ::isatty(STDERR_FILENO) == 1);
-  const bool local_main =
-      options_.local_main_process()
-          ? *options_.local_main_process()
-          : JobState::from_environment(current_environment()).is_local_main_process();
+  const Environment env = options_.environment() ? *options_.environment() : current_environment();
+  const bool local_main = options_.local_main_process() ? *options_.local_main_process()
+                                                        : JobState::from_environment(env).is_local_main_process();
   shown_ = !options_.disable() && terminal && local_main;
-  width_ = options_.ncols() > 0 ? options_.ncols() : terminal_width(to_stderr && terminal);
+  width_ = options_.ncols() > 0 ? options_.ncols() : terminal_width(env, to_stderr && terminal);
   start_ = last_draw_ = std::chrono::steady_clock::now();
   if (shown_) draw();
 }

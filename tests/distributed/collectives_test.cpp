@@ -181,3 +181,35 @@ TEST(Reduce, MeanOfIntegersIsAnError) {
 }
 
 }  // namespace
+
+namespace {
+
+// GLOO_SOCKET_IFNAME reaches Gloo through the job's environment (JobState),
+// not the process's: the loopback interface works, and an interface that
+// does not exist fails the connection, so the name is really used.
+TEST(GlooInterface, TheJobsGlooSocketIfnameChoosesTheDevice) {
+  EXPECT_EQ(accelerate::JobState::from_environment({{"GLOO_SOCKET_IFNAME", "lo"}}).gloo_socket_ifname, "lo");
+  EXPECT_EQ(accelerate::JobState::from_environment({}).gloo_socket_ifname, "");
+  const auto job_on = [](const std::string& ifname) {
+    return [ifname](int rank) {
+      accelerate::JobState job = accelerate::testing::thread_rank_job(rank, 2, std::chrono::seconds(10));
+      job.gloo_socket_ifname = ifname;
+      return job;
+    };
+  };
+  accelerate::testing::run_ranks_of_jobs(2, job_on("lo"), [](int, std::shared_ptr<accelerate::Communicator> comm) {
+    at::Tensor t = at::ones({3});
+    comm->all_reduce(t, accelerate::ReduceOp::kSum);
+    EXPECT_TRUE(at::equal(t, at::full({3}, 2.0)));
+  });
+  std::string failure;
+  try {
+    const std::string path = accelerate::testing::fresh_store_path();
+    accelerate::Communicator::connect_through_file(path, job_on("no-such-if0")(0), "127.0.0.1");
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  EXPECT_NE(failure.find("no-such-if0"), std::string::npos) << failure;
+}
+
+}  // namespace

@@ -177,3 +177,30 @@ TEST(ProgressBar, WrapsMoveOnlyIteratorsAndKnownSize) {
 
 }  // namespace
 }  // namespace accelerate
+
+namespace accelerate {
+namespace {
+
+// The terminal width comes from the options' environment (COLUMNS), not
+// from the process's.
+TEST(ProgressBar, ColumnsComeFromTheOptionsEnvironment) {
+  std::ostringstream out;
+  {
+    ProgressBar bar(ProgressBarOptions()
+                        .stream(&out)
+                        .terminal(true)
+                        .local_main_process(true)
+                        .min_interval_secs(0)
+                        .environment(Environment{{"COLUMNS", "30"}})
+                        .total(3));
+    bar.update(3);
+  }
+  const std::string text = out.str();
+  ASSERT_FALSE(text.empty());
+  for (size_t start = 0, end; (end = text.find_first_of("\r\n", start + 1)) != std::string::npos; start = end) {
+    EXPECT_LE(end - start - 1, 29u) << text;
+  }
+}
+
+}  // namespace
+}  // namespace accelerate
