@@ -14,6 +14,7 @@ target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/rank_ordered_sum.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shared_buffer_pool.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shared_memory_collectives.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/shared_memory_exchange.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shared_memory_segment.cpp)
 # The shared-memory sums are the inner loop of every same-machine reduction:
 # -O3 vectorizes them (the build type's -O2 leaves them scalar). Each element
