@@ -25,6 +25,7 @@
 // trace JSON; the main process), to compare op by op with the twin's
 // --trace.
 #include <accelerate/accelerate.h>
+#include <accelerate/trainer.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 
 #include <chrono>

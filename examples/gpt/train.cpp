@@ -5,12 +5,14 @@
 //   gpt [--preset tiny|small] [--max_steps N] [--output_dir DIR] [TrainingArguments flags...]
 //   gpt generate --model_dir DIR/model [--prompt TEXT] [--max_new_tokens 50]
 //               [--temperature 0.8] [--top_k 40] [--seed 1]
+// (flags.h declares every flag; `gpt --help` and `gpt generate --help` list them).
 //
 // Prints the Trainer's logs, eval_loss and tokens/s on the main process, and
 // saves the model in Hugging Face's GPT-2 layout to {output_dir}/model
 // (GPT2LMHeadModel.from_pretrained loads it) with the tokenizer beside it.
 // docs/gpt.md.
 #include <accelerate/accelerate.h>
+#include <accelerate/trainer.h>
 
 #include <chrono>
 #include <cstdint>
@@ -77,17 +79,23 @@ accelerate::BpeTokenizer tokenizer_for(const std::string& data_dir, const std::s
   return tokenizer;
 }
 
-int train(gpt_flags::Flags& flags) {
-  const std::string data_dir = flags.text("data_dir", "data/brown");
-  const std::string preset = flags.text("preset", "tiny");
-  const auto vocab_size = static_cast<int32_t>(flags.integer("vocab_size", 4096));
-  TrainingArguments args = gpt_flags::training_arguments(flags);
+int train(const std::string& program, const std::vector<std::string>& words) {
+  gpt_flags::TrainFlags f;
+  examples::Flags flags(
+      "Trains a GPT-2-style model on the Brown Corpus with accelerate::Trainer, on one process or "
+      "many\n(accelerate launch), and saves it in Hugging Face's GPT-2 layout to OUTPUT_DIR/model. "
+      "docs/gpt.md.\nSampling from a trained model: " + program + " generate --help.");
+  gpt_flags::add_flags(flags, f);
+  flags.parse(program, words);
+  const std::string& data_dir = f.data_dir;
+  const std::string& preset = f.preset;
+  const int32_t vocab_size = f.vocab_size;
+  TrainingArguments args = gpt_flags::training_arguments(f);
   gpt::GptConfig config = gpt::GptConfig::preset(preset, vocab_size);
-  config.n_positions = flags.integer("block_size", config.n_positions);
-  config.dropout = flags.number("dropout", 0.0);
+  if (f.block_size > 0) config.n_positions = f.block_size;
+  config.dropout = f.dropout;
   config.gradient_checkpointing = args.gradient_checkpointing();
-  const int64_t max_eval_samples = flags.integer("max_eval_samples", 0);  // 0: all
-  flags.check_all_used();
+  const int64_t max_eval_samples = f.max_eval_samples;
 
   std::filesystem::create_directories(args.output_dir());
   const auto tokenizer = tokenizer_for(data_dir, args.output_dir() + "/tokenizer.bpe", vocab_size);
@@ -131,18 +139,16 @@ int train(gpt_flags::Flags& flags) {
   return 0;
 }
 
-int generate(gpt_flags::Flags& flags) {
-  const std::string model_dir = flags.text("model_dir", "runs/gpt/model");
-  const std::string prompt = flags.text("prompt", "The");
-  const int64_t new_tokens = flags.integer("max_new_tokens", 50);
-  const double temperature = flags.number("temperature", 0.8);
-  const int64_t top_k = flags.integer("top_k", 40);
-  const auto seed = static_cast<uint64_t>(flags.integer("seed", 1));
-  flags.check_all_used();
+int generate(const std::string& program, const std::vector<std::string>& words) {
+  gpt_flags::GenerateFlags f;
+  examples::Flags flags("Samples text from a model the training saved, after a prompt.");
+  gpt_flags::add_flags(flags, f);
+  flags.parse(program, words);
+  const std::string& model_dir = f.model_dir;
   auto tokenizer = accelerate::BpeTokenizer::load(model_dir + "/tokenizer.bpe");
   auto model = gpt::load_pretrained(model_dir);
-  const auto ids =
-      gpt::generate(model, tokenizer.encode(prompt), new_tokens, temperature, top_k, seed);
+  const auto ids = gpt::generate(model, tokenizer.encode(f.prompt), f.max_new_tokens,
+                                 f.temperature, f.top_k, f.seed);
   std::cout << tokenizer.decode(ids) << std::endl;
   return 0;
 }
@@ -150,11 +156,18 @@ int generate(gpt_flags::Flags& flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `gpt generate ...` samples; anything else trains. Flag errors exit with
+  // code 2 in Flags::parse; the others here, with the same code.
+  const std::string program = examples::program_name(argv[0]);
+  std::vector<std::string> words(argv + 1, argv + argc);
   try {
-    gpt_flags::Flags flags(argc, argv);
-    return flags.command() == "generate" ? generate(flags) : train(flags);
+    if (!words.empty() && words.front() == "generate") {
+      words.erase(words.begin());
+      return generate(program + " generate", words);
+    }
+    return train(program, words);
   } catch (const std::exception& error) {
-    std::cerr << "gpt: error: " << error.what() << std::endl;
+    std::cerr << program << ": error: " << error.what() << std::endl;
     return 2;
   }
 }

@@ -1,6 +1,7 @@
 // train_plain.cpp accelerated: the four steps (include, Accelerator,
-// accelerate::make_data_loader + prepare, accelerator.backward) and exact
-// metrics with gather_for_metrics. Runs unchanged on one process or many:
+// accelerate::make_data_loader + prepare, accelerator.backward), exact
+// metrics with gather_for_metrics, and the report printed once, on the main
+// process (accelerator.print). Runs unchanged on one process or many:
 //   accelerate launch --cpu --num_processes 2 build/examples/libtorch_mnist --data_dir data/mnist
 #include <torch/torch.h>
 
@@ -47,7 +48,7 @@ int main(int argc, char** argv) try {
       correct += matches.sum().item<int64_t>();
       total += matches.numel();
     }
-    mnist::report(epoch, correct, total, clock);
+    accelerator.print(mnist::report(epoch, correct, total, clock));
   }
   return 0;
 } catch (const std::exception& error) {

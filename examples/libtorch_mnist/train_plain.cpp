@@ -43,7 +43,7 @@ int main(int argc, char** argv) try {
       correct += matches.sum().item<int64_t>();
       total += matches.numel();
     }
-    mnist::report(epoch, correct, total, clock);
+    std::cout << mnist::report(epoch, correct, total, clock) << std::endl;
   }
   return 0;
 } catch (const std::exception& error) {

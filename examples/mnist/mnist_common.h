@@ -1,16 +1,17 @@
 // What the plain and the accelerated MNIST programs share: the seed
-// documents' BasicNet, command-line flags, and the per-epoch report, so that
-// the two programs differ only in the lines accelerate-cpp changes.
+// documents' BasicNet, command-line flags (examples/common/example_flags.h),
+// and the per-epoch report, so that the two programs differ only in the lines
+// accelerate-cpp changes.
 #pragma once
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
-#include <iostream>
 #include <string>
 
 #include <torch/torch.h>
+
+#include "../common/example_flags.h"
 
 namespace mnist {
 
@@ -47,39 +48,35 @@ struct Args {
   uint64_t seed = 42;
 };
 
-// Flags a program adds to the shared ones (train_complete.cpp): returns true
-// when it took `flag`, reading a value through `value()` if the flag has one.
-using ExtraFlags =
-    std::function<bool(const std::string& flag, const std::function<std::string()>& value)>;
+inline const char* const kAbout =
+    "Trains the seed's BasicNet on MNIST and prints each epoch's test accuracy and ms/step.";
 
-inline Args parse_args(int argc, char** argv, const ExtraFlags& extra = nullptr,
-                       const std::string& extra_names = "") {
-  Args args;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::cerr << "mnist: error: " << flag << " needs a value\n";
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (extra && extra(flag, value)) continue;
-    if (flag == "--data_dir") args.data_dir = value();
-    else if (flag == "--epochs") args.epochs = std::stoi(value());
-    else if (flag == "--batch_size") args.batch_size = std::stoul(value());
-    else if (flag == "--lr") args.lr = std::stod(value());
-    else if (flag == "--seed") args.seed = std::stoull(value());
-    else {
-      std::cerr << "mnist: error: unknown flag " << flag
-                << " (known: --data_dir --epochs --batch_size --lr --seed" << extra_names << ")\n";
-      std::exit(2);
-    }
-  }
-  // Same intra-op threads as the launcher's share (Debian's LibTorch would
-  // otherwise use one thread).
+// The flags every MNIST program takes; a program may add its own after them
+// (train_complete.cpp).
+inline void add_flags(examples::Flags& flags, Args& args) {
+  flags.add("data_dir", &args.data_dir, "the MNIST IDX files, from scripts/fetch-mnist.sh", "DIR")
+      .add("epochs", &args.epochs, "epochs to train")
+      .add("batch_size", &args.batch_size, "training batch size (per process)")
+      .add("lr", &args.lr, "AdamW's learning rate")
+      .add("seed", &args.seed, "the random seed");
+}
+
+// What every MNIST program does with its parsed flags: the same intra-op
+// threads as the launcher's share (Debian's LibTorch would otherwise use one
+// thread), and the seed.
+inline void set_up(const Args& args) {
   if (const char* threads = std::getenv("OMP_NUM_THREADS")) torch::set_num_threads(std::atoi(threads));
   torch::manual_seed(args.seed);
+}
+
+// The shared flags from the command line (--help: the usage; a bad flag: one
+// line and exit code 2), then set_up().
+inline Args parse_args(int argc, char** argv) {
+  Args args;
+  examples::Flags flags(kAbout);
+  add_flags(flags, args);
+  flags.parse(argc, argv);
+  set_up(args);
   return args;
 }
 
@@ -107,14 +104,17 @@ class EpochClock {
   int64_t skipped_ = 0;
 };
 
-inline void report(int epoch, int64_t correct, int64_t total, const EpochClock& clock) {
+// The epoch's report line, which the programs print (the accelerated ones on
+// the main process only, through accelerator.print).
+[[nodiscard]] inline std::string report(int epoch, int64_t correct, int64_t total,
+                                        const EpochClock& clock) {
   char line[160];
   std::snprintf(line, sizeof(line), "epoch %d: test accuracy %.2f%% (%lld/%lld), %.1f ms/step",
                 epoch, 100.0 * static_cast<double>(correct) / static_cast<double>(total),
                 static_cast<long long>(correct), static_cast<long long>(total), clock.ms_per_step());
-  std::cout << line;
-  if (clock.skipped_steps() > 0) std::cout << ", " << clock.skipped_steps() << " skipped steps";
-  std::cout << std::endl;
+  std::string text = line;
+  if (clock.skipped_steps() > 0) text += ", " + std::to_string(clock.skipped_steps()) + " skipped steps";
+  return text;
 }
 
 }  // namespace mnist

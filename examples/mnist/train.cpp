@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <accelerate/accelerate.h>
+#include <accelerate/mnist.h>
 
 #include "mnist_common.h"
 
@@ -40,7 +41,7 @@ int main(int argc, char** argv) try {
       correct += matches.sum().item<int64_t>();
       total += matches.numel();
     }
-    mnist::report(epoch, correct, total, clock);
+    accelerator.print(mnist::report(epoch, correct, total, clock));
   }
   return 0;
 } catch (const std::exception& error) {

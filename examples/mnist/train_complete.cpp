@@ -1,4 +1,5 @@
-// The MNIST example with the extras of Accelerate's "complete" examples:
+// The MNIST example with the extras of Accelerate's "complete" examples
+// (`mnist_complete --help` lists these and train.cpp's flags):
 //   --with_tracking              log accuracy and loss (TensorBoard, JSONL, CSV)
 //   --project_dir DIR            where the trackers write        [mnist_logs]
 //   --output_dir DIR             checkpoints and the final model [mnist_output]
@@ -10,6 +11,7 @@
 #include <torch/torch.h>
 
 #include <accelerate/accelerate.h>
+#include <accelerate/mnist.h>
 
 #include <cstdlib>
 #include <iostream>
@@ -29,37 +31,44 @@ struct CompleteArgs {
   std::string resume_from_checkpoint;  // "", a folder, or "latest"
 };
 
-void set_checkpointing_steps(CompleteArgs& args, const std::string& value) {
+// --checkpointing_steps: "epoch", or a number of steps >= 1.
+bool set_checkpointing_steps(CompleteArgs& args, const std::string& value) {
+  if (value.empty()) return true;
   if (value == "epoch") {
     args.checkpoint_every_epoch = true;
-    return;
+    return true;
   }
   char* end = nullptr;
   const long long steps = std::strtoll(value.c_str(), &end, 10);
-  if (value.empty() || *end != '\0' || steps < 1) {
-    std::cerr << "mnist: error: --checkpointing_steps must be a number >= 1 or 'epoch', got '"
-              << value << "'\n";
-    std::exit(2);
-  }
+  if (*end != '\0' || steps < 1) return false;
   args.checkpoint_every_steps = steps;
+  return true;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) try {
+  mnist::Args args;
   CompleteArgs extra;
-  const auto args = mnist::parse_args(
-      argc, argv,
-      [&extra](const std::string& flag, const std::function<std::string()>& value) {
-        if (flag == "--with_tracking") extra.with_tracking = true;
-        else if (flag == "--project_dir") extra.project_dir = value();
-        else if (flag == "--output_dir") extra.output_dir = value();
-        else if (flag == "--checkpointing_steps") set_checkpointing_steps(extra, value());
-        else if (flag == "--resume_from_checkpoint") extra.resume_from_checkpoint = value();
-        else return false;
-        return true;
-      },
-      " --with_tracking --project_dir --output_dir --checkpointing_steps --resume_from_checkpoint");
+  std::string checkpointing_steps;
+  examples::Flags flags(std::string(mnist::kAbout) +
+                        "\nWith the extras of Accelerate's \"complete\" examples: tracking, "
+                        "checkpoints, resuming.");
+  mnist::add_flags(flags, args);
+  flags.add("with_tracking", &extra.with_tracking, "log accuracy and loss (TensorBoard, JSONL, CSV)")
+      .add("project_dir", &extra.project_dir, "where the trackers write", "DIR")
+      .add("output_dir", &extra.output_dir, "checkpoints and the final model", "DIR")
+      .add("checkpointing_steps", &checkpointing_steps,
+           "save_state every N steps, or after each epoch (default: never)", "N|epoch")
+      .add("resume_from_checkpoint", &extra.resume_from_checkpoint,
+           "continue exactly where a checkpoint left off (latest: the newest complete one)",
+           "PATH|latest");
+  flags.parse(argc, argv);
+  if (!set_checkpointing_steps(extra, checkpointing_steps)) {
+    flags.fail("--checkpointing_steps expects a number >= 1 or 'epoch', got '" +
+               checkpointing_steps + "'");
+  }
+  mnist::set_up(args);
 
   accelerate::AcceleratorOptions options;
   options.project_config(accelerate::ProjectConfiguration()
@@ -127,7 +136,7 @@ int main(int argc, char** argv) try {
       correct += matches.sum().item<int64_t>();
       total += matches.numel();
     }
-    mnist::report(epoch, correct, total, clock);
+    accelerator.print(mnist::report(epoch, correct, total, clock));
     if (extra.with_tracking) {
       accelerator.log({{"accuracy", 100.0 * static_cast<double>(correct) / static_cast<double>(total)},
                        {"train_loss", losses > 0 ? loss_sum / static_cast<double>(losses) : 0.0},

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <accelerate/accelerate.h>
+#include <accelerate/mnist.h>
 
 #include "mnist_common.h"
 
@@ -37,7 +38,7 @@ int main(int argc, char** argv) try {
       correct += matches.sum().item<int64_t>();
       total += matches.numel();
     }
-    mnist::report(epoch, correct, total, clock);
+    std::cout << mnist::report(epoch, correct, total, clock) << std::endl;
   }
   return 0;
 } catch (const std::exception& error) {

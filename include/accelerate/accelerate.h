@@ -1,14 +1,15 @@
 // accelerate-cpp: Hugging Face Accelerate's training-loop API for LibTorch.
-// Include this one header.
+// Include this one header. What sits beside Accelerate has its own header,
+// included when a program wants it: accelerate/trainer.h (Trainer,
+// TrainingArguments, callbacks), accelerate/bpe_tokenizer.h,
+// accelerate/attention.h, accelerate/mnist.h.
 #pragma once
 
 #include "accelerate/accelerator.h"
 #include "accelerate/activation_checkpointing.h"
-#include "accelerate/attention.h"
 #include "accelerate/autocast.h"
 #include "accelerate/backend.h"
 #include "accelerate/batch_sharding.h"
-#include "accelerate/bpe_tokenizer.h"
 #include "accelerate/checkpointing.h"
 #include "accelerate/collectives.h"
 #include "accelerate/communicator.h"
@@ -16,12 +17,11 @@
 #include "accelerate/data_loader.h"
 #include "accelerate/data_options.h"
 #include "accelerate/data_transfer.h"
-#include "accelerate/data_typed_ops.h"
 #include "accelerate/dataset.h"
 #include "accelerate/dataset_traits.h"
 #include "accelerate/deepspeed_plugin.h"
-#include "accelerate/distributed_type.h"
 #include "accelerate/deepspeed_schedule.h"
+#include "accelerate/distributed_type.h"
 #include "accelerate/dummy_optim.h"
 #include "accelerate/dummy_scheduler.h"
 #include "accelerate/empty_weights.h"
@@ -39,7 +39,6 @@
 #include "accelerate/malloc_tuning.h"
 #include "accelerate/memory.h"
 #include "accelerate/mixed_precision.h"
-#include "accelerate/mnist.h"
 #include "accelerate/model_saving.h"
 #include "accelerate/object_serializer.h"
 #include "accelerate/optimizer.h"
@@ -52,9 +51,5 @@
 #include "accelerate/tensorboard.h"
 #include "accelerate/tracker_value.h"
 #include "accelerate/tracking.h"
-#include "accelerate/trainer.h"
-#include "accelerate/trainer_callback.h"
-#include "accelerate/trainer_loop.h"
-#include "accelerate/training_arguments.h"
 #include "accelerate/unit_forward.h"
 #include "accelerate/version.h"

@@ -27,7 +27,7 @@
 #include "accelerate/batch_sharding.h"
 #include "accelerate/data_collate.h"
 #include "accelerate/data_options.h"
-#include "accelerate/data_typed_ops.h"
+#include "accelerate/detail/data_typed_ops.h"
 #include "accelerate/dataset.h"
 
 namespace accelerate {

@@ -39,7 +39,7 @@
 #include "accelerate/optimizer.h"
 #include "accelerate/random.h"
 #include "accelerate/scheduler.h"
-#include "accelerate/trainer_loop.h"
+#include "accelerate/detail/trainer_loop.h"
 
 namespace accelerate {
 

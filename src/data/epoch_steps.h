@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "accelerate/batch_sharding.h"
-#include "accelerate/data_typed_ops.h"
+#include "accelerate/detail/data_typed_ops.h"
 
 namespace accelerate {
 namespace detail {

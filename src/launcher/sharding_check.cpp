@@ -85,7 +85,15 @@ std::vector<std::string> check_sharded_training(const LaunchOptions& options,
       // Accelerate refuses a --mixed_precision the JSON file's fp16/bf16 contradicts.
       if (file && precision) sharding::check_mixed_precision(*file, *precision);
     }
-    if (cpu_job) refuse_fp16_on_cpu(options, precision, plugin ? file : std::nullopt);
+    if (cpu_job) {
+      try {
+        refuse_fp16_on_cpu(options, precision, plugin ? file : std::nullopt);
+      } catch (const UsageError& refusal) {
+        // A dry run shows what a launch would do, this refusal included.
+        if (!options.dry_run) throw;
+        notes.push_back(std::string(refusal.what()) + " (a launch stops here)");
+      }
+    }
   } catch (const UsageError&) {
     throw;
   } catch (const ConfigError& error) {

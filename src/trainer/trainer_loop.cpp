@@ -1,4 +1,4 @@
-#include "accelerate/trainer_loop.h"
+#include "accelerate/detail/trainer_loop.h"
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/normalization.h>

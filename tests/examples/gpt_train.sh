@@ -55,4 +55,5 @@ set +e
 err=$("$program" --max_step 3 2>&1 >/dev/null)
 code=$?
 set -e
-[[ $code -eq 2 && "$err" == "gpt: error: unknown flag --max_step" ]]
+[[ $code -eq 2 && "$err" == "gpt: error: unknown flag --max_step (did you mean --max_steps?);"* ]]
+[[ $(wc -l <<<"$err") -eq 1 ]]

@@ -3,7 +3,8 @@
 # 3) epochs through our launcher must print per-epoch test accuracy and reach
 # the bar. With MAX_BF16_DROP (not "-") it trains again under
 # `--mixed_precision bf16` and requires that accuracy within MAX_BF16_DROP
-# points of the fp32 one.
+# points of the fp32 one. On any number of processes the accuracy is printed
+# once, by the main process.
 # Usage: mnist_accuracy.sh ACCELERATE_CLI MNIST_BINARY DATA_DIR PROCESSES MIN_ACCURACY [MAX_BF16_DROP|-] [EPOCHS]
 set -euo pipefail
 cli=$1 program=$2 data=$3 processes=$4 minimum=$5 max_drop=${6:-} epochs=${7:-3}
@@ -19,6 +20,13 @@ final_accuracy() {
   out=$("$cli" launch --cpu --num_processes "$processes" --main_process_port 0 "$@" \
           "$program" --data_dir "$data" --epochs "$epochs")
   echo "$out" >&2
+  # assert: the result is printed once, by the main process (accelerator.print)
+  local printed
+  printed=$(grep -c "epoch $epochs: test accuracy" <<<"$out" || true)
+  if [[ "$printed" != 1 ]] || grep -q "^\[rank[1-9][0-9]*\]: " <<<"$out"; then
+    echo "FAIL: 'epoch $epochs: test accuracy' printed $printed times, or by a process other than the main one" >&2
+    return 1
+  fi
   final=$(grep "^\[rank0\]: epoch $epochs: test accuracy" <<<"$out" || grep "^epoch $epochs: test accuracy" <<<"$out")
   sed -E 's/.*test accuracy ([0-9.]+)%.*/\1/' <<<"$final"
 }

@@ -350,3 +350,21 @@ TEST(LaunchSharding, Fp16FromAConfigFileOnACpuJobStopsBeforeAnyProcessStarts) {
 
 }  // namespace
 }  // namespace accelerate::launcher
+
+namespace accelerate::launcher {
+namespace {
+
+TEST(LaunchSharding, ADryRunShowsTheFp16RefusalAsANote) {
+  TemporaryFolder folder;
+  const std::string path = write_deepspeed_json(folder, "true");
+  std::vector<std::string> notes;
+  EXPECT_NO_THROW(notes = check_sharded_training(
+                      resolved({"--dry_run", "--use_deepspeed", "--deepspeed_config_file", path, "p"}), {},
+                      /*cpu_job=*/true));
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0].rfind(path + ": fp16.enabled true asks for fp16 mixed precision", 0), 0u) << notes[0];
+  EXPECT_NE(notes[0].find("(a launch stops here)"), std::string::npos) << notes[0];
+}
+
+}  // namespace
+}  // namespace accelerate::launcher
