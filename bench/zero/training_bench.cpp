@@ -93,6 +93,7 @@
 #include "zero/block_stack.h"
 #if ACCELERATE_BENCH_HAS_GPT
 #include "gpt_model.h"
+#include "parallel/sharded_gradients.h"
 #endif
 
 namespace {
@@ -390,9 +391,9 @@ Measured run_stage(accelerate::Communicator& comm, std::shared_ptr<accelerate::C
     }
   }
   for (const auto& reducer : accelerator.reducers()) {
-    if (reducer->partition() != accelerate::GradientPartition::kSharded) continue;
+    if (accelerate::detail::ShardedGradients::partition(*reducer) != accelerate::GradientPartition::kSharded) continue;
     for (std::size_t b = 0; b < reducer->buckets().size(); ++b)
-      counter.add(reducer->gradient_shard(b));
+      counter.add(accelerate::detail::ShardedGradients::gradient_shard(*reducer, b));
   }
   for (const auto& entry : optimizer.state()) {
     // AdamW's state: exp_avg and exp_avg_sq (max_exp_avg_sq only with amsgrad).

@@ -32,6 +32,9 @@ class Module;
 }  // namespace torch
 
 namespace accelerate {
+namespace detail {
+struct ShardedGradients;
+}  // namespace detail
 
 // DDP's built-in communication hooks (Accelerate's DDPCommunicationHookType).
 enum class CommHook {
@@ -178,6 +181,22 @@ class GradientReducer {
   // the model has no buffers or options().broadcast_buffers() is false.
   bool broadcast_buffers_after_backward();
 
+  const std::vector<at::Tensor>& parameters() const;
+
+  const GradientSyncOptions& options() const;
+  // Buckets in launch order (the same on every process).
+  const std::vector<GradientBucket>& buckets() const;
+  GradientSyncStats last_step_stats() const;
+  // How many times the unused-parameter warning was printed (0 or 1).
+  int unused_parameter_warnings() const;
+
+
+ private:
+  struct State;  // src/parallel/reducer_state.h
+  // Sharded training's access (ZeRO: how buckets are partitioned and
+  // reduce-scattered) goes through detail::ShardedGradients
+  // (src/parallel/sharded_gradients.h), not through programs.
+  friend struct detail::ShardedGradients;
   // Sharded training (src/sharding calls it, before the first backward):
   // pads every bucket to a multiple of the number of processes. kReplicated
   // forces gradient_as_bucket_view, so each bucket buffer holds the averaged
@@ -213,18 +232,7 @@ class GradientReducer {
   // backward adds its averaged shard to them, as LibTorch adds a backward
   // pass's gradients to .grad (several backward passes before one step).
   void clear_gradient_shards();
-  const std::vector<at::Tensor>& parameters() const;
 
-  const GradientSyncOptions& options() const;
-  // Buckets in launch order (the same on every process).
-  const std::vector<GradientBucket>& buckets() const;
-  GradientSyncStats last_step_stats() const;
-  // How many times the unused-parameter warning was printed (0 or 1).
-  int unused_parameter_warnings() const;
-
-  struct State;  // defined in src/parallel/gradient_reducer.cpp
-
- private:
   std::unique_ptr<State> state_;
 };
 

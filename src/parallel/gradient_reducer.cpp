@@ -6,6 +6,7 @@
 #include <torch/nn/module.h>
 
 #include <algorithm>
+#include <functional>
 #include <sstream>
 #include <utility>
 
@@ -64,23 +65,25 @@ namespace {
 // AccumulateGrad runs its post hooks after it has updated .grad.
 class GradientReadyHook : public torch::autograd::FunctionPostHook {
  public:
-  GradientReadyHook(GradientReducer::State* state, std::size_t index)
-      : state_(state), index_(index) {}
+  explicit GradientReadyHook(std::function<void()> ready) : ready_(std::move(ready)) {}
   torch::autograd::variable_list operator()(
       const torch::autograd::variable_list& outputs,
       const torch::autograd::variable_list& /*inputs*/) override {
-    state_->on_gradient_ready(index_);
+    ready_();
     return outputs;
   }
 
  private:
-  GradientReducer::State* state_;
-  std::size_t index_;
+  std::function<void()> ready_;  // the reducer's on_gradient_ready for one parameter
 };
+
+
+}  // namespace
 
 // Groups the parameters into buckets (per ZeRO-3 unit when `unit_of` is
 // given) and sizes each bucket's bookkeeping; before any backward pass.
-void lay_out_buckets(GradientReducer::State& s, const std::vector<int>& unit_of) {
+void GradientReducer::State::lay_out_buckets(const std::vector<int>& unit_of) {
+  State& s = *this;
   const Communicator& comm = *s.communicator;
   s.buckets = detail::assign_buckets(s.parameters, detail::bucket_caps_from(s.options),
                                      [&comm](c10::Device d) { return buffer_device_for(comm, d); },
@@ -118,8 +121,6 @@ void lay_out_buckets(GradientReducer::State& s, const std::vector<int>& unit_of)
   }
 }
 
-}  // namespace
-
 GradientReducer::GradientReducer(std::shared_ptr<Communicator> communicator,
                                  std::vector<at::Tensor> parameters, GradientSyncOptions options,
                                  std::vector<at::Tensor> buffers)
@@ -130,7 +131,7 @@ GradientReducer::GradientReducer(std::shared_ptr<Communicator> communicator,
   s.options = std::move(options);
   s.parameters = std::move(parameters);
   s.buffers = std::move(buffers);
-  lay_out_buckets(s, {});
+  s.lay_out_buckets({});
   const Communicator& comm = *s.communicator;
   s.ready.assign(s.parameters.size(), 0);
   s.used_since_sync.assign(s.parameters.size(), 0);
@@ -160,7 +161,8 @@ GradientReducer::GradientReducer(std::shared_ptr<Communicator> communicator,
   for (std::size_t index = 0; index < s.parameters.size(); ++index) {
     State::Slot& slot = s.slots[index];
     if (!slot.accumulator) continue;
-    slot.hook_key = slot.accumulator->add_post_hook(std::make_unique<GradientReadyHook>(&s, index));
+    slot.hook_key = slot.accumulator->add_post_hook(
+        std::make_unique<GradientReadyHook>([state = &s, index] { state->on_gradient_ready(index); }));
   }
 }
 
@@ -263,7 +265,7 @@ void GradientReducer::partition_buckets(GradientPartition partition,
     if (partition != GradientPartition::kSharded) {
       throw Error("gradient sync: units (ZeRO stage 3) need GradientPartition::kSharded");
     }
-    lay_out_buckets(s, unit_of);
+    s.lay_out_buckets(unit_of);
     s.reset_step();
   }
   const std::int64_t world = s.communicator->world_size();

@@ -14,8 +14,8 @@ namespace accelerate {
 
 namespace {
 
-double seconds_between(GradientReducer::State::Clock::time_point from,
-                       GradientReducer::State::Clock::time_point to) {
+double seconds_between(std::chrono::steady_clock::time_point from,
+                       std::chrono::steady_clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
 

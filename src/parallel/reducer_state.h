@@ -79,6 +79,9 @@ struct GradientReducer::State {
   void on_gradient_ready(std::size_t parameter_index);
   bool step_in_progress() const;
   void reset_step();
+  // Groups the parameters into buckets (per ZeRO-3 unit when `unit_of` is
+  // given) and sizes each bucket's bookkeeping; before any backward pass.
+  void lay_out_buckets(const std::vector<int>& unit_of);
   // Launches what is left, waits, averages, writes .grad, records stats.
   void finalize();
 

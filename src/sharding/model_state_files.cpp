@@ -17,6 +17,7 @@
 #include "checkpoint/safetensors_dtype.h"
 #include "sharding/shard_layout.h"
 #include "sharding/zero_optimizer.h"
+#include "parallel/sharded_gradients.h"
 
 namespace accelerate::sharding {
 
@@ -28,7 +29,7 @@ std::vector<ShardPiece> shard_pieces(const GradientReducer& reducer, int rank, i
     const std::int64_t shard = ShardLayout::padded(buckets[b].numel, world) / world;
     const std::int64_t lo = rank * shard, hi = lo + shard;
     for (std::size_t index : buckets[b].parameter_indices) {
-      const std::int64_t offset = reducer.offset_in_bucket(index);
+      const std::int64_t offset = detail::ShardedGradients::offset_in_bucket(reducer, index);
       const std::int64_t begin = std::max(offset, lo);
       const std::int64_t end = std::min(offset + parameters[index].numel(), hi);
       if (begin < end) pieces.push_back({index, begin - offset, end - begin, b, begin - lo});

@@ -12,6 +12,7 @@
 #include "accelerate/errors.h"
 #include "accelerate/unit_forward.h"
 #include "compat/autograd_compat.h"
+#include "parallel/sharded_gradients.h"
 
 namespace accelerate::sharding {
 
@@ -102,7 +103,7 @@ struct ParameterUnits::State {
           state->prefetch(u, -1);
           // Its gradients go straight into their reduce-scatter buffers.
           for (std::size_t b : state->units[u].buckets) {
-            state->shards->reducer().begin_bucket_gradients(b);
+            detail::ShardedGradients::begin_bucket_gradients(state->shards->reducer(), b);
           }
         }
         return grad;
@@ -205,7 +206,7 @@ ParameterUnits::ParameterUnits(std::shared_ptr<ModelShards> shards,
   }
   for (std::size_t index = 0; index < parameters.size(); ++index) {
     const int u = unit_of[index];
-    if (u < 0 || reducer.offset_in_bucket(index) < 0) continue;  // outside, or frozen
+    if (u < 0 || detail::ShardedGradients::offset_in_bucket(reducer, index) < 0) continue;  // outside, or frozen
     State::Unit& unit = s.units[static_cast<std::size_t>(u)];
     unit.parameters.push_back(parameters[index]);
     ++unit.parameter_count;

@@ -16,6 +16,7 @@
 #include "checkpoint/optimizer_state.h"
 #include "compat/optim_compat.h"
 #include "parallel/bucket_assignment.h"
+#include "parallel/sharded_gradients.h"
 
 namespace accelerate::sharding {
 
@@ -57,7 +58,7 @@ ShardLayout::Model ShardLayout::from_reducer(const GradientReducer& reducer) {
   for (const GradientBucket& bucket : reducer.buckets()) {
     Bucket b{bucket.parameter_indices, {}, bucket.numel};
     for (std::size_t index : bucket.parameter_indices) {
-      b.offsets.push_back(reducer.offset_in_bucket(index));
+      b.offsets.push_back(detail::ShardedGradients::offset_in_bucket(reducer, index));
     }
     model.buckets.push_back(std::move(b));
   }

@@ -11,6 +11,7 @@
 #include "checkpoint/model_streaming.h"
 #include "sharding/shard_layout.h"
 #include "sharding/unit_policy.h"
+#include "parallel/sharded_gradients.h"
 
 namespace accelerate::sharding {
 namespace {
@@ -127,7 +128,7 @@ void ShardedEngine::shard_model(torch::nn::Module& module, GradientReducer& redu
   auto units = std::make_unique<ParameterUnits>(shards, found, unit_of, /*reshard_after_forward=*/true,
                                                 settings_.prefetch_forward, settings_.prefetch_backward,
                                                 /*start_released=*/units_start_free);
-  if (!settings_.prefetch_backward) reducer.set_overlap_reduce_scatter(false);
+  if (!settings_.prefetch_backward) detail::ShardedGradients::set_overlap_reduce_scatter(reducer, false);
   models_.push_back({&module, &reducer, std::move(shards), std::move(units)});
 }
 

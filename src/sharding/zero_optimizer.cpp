@@ -13,6 +13,7 @@
 #include "parallel/storage_alias.h"
 #include "parallel/state_broadcast.h"
 #include "parallel/storage_release.h"
+#include "parallel/sharded_gradients.h"
 
 namespace accelerate::sharding {
 
@@ -61,7 +62,7 @@ ModelShards::ModelShards(std::shared_ptr<Communicator> communicator, GradientRed
                         bucket.device.str() + " parameters would be staged through the host)");
     }
   }
-  reducer.partition_buckets(
+  detail::ShardedGradients::partition_buckets(reducer, 
       stage == 1 ? GradientPartition::kReplicated : GradientPartition::kSharded,
       stage == 3 ? unit_of : std::vector<int>());
   c10::NoGradGuard no_grad;
@@ -72,7 +73,7 @@ ModelShards::ModelShards(std::shared_ptr<Communicator> communicator, GradientRed
     const bool from_process_zero = stage == 3;
     for (std::size_t index : bucket.parameter_indices) {
       const at::Tensor& parameter = parameters[index];
-      const std::int64_t offset = reducer.offset_in_bucket(index);
+      const std::int64_t offset = detail::ShardedGradients::offset_in_bucket(reducer, index);
       if (!from_process_zero || communicator_->rank() == 0) {
         buffer.narrow(0, offset, parameter.numel()).copy_(parameter.detach().reshape({-1}));
       }
@@ -113,12 +114,12 @@ at::Tensor ModelShards::optimizer_shard(std::size_t b) const {
 }
 
 at::Tensor ModelShards::optimizer_gradient(std::size_t b) {
-  return offloaded(b) ? host_gradients_[b] : reducer_.gradient_shard(b);
+  return offloaded(b) ? host_gradients_[b] : detail::ShardedGradients::gradient_shard(reducer_, b);
 }
 
 void ModelShards::gradients_to_host() {
   for (std::size_t b = 0; b < host_gradients_.size(); ++b) {
-    if (offloaded(b)) host_gradients_[b].copy_(reducer_.gradient_shard(b));
+    if (offloaded(b)) host_gradients_[b].copy_(detail::ShardedGradients::gradient_shard(reducer_, b));
   }
 }
 
@@ -293,7 +294,7 @@ void ShardedOptimizer::zero_grad(bool set_to_none) {
   // The runs' gradients stay bound (a GradScaler::unscale_ before the next
   // step must find them); the shards they alias are zeroed or overwritten.
   for (auto& model : models_) {
-    model->reducer().clear_gradient_shards();
+    detail::ShardedGradients::clear_gradient_shards(model->reducer());
     model->clear_host_gradients();
   }
   bind_gradients();

@@ -7,11 +7,15 @@
 //
 // Every line ends with '\n', so a file cut anywhere is detected. Ids are
 // decimal; a merge may only use ids of tokens made before it.
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <thread>
 #include <unordered_map>
 
 #include "accelerate/bpe_tokenizer.h"
@@ -139,17 +143,23 @@ void BpeTokenizer::save(const std::string& path) const {
   for (const auto& [left, right] : merges_) {
     content += std::to_string(left) + " " + std::to_string(right) + "\n";
   }
-  const std::string temporary = path + ".tmp";
+  // A name of this process's and thread's own: several processes of one job
+  // may save the same tokenizer to one path at once (each by rename, so the
+  // file is always whole), and a shared temporary name let one rename away
+  // the file another was about to rename.
+  const std::string temporary = path + ".tmp." + std::to_string(::getpid()) + "." +
+                                std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     if (!out) {
-      throw Error("BpeTokenizer::save: cannot write " + temporary + ": " + std::strerror(errno));
+      // The user's path: the temporary name beside it is an implementation detail.
+      throw Error("BpeTokenizer::save: cannot write " + path + ": " + std::strerror(errno));
     }
     out.write(content.data(), static_cast<std::streamsize>(content.size()));
     out.close();
     if (!out) {
       std::remove(temporary.c_str());
-      throw Error("BpeTokenizer::save: writing " + temporary + " failed (disk full?)");
+      throw Error("BpeTokenizer::save: writing " + path + " failed (disk full?)");
     }
   }
   if (std::rename(temporary.c_str(), path.c_str()) != 0) {

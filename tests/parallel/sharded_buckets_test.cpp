@@ -12,6 +12,7 @@
 #include "accelerate/gradient_reducer.h"
 #include "parallel/parallel_test_support.h"
 #include "support/thread_ranks.h"
+#include "parallel/sharded_gradients.h"
 
 namespace sharded_buckets_test {
 
@@ -31,7 +32,7 @@ GradientSyncOptions small_buckets() {
 std::vector<torch::Tensor> shards_after(Communicator& comm, int no_sync_steps, bool begin) {
   BranchyNet net;
   GradientReducer reducer(borrow(comm), net->parameters(), small_buckets());
-  reducer.partition_buckets(GradientPartition::kSharded);
+  accelerate::detail::ShardedGradients::partition_buckets(reducer, GradientPartition::kSharded);
   reducer.set_sync_enabled(false);
   for (int step = 0; step < no_sync_steps; ++step) {
     branchy_loss(net, comm.rank(), step, true).backward();
@@ -39,13 +40,13 @@ std::vector<torch::Tensor> shards_after(Communicator& comm, int no_sync_steps, b
   }
   reducer.set_sync_enabled(true);
   if (begin) {
-    for (std::size_t b = 0; b < reducer.buckets().size(); ++b) reducer.begin_bucket_gradients(b);
+    for (std::size_t b = 0; b < reducer.buckets().size(); ++b) accelerate::detail::ShardedGradients::begin_bucket_gradients(reducer, b);
   }
   branchy_loss(net, comm.rank(), no_sync_steps, true).backward();
   reducer.finalize_backward();
   std::vector<torch::Tensor> shards;
   for (std::size_t b = 0; b < reducer.buckets().size(); ++b) {
-    shards.push_back(reducer.gradient_shard(b).clone());
+    shards.push_back(accelerate::detail::ShardedGradients::gradient_shard(reducer, b).clone());
   }
   for (const auto& p : net->parameters()) {
     EXPECT_FALSE(p.grad().defined()) << "full gradients are released after the sync";
@@ -79,16 +80,16 @@ TEST(ShardedBuckets, BeginMakesTheGradientsViewsOfOneZeroedBuffer) {
   run_ranks(2, [](Communicator& comm) {
     BranchyNet net;
     GradientReducer reducer(borrow(comm), net->parameters(), GradientSyncOptions());
-    reducer.partition_buckets(GradientPartition::kSharded);
+    accelerate::detail::ShardedGradients::partition_buckets(reducer, GradientPartition::kSharded);
     ASSERT_EQ(reducer.buckets().size(), 1u);  // one bucket: every trainable parameter
     reducer.set_sync_enabled(false);
-    reducer.begin_bucket_gradients(0);
+    accelerate::detail::ShardedGradients::begin_bucket_gradients(reducer, 0);
     EXPECT_FALSE(net->fc1->weight.grad().defined()) << "nothing while sync is off";
     branchy_loss(net, comm.rank(), 0, true).backward();  // accumulated locally
     const torch::Tensor accumulated = net->fc2->weight.grad().clone();
     reducer.finalize_backward();
     reducer.set_sync_enabled(true);
-    reducer.begin_bucket_gradients(0);
+    accelerate::detail::ShardedGradients::begin_bucket_gradients(reducer, 0);
     const auto& parameters = reducer.parameters();
     const std::size_t first = reducer.buckets()[0].parameter_indices.front();
     for (std::size_t index : reducer.buckets()[0].parameter_indices) {

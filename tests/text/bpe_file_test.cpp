@@ -7,6 +7,8 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "accelerate/bpe_tokenizer.h"
 #include "accelerate/errors.h"
@@ -54,6 +56,28 @@ class BpeFileTest : public ::testing::Test {
 
 // The tokenizer of "aaabdaaabac" as a file.
 const char kTextbookFile[] = "accelerate-bpe 1 vocab_size 260\n97 97\n97 98\n256 257\n";
+
+// The processes of a job (here threads) may save one tokenizer to one path
+// at the same time: every save succeeds and the file is whole. With one
+// shared temporary name, one rename took away the file another was about to
+// rename ("cannot rename ... No such file or directory").
+TEST_F(BpeFileTest, ConcurrentSavesToOnePathAllSucceed) {
+  const BpeTokenizer tokenizer = BpeTokenizer::train("aaabdaaabac", 1000);
+  std::vector<std::string> failures(4);
+  std::vector<std::thread> savers;
+  for (std::size_t t = 0; t < failures.size(); ++t) {
+    savers.emplace_back([&, t] {
+      try {
+        for (int i = 0; i < 200; ++i) tokenizer.save(path("shared.bpe"));
+      } catch (const std::exception& e) {
+        failures[t] = e.what();
+      }
+    });
+  }
+  for (auto& saver : savers) saver.join();
+  for (const auto& failure : failures) EXPECT_EQ(failure, "");
+  EXPECT_EQ(BpeTokenizer::load(path("shared.bpe")).merges(), tokenizer.merges());
+}
 
 TEST_F(BpeFileTest, WritesTheDocumentedFormat) {
   BpeTokenizer::train("aaabdaaabac", 1000).save(path("t.bpe"));
@@ -178,7 +202,7 @@ TEST_F(BpeFileTest, SaveNamesAFileItCannotWrite) {
   const auto tokenizer = BpeTokenizer::train("aaabdaaabac", 1000);
   const std::string file = path("no-such-dir/t.bpe");
   EXPECT_EQ(error_of([&] { tokenizer.save(file); }),
-            "BpeTokenizer::save: cannot write " + file + ".tmp: No such file or directory");
+            "BpeTokenizer::save: cannot write " + file + ": No such file or directory");
 }
 
 }  // namespace
