@@ -3,6 +3,7 @@
 // through the same row fail with the same message.
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 #include "common/environment_text.h"
 #include "common/settings.h"
@@ -82,17 +83,19 @@ std::string show_setting(const settings::Setting<T>& setting, const std::optiona
   return value ? setting.format(*value) : "(unset)";
 }
 
+// A value of `setting`; the text "none" of a setting whose default is
+// "none" (the DeepSpeed config file: Accelerate writes it for "no file")
+// leaves the option unset, as the other settings' texts never do.
 template <class T>
-void store(std::optional<T>& field, T value) {
-  field = std::move(value);
-}
-// The DeepSpeed config file's "none" (Accelerate writes it for "no file").
-void store(std::optional<std::string>& field, std::string value) {
-  if (value == "none") {
-    field.reset();
-  } else {
-    field = std::move(value);
+void store(std::optional<T>& field, T value, const settings::Setting<T>& setting) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (value == "none" && setting.fallback == "none") {
+      field.reset();
+      return;
+    }
   }
+  (void)setting;
+  field = std::move(value);
 }
 
 // A switch row: `member` is the bool it sets.
@@ -216,7 +219,7 @@ const std::vector<FlagSpec>& flags() {
         "NO_SHARD)"),
 #define ACCELERATE_SHARDING_FLAG(section, name, Type, setting, metavar, yaml)                              \
   {#name, 0, metavar, settings::setting.about.meaning,                                                 \
-   [](Options& o, Text f, Text v) { store(o.name, parse_setting(settings::setting, f, v)); },          \
+   [](Options& o, Text f, Text v) { store(o.name, parse_setting(settings::setting, f, v), settings::setting); }, \
    [](const Options& o) { return show_setting(settings::setting, o.name); },                          \
    settings::setting.about.default_text},
     ACCELERATE_SHARDING_LAUNCH_SETTINGS(ACCELERATE_SHARDING_FLAG)
