@@ -199,10 +199,17 @@ T Setting<T>::parse(std::string_view subject, std::string_view text) const {
 }
 
 template <class T>
-std::optional<T> Setting<T>::read(const Environment& env) const {
-  const auto text = lookup(env, about.variable);
-  if (!text) return std::nullopt;
-  return parse(about.variable, *text);
+std::optional<T> Setting<T>::read(const SettingValues& values) const {
+  const auto given = values.find(about.variable);
+  if (!given) return std::nullopt;
+  return parse(given->origin.subject(), given->text);
+}
+
+template <class T>
+std::optional<Origin> Setting<T>::origin(const SettingValues& values) const {
+  auto given = values.find(about.variable);
+  if (!given) return std::nullopt;
+  return std::move(given->origin);
 }
 
 template struct Setting<MixedPrecision>;

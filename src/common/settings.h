@@ -24,6 +24,7 @@
 #include "accelerate/fsdp_plugin.h"
 #include "accelerate/log_level.h"
 #include "accelerate/mixed_precision.h"
+#include "common/setting_values.h"
 
 namespace accelerate::settings {
 
@@ -58,8 +59,14 @@ struct Setting {
   T parse(std::string_view subject, std::string_view text) const;
   // The value in `env`: nullopt when unset or empty; ConfigError naming the
   // variable and the value when it does not parse.
-  std::optional<T> read(const Environment& env) const;
+  std::optional<T> read(const Environment& env) const { return read(EnvironmentValues(env)); }
   T read_or_default(const Environment& env) const { return read(env).value_or(fallback); }
+  // The value `values` give for this setting: nullopt when none; ConfigError
+  // naming where it was written (Origin::subject) when it does not parse.
+  std::optional<T> read(const SettingValues& values) const;
+  T read_or_default(const SettingValues& values) const { return read(values).value_or(fallback); }
+  // Where `values` give this setting, when they do.
+  std::optional<Origin> origin(const SettingValues& values) const;
   std::string format(const T& value) const { return format_text(value); }
   void write(Environment& env, const T& value) const { env[about.variable] = format_text(value); }
 };

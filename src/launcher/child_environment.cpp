@@ -10,27 +10,50 @@ namespace accelerate::launcher {
 
 namespace {
 
+// Gives `setting` the value of the option `name` when it was given.
 template <class T>
-void write_given(const settings::Setting<T>& setting, const std::optional<T>& value,
-                 Environment& env) {
-  if (value) setting.write(env, *value);
+void give(settings::LayeredValues& values, const LaunchOptions& options, const char* name,
+          const settings::Setting<T>& setting, const std::optional<T>& value) {
+  if (value) values.set(setting.variable(), {setting.format(*value), options.origin_of(name)});
 }
 
 // Sharded training, in Accelerate's variables: those of the kind in use only
 // (a DeepSpeed flag without DeepSpeed is ignored with a note at launch).
-void write_sharding_settings(const LaunchOptions& o, Environment& env) {
-  if (o.use_deepspeed) settings::kUseDeepSpeed.write(env, true);
-  if (o.use_fsdp) settings::kUseFsdp.write(env, true);
+void give_sharding_settings(const LaunchOptions& o, settings::LayeredValues& values) {
+  const std::optional<bool> yes(true);
+  if (o.use_deepspeed) give(values, o, "use_deepspeed", settings::kUseDeepSpeed, yes);
+  if (o.use_fsdp) give(values, o, "use_fsdp", settings::kUseFsdp, yes);
   const auto in_use = [&](const std::string& section) {
     return section == "deepspeed_config" ? o.use_deepspeed : o.use_fsdp;
   };
-#define ACCELERATE_WRITE_SETTING(section, name, Type, setting, metavar, yaml) \
-  if (in_use(#section)) write_given(settings::setting, o.name, env);
-  ACCELERATE_SHARDING_LAUNCH_SETTINGS(ACCELERATE_WRITE_SETTING)
-#undef ACCELERATE_WRITE_SETTING
+#define ACCELERATE_GIVE_SETTING(section, name, Type, setting, metavar, yaml) \
+  if (in_use(#section)) give(values, o, #name, settings::setting, o.name);
+  ACCELERATE_SHARDING_LAUNCH_SETTINGS(ACCELERATE_GIVE_SETTING)
+#undef ACCELERATE_GIVE_SETTING
 }
 
 }  // namespace
+
+settings::LayeredValues launch_setting_values(const LaunchOptions& options,
+                                              const Environment& launcher_environment) {
+  settings::LayeredValues values(launcher_environment);
+  // Settings are given only when the user chose them, so a value exported
+  // in the launcher's shell still reaches the program otherwise.
+  const std::optional<bool> yes(true);
+  if (options.cpu) give(values, options, "cpu", settings::kUseCpu, yes);
+  if (options.debug) give(values, options, "debug", settings::kDebugMode, yes);
+  give(values, options, "mixed_precision", settings::kMixedPrecision, options.mixed_precision);
+  if (options.rdzv_conf) {
+    if (auto timeout = rdzv_timeout_seconds("--rdzv_conf", *options.rdzv_conf)) {
+      give(values, options, "rdzv_conf", settings::kTimeout,
+           std::optional(settings::kTimeout.parse("--rdzv_conf timeout", *timeout)));
+    }
+  }
+  give(values, options, "gradient_accumulation_steps", settings::kGradientAccumulationSteps,
+       options.gradient_accumulation_steps);
+  give_sharding_settings(options, values);
+  return values;
+}
 
 int global_rank(const LaunchOptions& options, int local_rank) {
   return options.machine_rank * options.local_processes() + local_rank;
@@ -66,16 +89,7 @@ Environment build_child_environment(const LaunchOptions& options, int local_rank
   settings::kRestartCount.write(env, restart_count);
   env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(options.max_restarts);
 
-  // Settings are written only when the user chose them, so a value exported
-  // in the launcher's shell still reaches the program otherwise.
-  if (options.cpu) settings::kUseCpu.write(env, true);
-  if (options.debug) settings::kDebugMode.write(env, true);
-  if (options.mixed_precision) settings::kMixedPrecision.write(env, *options.mixed_precision);
-  if (options.rdzv_conf) {
-    if (auto timeout = rdzv_timeout_seconds("--rdzv_conf", *options.rdzv_conf)) {
-      settings::kTimeout.write(env, settings::kTimeout.parse("--rdzv_conf timeout", *timeout));
-    }
-  }
+  launch_setting_values(options, launcher_environment).write_to(env);
   // "all" means every GPU the launcher itself sees: the variable is left as it is.
   if (options.gpu_ids && *options.gpu_ids != "all") {
     env["CUDA_VISIBLE_DEVICES"] = *options.gpu_ids;
@@ -85,8 +99,6 @@ Environment build_child_environment(const LaunchOptions& options, int local_rank
     // indices apply.
     if (lookup(env, "HIP_VISIBLE_DEVICES")) env["HIP_VISIBLE_DEVICES"] = *options.gpu_ids;
   }
-  write_given(settings::kGradientAccumulationSteps, options.gradient_accumulation_steps, env);
-  write_sharding_settings(options, env);
 
   // Threads (docs/launching.md, "Threads"). LibTorch's OpenMP pool gets the
   // rank's share of the cores, and OpenBLAS 1 thread: Debian's LibTorch links

@@ -20,6 +20,14 @@ int global_rank(const LaunchOptions& options, int local_rank);
 // build_child_environment.)
 int default_threads_per_process(int usable_cores, int num_processes);
 
+// The settings this launch gives every rank (mixed precision, accumulation,
+// CPU, sharded training, ...), each with where it was written, in front of
+// `launcher_environment` (which must outlive the result): exactly the
+// settings build_child_environment writes, so the launcher's checks read
+// what the ranks will read without writing an environment and parsing it back.
+settings::LayeredValues launch_setting_values(const LaunchOptions& options,
+                                              const Environment& launcher_environment);
+
 // Environment of local process `local_rank` in attempt `restart_count`
 // (0 for the first start). `options` must be resolved and hold a concrete
 // main_process_port (port 0 already replaced by a free port).

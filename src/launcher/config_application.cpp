@@ -49,6 +49,7 @@ class Applier {
     }
     spec->apply(options_, file_.where(from) + ": key '" + from.key + "'", text);
     options_.sources[flag] = OptionSource::kConfigFile;
+    options_.origins[flag] = settings::Origin::config_key(from.key, file_.path, from.line);
   }
 
   // A plain one-to-one key; null means "not set" (Accelerate writes

@@ -48,6 +48,11 @@ OptionSource LaunchOptions::source_of(const std::string& name) const {
   return it == sources.end() ? OptionSource::kDefault : it->second;
 }
 
+settings::Origin LaunchOptions::origin_of(const std::string& name) const {
+  auto it = origins.find(name);
+  return it == origins.end() ? settings::Origin::flag("--" + name) : it->second;
+}
+
 const FlagSpec* find_launch_flag(const std::string& canonical_name) {
   for (const auto& spec : launch_flag_table()) {
     if (canonical_name == spec.name) return &spec;
@@ -101,6 +106,7 @@ ParsedLaunchCommand parse_launch_arguments(const std::vector<std::string>& args)
     }
     spec->apply(options, spelled, value);
     options.sources[spec->name] = OptionSource::kFlag;
+    options.origins[spec->name] = settings::Origin::flag(spelled);
   }
   if (i >= args.size()) {
     throw UsageError("no program given; usage: accelerate launch [flags] PROGRAM [ARGS...]");

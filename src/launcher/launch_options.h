@@ -79,6 +79,11 @@ struct LaunchOptions {
   // an option missing here still has its default.
   std::map<std::string, OptionSource> sources;
   OptionSource source_of(const std::string& name) const;
+  // Where each option a flag or the config file gave was written (the flag
+  // as spelled; the file, line and key), for messages about its value.
+  std::map<std::string, settings::Origin> origins;
+  // That place; for an option set otherwise (a program, the Slurm job), its flag.
+  settings::Origin origin_of(const std::string& name) const;
 
   // Processes this machine starts (num_processes / num_machines).
   int local_processes() const { return num_processes / (num_machines > 0 ? num_machines : 1); }

@@ -1,5 +1,6 @@
 #include "sharding/plugin_from_environment.h"
 
+#include <initializer_list>
 #include <sstream>
 
 #include "accelerate/errors.h"
@@ -15,12 +16,12 @@ using settings::FsdpShardingStrategy;
 // SHARD_GRAD_OP); else FULL_SHARD. (Accelerate's launcher always passes
 // FSDP_SHARDING_STRATEGY, FULL_SHARD unless told otherwise, which its FSDP 1
 // plugin then prefers; ours passes it only when it was given.)
-FsdpShardingStrategy fsdp_strategy(const Environment& env) {
-  const int version = settings::kFsdpVersion.read_or_default(env);
-  const auto reshard = settings::kFsdpReshardAfterForward.read(env);
-  if (auto strategy = settings::kFsdpShardingStrategy.read(env)) return *strategy;
+FsdpShardingStrategy fsdp_strategy(const settings::SettingValues& values) {
+  const int version = settings::kFsdpVersion.read_or_default(values);
+  const auto reshard = settings::kFsdpReshardAfterForward.read(values);
+  if (auto strategy = settings::kFsdpShardingStrategy.read(values)) return *strategy;
   if (!reshard) return settings::kFsdpShardingStrategy.fallback;
-  const std::string variable = settings::kFsdpReshardAfterForward.variable();
+  const std::string variable = settings::kFsdpReshardAfterForward.origin(values)->subject();
   const bool is_bool = *reshard == "true" || *reshard == "false";
   if (version == 2) {
     if (!is_bool) {
@@ -65,6 +66,27 @@ void check_ram_efficient_loading(const FullyShardedDataParallelPlugin& plugin) {
         "requires sync_module_states to be true when cpu_ram_efficient_loading is true (every "
         "process but the main one would keep empty weights): set fsdp_sync_module_states to "
         "true, or fsdp_cpu_ram_efficient_loading to false");
+  }
+}
+
+// Runs `check`; a ConfigError it throws is prefixed with where the settings
+// that decide it were written, those of `variables` that `values` give:
+// "--fsdp_sharding_strategy: ...", "cfg.yaml:9: key 'fsdp_config.x': ...",
+// "FSDP_SHARDING_STRATEGY: ...". A default decided nothing and is not named.
+template <class Check>
+void naming_origins(const settings::SettingValues& values,
+                    std::initializer_list<const char*> variables, Check check) {
+  try {
+    check();
+  } catch (const ConfigError& error) {
+    std::string origins;
+    for (const char* variable : variables) {
+      if (auto given = values.find(variable)) {
+        origins += (origins.empty() ? "" : ", ") + given->origin.subject();
+      }
+    }
+    if (origins.empty()) throw;
+    throw ConfigError(origins + ": " + error.what());
   }
 }
 
@@ -130,33 +152,37 @@ DeepSpeedPlugin zero_plugin_of(const FullyShardedDataParallelPlugin& plugin) {
   return zero;
 }
 
-std::optional<FullyShardedDataParallelPlugin> fsdp_plugin_from_environment(const Environment& env) {
-  if (!settings::kUseFsdp.read_or_default(env)) return std::nullopt;
+std::optional<FullyShardedDataParallelPlugin> fsdp_plugin_from_settings(
+    const settings::SettingValues& values) {
+  if (!settings::kUseFsdp.read_or_default(values)) return std::nullopt;
   FullyShardedDataParallelPlugin plugin;
-  const int version = settings::kFsdpVersion.read_or_default(env);
+  const int version = settings::kFsdpVersion.read_or_default(values);
   plugin.fsdp_version(version);
-  plugin.sharding_strategy(fsdp_strategy(env));
-  plugin.auto_wrap_policy(settings::kFsdpAutoWrapPolicy.read_or_default(env));
+  plugin.sharding_strategy(fsdp_strategy(values));
+  plugin.auto_wrap_policy(settings::kFsdpAutoWrapPolicy.read_or_default(values));
   if (plugin.auto_wrap_policy() == FsdpAutoWrapPolicy::kTransformerBasedWrap) {
-    if (auto names = settings::kFsdpTransformerClsToWrap.read(env)) {
+    if (auto names = settings::kFsdpTransformerClsToWrap.read(values)) {
       plugin.transformer_cls_names_to_wrap(split_class_names({*names}));
     }
   }
   if (plugin.auto_wrap_policy() == FsdpAutoWrapPolicy::kSizeBasedWrap) {
-    plugin.min_num_params(settings::kFsdpMinNumParams.read_or_default(env));
+    plugin.min_num_params(settings::kFsdpMinNumParams.read_or_default(values));
   }
   // FSDP 2 has no backward prefetch (Accelerate drops it with a warning),
   // and Accelerate reads forward prefetch for FSDP 1 only.
   if (version == 1) {
-    plugin.backward_prefetch(settings::kFsdpBackwardPrefetch.read_or_default(env));
-    plugin.forward_prefetch(settings::kFsdpForwardPrefetch.read_or_default(env));
+    plugin.backward_prefetch(settings::kFsdpBackwardPrefetch.read_or_default(values));
+    plugin.forward_prefetch(settings::kFsdpForwardPrefetch.read_or_default(values));
   }
-  plugin.cpu_offload(settings::kFsdpOffloadParams.read_or_default(env));
-  plugin.state_dict_type(settings::kFsdpStateDictType.read(env).value_or(
+  plugin.cpu_offload(settings::kFsdpOffloadParams.read_or_default(values));
+  plugin.state_dict_type(settings::kFsdpStateDictType.read(values).value_or(
       version == 2 ? FsdpStateDictType::kShardedStateDict : FsdpStateDictType::kFullStateDict));
-  plugin.cpu_ram_efficient_loading(settings::kFsdpCpuRamEfficientLoading.read_or_default(env));
-  plugin.sync_module_states(settings::kFsdpSyncModuleStates.read_or_default(env));
-  check_ram_efficient_loading(plugin);
+  plugin.cpu_ram_efficient_loading(settings::kFsdpCpuRamEfficientLoading.read_or_default(values));
+  plugin.sync_module_states(settings::kFsdpSyncModuleStates.read_or_default(values));
+  naming_origins(values,
+                 {settings::kFsdpCpuRamEfficientLoading.variable(),
+                  settings::kFsdpSyncModuleStates.variable()},
+                 [&] { check_ram_efficient_loading(plugin); });
   return plugin;
 }
 
@@ -183,31 +209,38 @@ void check_zero_stage(const DeepSpeedPlugin& plugin) {
   }
 }
 
-std::optional<DeepSpeedPlugin> deepspeed_plugin_from_environment(
-    const Environment& env, std::string* distributed_type,
+std::optional<DeepSpeedPlugin> deepspeed_plugin_from_settings(
+    const settings::SettingValues& values, std::string* distributed_type,
     std::optional<DeepSpeedConfig>* config_file) {
-  const bool deepspeed = settings::kUseDeepSpeed.read_or_default(env);
-  const bool fsdp = settings::kUseFsdp.read_or_default(env);
+  const bool deepspeed = settings::kUseDeepSpeed.read_or_default(values);
+  const bool fsdp = settings::kUseFsdp.read_or_default(values);
   if (deepspeed && fsdp) {
-    throw ConfigError(std::string(settings::kUseDeepSpeed.variable()) + " and " +
-                      settings::kUseFsdp.variable() +
+    throw ConfigError(settings::kUseDeepSpeed.origin(values)->subject() + " and " +
+                      settings::kUseFsdp.origin(values)->subject() +
                       " are both true; choose one (they select the same ZeRO engine)");
   }
   if (!deepspeed && !fsdp) return std::nullopt;
   DeepSpeedPlugin plugin;
   if (fsdp) {
-    plugin = zero_plugin_of(*fsdp_plugin_from_environment(env));
+    const FullyShardedDataParallelPlugin fsdp_plugin = *fsdp_plugin_from_settings(values);
+    // Refused naming the value that decided: the strategy, then the units.
+    naming_origins(values,
+                   {settings::kFsdpShardingStrategy.variable(),
+                    settings::kFsdpReshardAfterForward.variable()},
+                   [&] { zero_stage_of(fsdp_plugin.sharding_strategy()); });
+    naming_origins(values, {settings::kFsdpAutoWrapPolicy.variable()},
+                   [&] { plugin = zero_plugin_of(fsdp_plugin); });
     if (distributed_type != nullptr) *distributed_type = "FSDP";
     return plugin;
   }
-  plugin.zero_stage(settings::kZeroStage.read_or_default(env));
-  plugin.gradient_accumulation_steps(settings::kGradientAccumulationSteps.read(env));
+  plugin.zero_stage(settings::kZeroStage.read_or_default(values));
+  plugin.gradient_accumulation_steps(settings::kGradientAccumulationSteps.read(values));
   // Not set: the plugin's 1.0, Accelerate's "auto".
-  if (auto clipping = settings::kGradientClipping.read(env)) plugin.gradient_clipping(*clipping);
-  plugin.offload_optimizer_device(settings::kOffloadOptimizerDevice.read_or_default(env));
-  plugin.offload_param_device(settings::kOffloadParamDevice.read_or_default(env));
-  plugin.zero3_save_16bit_model(settings::kZero3Save16BitModel.read_or_default(env));
-  const std::string file = settings::kDeepSpeedConfigFile.read_or_default(env);
+  if (auto clipping = settings::kGradientClipping.read(values)) plugin.gradient_clipping(*clipping);
+  plugin.offload_optimizer_device(settings::kOffloadOptimizerDevice.read_or_default(values));
+  plugin.offload_param_device(settings::kOffloadParamDevice.read_or_default(values));
+  plugin.zero3_save_16bit_model(settings::kZero3Save16BitModel.read_or_default(values));
+  const std::string file = settings::kDeepSpeedConfigFile.read_or_default(values);
   if (file != "none") {  // Accelerate's spelling of "no file"
     plugin.hf_ds_config(file);
     DeepSpeedConfig parsed = read_deepspeed_config(file);
@@ -215,10 +248,21 @@ std::optional<DeepSpeedPlugin> deepspeed_plugin_from_environment(
     if (config_file != nullptr) *config_file = std::move(parsed);
   }
   // Accelerate: on by default at stage 3, and switched off below it.
-  const std::optional<bool> zero3_init = settings::kZero3Init.read(env);
+  const std::optional<bool> zero3_init = settings::kZero3Init.read(values);
   plugin.zero3_init_flag(plugin.zero_stage() == 3 && zero3_init.value_or(true));
   if (distributed_type != nullptr) *distributed_type = "DEEPSPEED";
   return plugin;
+}
+
+std::optional<FullyShardedDataParallelPlugin> fsdp_plugin_from_environment(const Environment& env) {
+  return fsdp_plugin_from_settings(settings::EnvironmentValues(env));
+}
+
+std::optional<DeepSpeedPlugin> deepspeed_plugin_from_environment(
+    const Environment& env, std::string* distributed_type,
+    std::optional<DeepSpeedConfig>* config_file) {
+  return deepspeed_plugin_from_settings(settings::EnvironmentValues(env), distributed_type,
+                                        config_file);
 }
 
 }  // namespace accelerate::sharding

@@ -30,6 +30,13 @@ namespace accelerate::sharding {
 // an FSDP plugin zero_plugin_of refuses, or a file that cannot be used.
 // `config_file` (when not null) receives the parsed JSON file, if any, so
 // that callers need not read it again.
+//
+// deepspeed_plugin_from_settings reads the same values from `values`
+// (the launcher's, before any environment exists); its messages name where
+// each deciding value was written (settings::Origin).
+std::optional<DeepSpeedPlugin> deepspeed_plugin_from_settings(
+    const settings::SettingValues& values, std::string* distributed_type,
+    std::optional<DeepSpeedConfig>* config_file = nullptr);
 std::optional<DeepSpeedPlugin> deepspeed_plugin_from_environment(
     const Environment& env, std::string* distributed_type,
     std::optional<DeepSpeedConfig>* config_file = nullptr);
@@ -52,6 +59,8 @@ void fill_from_config_file(const DeepSpeedConfig& file, DeepSpeedPlugin& plugin)
 // ConfigError naming the variable for a value that does not parse, and
 // (Accelerate's rule) naming both settings for
 // FSDP_CPU_RAM_EFFICIENT_LOADING true with FSDP_SYNC_MODULE_STATES false.
+std::optional<FullyShardedDataParallelPlugin> fsdp_plugin_from_settings(
+    const settings::SettingValues& values);
 std::optional<FullyShardedDataParallelPlugin> fsdp_plugin_from_environment(const Environment& env);
 
 // The ZeRO stage an FSDP sharding strategy is: FULL_SHARD 3, SHARD_GRAD_OP 2,

@@ -328,7 +328,9 @@ TEST(ConfigFsdp, FullShardWithoutLayerClassesIsRefusedBeforeAnythingStarts) {
     launcher::check_sharded_training(a.options, {});
     ADD_FAILURE() << "no error";
   } catch (const launcher::UsageError& error) {
-    EXPECT_STREQ(error.what(),
+    EXPECT_EQ(error.what(),
+              std::string(CONFIG_FIXTURES_DIR) +
+                  "/hf_fsdp_full_shard.yaml:7: key 'fsdp_config.fsdp_auto_wrap_policy': "
                  "FSDP auto wrap policy TRANSFORMER_BASED_WRAP needs the class names of the "
                  "model's blocks: set fsdp_transformer_layer_cls_to_wrap (e.g. Block), or use "
                  "SIZE_BASED_WRAP or NO_WRAP");
@@ -343,6 +345,7 @@ TEST(ConfigFsdp, FullShardWithoutLayerClassesIsRefusedBeforeAnythingStarts) {
     ADD_FAILURE() << "no error";
   } catch (const launcher::UsageError& error) {
     EXPECT_STREQ(error.what(),
+                 "f.yaml:3: key 'fsdp_config.fsdp_sharding_strategy': "
                  "FSDP sharding strategy HYBRID_SHARD shards parameters (ZeRO-3) within each "
                  "machine and replicates across machines, which accelerate-cpp does not have yet; "
                  "use FULL_SHARD");
@@ -436,6 +439,8 @@ TEST(ConfigFsdp, CpuRamEfficientLoadingAndSyncModuleStatesAreApplied) {
     ADD_FAILURE() << "no error";
   } catch (const launcher::UsageError& error) {
     EXPECT_STREQ(error.what(),
+                 "f.yaml:3: key 'fsdp_config.fsdp_cpu_ram_efficient_loading', f.yaml:4: key "
+                 "'fsdp_config.fsdp_sync_module_states': "
                  "FSDP cpu_ram_efficient_loading is true but sync_module_states is false; "
                  "Accelerate requires sync_module_states to be true when cpu_ram_efficient_loading "
                  "is true (every process but the main one would keep empty weights): set "

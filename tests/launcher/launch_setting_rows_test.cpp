@@ -4,12 +4,15 @@
 // from that row and the Setting it names, so none can drift from another.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <type_traits>
 
 #include "common/sharding_launch_settings.h"
+#include "config/config_file.h"
 #include "config/config_keys.h"
 #include "launcher/child_environment.h"
+#include "launcher/config_application.h"
 #include "launcher/launch_options.h"
 
 namespace accelerate::launcher {
@@ -24,6 +27,32 @@ std::string sample_text(const settings::Setting<T>& setting) {
     if (text.empty() || text == "none") return "Block";
   }
   return text;
+}
+
+// The value the launcher gives the ranks remembers where it was written:
+// the flag as the user spelled it, or the config file's key and line.
+template <class T>
+void expect_origins(const std::string& section, const std::string& name,
+                    const settings::Setting<T>& setting, const std::string& value) {
+  const std::string kind = section == "deepspeed_config" ? "--use_deepspeed" : "--use_fsdp";
+  std::string dashed = "--" + name;
+  std::replace(dashed.begin(), dashed.end(), '_', '-');
+  const LaunchOptions flagged = parse_launch_arguments({kind, dashed, value, "p"}).options;
+  const auto from_flag = launch_setting_values(flagged, Environment()).find(setting.variable());
+  ASSERT_TRUE(from_flag.has_value());
+  EXPECT_EQ(from_flag->text, value);
+  EXPECT_EQ(from_flag->origin.subject(), dashed);
+
+  LaunchOptions from_file;
+  const std::string type = section == "deepspeed_config" ? "DEEPSPEED" : "FSDP";
+  launcher::apply_config_file(
+      config::parse_config_text("distributed_type: " + type + "\n" + section + ":\n  " + name +
+                                    ": " + value + "\n",
+                                "c.yaml"),
+      from_file);
+  const auto given = launch_setting_values(from_file, Environment()).find(setting.variable());
+  ASSERT_TRUE(given.has_value());
+  EXPECT_EQ(given->origin.subject(), "c.yaml:3: key '" + section + "." + name + "'");
 }
 
 template <class T>
@@ -54,6 +83,7 @@ void expect_one_row(const std::string& section, const std::string& name, const s
   // ...and only while its kind of sharding is in use.
   options.use_deepspeed = options.use_fsdp = false;
   EXPECT_EQ(build_child_environment(options, 0, Environment(), 1).count(setting.variable()), 0u);
+  expect_origins(section, name, setting, value);
 }
 
 TEST(LaunchSettingRows, EveryShardingSettingsFlagKeyVariableAndHelpComeFromOneRow) {

@@ -140,17 +140,19 @@ TEST(LaunchSharding, CpuRamEfficientLoadingAndSyncModuleStatesReachTheRanks) {
       "requires sync_module_states to be true when cpu_ram_efficient_loading is true (every "
       "process but the main one would keep empty weights): set fsdp_sync_module_states to true, "
       "or fsdp_cpu_ram_efficient_loading to false";
+  // Each refusal names where its deciding values were written.
+  const std::string flags = "--fsdp_cpu_ram_efficient_loading, --fsdp_sync_module_states: ";
   EXPECT_EQ(sharding_refusal({"--use_fsdp", "--fsdp_cpu_ram_efficient_loading", "true",
                               "--fsdp_sync_module_states", "false", "p"}),
-            forbidden);
+            flags + forbidden);
   // At every strategy, as Accelerate's plugin checks it, and from an exported variable too.
   EXPECT_EQ(sharding_refusal({"--use_fsdp", "--fsdp_sharding_strategy", "NO_SHARD",
                               "--fsdp_cpu_ram_efficient_loading", "true",
                               "--fsdp_sync_module_states", "false", "p"}),
-            forbidden);
+            flags + forbidden);
   EXPECT_EQ(sharding_refusal({"--use_fsdp", "--fsdp_cpu_ram_efficient_loading", "true", "p"},
                              {{"FSDP_SYNC_MODULE_STATES", "false"}}),
-            forbidden);
+            "--fsdp_cpu_ram_efficient_loading, FSDP_SYNC_MODULE_STATES: " + forbidden);
   EXPECT_EQ(usage_error_of({"--fsdp_cpu_ram_efficient_loading", "maybe", "p"}),
             "--fsdp_cpu_ram_efficient_loading expects true or false (or 1/0, yes/no), got 'maybe'");
   EXPECT_EQ(usage_error_of({"--fsdp_sync_module_states", "maybe", "p"}),
@@ -201,7 +203,8 @@ TEST(LaunchSharding, WhatTheRanksWouldRefuseIsRefusedFirst) {
             "(no error)");
   EXPECT_EQ(sharding_refusal({"--use_fsdp", "--fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP",
                               "p"}),
-            "FSDP auto wrap policy TRANSFORMER_BASED_WRAP needs the class names of the model's "
+            "--fsdp_auto_wrap_policy: FSDP auto wrap policy TRANSFORMER_BASED_WRAP needs the "
+            "class names of the model's "
             "blocks: set fsdp_transformer_layer_cls_to_wrap (e.g. Block), or use SIZE_BASED_WRAP "
             "or NO_WRAP");
   // FSDP 2 without resharding is stage 2: it has no units, so needs no classes.
@@ -209,7 +212,7 @@ TEST(LaunchSharding, WhatTheRanksWouldRefuseIsRefusedFirst) {
                               "false", "--fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP", "p"}),
             "(no error)");
   EXPECT_EQ(sharding_refusal({"--use_fsdp", "--fsdp_sharding_strategy", "HYBRID_SHARD", "p"}),
-            "FSDP sharding strategy HYBRID_SHARD shards parameters (ZeRO-3) within each machine "
+            "--fsdp_sharding_strategy: FSDP sharding strategy HYBRID_SHARD shards parameters (ZeRO-3) within each machine "
             "and replicates across machines, which accelerate-cpp does not have yet; use "
             "FULL_SHARD");
   // Stage 3 runs (its units are the model's repeated blocks).
@@ -342,9 +345,10 @@ TEST(LaunchSharding, Fp16FromAConfigFileOnACpuJobStopsBeforeAnyProcessStarts) {
                                   {{"SLURM_JOB_ID", std::nullopt}});
   EXPECT_EQ(result.exit_code, 2);
   ASSERT_EQ(split_lines(result.err).size(), 1u) << result.err;
-  EXPECT_EQ(result.err, "accelerate launch: error: mixed_precision: fp16 in " + config +
-                            " asks for fp16 mixed precision, which needs a CUDA device, but this job runs "
-                            "on the CPU (the config file's use_cpu or distributed_type); use bf16 there\n");
+  // The key and line that asked for fp16, and the key and line that made it a CPU job.
+  EXPECT_EQ(result.err, "accelerate launch: error: mixed_precision: fp16 (" + config +
+                            ":1) asks for fp16 mixed precision, which needs a CUDA device, but this job "
+                            "runs on the CPU (" + config + ":3: key 'use_cpu'); use bf16 there\n");
   EXPECT_EQ(result.out, "");
 }
 

@@ -196,10 +196,10 @@ TEST(PluginFromEnvironment, FullShardIsStage3AndHybridStrategiesAreRefused) {
             3);
   EXPECT_EQ(
       refusal_for({{"ACCELERATE_USE_FSDP", "true"}, {"FSDP_SHARDING_STRATEGY", "HYBRID_SHARD"}}),
-      "FSDP sharding strategy HYBRID_SHARD shards parameters (ZeRO-3) within each machine and "
+      "FSDP_SHARDING_STRATEGY: FSDP sharding strategy HYBRID_SHARD shards parameters (ZeRO-3) within each machine and "
       "replicates across machines, which accelerate-cpp does not have yet; use FULL_SHARD");
   EXPECT_EQ(refusal_for({{"ACCELERATE_USE_FSDP", "true"}, {"FSDP_SHARDING_STRATEGY", "5"}}),
-            "FSDP sharding strategy HYBRID_SHARD_ZERO2 shards within each machine and replicates "
+            "FSDP_SHARDING_STRATEGY: FSDP sharding strategy HYBRID_SHARD_ZERO2 shards within each machine and replicates "
             "across machines, which accelerate-cpp does not have yet; use SHARD_GRAD_OP");
 }
 
@@ -251,14 +251,14 @@ TEST(PluginFromEnvironment, CpuRamEfficientLoadingNeedsSyncModuleStates) {
   EXPECT_EQ(refusal_for({{"ACCELERATE_USE_FSDP", "true"},
                          {"FSDP_CPU_RAM_EFFICIENT_LOADING", "true"},
                          {"FSDP_SYNC_MODULE_STATES", "false"}}),
-            forbidden);
+            "FSDP_CPU_RAM_EFFICIENT_LOADING, FSDP_SYNC_MODULE_STATES: " + forbidden);
   try {
     fsdp_plugin_from_environment({{"ACCELERATE_USE_FSDP", "true"},
                                   {"FSDP_CPU_RAM_EFFICIENT_LOADING", "1"},
                                   {"FSDP_SYNC_MODULE_STATES", "no"}});
     ADD_FAILURE() << "no error";
   } catch (const ConfigError& error) {
-    EXPECT_EQ(error.what(), forbidden);
+    EXPECT_EQ(error.what(), "FSDP_CPU_RAM_EFFICIENT_LOADING, FSDP_SYNC_MODULE_STATES: " + forbidden);
   }
   try {
     zero_plugin_of(
