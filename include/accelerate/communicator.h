@@ -140,6 +140,26 @@ class Communicator {
   // Blocks until every rank has called it (Accelerate's wait_for_everyone).
   void barrier();
 
+  // ---- Process groups -------------------------------------------------------
+  // A communicator for the processes `ranks` of this one (numbered as here,
+  // each once, in any order): a member's rank() there is its position in
+  // `ranks`, and every collective there involves the members alone, with
+  // the same timeout and failure reports (naming processes by job_rank()).
+  // Members that all share a machine sum CPU tensors through shared memory
+  // even when the job spans machines; others use Gloo (NCCL for CUDA
+  // tensors). Collective here: every process calls it, with the same list,
+  // in the same order as its other new_group calls; a process that asks for
+  // another list, or never asks, makes it fail with DistributedError naming
+  // that process and both lists, never a hang past the timeout. Returns
+  // null on the processes outside `ranks`. Error (on every process alike)
+  // for an empty list, or a rank out of range or repeated.
+  std::shared_ptr<Communicator> new_group(const std::vector<int>& ranks);
+  // The groups of `partition` (each process in exactly one), made in its
+  // order by new_group on every process; returns this process's group.
+  std::shared_ptr<Communicator> split(const std::vector<std::vector<int>>& partition);
+  // The rank in the whole job of this communicator's process `rank`.
+  int job_rank(int rank) const;
+
   // Opaque; defined in communicator.cpp.
   struct Impl;
 

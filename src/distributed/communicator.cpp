@@ -62,17 +62,19 @@ void PendingCollective::wait() {
   }
 }
 
-namespace {
+namespace detail {
 
-// Forms the process groups over an already reachable store.
 std::unique_ptr<Communicator::Impl> form_groups(JobState job, c10::intrusive_ptr<c10d::Store> store,
-                                                const std::string& gloo_hostname) {
+                                                const std::string& gloo_hostname,
+                                                std::vector<int> members, std::string label) {
   auto impl = std::make_unique<Communicator::Impl>();
   impl->job = std::move(job);
-  impl->store = c10::make_intrusive<c10d::PrefixStore>("accelerate", std::move(store));
+  impl->store = std::move(store);
+  impl->members = std::move(members);
+  impl->gloo_hostname = gloo_hostname;
   const JobState& j = impl->job;
-  impl->diagnosis =
-      std::make_shared<detail::FailureDiagnosis>(impl->store, j.rank, j.world_size, j.timeout);
+  impl->diagnosis = std::make_shared<detail::FailureDiagnosis>(
+      impl->store, j.rank, j.world_size, j.timeout, impl->members, std::move(label));
   try {
     impl->diagnosis->mark_arrived();
     auto gloo_store = c10::make_intrusive<c10d::PrefixStore>("gloo", impl->store);
@@ -109,6 +111,18 @@ std::unique_ptr<Communicator::Impl> form_groups(JobState job, c10::intrusive_ptr
     throw DistributedError(impl->diagnosis->explain_rendezvous(detail::first_line_of(cause)));
   }
   return impl;
+}
+
+}  // namespace detail
+
+namespace {
+
+// The whole job's groups, in the store's "accelerate" section.
+std::unique_ptr<Communicator::Impl> form_job_groups(JobState job, c10::intrusive_ptr<c10d::Store> store,
+                                                    const std::string& gloo_hostname) {
+  return detail::form_groups(std::move(job),
+                             c10::make_intrusive<c10d::PrefixStore>("accelerate", std::move(store)),
+                             gloo_hostname, {}, "");
 }
 
 std::string gloo_hostname_for(const JobState& job) {
@@ -155,7 +169,7 @@ std::shared_ptr<Communicator> Communicator::connect(const JobState& job) {
   }
   auto store = connect_store(job);
   return std::shared_ptr<Communicator>(
-      new Communicator(form_groups(job, std::move(store), gloo_hostname_for(job))));
+      new Communicator(form_job_groups(job, std::move(store), gloo_hostname_for(job))));
 }
 
 std::shared_ptr<Communicator> Communicator::connect_through_file(const std::string& path,
@@ -165,7 +179,7 @@ std::shared_ptr<Communicator> Communicator::connect_through_file(const std::stri
   auto store = c10::make_intrusive<c10d::FileStore>(path, job.world_size);
   store->setTimeout(job.timeout);
   return std::shared_ptr<Communicator>(
-      new Communicator(form_groups(job, std::move(store), hostname)));
+      new Communicator(form_job_groups(job, std::move(store), hostname)));
 }
 
 const JobState& Communicator::job() const { return impl_->job; }

@@ -74,6 +74,11 @@ struct Communicator::Impl {
   std::shared_ptr<detail::FailureDiagnosis> diagnosis;
   std::shared_ptr<detail::StagingPool> staging = std::make_shared<detail::StagingPool>();
   std::uint64_t sequence = 0;
+  // A process group's members as the job numbers them (group rank r is
+  // members[r]); empty for the whole job.
+  std::vector<int> members;
+  std::string gloo_hostname;         // what Gloo binds to, for this communicator's groups
+  std::uint64_t groups_created = 0;  // process groups made from this communicator
 
   bool single() const { return job.world_size == 1; }
 
@@ -159,5 +164,18 @@ struct Communicator::Impl {
     }
   }
 };
+
+namespace detail {
+
+// Forms the process groups (Gloo; shared memory when every member shares
+// this machine; NCCL for CUDA jobs) of `job` over `store`, a store section
+// of its own. `members` and `label`: for a process group, the job's rank of
+// each member and the group's name in messages (FailureDiagnosis); empty
+// for the whole job. Throws DistributedError naming the ranks missing.
+std::unique_ptr<Communicator::Impl> form_groups(JobState job, c10::intrusive_ptr<c10d::Store> store,
+                                                const std::string& gloo_hostname,
+                                                std::vector<int> members, std::string label);
+
+}  // namespace detail
 
 }  // namespace accelerate

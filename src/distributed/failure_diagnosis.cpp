@@ -66,7 +66,8 @@ std::string first_line_of(const std::exception& error) {
 }
 
 FailureDiagnosis::FailureDiagnosis(c10::intrusive_ptr<c10d::Store> store, int rank,
-                                   int world_size, std::chrono::milliseconds timeout)
+                                   int world_size, std::chrono::milliseconds timeout,
+                                   std::vector<int> global_ranks, std::string group)
     : store_(std::move(store)),
       rank_(rank),
       world_size_(world_size),
@@ -74,7 +75,15 @@ FailureDiagnosis::FailureDiagnosis(c10::intrusive_ptr<c10d::Store> store, int ra
       // Peers that failed in the same collective report within milliseconds
       // of each other; wait a little longer, but never long.
       window_(std::clamp(timeout / 4, std::chrono::milliseconds(200),
-                         std::chrono::milliseconds(2000))) {}
+                         std::chrono::milliseconds(2000))),
+      global_ranks_(std::move(global_ranks)),
+      group_(std::move(group)) {}
+
+std::string FailureDiagnosis::global_list(const std::vector<int>& ranks) const {
+  std::vector<int> global_ranks;
+  for (int rank : ranks) global_ranks.push_back(global(rank));
+  return join_ranks(global_ranks);
+}
 
 std::string FailureDiagnosis::report_key(int rank) const {
   return "accelerate/failure/" + std::to_string(rank);
@@ -84,8 +93,8 @@ std::string FailureDiagnosis::explain_collective(std::uint64_t sequence,
                                                  const std::string& what,
                                                  const std::string& cause) const {
   std::ostringstream line;
-  line << "rank " << rank_ << ": " << what << " (collective #" << sequence
-       << ") failed: " << cause;
+  line << "rank " << global(rank_) << ": " << what << (group_.empty() ? "" : " in " + group_)
+       << " (collective #" << sequence << ") failed: " << cause;
   if (!store_) return line.str();
   const std::string mine = std::to_string(sequence) + " " + what;
   try {
@@ -108,13 +117,13 @@ std::string FailureDiagnosis::explain_collective(std::uint64_t sequence,
       const std::string theirs = get_text(*store_, keys[i]);
       if (theirs != mine) {
         auto space = theirs.find(' ');
-        elsewhere.push_back("rank " + std::to_string(peers[i]) + " failed in " +
+        elsewhere.push_back("rank " + std::to_string(global(peers[i])) + " failed in " +
                             theirs.substr(space + 1) + " (#" + theirs.substr(0, space) + ")");
       }
     }
     if (!silent.empty()) {
       line << "; peers that never arrived (exited, hung, or busy elsewhere): "
-           << join_ranks(silent);
+           << global_list(silent);
     }
     for (const auto& report : elsewhere) line << "; " << report;
     if (silent.empty() && elsewhere.empty()) line << "; every peer failed in it too";
@@ -131,7 +140,10 @@ void FailureDiagnosis::mark_arrived() const {
 
 std::string FailureDiagnosis::explain_rendezvous(const std::string& cause) const {
   std::ostringstream line;
-  line << "rank " << rank_ << ": rendezvous of " << world_size_ << " ranks failed within "
+  line << "rank " << global(rank_) << ": "
+       << (group_.empty() ? "rendezvous of " + std::to_string(world_size_) + " ranks"
+                          : "connecting " + group_)
+       << " failed within "
        << format_seconds(timeout_) << ": " << cause;
   try {
     std::vector<std::string> keys;
@@ -143,7 +155,7 @@ std::string FailureDiagnosis::explain_rendezvous(const std::string& cause) const
     for (int peer = 0; peer < world_size_; ++peer) {
       if (!present[peer]) missing.push_back(peer);
     }
-    if (!missing.empty()) line << "; ranks that never arrived: " << join_ranks(missing);
+    if (!missing.empty()) line << "; ranks that never arrived: " << global_list(missing);
   } catch (const std::exception& store_error) {
     line << "; rendezvous store unreachable: " << first_line_of(store_error);
   }

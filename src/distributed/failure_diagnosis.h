@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -29,8 +30,13 @@ std::string get_text(c10d::Store& store, const std::string& key);
 
 class FailureDiagnosis {
  public:
+  // `global_ranks`: for a process group, the job's rank of each group rank
+  // (messages name processes as the job numbers them); empty for the whole
+  // job. `group`: how messages name the group ("process group #1 (ranks 2,
+  // 3)"); empty for the whole job.
   FailureDiagnosis(c10::intrusive_ptr<c10d::Store> store, int rank, int world_size,
-                   std::chrono::milliseconds timeout);
+                   std::chrono::milliseconds timeout, std::vector<int> global_ranks = {},
+                   std::string group = "");
 
   // Explains a failed collective number `sequence` named `what`.
   std::string explain_collective(std::uint64_t sequence, const std::string& what,
@@ -46,11 +52,15 @@ class FailureDiagnosis {
 
  private:
   std::string report_key(int rank) const;
+  int global(int rank) const { return global_ranks_.empty() ? rank : global_ranks_[rank]; }
+  std::string global_list(const std::vector<int>& ranks) const;
   c10::intrusive_ptr<c10d::Store> store_;
   int rank_;
   int world_size_;
   std::chrono::milliseconds timeout_;
   std::chrono::milliseconds window_;
+  std::vector<int> global_ranks_;
+  std::string group_;
 };
 
 }  // namespace detail

@@ -11,6 +11,7 @@ target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/shape_exchange.cpp
   ${CMAKE_CURRENT_LIST_DIR}/object_serializer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/process_control.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/process_groups.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rank_ordered_sum.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shared_buffer_pool.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shared_memory_collectives.cpp
