@@ -17,6 +17,7 @@
 #include <string>
 
 #include "accelerate/arg.h"
+#include "accelerate/detail/enum_names.h"
 
 namespace accelerate {
 
@@ -25,9 +26,16 @@ namespace accelerate {
 // supported.
 enum class OffloadDevice { kNone, kCpu };
 
-// "none" or "cpu", as DeepSpeed and Accelerate write them.
+// "none" or "cpu", as DeepSpeed and Accelerate write them (read in any
+// case: Accelerate's launcher lowercases them).
+namespace detail {
+inline constexpr EnumName<OffloadDevice> kOffloadDeviceNames[] = {{OffloadDevice::kNone, "none"},
+                                                                  {OffloadDevice::kCpu, "cpu"}};
+static_assert(names_are_distinct(kOffloadDeviceNames));
+}  // namespace detail
+
 inline const char* to_string(OffloadDevice device) {
-  return device == OffloadDevice::kCpu ? "cpu" : "none";
+  return detail::enum_name(detail::kOffloadDeviceNames, device, "none");
 }
 
 struct DeepSpeedPlugin {

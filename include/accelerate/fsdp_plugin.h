@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "accelerate/arg.h"
+#include "accelerate/detail/enum_names.h"
 
 namespace accelerate {
 
@@ -35,21 +36,22 @@ enum class FsdpShardingStrategy {
   kHybridShardZero2
 };
 
+// The names of this header's enums as Accelerate writes them, and, as
+// aliases, the numbers FSDP_* variables may use instead (PyTorch's, where
+// Accelerate accepts them). Read in any case (src/common/settings.cpp).
+namespace detail {
+inline constexpr EnumName<FsdpShardingStrategy> kFsdpShardingStrategyNames[] = {
+    {FsdpShardingStrategy::kFullShard, "FULL_SHARD", {"1"}},
+    {FsdpShardingStrategy::kShardGradOp, "SHARD_GRAD_OP", {"2"}},
+    {FsdpShardingStrategy::kNoShard, "NO_SHARD", {"3"}},
+    {FsdpShardingStrategy::kHybridShard, "HYBRID_SHARD", {"4"}},
+    {FsdpShardingStrategy::kHybridShardZero2, "HYBRID_SHARD_ZERO2", {"5"}}};
+static_assert(names_are_distinct(kFsdpShardingStrategyNames));
+}  // namespace detail
+
 // "FULL_SHARD", ... as Accelerate writes them.
 inline const char* to_string(FsdpShardingStrategy strategy) {
-  switch (strategy) {
-    case FsdpShardingStrategy::kFullShard:
-      return "FULL_SHARD";
-    case FsdpShardingStrategy::kShardGradOp:
-      return "SHARD_GRAD_OP";
-    case FsdpShardingStrategy::kNoShard:
-      return "NO_SHARD";
-    case FsdpShardingStrategy::kHybridShard:
-      return "HYBRID_SHARD";
-    case FsdpShardingStrategy::kHybridShardZero2:
-      return "HYBRID_SHARD_ZERO2";
-  }
-  return "?";
+  return detail::enum_name(detail::kFsdpShardingStrategyNames, strategy, "?");
 }
 
 // Which modules become stage 3's units (src/sharding/unit_policy.h has the
@@ -58,46 +60,48 @@ inline const char* to_string(FsdpShardingStrategy strategy) {
 // is gathered at once, as FSDP without a policy wraps only the root).
 enum class FsdpAutoWrapPolicy { kTransformerBasedWrap, kSizeBasedWrap, kNoWrap };
 
+namespace detail {
+inline constexpr EnumName<FsdpAutoWrapPolicy> kFsdpAutoWrapPolicyNames[] = {
+    {FsdpAutoWrapPolicy::kTransformerBasedWrap, "TRANSFORMER_BASED_WRAP"},
+    {FsdpAutoWrapPolicy::kSizeBasedWrap, "SIZE_BASED_WRAP"},
+    {FsdpAutoWrapPolicy::kNoWrap, "NO_WRAP"}};
+static_assert(names_are_distinct(kFsdpAutoWrapPolicyNames));
+}  // namespace detail
+
 inline const char* to_string(FsdpAutoWrapPolicy policy) {
-  switch (policy) {
-    case FsdpAutoWrapPolicy::kTransformerBasedWrap:
-      return "TRANSFORMER_BASED_WRAP";
-    case FsdpAutoWrapPolicy::kSizeBasedWrap:
-      return "SIZE_BASED_WRAP";
-    case FsdpAutoWrapPolicy::kNoWrap:
-      return "NO_WRAP";
-  }
-  return "?";
+  return detail::enum_name(detail::kFsdpAutoWrapPolicyNames, policy, "?");
 }
 
 // PyTorch's BackwardPrefetch (numbered as it is), and Accelerate's NO_PREFETCH.
 enum class FsdpBackwardPrefetch { kBackwardPre = 1, kBackwardPost, kNoPrefetch };
 
+// No number for NO_PREFETCH: Accelerate maps it to None before PyTorch's
+// numbers apply.
+namespace detail {
+inline constexpr EnumName<FsdpBackwardPrefetch> kFsdpBackwardPrefetchNames[] = {
+    {FsdpBackwardPrefetch::kBackwardPre, "BACKWARD_PRE", {"1"}},
+    {FsdpBackwardPrefetch::kBackwardPost, "BACKWARD_POST", {"2"}},
+    {FsdpBackwardPrefetch::kNoPrefetch, "NO_PREFETCH"}};
+static_assert(names_are_distinct(kFsdpBackwardPrefetchNames));
+}  // namespace detail
+
 inline const char* to_string(FsdpBackwardPrefetch prefetch) {
-  switch (prefetch) {
-    case FsdpBackwardPrefetch::kBackwardPre:
-      return "BACKWARD_PRE";
-    case FsdpBackwardPrefetch::kBackwardPost:
-      return "BACKWARD_POST";
-    case FsdpBackwardPrefetch::kNoPrefetch:
-      return "NO_PREFETCH";
-  }
-  return "?";
+  return detail::enum_name(detail::kFsdpBackwardPrefetchNames, prefetch, "?");
 }
 
 // PyTorch's StateDictType, numbered as it is.
 enum class FsdpStateDictType { kFullStateDict = 1, kLocalStateDict, kShardedStateDict };
 
+namespace detail {
+inline constexpr EnumName<FsdpStateDictType> kFsdpStateDictTypeNames[] = {
+    {FsdpStateDictType::kFullStateDict, "FULL_STATE_DICT", {"1"}},
+    {FsdpStateDictType::kLocalStateDict, "LOCAL_STATE_DICT", {"2"}},
+    {FsdpStateDictType::kShardedStateDict, "SHARDED_STATE_DICT", {"3"}}};
+static_assert(names_are_distinct(kFsdpStateDictTypeNames));
+}  // namespace detail
+
 inline const char* to_string(FsdpStateDictType type) {
-  switch (type) {
-    case FsdpStateDictType::kFullStateDict:
-      return "FULL_STATE_DICT";
-    case FsdpStateDictType::kLocalStateDict:
-      return "LOCAL_STATE_DICT";
-    case FsdpStateDictType::kShardedStateDict:
-      return "SHARDED_STATE_DICT";
-  }
-  return "?";
+  return detail::enum_name(detail::kFsdpStateDictTypeNames, type, "?");
 }
 
 struct FullyShardedDataParallelPlugin {

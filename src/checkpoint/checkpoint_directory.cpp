@@ -11,6 +11,7 @@
 
 #include "accelerate/checkpointing.h"
 #include "accelerate/communicator.h"
+#include "accelerate/detail/enum_names.h"
 #include "accelerate/errors.h"
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/checkpoint_archives.h"
@@ -88,14 +89,14 @@ void move_into_place(const std::string& staging, const std::string& final_dir) {
 }  // namespace
 
 const char* to_string(CheckpointStage stage) {
-  switch (stage) {
-    case CheckpointStage::kStaged: return "staged";
-    case CheckpointStage::kFilesWritten: return "files_written";
-    case CheckpointStage::kMetadataWritten: return "metadata_written";
-    case CheckpointStage::kRenamed: return "renamed";
-    case CheckpointStage::kPruned: return "pruned";
-  }
-  return "unknown";
+  static constexpr detail::EnumName<CheckpointStage> kCheckpointStageNames[] = {
+      {CheckpointStage::kStaged, "staged"},
+      {CheckpointStage::kFilesWritten, "files_written"},
+      {CheckpointStage::kMetadataWritten, "metadata_written"},
+      {CheckpointStage::kRenamed, "renamed"},
+      {CheckpointStage::kPruned, "pruned"}};
+  static_assert(detail::names_are_distinct(kCheckpointStageNames));
+  return detail::enum_name(kCheckpointStageNames, stage, "unknown");
 }
 
 std::string checkpoint_folder_name(int64_t iteration) {

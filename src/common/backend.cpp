@@ -1,14 +1,14 @@
 #include "accelerate/backend.h"
 
+#include "accelerate/detail/enum_names.h"
+
 namespace accelerate {
 
 const char* to_string(Backend backend) {
-  switch (backend) {
-    case Backend::kNone: return "none";
-    case Backend::kGloo: return "gloo";
-    case Backend::kNccl: return "nccl";
-  }
-  return "?";
+  static constexpr detail::EnumName<Backend> kBackendNames[] = {
+      {Backend::kNone, "none"}, {Backend::kGloo, "gloo"}, {Backend::kNccl, "nccl"}};
+  static_assert(detail::names_are_distinct(kBackendNames));
+  return detail::enum_name(kBackendNames, backend, "?");
 }
 
 }  // namespace accelerate

@@ -1,24 +1,24 @@
 #include "accelerate/distributed_type.h"
 
-namespace accelerate {
+#include "accelerate/detail/enum_names.h"
 
-const char* to_string(DistributedType type) {
-  switch (type) {
-    case DistributedType::kNo: return "NO";
-    case DistributedType::kMultiCpu: return "MULTI_CPU";
-    case DistributedType::kMultiGpu: return "MULTI_GPU";
-    case DistributedType::kDeepSpeed: return "DEEPSPEED";
-    case DistributedType::kFsdp: return "FSDP";
-  }
-  return "?";
-}
+namespace accelerate {
+namespace {
+
+constexpr detail::EnumName<DistributedType> kDistributedTypeNames[] = {
+    {DistributedType::kNo, "NO"},
+    {DistributedType::kMultiCpu, "MULTI_CPU"},
+    {DistributedType::kMultiGpu, "MULTI_GPU"},
+    {DistributedType::kDeepSpeed, "DEEPSPEED"},
+    {DistributedType::kFsdp, "FSDP"}};
+static_assert(detail::names_are_distinct(kDistributedTypeNames));
+
+}  // namespace
+
+const char* to_string(DistributedType type) { return detail::enum_name(kDistributedTypeNames, type, "?"); }
 
 std::optional<DistributedType> parse_distributed_type(std::string_view text) {
-  for (DistributedType type : {DistributedType::kNo, DistributedType::kMultiCpu, DistributedType::kMultiGpu,
-                               DistributedType::kDeepSpeed, DistributedType::kFsdp}) {
-    if (text == to_string(type)) return type;
-  }
-  return std::nullopt;
+  return detail::parse_enum(kDistributedTypeNames, text, detail::NameCase::kExact);
 }
 
 }  // namespace accelerate

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "accelerate/detail/enum_names.h"
 #include "accelerate/errors.h"
 #include "common/environment_text.h"
 #include "common/settings.h"
@@ -287,13 +288,13 @@ Backend choose_backend(const JobOptions& options, const DeviceSpec& device, cons
 std::string DeviceSpec::str() const { return is_cuda() ? "cuda:" + std::to_string(index) : "cpu"; }
 
 const char* to_string(LaunchSource source) {
-  switch (source) {
-    case LaunchSource::kSingleProcess: return "single process";
-    case LaunchSource::kTorchrun: return "torchrun";
-    case LaunchSource::kMpi: return "mpi";
-    case LaunchSource::kSlurm: return "slurm";
-  }
-  return "unknown";
+  static constexpr detail::EnumName<LaunchSource> kLaunchSourceNames[] = {
+      {LaunchSource::kSingleProcess, "single process"},
+      {LaunchSource::kTorchrun, "torchrun"},
+      {LaunchSource::kMpi, "mpi"},
+      {LaunchSource::kSlurm, "slurm"}};
+  static_assert(detail::names_are_distinct(kLaunchSourceNames));
+  return detail::enum_name(kLaunchSourceNames, source, "unknown");
 }
 
 JobState JobState::from_environment(const Environment& env, const JobOptions& options,

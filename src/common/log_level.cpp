@@ -1,33 +1,26 @@
 #include "accelerate/log_level.h"
 
-#include <algorithm>
-#include <cctype>
-
+#include "accelerate/detail/enum_names.h"
 #include "common/settings.h"
 
 namespace accelerate {
+namespace {
 
-const char* to_string(LogLevel level) {
-  switch (level) {
-    case LogLevel::kDebug: return "DEBUG";
-    case LogLevel::kInfo: return "INFO";
-    case LogLevel::kWarning: return "WARNING";
-    case LogLevel::kError: return "ERROR";
-    case LogLevel::kCritical: return "CRITICAL";
-  }
-  return "?";
-}
+// Any case; the aliases are Python's other name and its numbers.
+constexpr detail::EnumName<LogLevel> kLogLevelNames[] = {
+    {LogLevel::kDebug, "DEBUG", {"10"}},
+    {LogLevel::kInfo, "INFO", {"20"}},
+    {LogLevel::kWarning, "WARNING", {"WARN", "30"}},
+    {LogLevel::kError, "ERROR", {"40"}},
+    {LogLevel::kCritical, "CRITICAL", {"FATAL", "50"}}};
+static_assert(detail::names_are_distinct(kLogLevelNames));
+
+}  // namespace
+
+const char* to_string(LogLevel level) { return detail::enum_name(kLogLevelNames, level, "?"); }
 
 std::optional<LogLevel> parse_log_level(std::string_view text) {
-  std::string upper(text);
-  std::transform(upper.begin(), upper.end(), upper.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  if (upper == "DEBUG" || upper == "10") return LogLevel::kDebug;
-  if (upper == "INFO" || upper == "20") return LogLevel::kInfo;
-  if (upper == "WARNING" || upper == "WARN" || upper == "30") return LogLevel::kWarning;
-  if (upper == "ERROR" || upper == "40") return LogLevel::kError;
-  if (upper == "CRITICAL" || upper == "FATAL" || upper == "50") return LogLevel::kCritical;
-  return std::nullopt;
+  return detail::parse_enum(kLogLevelNames, text, detail::NameCase::kAnyCase);
 }
 
 LogLevel parse_log_level(const std::string& text, const std::string& source) {

@@ -1,5 +1,7 @@
 #include "accelerate/malloc_tuning.h"
 
+#include "accelerate/detail/enum_names.h"
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -33,15 +35,12 @@ MallocTuningResult tune_malloc_for_training(const Environment& env) {
 }
 
 const char* to_string(MallocTuningResult result) {
-  switch (result) {
-    case MallocTuningResult::kApplied:
-      return "applied";
-    case MallocTuningResult::kLeftToEnvironment:
-      return "left to the environment";
-    case MallocTuningResult::kUnsupported:
-      return "unsupported";
-  }
-  return "unknown";
+  static constexpr detail::EnumName<MallocTuningResult> kMallocTuningResultNames[] = {
+      {MallocTuningResult::kApplied, "applied"},
+      {MallocTuningResult::kLeftToEnvironment, "left to the environment"},
+      {MallocTuningResult::kUnsupported, "unsupported"}};
+  static_assert(detail::names_are_distinct(kMallocTuningResultNames));
+  return detail::enum_name(kMallocTuningResultNames, result, "unknown");
 }
 
 }  // namespace accelerate

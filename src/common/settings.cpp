@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <initializer_list>
 
+#include "accelerate/detail/enum_names.h"
 #include "accelerate/errors.h"
 #include "accelerate/job_state.h"
 #include "common/environment_text.h"
@@ -48,10 +48,7 @@ std::optional<std::string> parse_path(std::string_view text) {
 // DeepSpeed's devices, any case (Accelerate's launcher lowercases them).
 // "nvme" is refused like any other word: the expectation says why.
 std::optional<OffloadDevice> parse_offload_device(std::string_view text) {
-  const std::string word = lower(text);
-  if (word == "none") return OffloadDevice::kNone;
-  if (word == "cpu") return OffloadDevice::kCpu;
-  return std::nullopt;
+  return detail::parse_enum(detail::kOffloadDeviceNames, text, detail::NameCase::kAnyCase);
 }
 
 // FSDP 1 takes a sharding strategy here, FSDP 2 a boolean (Accelerate's
@@ -63,41 +60,18 @@ std::optional<std::string> parse_reshard_after_forward(std::string_view text) {
   return std::nullopt;
 }
 
-// An enum of fsdp_plugin.h written as its name (any case, as Accelerate
-// upper-cases it) or, where PyTorch numbers it, as the number.
-template <class E>
-std::optional<E> parse_fsdp_name(std::string_view text, std::initializer_list<E> values,
-                                 bool numbered) {
-  std::string word(text);
-  std::transform(word.begin(), word.end(), word.begin(),
-                 [](unsigned char c) { return std::toupper(c); });
-  for (E value : values) {
-    if (word == to_string(value)) return value;
-    if (numbered && word == std::to_string(static_cast<int>(value))) return value;
-  }
-  return std::nullopt;
-}
-
+// The enums of fsdp_plugin.h: the name in any case (Accelerate upper-cases
+// it) or, where PyTorch numbers the value, the number (the tables' aliases).
 std::optional<FsdpAutoWrapPolicy> parse_auto_wrap_policy(std::string_view text) {
-  return parse_fsdp_name(text,
-                         {FsdpAutoWrapPolicy::kTransformerBasedWrap,
-                          FsdpAutoWrapPolicy::kSizeBasedWrap, FsdpAutoWrapPolicy::kNoWrap},
-                         /*numbered=*/false);
+  return detail::parse_enum(detail::kFsdpAutoWrapPolicyNames, text, detail::NameCase::kAnyCase);
 }
 
-// Accelerate maps NO_PREFETCH to None before PyTorch's numbers (1, 2) apply.
 std::optional<FsdpBackwardPrefetch> parse_backward_prefetch(std::string_view text) {
-  const auto value = parse_fsdp_name(
-      text, {FsdpBackwardPrefetch::kBackwardPre, FsdpBackwardPrefetch::kBackwardPost}, true);
-  if (value) return value;
-  return parse_fsdp_name(text, {FsdpBackwardPrefetch::kNoPrefetch}, /*numbered=*/false);
+  return detail::parse_enum(detail::kFsdpBackwardPrefetchNames, text, detail::NameCase::kAnyCase);
 }
 
 std::optional<FsdpStateDictType> parse_state_dict_type(std::string_view text) {
-  return parse_fsdp_name(text,
-                         {FsdpStateDictType::kFullStateDict, FsdpStateDictType::kLocalStateDict,
-                          FsdpStateDictType::kShardedStateDict},
-                         /*numbered=*/true);
+  return detail::parse_enum(detail::kFsdpStateDictTypeNames, text, detail::NameCase::kAnyCase);
 }
 
 // 0 is allowed: Accelerate then drops SIZE_BASED_WRAP (no units).
@@ -162,8 +136,6 @@ constexpr const char* kCountExpectation = "a whole number from 1 to 1000000";
 constexpr const char* kBoolExpectation = "true or false (or 1/0, yes/no)";
 constexpr const char* kOffloadExpectation =
     "none or cpu (nvme offloading is not supported by accelerate-cpp)";
-constexpr const char* kStrategyNames[] = {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD",
-                                          "HYBRID_SHARD_ZERO2"};
 
 }  // namespace
 
@@ -174,15 +146,7 @@ std::string bad_value_message(std::string_view subject, std::string_view expecte
 std::string count_expectation() { return kCountExpectation; }
 
 std::optional<FsdpShardingStrategy> parse_fsdp_sharding_strategy(std::string_view text) {
-  std::string word(text);
-  std::transform(word.begin(), word.end(), word.begin(),
-                 [](unsigned char c) { return std::toupper(c); });
-  for (int number = 1; number <= 5; ++number) {
-    if (word == kStrategyNames[number - 1] || word == std::to_string(number)) {
-      return static_cast<FsdpShardingStrategy>(number);
-    }
-  }
-  return std::nullopt;
+  return detail::parse_enum(detail::kFsdpShardingStrategyNames, text, detail::NameCase::kAnyCase);
 }
 
 std::optional<bool> parse_bool(std::string_view text) {

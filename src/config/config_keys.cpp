@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "accelerate/detail/enum_names.h"
 #include "common/edit_distance.h"
 #include "common/sharding_launch_settings.h"
 
@@ -145,14 +146,14 @@ std::string closest_config_key(const std::string& name) {
 }
 
 const char* to_string(KeyType type) {
-  switch (type) {
-    case KeyType::kString: return "a single value";
-    case KeyType::kInt: return "a whole number";
-    case KeyType::kBool: return "true or false";
-    case KeyType::kMapping: return "a mapping of keys";
-    case KeyType::kList: return "a list";
-  }
-  return "?";
+  static constexpr accelerate::detail::EnumName<KeyType> kKeyTypeNames[] = {
+      {KeyType::kString, "a single value"},
+      {KeyType::kInt, "a whole number"},
+      {KeyType::kBool, "true or false"},
+      {KeyType::kMapping, "a mapping of keys"},
+      {KeyType::kList, "a list"}};
+  static_assert(accelerate::detail::names_are_distinct(kKeyTypeNames));
+  return accelerate::detail::enum_name(kKeyTypeNames, type, "?");
 }
 
 }  // namespace accelerate::config

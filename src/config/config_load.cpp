@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "accelerate/distributed_type.h"
 #include "common/settings.h"
 #include "config/config_keys.h"
 #include "config/config_yaml.h"
@@ -106,12 +107,10 @@ struct Loader {
   void check_distributed_type(ConfigValue& entry) const {
     // PyYAML reads an unquoted NO as false; accept what it would have meant.
     if (entry.text == "no" || entry.text == "false") entry.text = "NO";
-    static const std::set<std::string> kRunnable = {"NO", "MULTI_CPU", "MULTI_GPU", "DEEPSPEED",
-                                                    "FSDP"};
     static const std::set<std::string> kOthers = {"XLA",        "TPU",       "MEGATRON_LM",
                                                   "MULTI_NPU",  "MULTI_XPU", "MULTI_MLU",
                                                   "MULTI_MUSA", "MULTI_HPU", "MPS"};
-    if (kRunnable.count(entry.text)) return;
+    if (parse_distributed_type(entry.text)) return;  // the types accelerate-cpp runs
     const std::string runs = "NO, MULTI_CPU, MULTI_GPU, DEEPSPEED and FSDP";
     if (kOthers.count(entry.text)) {
       fail(entry.line, "key 'distributed_type' is " + entry.text +

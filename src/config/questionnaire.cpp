@@ -173,8 +173,8 @@ void ask_deepspeed(Asker& ask, ClusterAnswers& answers) {
 // also offers a Transformers model's `_no_split_modules` for the class
 // names, which a C++ model does not have, so the names are asked directly.
 void ask_fsdp_wrap_policy(Asker& ask, FsdpAnswers& fsdp) {
-  const std::vector<std::string> policies = {"TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP",
-                                             "NO_WRAP"};
+  std::vector<std::string> policies;  // in fsdp_plugin.h's order, Accelerate's
+  for (const auto& row : accelerate::detail::kFsdpAutoWrapPolicyNames) policies.emplace_back(row.name);
   const int policy = ask.prompter().choose("What should be your auto wrap policy?", policies, 0);
   fsdp.auto_wrap_policy = policies[policy];
   if (policy == 0) {
@@ -230,8 +230,8 @@ void ask_fsdp(Asker& ask, ClusterAnswers& answers) {
   fsdp.offload_params =
       ask.yes_no("Do you want to offload parameters and gradients to CPU? [yes/NO]: ", false);
   if (full_shard) ask_fsdp_wrap_policy(ask, fsdp);
-  const std::vector<std::string> types = {"FULL_STATE_DICT", "LOCAL_STATE_DICT",
-                                          "SHARDED_STATE_DICT"};
+  std::vector<std::string> types;  // in fsdp_plugin.h's order, Accelerate's
+  for (const auto& row : accelerate::detail::kFsdpStateDictTypeNames) types.emplace_back(row.name);
   fsdp.state_dict_type =
       types[ask.prompter().choose("What should be your FSDP's state dict type?", types, 2)];
   fsdp.cpu_ram_efficient_loading = ask.yes_no(

@@ -13,6 +13,7 @@
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
+#include "accelerate/detail/enum_names.h"
 #include "accelerate/errors.h"
 #include "common/settings.h"
 #include "compat/c10d_compat.h"
@@ -33,17 +34,10 @@ JobState current_job_state(const JobOptions& options,
 }
 
 const char* to_string(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return "sum";
-    case ReduceOp::kMean:
-      return "mean";
-    case ReduceOp::kMax:
-      return "max";
-    case ReduceOp::kMin:
-      return "min";
-  }
-  return "?";
+  static constexpr detail::EnumName<ReduceOp> kReduceOpNames[] = {
+      {ReduceOp::kSum, "sum"}, {ReduceOp::kMean, "mean"}, {ReduceOp::kMax, "max"}, {ReduceOp::kMin, "min"}};
+  static_assert(detail::names_are_distinct(kReduceOpNames));
+  return detail::enum_name(kReduceOpNames, op, "?");
 }
 
 PendingCollective::PendingCollective(std::shared_ptr<State> state) : state_(std::move(state)) {}

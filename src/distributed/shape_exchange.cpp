@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include "accelerate/detail/enum_names.h"
 #include "accelerate/errors.h"
 
 namespace accelerate {
@@ -47,13 +48,13 @@ bool agree(const ShapeReport& a, const ShapeReport& b, ShapeRule rule, int64_t d
 }  // namespace
 
 const char* to_string(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::kGather: return "gather";
-    case CollectiveKind::kReduce: return "reduce";
-    case CollectiveKind::kBroadcast: return "broadcast";
-    case CollectiveKind::kPad: return "pad_across_processes";
-  }
-  return "an unknown collective";
+  static constexpr detail::EnumName<CollectiveKind> kCollectiveKindNames[] = {
+      {CollectiveKind::kGather, "gather"},
+      {CollectiveKind::kReduce, "reduce"},
+      {CollectiveKind::kBroadcast, "broadcast"},
+      {CollectiveKind::kPad, "pad_across_processes"}};
+  static_assert(detail::names_are_distinct(kCollectiveKindNames));
+  return detail::enum_name(kCollectiveKindNames, kind, "an unknown collective");
 }
 
 std::string ShapeReport::str() const {

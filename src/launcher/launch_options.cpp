@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "accelerate/detail/enum_names.h"
 #include "common/edit_distance.h"
 #include "launcher/launch_errors.h"
 
@@ -33,14 +34,14 @@ const FlagSpec* find_short_flag(char letter) {
 }  // namespace
 
 const char* to_string(OptionSource source) {
-  switch (source) {
-    case OptionSource::kFlag: return "flag";
-    case OptionSource::kConfigFile: return "config file";
-    case OptionSource::kSlurm: return "slurm";
-    case OptionSource::kPicked: return "picked: a free port";
-    case OptionSource::kDefault: break;
-  }
-  return "default";
+  static constexpr accelerate::detail::EnumName<OptionSource> kOptionSourceNames[] = {
+      {OptionSource::kDefault, "default"},
+      {OptionSource::kConfigFile, "config file"},
+      {OptionSource::kSlurm, "slurm"},
+      {OptionSource::kFlag, "flag"},
+      {OptionSource::kPicked, "picked: a free port"}};
+  static_assert(accelerate::detail::names_are_distinct(kOptionSourceNames));
+  return accelerate::detail::enum_name(kOptionSourceNames, source, "default");
 }
 
 OptionSource LaunchOptions::source_of(const std::string& name) const {

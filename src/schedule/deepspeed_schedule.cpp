@@ -3,28 +3,28 @@
 #include <algorithm>
 #include <cmath>
 
+#include "accelerate/detail/enum_names.h"
 #include "accelerate/errors.h"
 
 namespace accelerate {
 
+namespace {
+
+// DeepSpeed's scheduler "type" values, matched exactly.
+constexpr detail::EnumName<DeepSpeedScheduleType> kDeepSpeedScheduleTypeNames[] = {
+    {DeepSpeedScheduleType::kWarmupLR, "WarmupLR"},
+    {DeepSpeedScheduleType::kWarmupDecayLR, "WarmupDecayLR"},
+    {DeepSpeedScheduleType::kWarmupCosineLR, "WarmupCosineLR"}};
+static_assert(detail::names_are_distinct(kDeepSpeedScheduleTypeNames));
+
+}  // namespace
+
 std::optional<DeepSpeedScheduleType> parse_deepspeed_schedule_type(std::string_view text) {
-  for (auto type : {DeepSpeedScheduleType::kWarmupLR, DeepSpeedScheduleType::kWarmupDecayLR,
-                    DeepSpeedScheduleType::kWarmupCosineLR}) {
-    if (text == to_string(type)) return type;
-  }
-  return std::nullopt;
+  return detail::parse_enum(kDeepSpeedScheduleTypeNames, text, detail::NameCase::kExact);
 }
 
 const char* to_string(DeepSpeedScheduleType type) {
-  switch (type) {
-    case DeepSpeedScheduleType::kWarmupLR:
-      return "WarmupLR";
-    case DeepSpeedScheduleType::kWarmupDecayLR:
-      return "WarmupDecayLR";
-    case DeepSpeedScheduleType::kWarmupCosineLR:
-      return "WarmupCosineLR";
-  }
-  return "?";
+  return detail::enum_name(kDeepSpeedScheduleTypeNames, type, "?");
 }
 
 DeepSpeedSchedule::DeepSpeedSchedule(torch::optim::Optimizer& optimizer,

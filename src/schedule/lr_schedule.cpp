@@ -4,31 +4,28 @@
 #include <cmath>
 #include <string>
 
+#include "accelerate/detail/enum_names.h"
 #include "accelerate/errors.h"
 
 namespace accelerate {
 
+namespace {
+
+// Transformers' SchedulerType values, matched exactly.
+constexpr detail::EnumName<SchedulerType> kSchedulerTypeNames[] = {
+    {SchedulerType::kLinear, "linear"},
+    {SchedulerType::kCosine, "cosine"},
+    {SchedulerType::kConstant, "constant"},
+    {SchedulerType::kConstantWithWarmup, "constant_with_warmup"}};
+static_assert(detail::names_are_distinct(kSchedulerTypeNames));
+
+}  // namespace
+
 std::optional<SchedulerType> parse_scheduler_type(std::string_view text) {
-  for (SchedulerType type : {SchedulerType::kLinear, SchedulerType::kCosine,
-                             SchedulerType::kConstant, SchedulerType::kConstantWithWarmup}) {
-    if (text == to_string(type)) return type;
-  }
-  return std::nullopt;
+  return detail::parse_enum(kSchedulerTypeNames, text, detail::NameCase::kExact);
 }
 
-const char* to_string(SchedulerType type) {
-  switch (type) {
-    case SchedulerType::kLinear:
-      return "linear";
-    case SchedulerType::kCosine:
-      return "cosine";
-    case SchedulerType::kConstant:
-      return "constant";
-    case SchedulerType::kConstantWithWarmup:
-      return "constant_with_warmup";
-  }
-  return "?";
-}
+const char* to_string(SchedulerType type) { return detail::enum_name(kSchedulerTypeNames, type, "?"); }
 
 double schedule_factor(SchedulerType type, int64_t step, int64_t num_warmup_steps,
                        int64_t num_training_steps) {

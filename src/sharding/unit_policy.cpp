@@ -17,6 +17,7 @@
 #include <torch/nn/modules/container/moduledict.h>
 #include <torch/nn/modules/container/modulelist.h>
 
+#include "accelerate/detail/enum_names.h"
 #include "accelerate/errors.h"
 
 namespace accelerate::sharding {
@@ -25,6 +26,13 @@ namespace {
 using torch::nn::Module;
 
 constexpr const char* kAcceptedPolicies = "TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP, NO_WRAP";
+// Accelerate's spellings (fsdp_plugin.h's), any case when parsed.
+constexpr accelerate::detail::EnumName<AutoWrapPolicy> kAutoWrapPolicyNames[] = {
+    {AutoWrapPolicy::kTransformerBased, "TRANSFORMER_BASED_WRAP"},
+    {AutoWrapPolicy::kSizeBased, "SIZE_BASED_WRAP"},
+    {AutoWrapPolicy::kNoWrap, "NO_WRAP"},
+    {AutoWrapPolicy::kRepeatedBlocks, "REPEATED_BLOCKS"}};
+static_assert(accelerate::detail::names_are_distinct(kAutoWrapPolicyNames));
 
 std::string join_name(const std::string& prefix, const std::string& name) {
   return prefix.empty() ? name : prefix + "." + name;
@@ -315,26 +323,15 @@ std::vector<int> repeated_block_units(const std::vector<Node>& nodes,
 }  // namespace
 
 AutoWrapPolicy parse_auto_wrap_policy(const std::string& value) {
-  std::string upper = value;
-  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  if (upper == "TRANSFORMER_BASED_WRAP") return AutoWrapPolicy::kTransformerBased;
-  if (upper == "SIZE_BASED_WRAP") return AutoWrapPolicy::kSizeBased;
-  if (upper == "NO_WRAP") return AutoWrapPolicy::kNoWrap;
+  const auto policy = accelerate::detail::parse_enum(kAutoWrapPolicyNames, value,
+                                                     accelerate::detail::NameCase::kAnyCase);
+  // REPEATED_BLOCKS names the policy in messages but is no value of the key.
+  if (policy && *policy != AutoWrapPolicy::kRepeatedBlocks) return *policy;
   throw ConfigError("fsdp_auto_wrap_policy: '" + value + "' is not one of " + kAcceptedPolicies);
 }
 
 const char* to_string(AutoWrapPolicy policy) {
-  switch (policy) {
-    case AutoWrapPolicy::kTransformerBased:
-      return "TRANSFORMER_BASED_WRAP";
-    case AutoWrapPolicy::kSizeBased:
-      return "SIZE_BASED_WRAP";
-    case AutoWrapPolicy::kNoWrap:
-      return "NO_WRAP";
-    case AutoWrapPolicy::kRepeatedBlocks:
-      return "REPEATED_BLOCKS";
-  }
-  return "?";
+  return accelerate::detail::enum_name(kAutoWrapPolicyNames, policy, "?");
 }
 
 std::vector<std::string> parse_layer_classes(const std::string& value) {

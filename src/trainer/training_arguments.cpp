@@ -2,28 +2,26 @@
 
 #include <string>
 
+#include "accelerate/detail/enum_names.h"
 #include "accelerate/errors.h"
 
 namespace accelerate {
 
+namespace {
+
+// Transformers' IntervalStrategy values, matched exactly.
+constexpr detail::EnumName<IntervalStrategy> kIntervalStrategyNames[] = {
+    {IntervalStrategy::kNo, "no"}, {IntervalStrategy::kSteps, "steps"}, {IntervalStrategy::kEpoch, "epoch"}};
+static_assert(detail::names_are_distinct(kIntervalStrategyNames));
+
+}  // namespace
+
 std::optional<IntervalStrategy> parse_interval_strategy(const std::string& text) {
-  for (auto strategy :
-       {IntervalStrategy::kNo, IntervalStrategy::kSteps, IntervalStrategy::kEpoch}) {
-    if (text == to_string(strategy)) return strategy;
-  }
-  return std::nullopt;
+  return detail::parse_enum(kIntervalStrategyNames, text, detail::NameCase::kExact);
 }
 
 const char* to_string(IntervalStrategy strategy) {
-  switch (strategy) {
-    case IntervalStrategy::kNo:
-      return "no";
-    case IntervalStrategy::kSteps:
-      return "steps";
-    case IntervalStrategy::kEpoch:
-      return "epoch";
-  }
-  return "?";
+  return detail::enum_name(kIntervalStrategyNames, strategy, "?");
 }
 
 void TrainingArguments::validate() const {
