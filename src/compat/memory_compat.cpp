@@ -2,7 +2,6 @@
 
 #include <atomic>
 #include <cstddef>
-#include <mutex>
 #include <unordered_map>
 #include <utility>
 
@@ -10,6 +9,7 @@
 #include <c10/core/CPUAllocator.h>
 
 #include "accelerate_compat_config.h"
+#include "common/mutex.h"
 #if ACCELERATE_COMPAT_HAS_CUDA_ALLOCATOR
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
@@ -48,8 +48,9 @@ class CountingAllocator final : public c10::Allocator {
     void* data = inner.get();
     const c10::Device device = inner.device();
     {
-      std::lock_guard<std::mutex> lock(blocks_mutex());
-      blocks().emplace(data, Block{std::move(inner), bytes});
+      BlockTable& table = block_table();
+      detail::MutexLock lock(table.mutex);
+      table.blocks.emplace(data, Block{std::move(inner), bytes});
     }
     const std::int64_t live =
         live_bytes.fetch_add(static_cast<std::int64_t>(bytes)) + static_cast<std::int64_t>(bytes);
@@ -70,23 +71,25 @@ class CountingAllocator final : public c10::Allocator {
     c10::DataPtr inner;
     std::size_t bytes;
   };
-  static std::mutex& blocks_mutex() {
-    static auto* mutex = new std::mutex();  // used by frees during exit too
-    return *mutex;
-  }
-  static std::unordered_map<void*, Block>& blocks() {
-    static auto* map = new std::unordered_map<void*, Block>();  // outlives every tensor
-    return *map;
+  struct BlockTable {
+    detail::Mutex mutex;
+    std::unordered_map<void*, Block> blocks GUARDED_BY(mutex);
+  };
+  static BlockTable& block_table() {
+    // Never destroyed: it outlives every tensor, and frees during exit use it too.
+    static auto* table = new BlockTable();
+    return *table;
   }
   static void release(void* data) {
     c10::DataPtr inner;  // freed after the lock is dropped
     {
-      std::lock_guard<std::mutex> lock(blocks_mutex());
-      auto it = blocks().find(data);
-      if (it == blocks().end()) return;
+      BlockTable& table = block_table();
+      detail::MutexLock lock(table.mutex);
+      auto it = table.blocks.find(data);
+      if (it == table.blocks.end()) return;
       live_bytes.fetch_sub(static_cast<std::int64_t>(it->second.bytes));
       inner = std::move(it->second.inner);
-      blocks().erase(it);
+      table.blocks.erase(it);
     }
   }
   c10::Allocator* inner_;

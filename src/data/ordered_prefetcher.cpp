@@ -1,18 +1,17 @@
 #include "data/ordered_prefetcher.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <exception>
 #include <iostream>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "accelerate/errors.h"
+#include "common/mutex.h"
 
 namespace accelerate {
 namespace detail {
@@ -31,43 +30,54 @@ struct OrderedPrefetcher::Shared {
   size_t capacity = 1;
   std::chrono::milliseconds timeout{0};
 
-  // Serialises claims so that sequence numbers follow claim order.
-  std::mutex claim_mutex;
-  size_t next_sequence = 0;  // guarded by claim_mutex
+  // Serialises claims so that sequence numbers follow claim order; taken
+  // before `mutex` where a thread holds both.
+  Mutex claim_mutex ACQUIRED_BEFORE(mutex);
+  size_t next_sequence GUARDED_BY(claim_mutex) = 0;
 
-  std::mutex mutex;  // guards everything below
-  std::condition_variable worker_wakeup;    // room for another job, or stop
-  std::condition_variable consumer_wakeup;  // a result arrived, or the end is known
-  bool stopping = false;
-  bool exhausted = false;  // no more claims: the sequence ended or failed
-  size_t end = kNoEnd;     // first sequence number without a result
-  size_t consumed = 0;     // next sequence number next() hands out
-  size_t reserved = 0;     // jobs claimed (or being claimed) but not consumed
-  std::map<size_t, Outcome> ready;
+  Mutex mutex;  // guards what is marked so below
+  CondVar worker_wakeup;    // room for another job, or stop
+  CondVar consumer_wakeup;  // a result arrived, or the end is known
+  bool stopping GUARDED_BY(mutex) = false;
+  bool exhausted GUARDED_BY(mutex) = false;  // no more claims: the sequence ended or failed
+  size_t end GUARDED_BY(mutex) = kNoEnd;     // first sequence number without a result
+  size_t consumed GUARDED_BY(mutex) = 0;     // next sequence number next() hands out
+  size_t reserved GUARDED_BY(mutex) = 0;     // jobs claimed (or being claimed) but not consumed
+  std::map<size_t, Outcome> ready GUARDED_BY(mutex);
 
+  // The consumer's thread only (the constructor, next(), the destructor).
   bool inline_finished = false;  // num_workers == 0 only
   std::vector<std::thread> workers;
 
-  void work();
+  void work() EXCLUDES(mutex, claim_mutex);
   Result next_inline();
-  Result next_from_workers();
-  void stop_and_join();
+  Result next_from_workers() EXCLUDES(mutex);
+  void stop_and_join() EXCLUDES(mutex);
+
+ private:
+  // What the waits in work() and next_from_workers() wait for.
+  bool may_reserve() const REQUIRES(mutex) {
+    return stopping || exhausted || reserved < capacity;
+  }
+  bool result_arrived() const REQUIRES(mutex) {
+    return consumed >= end || ready.count(consumed) > 0;
+  }
 };
 
 void OrderedPrefetcher::Shared::work() {
   for (;;) {
     {
-      std::unique_lock<std::mutex> lock(mutex);
-      worker_wakeup.wait(lock, [&] { return stopping || exhausted || reserved < capacity; });
+      MutexLock lock(mutex);
+      while (!may_reserve()) worker_wakeup.wait(mutex);
       if (stopping || exhausted) return;
       ++reserved;
     }
     size_t sequence = 0;
     std::optional<Job> job;
     {
-      std::lock_guard<std::mutex> claim_lock(claim_mutex);
+      MutexLock claim_lock(claim_mutex);
       {
-        std::lock_guard<std::mutex> lock(mutex);
+        MutexLock lock(mutex);
         if (stopping || exhausted) {
           --reserved;
           return;
@@ -82,7 +92,7 @@ void OrderedPrefetcher::Shared::work() {
       }
       if (!job) {
         {
-          std::lock_guard<std::mutex> lock(mutex);
+          MutexLock lock(mutex);
           exhausted = true;
           if (error) {
             ready[sequence] = Outcome{nullptr, error};
@@ -105,7 +115,7 @@ void OrderedPrefetcher::Shared::work() {
     }
     job.reset();  // release what the job captured before publishing
     {
-      std::lock_guard<std::mutex> lock(mutex);
+      MutexLock lock(mutex);
       ready.emplace(sequence, std::move(outcome));
     }
     consumer_wakeup.notify_all();
@@ -128,41 +138,49 @@ OrderedPrefetcher::Result OrderedPrefetcher::Shared::next_inline() {
 }
 
 OrderedPrefetcher::Result OrderedPrefetcher::Shared::next_from_workers() {
-  std::unique_lock<std::mutex> lock(mutex);
-  auto arrived = [&] { return consumed >= end || ready.count(consumed) > 0; };
-  if (timeout.count() <= 0) {
-    consumer_wakeup.wait(lock, arrived);
-  } else if (!consumer_wakeup.wait_for(lock, timeout, arrived)) {
-    const std::string message = "DataLoader: no batch from the workers within the timeout of " +
-                                std::to_string(timeout.count()) +
-                                " ms (DataLoaderOptions::timeout)";
-    // The exception reaches the loop only after the pass has joined its
-    // workers, i.e. once the stuck dataset call returns; say it now.
-    std::cerr << "accelerate: error: " << message << std::endl;
-    throw Error(message);
+  Outcome outcome;
+  {
+    MutexLock lock(mutex);
+    if (timeout.count() <= 0) {
+      while (!result_arrived()) consumer_wakeup.wait(mutex);
+    } else {
+      const auto deadline = std::chrono::steady_clock::now() + timeout;
+      while (!result_arrived()) {
+        if (consumer_wakeup.wait_until(mutex, deadline) == std::cv_status::timeout &&
+            !result_arrived()) {
+          const std::string message =
+              "DataLoader: no batch from the workers within the timeout of " +
+              std::to_string(timeout.count()) + " ms (DataLoaderOptions::timeout)";
+          // The exception reaches the loop only after the pass has joined its
+          // workers, i.e. once the stuck dataset call returns; say it now.
+          std::cerr << "accelerate: error: " << message << std::endl;
+          throw Error(message);
+        }
+      }
+    }
+    if (consumed >= end) return nullptr;
+    auto found = ready.find(consumed);
+    outcome = std::move(found->second);
+    ready.erase(found);
+    ++consumed;
+    --reserved;
+    if (outcome.error) {
+      // Nothing after a failure is delivered: the epoch is over.
+      exhausted = true;
+      end = consumed;
+    }
   }
-  if (consumed >= end) return nullptr;
-  auto found = ready.find(consumed);
-  Outcome outcome = std::move(found->second);
-  ready.erase(found);
-  ++consumed;
-  --reserved;
   if (outcome.error) {
-    // Nothing after a failure is delivered: the epoch is over.
-    exhausted = true;
-    end = consumed;
-    lock.unlock();
     worker_wakeup.notify_all();
     std::rethrow_exception(outcome.error);
   }
-  lock.unlock();
   worker_wakeup.notify_one();
   return std::move(outcome.result);
 }
 
 void OrderedPrefetcher::Shared::stop_and_join() {
   {
-    std::lock_guard<std::mutex> lock(mutex);
+    MutexLock lock(mutex);
     stopping = true;
   }
   worker_wakeup.notify_all();

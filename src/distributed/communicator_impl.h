@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -14,6 +13,7 @@
 
 #include "accelerate/communicator.h"
 #include "accelerate/errors.h"
+#include "common/mutex.h"
 #include "compat/c10d_compat.h"
 #include "distributed/failure_diagnosis.h"
 #include "distributed/shared_memory_collectives.h"
@@ -40,7 +40,7 @@ class StagingPool {
   // A contiguous tensor of `numel` elements of `options`, maybe reused.
   at::Tensor take(int64_t numel, const at::TensorOptions& options) {
     const int64_t bytes = numel * static_cast<int64_t>(options.dtype().itemsize());
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     for (auto it = free_.begin(); it != free_.end(); ++it) {
       if (it->numel() < bytes) continue;
       at::Tensor storage = std::move(*it);
@@ -51,14 +51,14 @@ class StagingPool {
   }
   void give_back(const at::Tensor& tensor) {
     at::Tensor storage = at::empty({0}, at::kByte).set_(tensor.storage());
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     if (free_.size() < kKept) free_.push_back(storage.view({-1}));
   }
 
  private:
   static constexpr std::size_t kKept = 4;  // as many as collectives usually in flight
-  std::mutex mutex_;
-  std::vector<at::Tensor> free_;  // whole byte storages
+  Mutex mutex_;
+  std::vector<at::Tensor> free_ GUARDED_BY(mutex_);  // whole byte storages
 };
 
 }  // namespace detail

@@ -40,7 +40,7 @@ at::Tensor SharedBufferPool::allocate(const std::shared_ptr<SharedBufferPool>& s
   std::int32_t chosen = -1;
   void* data = nullptr;
   {
-    std::lock_guard<std::mutex> lock(pool.mutex_);
+    MutexLock lock(pool.mutex_);
     // The smallest free segment that fits; one over twice the size only when
     // no new segment may be made (a small bucket should not hold a large one).
     std::int32_t fitting = -1;
@@ -85,7 +85,7 @@ at::Tensor SharedBufferPool::allocate(const std::shared_ptr<SharedBufferPool>& s
 }
 
 void SharedBufferPool::give_back(std::int32_t segment) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   Entry& entry = *entries_[static_cast<std::size_t>(segment)];
   entry.in_use = false;
   usage_.in_use -= entry.segment->size();
@@ -95,7 +95,7 @@ SharedBufferPool::Location SharedBufferPool::locate(const at::Tensor& tensor) co
   Location where;
   if (!tensor.defined() || tensor.nbytes() == 0) return where;
   const char* first = static_cast<const char*>(tensor.data_ptr());
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   for (std::size_t i = 0; i < entries_.size(); ++i) {
     const SharedMemorySegment& segment = *entries_[i]->segment;
     if (first < segment.data() || first + tensor.nbytes() > segment.data() + segment.size()) {
@@ -110,23 +110,23 @@ SharedBufferPool::Location SharedBufferPool::locate(const at::Tensor& tensor) co
 }
 
 void SharedBufferPool::remove_name(std::int32_t segment) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   forget_name(*entries_[static_cast<std::size_t>(segment)]);
 }
 
 void SharedBufferPool::close() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   creation_stopped_ = true;
   for (const auto& entry : entries_) forget_name(*entry);
 }
 
 SharedBufferUsage SharedBufferPool::usage() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   return usage_;
 }
 
 void SharedBufferPool::reset_peak() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   usage_.peak_in_use = usage_.in_use;
 }
 

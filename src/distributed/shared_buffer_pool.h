@@ -17,13 +17,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 
 #include "accelerate/communicator.h"
+#include "common/mutex.h"
 
 namespace accelerate {
 namespace detail {
@@ -70,10 +70,10 @@ class SharedBufferPool {
   static void forget_name(Entry& entry);  // removes it from /dev/shm, once
 
   const std::string prefix_;
-  mutable std::mutex mutex_;
-  std::vector<std::unique_ptr<Entry>> entries_;  // index = segment number
-  SharedBufferUsage usage_;
-  bool creation_stopped_ = false;  // /dev/shm was full, or close()
+  mutable Mutex mutex_;
+  std::vector<std::unique_ptr<Entry>> entries_ GUARDED_BY(mutex_);  // index = segment number
+  SharedBufferUsage usage_ GUARDED_BY(mutex_);
+  bool creation_stopped_ GUARDED_BY(mutex_) = false;  // /dev/shm was full, or close()
 };
 
 }  // namespace detail

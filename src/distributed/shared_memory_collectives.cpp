@@ -28,8 +28,8 @@ namespace accelerate {
 namespace detail {
 
 void SharedMemoryOperation::wait() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_changed_.wait(lock, [&] { return done_; });
+  MutexLock lock(mutex_);
+  while (!done_) done_changed_.wait(mutex_);
   if (!error_.empty()) throw std::runtime_error(error_);
 }
 
@@ -37,7 +37,7 @@ void SharedMemoryOperation::finish(const std::string& error) {
   input = at::Tensor();
   output = at::Tensor();
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     done_ = true;
     error_ = error;
   }
@@ -159,7 +159,7 @@ SharedMemoryCollectives::~SharedMemoryCollectives() {
   // A peer still waiting for this rank would wait in vain: tell it now.
   impl_->announce_gone();
   {
-    std::lock_guard<std::mutex> lock(impl_->mutex);
+    MutexLock lock(impl_->mutex);
     impl_->stopping = true;
   }
   impl_->closing = true;
@@ -183,7 +183,7 @@ bool SharedMemoryCollectives::serves_dtype(at::ScalarType dtype) {
 std::shared_ptr<SharedMemoryOperation> SharedMemoryCollectives::enqueue(
     std::shared_ptr<SharedMemoryOperation> operation) {
   {
-    std::lock_guard<std::mutex> lock(impl_->mutex);
+    MutexLock lock(impl_->mutex);
     impl_->queue.push_back(operation);
   }
   impl_->queue_changed.notify_one();

@@ -28,12 +28,12 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include <ATen/core/Tensor.h>
+
+#include "common/mutex.h"
 
 namespace c10d {
 class Store;
@@ -57,10 +57,10 @@ class SharedMemoryOperation {
   SharedMemoryOperation(SharedMemoryKind kind, at::Tensor input, at::Tensor output,
                         std::string what)
       : kind(kind), input(std::move(input)), output(std::move(output)), what(std::move(what)) {}
-  void wait();
+  void wait() EXCLUDES(mutex_);
   // By the worker thread. Drops the tensors first, so that a buffer the
   // caller frees after wait() is free at once (and reused by the next step).
-  void finish(const std::string& error);
+  void finish(const std::string& error) EXCLUDES(mutex_);
 
   const SharedMemoryKind kind;
   at::Tensor input;
@@ -68,10 +68,10 @@ class SharedMemoryOperation {
   const std::string what;
 
  private:
-  std::mutex mutex_;
-  std::condition_variable done_changed_;
-  bool done_ = false;
-  std::string error_;
+  Mutex mutex_;
+  CondVar done_changed_;
+  bool done_ GUARDED_BY(mutex_) = false;
+  std::string error_ GUARDED_BY(mutex_);
 };
 
 class SharedMemoryCollectives {

@@ -44,8 +44,8 @@ void SharedMemoryCollectives::Impl::run_worker() {
   for (;;) {
     std::shared_ptr<SharedMemoryOperation> operation;
     {
-      std::unique_lock<std::mutex> lock(mutex);
-      queue_changed.wait(lock, [&] { return stopping || !queue.empty(); });
+      MutexLock lock(mutex);
+      while (!stopping && queue.empty()) queue_changed.wait(mutex);
       if (queue.empty()) return;
       operation = std::move(queue.front());
       queue.pop_front();

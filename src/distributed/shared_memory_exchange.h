@@ -9,18 +9,17 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
 #include <utility>
 
+#include "common/mutex.h"
 #include "common/shared_memory_names.h"
 #include "distributed/shared_buffer_pool.h"
 #include "distributed/shared_memory_collectives.h"
@@ -118,10 +117,10 @@ struct SharedMemoryCollectives::Impl {
   std::uint32_t generation = 0;
   std::string broken;  // the first failure: the segment's state is unknown after it
 
-  std::mutex mutex;
-  std::condition_variable queue_changed;
-  std::deque<std::shared_ptr<SharedMemoryOperation>> queue;
-  bool stopping = false;
+  Mutex mutex;
+  CondVar queue_changed;
+  std::deque<std::shared_ptr<SharedMemoryOperation>> queue GUARDED_BY(mutex);
+  bool stopping GUARDED_BY(mutex) = false;
   std::atomic<bool> closing{false};
   std::thread worker;
 
@@ -130,7 +129,7 @@ struct SharedMemoryCollectives::Impl {
   // Rank r's pool segment named in its announcement, mapped once.
   const char* peer_input_segment(int r);
 
-  void run_worker();
+  void run_worker() EXCLUDES(mutex);
 
   // Also ends this rank's pool: its names go (no peer will map them now) and
   // no segment is made any more.

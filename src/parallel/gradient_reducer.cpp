@@ -83,12 +83,11 @@ class GradientReadyHook : public torch::autograd::FunctionPostHook {
 // Groups the parameters into buckets (per ZeRO-3 unit when `unit_of` is
 // given) and sizes each bucket's bookkeeping; before any backward pass.
 void GradientReducer::State::lay_out_buckets(const std::vector<int>& unit_of) {
-  State& s = *this;
-  const Communicator& comm = *s.communicator;
-  s.buckets = detail::assign_buckets(s.parameters, detail::bucket_caps_from(s.options),
-                                     [&comm](c10::Device d) { return buffer_device_for(comm, d); },
-                                     s.options.comm_hook(), unit_of);
-  for (const GradientBucket& bucket : s.buckets) {
+  const Communicator& comm = *communicator;
+  buckets = detail::assign_buckets(parameters, detail::bucket_caps_from(options),
+                                   [&comm](c10::Device d) { return buffer_device_for(comm, d); },
+                                   options.comm_hook(), unit_of);
+  for (const GradientBucket& bucket : buckets) {
     if (bucket.compressed && !comm.reduces_natively(bucket.wire_dtype, bucket.device)) {
       throw ConfigError(std::string("comm_hook compresses gradients to ") +
                         c10::toString(bucket.wire_dtype) +
@@ -98,26 +97,25 @@ void GradientReducer::State::lay_out_buckets(const std::vector<int>& unit_of) {
   }
 
   // Regrouping keeps each slot's accumulator and hook: only its place changes.
-  s.slots.resize(s.parameters.size());
-  for (auto& slot : s.slots) slot.bucket = -1, slot.offset = 0;
-  s.progress.assign(s.buckets.size(), GradientReducer::State::BucketProgress());
-  for (std::size_t b = 0; b < s.buckets.size(); ++b) {
+  slots.resize(parameters.size());
+  for (auto& slot : slots) slot.bucket = -1, slot.offset = 0;
+  progress.assign(buckets.size(), BucketProgress());
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
     std::int64_t offset = 0;
-    for (std::size_t index : s.buckets[b].parameter_indices) {
-      s.slots[index].bucket = static_cast<int>(b);
-      s.slots[index].offset = offset;
-      offset += s.parameters[index].numel();
+    for (std::size_t index : buckets[b].parameter_indices) {
+      slots[index].bucket = static_cast<int>(b);
+      slots[index].offset = offset;
+      offset += parameters[index].numel();
     }
-    s.buckets[b].numel = s.buckets[b].padded_numel = offset;
-    const auto where =
-        at::TensorOptions().dtype(s.buckets[b].wire_dtype).device(s.buckets[b].device);
-    s.progress[b].buffer = at::empty({offset}, where);
-    const GradientBucket& bucket = s.buckets[b];
-    const at::Tensor& first = s.parameters[bucket.parameter_indices.front()];
-    s.progress[b].grads_are_views = s.options.gradient_as_bucket_view() &&
-                                    !s.options.find_unused_parameters() && !bucket.compressed &&
-                                    bucket.wire_dtype == bucket.gradient_dtype &&
-                                    bucket.device == first.device();
+    buckets[b].numel = buckets[b].padded_numel = offset;
+    const auto where = at::TensorOptions().dtype(buckets[b].wire_dtype).device(buckets[b].device);
+    progress[b].buffer = at::empty({offset}, where);
+    const GradientBucket& bucket = buckets[b];
+    const at::Tensor& first = parameters[bucket.parameter_indices.front()];
+    progress[b].grads_are_views = options.gradient_as_bucket_view() &&
+                                  !options.find_unused_parameters() && !bucket.compressed &&
+                                  bucket.wire_dtype == bucket.gradient_dtype &&
+                                  bucket.device == first.device();
   }
 }
 
@@ -131,6 +129,8 @@ GradientReducer::GradientReducer(std::shared_ptr<Communicator> communicator,
   s.options = std::move(options);
   s.parameters = std::move(parameters);
   s.buffers = std::move(buffers);
+  // No lock: no hook exists yet, so no other thread can reach `s` (clang's
+  // thread-safety analysis leaves constructors unchecked for that reason).
   s.lay_out_buckets({});
   const Communicator& comm = *s.communicator;
   s.ready.assign(s.parameters.size(), 0);
@@ -183,7 +183,7 @@ void GradientReducer::prepare_for_backward(const std::vector<at::Tensor>& output
   State& s = *state_;
   if (!s.distributed() || !s.options.find_unused_parameters()) return;
   const auto reachable = detail::nodes_reachable_from(outputs);
-  std::lock_guard<std::mutex> lock(s.mutex);
+  detail::MutexLock lock(s.mutex);
   if (!s.sync_enabled) return;
   for (std::size_t index = 0; index < s.slots.size(); ++index) {
     const State::Slot& slot = s.slots[index];
@@ -197,7 +197,7 @@ void GradientReducer::prepare_for_backward(const std::vector<at::Tensor>& output
 void GradientReducer::finalize_backward() {
   State& s = *state_;
   if (!s.distributed()) return;
-  std::lock_guard<std::mutex> lock(s.mutex);
+  detail::MutexLock lock(s.mutex);
   s.reached_last_backward = std::exchange(s.reached_this_backward, false);
   if (!s.sync_enabled) return;
   s.finalize();
@@ -205,7 +205,7 @@ void GradientReducer::finalize_backward() {
 
 void GradientReducer::set_sync_enabled(bool enabled) {
   State& s = *state_;
-  std::lock_guard<std::mutex> lock(s.mutex);
+  detail::MutexLock lock(s.mutex);
   if (enabled == s.sync_enabled) return;
   if (s.step_in_progress()) {
     throw Error("gradient sync: set_sync_enabled(" + std::string(enabled ? "true" : "false") +
@@ -215,7 +215,7 @@ void GradientReducer::set_sync_enabled(bool enabled) {
 }
 
 bool GradientReducer::sync_enabled() const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  detail::MutexLock lock(state_->mutex);
   return state_->sync_enabled;
 }
 
@@ -231,7 +231,12 @@ bool GradientReducer::broadcast_buffers_after_backward() {
   if (!s.distributed() || !s.options.broadcast_buffers() || s.buffers.empty()) return false;
   // Every process must decide alike: broadcast only where every one's last
   // backward reached this model (one small all-reduce).
-  at::Tensor reached = at::full({1}, s.reached_last_backward ? 1.0f : 0.0f,
+  bool reached_here = false;
+  {
+    detail::MutexLock lock(s.mutex);
+    reached_here = s.reached_last_backward;
+  }
+  at::Tensor reached = at::full({1}, reached_here ? 1.0f : 0.0f,
                                 at::TensorOptions().dtype(at::kFloat).device(s.buffers.front().device()));
   s.communicator->all_reduce(reached, ReduceOp::kMin);
   if (reached.item<float>() < 1.0f) return false;
@@ -241,7 +246,7 @@ bool GradientReducer::broadcast_buffers_after_backward() {
 void GradientReducer::partition_buckets(GradientPartition partition,
                                         const std::vector<int>& unit_of) {
   State& s = *state_;
-  std::lock_guard<std::mutex> lock(s.mutex);
+  detail::MutexLock lock(s.mutex);
   if (partition == s.partition && unit_of.empty()) return;
   if (s.partition != GradientPartition::kNone || s.step_in_progress()) {
     throw Error("gradient sync: partition_buckets() once, before the first backward pass");
@@ -300,17 +305,18 @@ at::Tensor GradientReducer::gradient_shard(std::size_t bucket) {
   if (state_->partition == GradientPartition::kNone) {
     throw Error("gradient sync: gradient_shard() needs partition_buckets()");
   }
+  detail::MutexLock lock(state_->mutex);
   return state_->progress.at(bucket).shard;
 }
 
 void GradientReducer::set_overlap_reduce_scatter(bool overlap) {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  detail::MutexLock lock(state_->mutex);
   state_->sharded_in_flight = overlap ? 1 : 0;
 }
 
 void GradientReducer::begin_bucket_gradients(std::size_t b) {
   State& s = *state_;
-  std::lock_guard<std::mutex> lock(s.mutex);
+  detail::MutexLock lock(s.mutex);
   if (s.partition != GradientPartition::kSharded || !s.sync_enabled || !s.distributed()) return;
   const GradientBucket& bucket = s.buckets.at(b);
   State::BucketProgress& progress = s.progress[b];
@@ -329,7 +335,7 @@ void GradientReducer::begin_bucket_gradients(std::size_t b) {
 
 void GradientReducer::clear_gradient_shards() {
   State& s = *state_;
-  std::lock_guard<std::mutex> lock(s.mutex);
+  detail::MutexLock lock(s.mutex);
   if (s.partition != GradientPartition::kSharded) return;
   s.shards_hold_gradients = false;
   for (auto& progress : s.progress) progress.shard.zero_();
@@ -342,14 +348,14 @@ const GradientSyncOptions& GradientReducer::options() const { return state_->opt
 const std::vector<GradientBucket>& GradientReducer::buckets() const { return state_->buckets; }
 
 GradientSyncStats GradientReducer::last_step_stats() const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  detail::MutexLock lock(state_->mutex);
   GradientSyncStats stats = state_->stats;
   stats.bucket_count = static_cast<int>(state_->buckets.size());
   return stats;
 }
 
 int GradientReducer::unused_parameter_warnings() const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  detail::MutexLock lock(state_->mutex);
   return state_->unused_warnings;
 }
 

@@ -126,7 +126,7 @@ void GradientReducer::State::launch_ready_buckets(bool from_backward) {
 }
 
 void GradientReducer::State::on_gradient_ready(std::size_t index) {
-  std::lock_guard<std::mutex> lock(mutex);
+  detail::MutexLock lock(mutex);
   used_since_sync[index] = 1;
   reached_this_backward = true;
   if (!sync_enabled) return;
@@ -197,14 +197,21 @@ PendingCollective GradientReducer::State::start_usage_exchange(at::Tensor* usage
   return communicator->all_reduce_sum_async(*usage, "gradient usage map");
 }
 
+// Whatever happens in finalize_step(), the next step starts from a clean
+// slate. (Not a guard object: its destructor would be a function that the
+// thread-safety analysis cannot see holding `mutex`.)
 void GradientReducer::State::finalize() {
-  const Clock::time_point start = Clock::now();
-  // Whatever happens below, the next step starts from a clean slate.
-  struct ResetOnExit {
-    State* state;
-    ~ResetOnExit() { state->reset_step(); }
-  } reset_on_exit{this};
+  try {
+    finalize_step();
+  } catch (...) {
+    reset_step();
+    throw;
+  }
+  reset_step();
+}
 
+void GradientReducer::State::finalize_step() {
+  const Clock::time_point start = Clock::now();
   warn_once_about_unused();
   const int during_backward = launched_during_backward;
   for (std::size_t b = next_to_launch; b < buckets.size(); ++b) progress[b].waiting_for = 0;

@@ -9,18 +9,19 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "accelerate/communicator.h"
 #include "accelerate/gradient_reducer.h"
+#include "common/mutex.h"
 #include "compat/autograd_compat.h"
 
 namespace accelerate {
 
 // Hooks run on autograd threads and finalize() on the caller's: `mutex`
-// guards every member after it.
+// guards every member after it. The members before it are set up before the
+// first backward pass (partition_buckets() included) and only read after.
 struct GradientReducer::State {
   using Clock = std::chrono::steady_clock;
 
@@ -46,49 +47,52 @@ struct GradientReducer::State {
   std::vector<GradientBucket> buckets;
   std::vector<Slot> slots;
   GradientPartition partition = GradientPartition::kNone;
+
+  mutable detail::Mutex mutex;
   // kSharded: the shards hold gradients since the last clear_gradient_shards()
   // (a later synced backward adds to them, as .grad accumulates).
-  bool shards_hold_gradients = false;
+  bool shards_hold_gradients GUARDED_BY(mutex) = false;
   // kSharded: buckets whose reduce-scatter may still run while later
   // buckets' gradients are computed (set_overlap_reduce_scatter).
-  std::size_t sharded_in_flight = 1;
-
-  mutable std::mutex mutex;
-  bool sync_enabled = true;
-  std::vector<char> ready;            // gradient final this synced step
-  std::vector<char> used_since_sync;  // hook fired since the last sync
+  std::size_t sharded_in_flight GUARDED_BY(mutex) = 1;
+  bool sync_enabled GUARDED_BY(mutex) = true;
+  std::vector<char> ready GUARDED_BY(mutex);            // gradient final this synced step
+  std::vector<char> used_since_sync GUARDED_BY(mutex);  // hook fired since the last sync
   // Whether any gradient hook fired in the backward pass under way / in the
   // one finalize_backward() last ended (synced or not).
-  bool reached_this_backward = false;
-  bool reached_last_backward = false;
-  std::vector<BucketProgress> progress;
-  std::size_t next_to_launch = 0;  // buckets launch strictly in order
-  int launched_during_backward = 0;
-  double waited_in_backward = 0;  // kSharded: launches waiting for earlier buckets (seconds)
-  Clock::time_point first_launch;
-  GradientSyncStats stats;
-  int unused_warnings = 0;
+  bool reached_this_backward GUARDED_BY(mutex) = false;
+  bool reached_last_backward GUARDED_BY(mutex) = false;
+  std::vector<BucketProgress> progress GUARDED_BY(mutex);
+  std::size_t next_to_launch GUARDED_BY(mutex) = 0;  // buckets launch strictly in order
+  int launched_during_backward GUARDED_BY(mutex) = 0;
+  // kSharded: launches waiting for earlier buckets (seconds)
+  double waited_in_backward GUARDED_BY(mutex) = 0;
+  Clock::time_point first_launch GUARDED_BY(mutex);
+  GradientSyncStats stats GUARDED_BY(mutex);
+  int unused_warnings GUARDED_BY(mutex) = 0;
 
   bool distributed() const { return communicator->world_size() > 1; }
   // A parameter's slice of its bucket buffer, shaped like the parameter.
-  at::Tensor bucket_view(std::size_t parameter_index);
-  void mark_ready(std::size_t parameter_index);
+  at::Tensor bucket_view(std::size_t parameter_index) REQUIRES(mutex);
+  void mark_ready(std::size_t parameter_index) REQUIRES(mutex);
   // Starts, in bucket order, every bucket whose gradients are all final.
-  void launch_ready_buckets(bool from_backward);
+  void launch_ready_buckets(bool from_backward) REQUIRES(mutex);
   // The gradient accumulator hook's work.
-  void on_gradient_ready(std::size_t parameter_index);
-  bool step_in_progress() const;
-  void reset_step();
+  void on_gradient_ready(std::size_t parameter_index) EXCLUDES(mutex);
+  bool step_in_progress() const REQUIRES(mutex);
+  void reset_step() REQUIRES(mutex);
   // Groups the parameters into buckets (per ZeRO-3 unit when `unit_of` is
   // given) and sizes each bucket's bookkeeping; before any backward pass.
-  void lay_out_buckets(const std::vector<int>& unit_of);
-  // Launches what is left, waits, averages, writes .grad, records stats.
-  void finalize();
+  void lay_out_buckets(const std::vector<int>& unit_of) REQUIRES(mutex);
+  // Launches what is left, waits, averages, writes .grad, records stats;
+  // the next step starts from a clean slate even when this throws.
+  void finalize() REQUIRES(mutex);
 
  private:
-  void launch(std::size_t bucket);
-  void warn_once_about_unused();
-  PendingCollective start_usage_exchange(at::Tensor* usage);
+  void finalize_step() REQUIRES(mutex);  // finalize() without the reset
+  void launch(std::size_t bucket) REQUIRES(mutex);
+  void warn_once_about_unused() REQUIRES(mutex);
+  PendingCollective start_usage_exchange(at::Tensor* usage) REQUIRES(mutex);
 };
 
 std::string describe_shape(const at::Tensor& tensor);

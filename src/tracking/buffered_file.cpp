@@ -25,7 +25,7 @@ std::string errno_message(const std::string& what, const std::string& path) {
 }  // namespace
 
 BufferedFile::BufferedFile(int fd, std::string path, double flush_secs)
-    : fd_(fd), path_(std::move(path)), flush_secs_(flush_secs) {
+    : path_(std::move(path)), flush_secs_(flush_secs), fd_(fd) {
   struct stat info {};
   if (::fstat(fd_, &info) == 0) initial_size_ = static_cast<std::uint64_t>(info.st_size);
   start_flusher();
@@ -65,7 +65,7 @@ BufferedFile::~BufferedFile() {
 }
 
 void BufferedFile::append(std::string_view record) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  detail::MutexLock lock(mutex_);
   if (fd_ < 0) throw Error("write to closed file " + path_);
   if (!background_error_.empty()) throw Error(background_error_);
   buffer_.append(record.data(), record.size());
@@ -73,7 +73,7 @@ void BufferedFile::append(std::string_view record) {
 }
 
 void BufferedFile::flush() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  detail::MutexLock lock(mutex_);
   if (!background_error_.empty()) throw Error(background_error_);
   if (fd_ >= 0) write_buffer_locked();
 }
@@ -94,10 +94,15 @@ void BufferedFile::write_buffer_locked() {
 }
 
 void BufferedFile::flusher_loop() {
-  const auto period = std::chrono::duration<double>(flush_secs_);
-  std::unique_lock<std::mutex> lock(mutex_);
+  using Clock = std::chrono::steady_clock;
+  const auto period =
+      std::chrono::ceil<Clock::duration>(std::chrono::duration<double>(flush_secs_));
+  detail::MutexLock lock(mutex_);
   while (!stopping_) {
-    wake_.wait_for(lock, period, [this] { return stopping_; });
+    const Clock::time_point deadline = Clock::now() + period;
+    // Until stopping_ or the deadline; another wake-up waits again.
+    while (!stopping_ && wake_.wait_until(mutex_, deadline) == std::cv_status::no_timeout) {
+    }
     if (stopping_ || buffer_.empty() || !background_error_.empty()) continue;
     try {
       write_buffer_locked();
@@ -109,12 +114,12 @@ void BufferedFile::flusher_loop() {
 
 void BufferedFile::close() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    detail::MutexLock lock(mutex_);
     stopping_ = true;
   }
   wake_.notify_all();
   if (flusher_.joinable()) flusher_.join();
-  std::lock_guard<std::mutex> lock(mutex_);
+  detail::MutexLock lock(mutex_);
   if (fd_ < 0) return;
   std::string failure;
   try {

@@ -7,13 +7,13 @@
 // that were flushed, plus nothing of what was not.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
+
+#include "common/mutex.h"
 
 namespace accelerate {
 namespace tracking {
@@ -34,11 +34,11 @@ class BufferedFile {
 
   // Queues one record. Thread-safe. Rethrows a failure of the background
   // flush.
-  void append(std::string_view record);
+  void append(std::string_view record) EXCLUDES(mutex_);
   // Writes the buffer to the file. Throws accelerate::Error on failure.
-  void flush();
+  void flush() EXCLUDES(mutex_);
   // Stops the background thread, flushes and closes. Idempotent.
-  void close();
+  void close() EXCLUDES(mutex_);
 
   const std::string& path() const { return path_; }
   // Bytes in the file when it was opened (0 for a new file).
@@ -47,19 +47,21 @@ class BufferedFile {
  private:
   BufferedFile(int fd, std::string path, double flush_secs);
   void start_flusher();
-  void write_buffer_locked();  // mutex_ held
-  void flusher_loop();
+  void write_buffer_locked() REQUIRES(mutex_);
+  void flusher_loop() EXCLUDES(mutex_);
 
-  int fd_ = -1;
+  // Set by the constructor, read-only after it.
   std::string path_;
   double flush_secs_;
   std::uint64_t initial_size_ = 0;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::string buffer_;
-  std::string background_error_;
-  bool stopping_ = false;
-  std::thread flusher_;
+
+  detail::Mutex mutex_;
+  detail::CondVar wake_;  // stopping_ was set
+  int fd_ GUARDED_BY(mutex_) = -1;
+  std::string buffer_ GUARDED_BY(mutex_);
+  std::string background_error_ GUARDED_BY(mutex_);
+  bool stopping_ GUARDED_BY(mutex_) = false;
+  std::thread flusher_;  // started by the constructor, joined by close()
 };
 
 }  // namespace tracking
