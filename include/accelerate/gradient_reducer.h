@@ -228,6 +228,12 @@ class GradientReducer {
   // bucket's gradients are computed (default true). false waits for each as
   // it launches: one bucket buffer alive at a time, communication exposed.
   void set_overlap_reduce_scatter(bool overlap);
+  // kSharded, hybrid sharding (before the first backward): `replicas` joins
+  // this process with those holding the same shard in the other groups of
+  // the job. After each bucket's reduce-scatter in this reducer's group, its
+  // shard is summed across them, and the average is over every process of
+  // the job.
+  void set_replica_communicator(std::shared_ptr<Communicator> replicas);
   // kSharded: zero_grad for the shards. Until it is called, each synced
   // backward adds its averaged shard to them, as LibTorch adds a backward
   // pass's gradients to .grad (several backward passes before one step).

@@ -181,6 +181,7 @@ HookHandle Accelerator::register_load_state_pre_hook(LoadStatePreHook hook) {
 }
 
 std::string Accelerator::save_state(const std::optional<std::string>& output_dir) {
+  engine_->check_checkpoint_support();
   const bool numbered = !output_dir;
   StagedCheckpoint staged(*comm_, numbered ? Parts::next_folder(*this) : *output_dir,
                           options_.checkpoint_options(), /*allow_replace=*/!numbered);
@@ -214,6 +215,7 @@ std::string Accelerator::save_state(const std::optional<std::string>& output_dir
 }
 
 std::string Accelerator::load_state(const std::optional<std::string>& input_dir) {
+  engine_->check_checkpoint_support();
   std::string folder;
   if (input_dir) {
     folder = *input_dir;

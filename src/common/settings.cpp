@@ -285,7 +285,8 @@ const Setting<FsdpShardingStrategy> kFsdpShardingStrategy{
     {"FSDP_SHARDING_STRATEGY", "--fsdp_sharding_strategy / fsdp_config.fsdp_sharding_strategy",
      "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD or HYBRID_SHARD_ZERO2 (or 1-5)",
      "FULL_SHARD",
-     "FULL_SHARD is ZeRO stage 3, SHARD_GRAD_OP stage 2, NO_SHARD stage 0; HYBRID_* are refused"},
+     "FULL_SHARD is ZeRO stage 3, SHARD_GRAD_OP stage 2, NO_SHARD stage 0; HYBRID_SHARD and "
+     "HYBRID_SHARD_ZERO2 are stages 3 and 2 within each machine, replicated across machines"},
     FsdpShardingStrategy::kFullShard,
     parse_fsdp_sharding_strategy,
     format_fsdp_sharding_strategy};

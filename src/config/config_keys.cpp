@@ -61,8 +61,8 @@ const std::vector<KeySpec> kKeys = {
 // (commands/config/cluster.py, every version) or reads from them. Used keys
 // become launch options; ignored ones with a reason are listed in one note
 // when they ask for something (Accelerate's "off" value passes silently),
-// those without one are accepted silently. Values we cannot run (nvme,
-// HYBRID_SHARD) are refused when the launcher checks what the ranks get
+// those without one are accepted silently. Values we cannot run (nvme)
+// are refused when the launcher checks what the ranks get
 // (launcher/sharding_check.cpp), or by the ranks (fsdp_offload_params on
 // CUDA).
 // The reasons complete "accelerate-cpp ignores <keys> (<reason>)".

@@ -199,7 +199,7 @@ void ask_fsdp_wrap_policy(Asker& ask, FsdpAnswers& fsdp) {
 }
 
 // Accelerate asks for FSDP on GPUs, with its defaults (FULL_SHARD, ZeRO
-// stage 3); the HYBRID strategies are refused and asked again.
+// stage 3); a strategy the engine cannot run would be refused and asked again.
 void ask_fsdp(Asker& ask, ClusterAnswers& answers) {
   if (!ask.yes_no("Do you want to use FullyShardedDataParallel? [yes/NO]: ", false)) return;
   answers.distributed_type = "FSDP";

@@ -3,7 +3,8 @@
 // get, judged exactly as the ranks judge them
 // (sharding::deepspeed_plugin_from_settings on launch_setting_values, what
 // the ranks' environment is written from), so
-// a HYBRID_SHARD strategy, TRANSFORMER_BASED_WRAP without class names or a
+// TRANSFORMER_BASED_WRAP without class names, cpu_ram_efficient_loading
+// without sync_module_states, or a
 // DeepSpeed JSON file that cannot be used fails here, in one line, and not
 // in every rank.
 #pragma once

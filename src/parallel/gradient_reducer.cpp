@@ -314,6 +314,13 @@ void GradientReducer::set_overlap_reduce_scatter(bool overlap) {
   state_->sharded_in_flight = overlap ? 1 : 0;
 }
 
+void GradientReducer::set_replica_communicator(std::shared_ptr<Communicator> replicas) {
+  if (state_->partition != GradientPartition::kSharded) {
+    throw Error("set_replica_communicator: only sharded gradients (ZeRO stage 2 or 3) have replicas");
+  }
+  state_->replicas = std::move(replicas);
+}
+
 void GradientReducer::begin_bucket_gradients(std::size_t b) {
   State& s = *state_;
   detail::MutexLock lock(s.mutex);

@@ -108,6 +108,9 @@ class ParallelEngine {
   virtual std::vector<GradientReducer*> reducers() const = 0;
 
   // ---- Checkpoints and saved models --------------------------------------------
+  // Before save_state and load_state: Error (the same on every process)
+  // where this engine cannot write or read a checkpoint yet.
+  virtual void check_checkpoint_support() const {}
   // Every prepared model's whole weights until the guard goes (collective).
   virtual ScopeGuard full_weights() { return ScopeGuard(nullptr); }
   // `module`'s weights in groups that can be gathered one at a time, or

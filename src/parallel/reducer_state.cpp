@@ -237,13 +237,22 @@ void GradientReducer::State::finalize_step() {
     // SUM, then divide: in place where the grads are the buffer's views,
     // else while copying back (one pass over the gradients either way, and
     // the same arithmetic, so results stay bit-identical).
-    const at::Tensor world = at::scalar_tensor(static_cast<double>(communicator->world_size()),
+    // Hybrid sharding averages over every process of the job: the group's
+    // and, summed after it, its replicas' (set_replica_communicator).
+    const int processes = communicator->world_size() * (replicas ? replicas->world_size() : 1);
+    const at::Tensor world = at::scalar_tensor(static_cast<double>(processes),
                                                progress[b].shard.defined()
                                                    ? progress[b].shard.options()
                                                    : progress[b].buffer.options());
     if (partition == GradientPartition::kSharded) {
       // Only this process's shard is an average; the rest of the bucket and
       // the parameters' full gradients are not needed any more.
+      if (replicas) {
+        // This group's sum of the shard, plus the other groups' (in the
+        // replicas' rank order, the same on every process).
+        at::Tensor& group_sum = progress[b].arriving.defined() ? progress[b].arriving : progress[b].shard;
+        replicas->all_reduce(group_sum, ReduceOp::kSum);
+      }
       if (progress[b].arriving.defined()) {
         progress[b].shard.add_(progress[b].arriving.div_(world));
         progress[b].arriving = at::Tensor();

@@ -41,6 +41,9 @@ struct GradientReducer::State {
   };
 
   std::shared_ptr<Communicator> communicator;
+  // Hybrid sharding: the processes holding this one's shard in the other
+  // shard groups (set_replica_communicator); null otherwise.
+  std::shared_ptr<Communicator> replicas;
   GradientSyncOptions options;
   std::vector<at::Tensor> parameters;
   std::vector<at::Tensor> buffers;

@@ -47,6 +47,10 @@ struct ShardedGradients {
   static void set_overlap_reduce_scatter(GradientReducer& reducer, bool overlap) {
     reducer.set_overlap_reduce_scatter(overlap);
   }
+  // Hybrid sharding: the shard groups' replicas (GradientReducer::set_replica_communicator).
+  static void set_replica_communicator(GradientReducer& reducer, std::shared_ptr<Communicator> replicas) {
+    reducer.set_replica_communicator(std::move(replicas));
+  }
   // zero_grad for the shards.
   static void clear_gradient_shards(GradientReducer& reducer) { reducer.clear_gradient_shards(); }
 };

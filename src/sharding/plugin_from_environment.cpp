@@ -99,15 +99,20 @@ void take(const AutoValue<T>& from_file, const T& when_absent, T& field) {
 }  // namespace
 
 int zero_stage_of(FsdpShardingStrategy strategy) {
-  if (strategy == FsdpShardingStrategy::kFullShard) return 3;
-  if (strategy == FsdpShardingStrategy::kShardGradOp) return 2;
-  if (strategy == FsdpShardingStrategy::kNoShard) return 0;
-  const bool zero3 = strategy == FsdpShardingStrategy::kHybridShard;
-  throw ConfigError(
-      "FSDP sharding strategy " + std::string(to_string(strategy)) +
-      (zero3 ? " shards parameters (ZeRO-3) within each machine" : " shards within each machine") +
-      " and replicates across machines, which accelerate-cpp does not have yet; use " +
-      (zero3 ? "FULL_SHARD" : "SHARD_GRAD_OP"));
+  switch (strategy) {
+    case FsdpShardingStrategy::kFullShard:
+    case FsdpShardingStrategy::kHybridShard: return 3;
+    case FsdpShardingStrategy::kShardGradOp:
+    case FsdpShardingStrategy::kHybridShardZero2: return 2;
+    case FsdpShardingStrategy::kNoShard: return 0;
+  }
+  throw ConfigError("FSDP sharding strategy " + std::to_string(static_cast<int>(strategy)) +
+                    " is not one of FSDP's");
+}
+
+bool is_hybrid(FsdpShardingStrategy strategy) {
+  return strategy == FsdpShardingStrategy::kHybridShard ||
+         strategy == FsdpShardingStrategy::kHybridShardZero2;
 }
 
 UnitPolicy unit_policy_of(const FullyShardedDataParallelPlugin& plugin) {

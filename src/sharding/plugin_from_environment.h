@@ -63,15 +63,17 @@ std::optional<FullyShardedDataParallelPlugin> fsdp_plugin_from_settings(
     const settings::SettingValues& values);
 std::optional<FullyShardedDataParallelPlugin> fsdp_plugin_from_environment(const Environment& env);
 
-// The ZeRO stage an FSDP sharding strategy is: FULL_SHARD 3, SHARD_GRAD_OP 2,
-// NO_SHARD 0. Throws ConfigError for the HYBRID strategies, which shard
-// within a machine and replicate across machines.
+// The ZeRO stage an FSDP sharding strategy is: FULL_SHARD and HYBRID_SHARD
+// 3, SHARD_GRAD_OP and HYBRID_SHARD_ZERO2 2, NO_SHARD 0.
 int zero_stage_of(settings::FsdpShardingStrategy strategy);
+// HYBRID_SHARD and HYBRID_SHARD_ZERO2: shard within each machine, replicate
+// across machines (ShardingSettings::hybrid_shard_size).
+bool is_hybrid(settings::FsdpShardingStrategy strategy);
 
 // The DeepSpeedPlugin that runs `plugin` on the ZeRO engine: its stage
 // (FULL_SHARD with reshard_after_forward false is SHARD_GRAD_OP, stage 2),
 // no clipping (FSDP clips only when the program asks). Throws ConfigError
-// for an fsdp_version other than 1 or 2, a HYBRID strategy, at stage 3
+// for an fsdp_version other than 1 or 2, at stage 3
 // what unit_policy_of refuses, and cpu_ram_efficient_loading true with
 // sync_module_states false (Accelerate's rule).
 DeepSpeedPlugin zero_plugin_of(const FullyShardedDataParallelPlugin& plugin);

@@ -12,6 +12,7 @@
 #include "sharding/shard_layout.h"
 #include "sharding/unit_policy.h"
 #include "parallel/sharded_gradients.h"
+#include "parallel/state_broadcast.h"
 
 namespace accelerate::sharding {
 namespace {
@@ -58,10 +59,32 @@ std::vector<torch::nn::Module*> unit_modules(torch::nn::Module& module, const Un
 
 }  // namespace
 
+ShardedEngine::Groups ShardedEngine::form_groups(std::shared_ptr<Communicator> job, int hybrid_shard_size) {
+  const int world = job->world_size();
+  if (hybrid_shard_size <= 1 || hybrid_shard_size >= world) return {job, job, nullptr};
+  if (world % hybrid_shard_size != 0) {
+    throw ConfigError("hybrid sharding: shard groups of " + std::to_string(hybrid_shard_size) +
+                      " processes do not divide the job's " + std::to_string(world) + " processes");
+  }
+  // Group g holds ranks [g*G, (g+1)*G): a machine's, as launchers number
+  // them; replica group i holds the i-th process of every group.
+  const int groups = world / hybrid_shard_size;
+  std::vector<std::vector<int>> shard_groups(static_cast<std::size_t>(groups));
+  std::vector<std::vector<int>> replica_groups(static_cast<std::size_t>(hybrid_shard_size));
+  for (int rank = 0; rank < world; ++rank) {
+    shard_groups[static_cast<std::size_t>(rank / hybrid_shard_size)].push_back(rank);
+    replica_groups[static_cast<std::size_t>(rank % hybrid_shard_size)].push_back(rank);
+  }
+  auto shard = job->split(shard_groups);
+  auto replicas = job->split(replica_groups);
+  return {std::move(job), std::move(shard), std::move(replicas)};
+}
+
 ShardedEngine::ShardedEngine(std::shared_ptr<Communicator> communicator, ShardingSettings settings,
                              GradientSyncOptions options, std::shared_ptr<GradScaler> scaler)
     : settings_(std::move(settings)),
-      replicas_(std::move(communicator), std::move(options)),
+      groups_(form_groups(std::move(communicator), settings_.hybrid_shard_size)),
+      replicas_(groups_.shard, std::move(options)),
       scaler_(std::move(scaler)),
       file_objects_(settings_.file) {}
 
@@ -72,8 +95,9 @@ bool ShardedEngine::shards_anything() const {
 }
 
 EmptyWeightsGuard ShardedEngine::zero3_init() {
-  const JobState& job = replicas_.communicator()->job();
-  const bool empty = settings_.weights_from_main_process && job.is_distributed();
+  const JobState& job = groups_.job->job();
+  // Hybrid sharding: every group needs the weights whole at first.
+  const bool empty = settings_.weights_from_main_process && job.is_distributed() && !groups_.replicas;
   if (empty) zero3_init_called_ = true;
   return EmptyWeightsGuard(empty && !job.is_main_process());
 }
@@ -102,6 +126,13 @@ void ShardedEngine::prepare_model(torch::nn::Module& module, const std::optional
   if (placement) module.to(*placement);
   if (!distributed) return;
   if (shards_anything()) refuse_optimizers_holding(prepared_optimizers_, module);
+  if (groups_.replicas) {
+    // Every group starts from the main process's weights (each group then
+    // spreads its first process's among its members).
+    std::vector<at::Tensor> state = module.parameters(true);
+    for (const at::Tensor& buffer : module.buffers(true)) state.push_back(buffer);
+    accelerate::detail::broadcast_coalesced(*groups_.job, state);
+  }
   // At stage 3 the trained parameters travel bucket by bucket straight into
   // the shards (ModelShards), so that a process that built its model empty
   // (zero3_init) never holds them whole; the rest travels here.
@@ -115,10 +146,10 @@ void ShardedEngine::shard_model(torch::nn::Module& module, GradientReducer& redu
   const auto& communicator = replicas_.communicator();
   const int stage = static_cast<int>(settings_.stage);
   if (settings_.stage != ZeroStage::kParameters) {
-    models_.push_back({&module, &reducer,
-                       std::make_shared<ModelShards>(communicator, reducer, stage, std::vector<int>(),
-                                                     /*release_units=*/false, settings_.offload),
-                       nullptr});
+    auto shards = std::make_shared<ModelShards>(communicator, reducer, stage, std::vector<int>(),
+                                                /*release_units=*/false, settings_.offload);
+    if (groups_.replicas) detail::ShardedGradients::set_replica_communicator(reducer, groups_.replicas);
+    models_.push_back({&module, &reducer, std::move(shards), nullptr});
     return;
   }
   const std::vector<torch::nn::Module*> found = unit_modules(module, settings_.unit_policy);
@@ -129,6 +160,7 @@ void ShardedEngine::shard_model(torch::nn::Module& module, GradientReducer& redu
                                                 settings_.prefetch_forward, settings_.prefetch_backward,
                                                 /*start_released=*/units_start_free);
   if (!settings_.prefetch_backward) detail::ShardedGradients::set_overlap_reduce_scatter(reducer, false);
+  if (groups_.replicas) detail::ShardedGradients::set_replica_communicator(reducer, groups_.replicas);
   models_.push_back({&module, &reducer, std::move(shards), std::move(units)});
 }
 
@@ -153,7 +185,7 @@ void ShardedEngine::prepare_optimizer(PreparedOptimizerBase& optimizer) {
   // is skipped everywhere.
   if (scaler_) {
     scaler_->combine_found_inf_with(
-        [communicator](at::Tensor& found_inf) { communicator->all_reduce(found_inf, ReduceOp::kMax); });
+        [job = groups_.job](at::Tensor& found_inf) { job->all_reduce(found_inf, ReduceOp::kMax); });
   }
 }
 
@@ -176,7 +208,7 @@ void ShardedEngine::finish_prepare(const PreparedProgram& program) {
   values.gradient_accumulation_steps = program.gradient_accumulation_steps;
   values.gradient_clipping = settings_.clipping();
   values.mixed_precision = program.mixed_precision;
-  file_objects_.check_against(values, replicas_.communicator()->job().is_main_process());
+  file_objects_.check_against(values, groups_.job->job().is_main_process());
 }
 
 void ShardedEngine::after_backward() {
@@ -247,6 +279,13 @@ ModelShards* ShardedEngine::model_shards(const torch::nn::Module& module) const 
 
 ModelShards* ShardedEngine::saved_in_pieces(const torch::nn::Module& module) const {
   return settings_.sharded_state_dict ? model_shards(module) : nullptr;
+}
+
+void ShardedEngine::check_checkpoint_support() const {
+  if (!groups_.replicas) return;
+  throw Error(
+      "save_state and load_state do not support hybrid sharding (HYBRID_SHARD) yet; save_model "
+      "writes the whole model, or train with FULL_SHARD to checkpoint");
 }
 
 ShardedOptimizer* ShardedEngine::optimizer_shards(const torch::optim::Optimizer& optimizer) const {

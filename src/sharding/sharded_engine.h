@@ -49,6 +49,7 @@ class ShardedEngine : public ParallelEngine {
   ModelShards* saved_in_pieces(const torch::nn::Module& module) const override;
   ShardedOptimizer* optimizer_shards(const torch::optim::Optimizer& optimizer) const override;
   std::optional<at::ScalarType> saved_weights_dtype() const override { return settings_.sixteen_bit_dtype(); }
+  void check_checkpoint_support() const override;
 
  private:
   // One prepared model of a job of several processes.
@@ -71,7 +72,20 @@ class ShardedEngine : public ParallelEngine {
   // The sharded optimizers stepping any of `parameters`.
   std::vector<ShardedOptimizer*> covering(const std::vector<at::Tensor>& parameters) const;
 
+  // The processes that shard a model among themselves (`shard`: the whole
+  // job, or under hybrid sharding the group of this process) and, under
+  // hybrid sharding, those holding the same shard in the other groups
+  // (`replicas`, else null).
+  struct Groups {
+    std::shared_ptr<Communicator> job;
+    std::shared_ptr<Communicator> shard;
+    std::shared_ptr<Communicator> replicas;
+  };
+  // Collective: every process makes the same groups, in the same order.
+  static Groups form_groups(std::shared_ptr<Communicator> job, int hybrid_shard_size);
+
   ShardingSettings settings_;
+  Groups groups_;  // before replicas_, which runs on groups_.shard
   DataParallelEngine replicas_;
   std::shared_ptr<GradScaler> scaler_;
   DeepSpeedFileObjects file_objects_;

@@ -87,6 +87,11 @@ Offload offload_for(const DeepSpeedPlugin& plugin,
 // The main process's notes about what the settings will do.
 void print_notes(const ShardingSettings& settings, bool from_fsdp,
                  const std::vector<std::string>& precision_notes) {
+  if (settings.hybrid_shard_size > 0) {
+    std::cerr << "accelerate: note: hybrid sharding: each machine's " << settings.hybrid_shard_size
+              << " processes shard the model, the machines replicate it; save_state and "
+                 "load_state are not supported with it yet (save_model is)\n";
+  }
   if (settings.weights_from_main_process) {
     std::cerr << "accelerate: note: " << (from_fsdp ? "cpu_ram_efficient_loading" : "zero3_init_flag")
               << ": build the model inside accelerator.zero3_init() so that only the main "
@@ -150,6 +155,15 @@ std::optional<ShardingSettings> resolve_sharding_settings(const AcceleratorOptio
       stage3 && (!fsdp || fsdp->state_dict_type() != FsdpStateDictType::kFullStateDict);
   settings.weights_from_main_process =
       stage3 && (settings.plugin.zero3_init_flag() || (fsdp && fsdp->cpu_ram_efficient_loading()));
+  // FSDP's hybrid strategies: shard within each machine (its processes,
+  // which launchers number consecutively), replicate across machines.
+  // On one machine that is FULL_SHARD (or SHARD_GRAD_OP); with one process
+  // per machine, nothing is sharded: data parallelism.
+  if (fsdp && is_hybrid(fsdp->sharding_strategy()) && job.local_world_size < job.world_size) {
+    if (job.local_world_size == 1) settings.stage = ZeroStage::kDataParallel;
+    if (job.local_world_size > 1) settings.hybrid_shard_size = job.local_world_size;
+    settings.weights_from_main_process = false;  // every group starts from whole weights
+  }
   settings.mixed_precision = mixed_precision;
   std::vector<std::string> notes;
   if (settings.file) {

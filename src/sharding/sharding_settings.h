@@ -62,6 +62,11 @@ struct ShardingSettings {
   // Accelerator::zero3_init() builds empty on every process but the main
   // one, and prepare() frees every unit until it runs.
   bool weights_from_main_process = false;
+  // Hybrid sharding (FSDP's HYBRID_SHARD at stage 3, _HYBRID_SHARD_ZERO2 at
+  // stage 2): the processes of each group of this many consecutive ranks
+  // (a machine's, unless set) shard the model among themselves, and the
+  // groups replicate it. 0: one group, the whole job.
+  int hybrid_shard_size = 0;
 
   // The norm DeepSpeed clips every step's gradients to; nullopt: none.
   std::optional<double> clipping() const;

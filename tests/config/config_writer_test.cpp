@@ -269,13 +269,13 @@ TEST(Questionnaire, DeepSpeedWithAJsonFileAsksNoMore) {
 
 TEST(Questionnaire, FsdpAsksAcceleratesQuestions) {
   std::string transcript;
-  // FSDP 1 (menu entry 0): HYBRID_SHARD refused, then FULL_SHARD (Accelerate's
-  // default answer), offloading, its wrap policy
+  // FSDP 1 (menu entry 0): FULL_SHARD (Accelerate's default answer),
+  // offloading, its wrap policy
   // (entry 0, TRANSFORMER_BASED_WRAP) and the class names (an empty answer
   // and one without a name are asked again), FULL_STATE_DICT (entry 0), no
   // CPU RAM efficient loading, and then no module-state broadcast (FSDP 1).
   ClusterAnswers v1 = answer(
-      "0\n2\n1\nno\nno\nyes\n0\nHYBRID_SHARD\n\nyes\n0\n\n, ,\nBlock,Mlp\n0\nno\nno\n2\n\n",
+      "0\n2\n1\nno\nno\nyes\n0\n\nyes\n0\n\n, ,\nBlock,Mlp\n0\nno\nno\n2\n\n",
       &transcript);
   EXPECT_EQ(v1.distributed_type, "FSDP");
   ASSERT_TRUE(v1.fsdp.has_value());
@@ -288,10 +288,8 @@ TEST(Questionnaire, FsdpAsksAcceleratesQuestions) {
                 "What should be your sharding strategy?\n  [0] FULL_SHARD\n  [1] SHARD_GRAD_OP\n"),
             std::string::npos)
       << transcript;
-  EXPECT_NE(transcript.find("FSDP sharding strategy HYBRID_SHARD shards parameters (ZeRO-3) "
-                            "within each machine and replicates across machines, which "
-                            "accelerate-cpp does not have yet; use FULL_SHARD."),
-            std::string::npos)
+  // Every strategy runs, the hybrid ones too.
+  EXPECT_NE(transcript.find("  [3] HYBRID_SHARD\n  [4] HYBRID_SHARD_ZERO2\n"), std::string::npos)
       << transcript;
   EXPECT_NE(transcript.find("What should be your auto wrap policy?\n  [0] TRANSFORMER_BASED_WRAP\n"
                             "  [1] SIZE_BASED_WRAP\n  [2] NO_WRAP\n"),

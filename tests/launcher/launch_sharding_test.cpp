@@ -212,9 +212,7 @@ TEST(LaunchSharding, WhatTheRanksWouldRefuseIsRefusedFirst) {
                               "false", "--fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP", "p"}),
             "(no error)");
   EXPECT_EQ(sharding_refusal({"--use_fsdp", "--fsdp_sharding_strategy", "HYBRID_SHARD", "p"}),
-            "--fsdp_sharding_strategy: FSDP sharding strategy HYBRID_SHARD shards parameters (ZeRO-3) within each machine "
-            "and replicates across machines, which accelerate-cpp does not have yet; use "
-            "FULL_SHARD");
+            "(no error)");
   // Stage 3 runs (its units are the model's repeated blocks).
   EXPECT_EQ(sharding_refusal({"--use_deepspeed", "--zero_stage", "3", "p"}), "(no error)");
   EXPECT_EQ(sharding_refusal({"--use_deepspeed", "--deepspeed_config_file", "/no/such.json", "p"}),
@@ -281,8 +279,8 @@ TEST(LaunchSharding, RefusalsExitWithTwoAndOneLine) {
   TemporaryFolder folder;
   const std::string config = folder.path() + "/fsdp.yaml";
   std::ofstream(config)
-      << "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: HYBRID_SHARD_ZERO2\n"
-         "num_processes: 2\nuse_cpu: true\n";
+      << "distributed_type: FSDP\nfsdp_config:\n  fsdp_cpu_ram_efficient_loading: true\n"
+         "  fsdp_sync_module_states: false\nnum_processes: 2\nuse_cpu: true\n";
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"launch", "--config_file", config, kProbe, "exit", "0"},
         std::vector<std::string>{"launch", "--cpu", "--use_deepspeed", "--offload_param_device",

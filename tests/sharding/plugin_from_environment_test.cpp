@@ -184,7 +184,7 @@ TEST(PluginFromEnvironment, FsdpStrategiesAreZeroStages) {
             2);
 }
 
-TEST(PluginFromEnvironment, FullShardIsStage3AndHybridStrategiesAreRefused) {
+TEST(PluginFromEnvironment, FullShardIsStage3AndHybridStrategiesAreStages3And2) {
   EXPECT_EQ(plugin_for({{"ACCELERATE_USE_FSDP", "true"}, {"FSDP_SHARDING_STRATEGY", "FULL_SHARD"}})
                 .zero_stage(),
             3);
@@ -194,13 +194,11 @@ TEST(PluginFromEnvironment, FullShardIsStage3AndHybridStrategiesAreRefused) {
                         {"FSDP_RESHARD_AFTER_FORWARD", "true"}})
                 .zero_stage(),
             3);
-  EXPECT_EQ(
-      refusal_for({{"ACCELERATE_USE_FSDP", "true"}, {"FSDP_SHARDING_STRATEGY", "HYBRID_SHARD"}}),
-      "FSDP_SHARDING_STRATEGY: FSDP sharding strategy HYBRID_SHARD shards parameters (ZeRO-3) within each machine and "
-      "replicates across machines, which accelerate-cpp does not have yet; use FULL_SHARD");
-  EXPECT_EQ(refusal_for({{"ACCELERATE_USE_FSDP", "true"}, {"FSDP_SHARDING_STRATEGY", "5"}}),
-            "FSDP_SHARDING_STRATEGY: FSDP sharding strategy HYBRID_SHARD_ZERO2 shards within each machine and replicates "
-            "across machines, which accelerate-cpp does not have yet; use SHARD_GRAD_OP");
+  // Sharded within each machine, replicated across machines (the engine's groups).
+  EXPECT_EQ(plugin_for({{"ACCELERATE_USE_FSDP", "true"}, {"FSDP_SHARDING_STRATEGY", "HYBRID_SHARD"}})
+                .zero_stage(),
+            3);
+  EXPECT_EQ(plugin_for({{"ACCELERATE_USE_FSDP", "true"}, {"FSDP_SHARDING_STRATEGY", "5"}}).zero_stage(), 2);
 }
 
 TEST(PluginFromEnvironment, ReshardAfterForwardMustFitTheFsdpVersion) {
