@@ -90,6 +90,11 @@ struct CheckpointMetadata {
   // index model[_i]_shards.json, instead of model[_i].safetensors. Absent
   // from older checkpoints: none.
   std::vector<int64_t> sharded_models;
+  // Hybrid sharding: the processes the model pieces and optimizer shards
+  // were cut for (one machine's: one copy is saved, not one per machine).
+  // 0, absent from other checkpoints: world_size.
+  int shard_world_size = 0;
+  int shards_saved_by() const { return shard_world_size > 0 ? shard_world_size : world_size; }
 
   std::string to_json() const;
   // `source` names the file in errors.

@@ -93,13 +93,20 @@ class AcceleratorCheckpointing {
 
   static checkpoint::ItemContext item_context(const Accelerator& a, const checkpoint::CheckpointFiles& files,
                                               const CheckpointMetadata* metadata) {
-    return checkpoint::ItemContext{files, a.process_index(), a.num_processes(),
-                                   a.options_.checkpoint_options().sync_to_disk(), metadata};
+    checkpoint::ItemContext context{files, a.process_index(), a.num_processes(),
+                                    a.options_.checkpoint_options().sync_to_disk(), metadata};
+    const ParallelEngine::ShardPlace place = a.engine_->shard_place(a.process_index(), a.num_processes());
+    context.shard_rank = place.rank;
+    context.shard_world_size = place.world_size;
+    context.writes_shards = place.writes;
+    return context;
   }
 
   static CheckpointMetadata metadata(const Accelerator& a) {
     CheckpointMetadata metadata;
     metadata.world_size = a.num_processes();
+    const int shard_world = a.engine_->shard_place(a.process_index(), a.num_processes()).world_size;
+    if (shard_world != a.num_processes()) metadata.shard_world_size = shard_world;
     metadata.models = static_cast<int64_t>(a.prepared_modules_.size());
     metadata.optimizers = static_cast<int64_t>(a.prepared_optimizers_.size());
     metadata.schedulers = static_cast<int64_t>(a.prepared_schedulers_.size());
@@ -181,7 +188,6 @@ HookHandle Accelerator::register_load_state_pre_hook(LoadStatePreHook hook) {
 }
 
 std::string Accelerator::save_state(const std::optional<std::string>& output_dir) {
-  engine_->check_checkpoint_support();
   const bool numbered = !output_dir;
   StagedCheckpoint staged(*comm_, numbered ? Parts::next_folder(*this) : *output_dir,
                           options_.checkpoint_options(), /*allow_replace=*/!numbered);
@@ -215,7 +221,6 @@ std::string Accelerator::save_state(const std::optional<std::string>& output_dir
 }
 
 std::string Accelerator::load_state(const std::optional<std::string>& input_dir) {
-  engine_->check_checkpoint_support();
   std::string folder;
   if (input_dir) {
     folder = *input_dir;

@@ -36,10 +36,12 @@ class ModelItem : public checkpoint::CheckpointItem {
   void write(const ItemContext& context) override {
     const CheckpointFiles& files = context.files;
     if (const sharding::ModelShards* shards = engine_.saved_in_pieces(model_)) {
-      // Each process its pieces, read from its shards (no collective).
-      const std::string path = files.model_piece(index_, context.rank);
-      sharding::save_model_pieces(model_, *shards, context.rank, context.world_size, path,
-                                  context.main_process() ? files.model_pieces_index(index_) : "");
+      // Each process its pieces, read from its shards (no collective);
+      // under hybrid sharding one machine's processes (one copy).
+      if (!context.writes_shards) return;
+      const std::string path = files.model_piece(index_, context.shard_rank);
+      sharding::save_model_pieces(model_, *shards, context.shard_rank, context.shard_world_size, path,
+                                  context.shard_rank == 0 ? files.model_pieces_index(index_) : "");
       context.written(path);
       return;
     }
@@ -115,13 +117,14 @@ class OptimizerItem : public checkpoint::CheckpointItem {
   void write(const ItemContext& context) override {
     const CheckpointFiles& files = context.files;
     if (shards_ == nullptr && !context.main_process()) return;
-    if (shards_ != nullptr && context.main_process()) {
+    if (shards_ != nullptr && !context.writes_shards) return;  // another machine's copy
+    if (shards_ != nullptr && context.shard_rank == 0) {
       // How the per-process files cut the optimizer's parameters.
       checkpoint::write_text_file(files.optimizer_partition(index_),
-                                  shards_->layout().manifest(context.world_size));
+                                  shards_->layout().manifest(context.shard_world_size));
     }
     const std::string archive =
-        shards_ != nullptr ? files.optimizer_shard(index_, context.rank) : files.optimizer(index_);
+        shards_ != nullptr ? files.optimizer_shard(index_, context.shard_rank) : files.optimizer(index_);
     checkpoint::save_optimizer_state(optimizer_, archive, CheckpointFiles::tensors_beside(archive),
                                      [&](const std::string& path) { context.written(path); });
   }
@@ -141,10 +144,11 @@ class OptimizerItem : public checkpoint::CheckpointItem {
     }
     // Saved per process and read through the layout, each saved shard
     // checked when it is applied, before anything changes.
-    resharded_ = saved_sharded && (context.saved_world() != context.world_size || shards_ == nullptr);
+    resharded_ =
+        saved_sharded && (context.saved_shard_world() != context.shard_world_size || shards_ == nullptr);
     if (resharded_) return;
     if (shards_ != nullptr) shards_->layout().check_manifest(files.optimizer_partition(index_));
-    pending_.emplace(optimizer_, shards_ != nullptr ? files.optimizer_shard(index_, context.rank)
+    pending_.emplace(optimizer_, shards_ != nullptr ? files.optimizer_shard(index_, context.shard_rank)
                                                     : files.optimizer(index_));
   }
 
@@ -158,9 +162,10 @@ class OptimizerItem : public checkpoint::CheckpointItem {
     const auto archive_of = [files, index](int k) { return files.optimizer_shard(index, k); };
     const std::string manifest = files.optimizer_partition(index_);
     if (shards_ != nullptr) {
-      shards_->load_resharded(context.saved_world(), manifest, archive_of);
+      shards_->load_resharded(context.saved_shard_world(), manifest, archive_of);
     } else {
-      sharding::load_sharded_state_whole(optimizer_, models_, context.saved_world(), manifest, archive_of);
+      sharding::load_sharded_state_whole(optimizer_, models_, context.saved_shard_world(), manifest,
+                                         archive_of);
     }
   }
 

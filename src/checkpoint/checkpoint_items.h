@@ -38,9 +38,18 @@ struct ItemContext {
   // load_state: what the folder says it holds (world_size: the processes
   // that saved it).
   const CheckpointMetadata* metadata = nullptr;
+  // Where this process's shards sit (ParallelEngine::ShardPlace): its rank
+  // and their number among the processes sharing them, and whether it
+  // writes them (under hybrid sharding only the first machine's processes
+  // do: the other machines hold the same shards).
+  int shard_rank = 0;
+  int shard_world_size = 1;
+  bool writes_shards = true;
 
   bool main_process() const { return rank == 0; }
   int saved_world() const { return metadata ? metadata->world_size : world_size; }
+  // The processes the saved shards were cut for.
+  int saved_shard_world() const { return metadata ? metadata->shards_saved_by() : shard_world_size; }
   // Called as each file is complete: its write-back starts now (sync_to_disk).
   void written(const std::string& path) const;
 };

@@ -46,6 +46,7 @@ std::string CheckpointMetadata::to_json() const {
       {"sharded_optimizers", sharded_optimizers},
   };
   if (!sharded_models.empty()) json["sharded_models"] = sharded_models;
+  if (shard_world_size > 0) json["shard_world_size"] = shard_world_size;
   return json.dump(2) + "\n";
 }
 
@@ -82,6 +83,14 @@ CheckpointMetadata CheckpointMetadata::from_json(const std::string& text,
   }
   if (json.contains("sharded_models")) {
     metadata.sharded_models = field<std::vector<int64_t>>(json, "sharded_models", source);
+  }
+  if (json.contains("shard_world_size")) {
+    metadata.shard_world_size = field<int>(json, "shard_world_size", source);
+    if (metadata.shard_world_size < 1 || metadata.shard_world_size > metadata.world_size ||
+        metadata.world_size % metadata.shard_world_size != 0) {
+      throw Error(source + ": shard_world_size " + std::to_string(metadata.shard_world_size) +
+                  " does not divide world_size " + std::to_string(metadata.world_size));
+    }
   }
   return metadata;
 }

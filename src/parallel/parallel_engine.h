@@ -108,9 +108,17 @@ class ParallelEngine {
   virtual std::vector<GradientReducer*> reducers() const = 0;
 
   // ---- Checkpoints and saved models --------------------------------------------
-  // Before save_state and load_state: Error (the same on every process)
-  // where this engine cannot write or read a checkpoint yet.
-  virtual void check_checkpoint_support() const {}
+  // Where this process's shards of weights and optimizer state sit among
+  // the processes sharing them, for checkpoints: by default the job's rank
+  // and size, every process writing its own.
+  struct ShardPlace {
+    int rank = 0;
+    int world_size = 1;
+    bool writes = true;
+  };
+  virtual ShardPlace shard_place(int job_rank, int job_world_size) const {
+    return {job_rank, job_world_size, true};
+  }
   // Every prepared model's whole weights until the guard goes (collective).
   virtual ScopeGuard full_weights() { return ScopeGuard(nullptr); }
   // `module`'s weights in groups that can be gathered one at a time, or

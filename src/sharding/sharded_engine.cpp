@@ -281,11 +281,10 @@ ModelShards* ShardedEngine::saved_in_pieces(const torch::nn::Module& module) con
   return settings_.sharded_state_dict ? model_shards(module) : nullptr;
 }
 
-void ShardedEngine::check_checkpoint_support() const {
-  if (!groups_.replicas) return;
-  throw Error(
-      "save_state and load_state do not support hybrid sharding (HYBRID_SHARD) yet; save_model "
-      "writes the whole model, or train with FULL_SHARD to checkpoint");
+ParallelEngine::ShardPlace ShardedEngine::shard_place(int job_rank, int job_world_size) const {
+  if (!groups_.replicas) return {job_rank, job_world_size, true};
+  // One copy: the first machine's processes write theirs (replica rank 0).
+  return {groups_.shard->rank(), groups_.shard->world_size(), groups_.replicas->rank() == 0};
 }
 
 ShardedOptimizer* ShardedEngine::optimizer_shards(const torch::optim::Optimizer& optimizer) const {

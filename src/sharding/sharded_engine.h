@@ -49,7 +49,7 @@ class ShardedEngine : public ParallelEngine {
   ModelShards* saved_in_pieces(const torch::nn::Module& module) const override;
   ShardedOptimizer* optimizer_shards(const torch::optim::Optimizer& optimizer) const override;
   std::optional<at::ScalarType> saved_weights_dtype() const override { return settings_.sixteen_bit_dtype(); }
-  void check_checkpoint_support() const override;
+  ShardPlace shard_place(int job_rank, int job_world_size) const override;
 
  private:
   // One prepared model of a job of several processes.

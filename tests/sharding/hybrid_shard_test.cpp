@@ -25,6 +25,7 @@
 #include "accelerate/accelerator.h"
 #include "accelerate/errors.h"
 #include "accelerate/fsdp_plugin.h"
+#include "accelerate/safetensors.h"
 #include "sharding/zero_test_model.h"
 #include "sharding/zero_test_support.h"
 #include "support/temp_dir.h"
@@ -142,9 +143,9 @@ TEST(HybridShard, OnOneMachineItIsFullShardAndWithOneProcessPerMachineDataParall
   expect_close(train(one_per_machine), train({std::nullopt, 1}), 0);
 }
 
-TEST(HybridShard, SaveStateIsRefusedOnEveryProcessAndSaveModelWritesTheWholeModel) {
+TEST(HybridShard, SaveModelWritesTheWholeModelOnce) {
   accelerate::testing::TempDir folder("hybrid-shard-test");
-  std::vector<std::string> errors(kWorld);
+  std::vector<std::vector<at::Tensor>> weights(kWorld);
   accelerate::testing::run_ranks_of_jobs(
       kWorld, [](int rank) { return job_of(rank, 2); },
       [&](int rank, std::shared_ptr<Communicator> comm) {
@@ -152,18 +153,12 @@ TEST(HybridShard, SaveStateIsRefusedOnEveryProcessAndSaveModelWritesTheWholeMode
         BlockStack model;
         accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(), torch::optim::SGDOptions(0.01));
         accelerator.prepare(model, optimizer);
-        try {
-          accelerator.save_state(folder.path() + "/state");
-        } catch (const accelerate::Error& error) {
-          errors[static_cast<std::size_t>(rank)] = error.what();
-        }
         accelerator.save_model(*model, folder.path() + "/model");
+        weights[static_cast<std::size_t>(rank)] = accelerate::testing::whole_weights(accelerator, *model);
       });
-  for (const std::string& error : errors) {
-    EXPECT_THAT(error, ::testing::HasSubstr("save_state and load_state do not support hybrid sharding"));
-  }
-  EXPECT_FALSE(std::filesystem::exists(folder.path() + "/state"));
-  EXPECT_TRUE(std::filesystem::exists(folder.path() + "/model/model.safetensors"));
+  const accelerate::NamedTensors saved = accelerate::load_safetensors(folder.path() + "/model/model.safetensors");
+  ASSERT_EQ(saved.size(), weights[0].size());
+  for (std::size_t i = 0; i < saved.size(); ++i) EXPECT_TRUE(at::equal(saved[i].second, weights[0][i]));
 }
 
 }  // namespace hybrid_shard_test
