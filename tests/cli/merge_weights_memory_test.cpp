@@ -93,6 +93,7 @@ TEST(MergeWeightsMemory, PeakResidentMemoryIsTheLargestTensorPlus64MiBAtMost) {
   const Exit exit = run_with_rusage(
       {ACCELERATE_CLI_PATH, "merge-weights", checkpoint, output, "--max_shard_size", "300MB"});
   ASSERT_EQ(exit.status, 0);
+  RecordProperty("peak_resident_kib", std::to_string(exit.peak_kib));
   const long largest_kib = kElements * 4 / 1024;
   EXPECT_LE(exit.peak_kib, largest_kib + 64 * 1024) << "peak resident memory in KiB";
 
