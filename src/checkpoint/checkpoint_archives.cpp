@@ -131,24 +131,6 @@ void load_rng_states(torch::serialize::InputArchive& archive) {
   }
 }
 
-void write_text_file(const std::string& path, const std::string& text) {
-  std::FILE* file = std::fopen(path.c_str(), "wb");
-  if (file == nullptr) throw Error("cannot create " + path + ": " + std::strerror(errno));
-  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
-  const int saved = errno;
-  if (std::fclose(file) != 0 || !written) {
-    throw Error("cannot write " + path + ": " + std::strerror(written ? errno : saved));
-  }
-}
-
-std::string read_checkpoint_file(const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("checkpoint file " + path + " is missing (" + what + ")");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // Every process learns the main process's error (or every rank's), so no
 // one is left waiting in a barrier for a process that gave up.
 void agree(Communicator& comm, const std::string& local_error, const std::string& what) {

@@ -8,6 +8,8 @@
 #include <functional>
 #include <string>
 
+#include "checkpoint/checkpoint_files.h"
+
 namespace torch::serialize {
 class InputArchive;
 class OutputArchive;
@@ -43,12 +45,6 @@ void start_writeback(const std::string& path);
 // Every process's `local_error` (empty: none) to all: throws the same Error
 // on every process when any failed ("<what> failed on rank r: ...").
 void agree(Communicator& comm, const std::string& local_error, const std::string& what);
-
-// Writes `text` to a new file at `path`; Error naming the path on failure.
-void write_text_file(const std::string& path, const std::string& text);
-// The whole text of checkpoint file `path`; Error "checkpoint file <path> is
-// missing (<what>)" when it cannot be opened.
-std::string read_checkpoint_file(const std::string& path, const std::string& what);
 
 void write_int(torch::serialize::OutputArchive& archive, const std::string& key, int64_t value);
 // Throws Error naming `key` when it is missing or not an integer.

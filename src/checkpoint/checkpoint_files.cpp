@@ -1,8 +1,14 @@
 #include "checkpoint/checkpoint_files.h"
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
-#include "accelerate/checkpointing.h"
+#include "accelerate/detail/checkpoint_metadata.h"
+#include "accelerate/errors.h"
 
 namespace accelerate::checkpoint {
 namespace {
@@ -60,6 +66,24 @@ std::string CheckpointFiles::random_states(int rank) const {
 
 std::string checkpoints_folder(const std::string& project_dir) {
   return (std::filesystem::path(project_dir) / "checkpoints").string();
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  std::FILE* file = std::fopen(path.c_str(), "wb");
+  if (file == nullptr) throw Error("cannot create " + path + ": " + std::strerror(errno));
+  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
+  const int saved = errno;
+  if (std::fclose(file) != 0 || !written) {
+    throw Error("cannot write " + path + ": " + std::strerror(written ? errno : saved));
+  }
+}
+
+std::string read_checkpoint_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("checkpoint file " + path + " is missing (" + what + ")");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 }  // namespace accelerate::checkpoint

@@ -2,7 +2,8 @@
 // LevelDB's db/filename.h names every file of a database): the layout of
 // docs/checkpoint-format.md, which mirrors Hugging Face Accelerate's. The
 // first object of each kind has the bare name (model.safetensors), the
-// others an index (model_1.safetensors). Internal.
+// others an index (model_1.safetensors). Internal and torch-free: the
+// command line (`accelerate merge-weights`) reads checkpoints by these names.
 #pragma once
 
 #include <cstddef>
@@ -43,5 +44,11 @@ class CheckpointFiles {
 
 // {project_dir}/checkpoints: where automatically named checkpoints go.
 std::string checkpoints_folder(const std::string& project_dir);
+
+// Writes `text` to a new file at `path`; Error naming the path on failure.
+void write_text_file(const std::string& path, const std::string& text);
+// The whole text of checkpoint file `path`; Error "checkpoint file <path> is
+// missing (<what>)" when it cannot be opened.
+std::string read_checkpoint_file(const std::string& path, const std::string& what);
 
 }  // namespace accelerate::checkpoint

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "accelerate/checkpointing.h"
+#include "accelerate/detail/checkpoint_metadata.h"
 #include "accelerate/errors.h"
 #include "checkpoint/checkpoint_files.h"
 

@@ -10,15 +10,13 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <set>
-
-#include <nlohmann/json.hpp>
 
 #include "accelerate/errors.h"
 #include "accelerate/safetensors.h"
 #include "checkpoint/safetensors_dtype.h"
 #include "checkpoint/safetensors_header.h"
 #include "checkpoint/safetensors_io.h"
+#include "checkpoint/safetensors_layout.h"
 #include "checkpoint/safetensors_streaming.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -29,14 +27,6 @@ namespace accelerate {
 namespace {
 
 using safetensors::File;
-
-struct Item {
-  const std::string* name;
-  const at::Tensor* tensor;
-  const char* dtype;
-  size_t element_size;
-  uint64_t nbytes;
-};
 
 // Collects small writes into one buffer; large ones go straight through.
 class CoalescingWriter {
@@ -68,29 +58,23 @@ class CoalescingWriter {
   throw Error("cannot write safetensors file '" + path + "': " + problem);
 }
 
-std::vector<Item> plan(const std::string& path, const NamedTensors& tensors) {
-  std::vector<Item> items;
-  items.reserve(tensors.size());
-  std::set<std::string> seen;
+// The file's layout for `tensors` (their own dtypes and shapes), after the
+// checks only LibTorch can make.
+safetensors::FileLayout plan(const std::string& path, const NamedTensors& tensors,
+                             const SafetensorsMetadata& metadata) {
+  std::vector<safetensors::TensorSpec> specs;
+  specs.reserve(tensors.size());
   for (const auto& [name, tensor] : tensors) {
     const std::string shown = safetensors::printable(name);
-    if (name.empty()) fail(path, "a tensor has an empty name");
-    if (name == "__metadata__") fail(path, "'__metadata__' is reserved and cannot name a tensor");
-    if (!seen.insert(name).second) fail(path, "tensor name '" + shown + "' appears twice");
     if (!tensor.defined()) fail(path, "tensor '" + shown + "' is undefined");
     const char* dtype = safetensors::dtype_name(tensor.scalar_type());
     if (dtype == nullptr) {
       fail(path, "tensor '" + shown + "' has dtype " + std::string(c10::toString(tensor.scalar_type())) +
                      ", which safetensors cannot store");
     }
-    const size_t element_size = tensor.element_size();
-    items.push_back({&name, &tensor, dtype, element_size, tensor.numel() * element_size});
+    specs.push_back({name, dtype, tensor.sizes().vec()});
   }
-  // Largest elements first keeps every tensor aligned to its element size
-  // (the data section starts 8-byte aligned), as Hugging Face's writer does.
-  std::stable_sort(items.begin(), items.end(),
-                   [](const Item& a, const Item& b) { return a.element_size > b.element_size; });
-  return items;
+  return safetensors::layout_file(path, specs, metadata);
 }
 
 std::string temporary_name(const std::string& path) {
@@ -103,35 +87,6 @@ void rename_into_place(const std::string& temporary, const std::string& path) {
   }
 }
 
-std::string header_text(const std::string& path, const std::vector<Item>& items,
-                        const SafetensorsMetadata& metadata) {
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
-  uint64_t offset = 0;
-  for (const auto& item : items) {
-    header[*item.name] = {{"dtype", item.dtype},
-                          {"shape", item.tensor->sizes().vec()},
-                          {"data_offsets", {offset, offset + item.nbytes}}};
-    offset += item.nbytes;
-  }
-  std::string text;
-  try {
-    text = header.dump();
-  } catch (const nlohmann::json::exception& e) {
-    fail(path, std::string("a tensor name or metadata string is not valid UTF-8 (") + e.what() + ")");
-  }
-  // Spaces up to a multiple of 8, as Hugging Face pads, so data is aligned.
-  text.append((8 - text.size() % 8) % 8, ' ');
-  return text;
-}
-
-void write_header(CoalescingWriter& out, const std::string& header) {
-  unsigned char length[8];
-  for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(uint64_t{header.size()} >> (8 * i));
-  out.write(length, 8);
-  out.write(header.data(), header.size());
-}
-
 // The bytes of `tensor` as the file stores them (a CPU copy when it is not
 // a contiguous CPU tensor).
 at::Tensor file_bytes(const at::Tensor& tensor) {
@@ -140,12 +95,12 @@ at::Tensor file_bytes(const at::Tensor& tensor) {
   return out.contiguous();  // no copy when it already is
 }
 
-void write_file(File& file, const std::string& header, const std::vector<Item>& items) {
+void write_file(File& file, const safetensors::FileLayout& layout, const NamedTensors& tensors) {
   CoalescingWriter out(file);
-  write_header(out, header);
-  for (const auto& item : items) {
-    if (item.nbytes == 0) continue;
-    out.write(file_bytes(*item.tensor).data_ptr(), item.nbytes);
+  out.write(layout.prefix.data(), layout.prefix.size());
+  for (std::size_t i : layout.order) {
+    if (layout.sizes[i] == 0) continue;
+    out.write(file_bytes(tensors[i].second).data_ptr(), layout.sizes[i]);
   }
   out.flush();
 }
@@ -154,14 +109,13 @@ void write_file(File& file, const std::string& header, const std::vector<Item>& 
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const SafetensorsMetadata& metadata) {
-  const std::vector<Item> items = plan(path, tensors);
-  const std::string header = header_text(path, items, metadata);
+  const safetensors::FileLayout layout = plan(path, tensors, metadata);
   // A temporary name in the same directory, renamed into place at the end:
   // a crash or error never leaves a truncated file under `path`.
   const std::string temporary = temporary_name(path);
   try {
     File file = File::open_write(temporary);
-    write_file(file, header, items);
+    write_file(file, layout, tensors);
     file.close();
     rename_into_place(temporary, path);
   } catch (...) {
@@ -179,18 +133,14 @@ struct StreamedFile::Output {
 StreamedFile::StreamedFile(std::string path, const NamedTensors& layout,
                            const SafetensorsMetadata& metadata)
     : path_(std::move(path)), temporary_(temporary_name(path_)) {
-  const std::vector<Item> items = plan(path_, layout);
-  const std::string header = header_text(path_, items, metadata);
-  uint64_t offset = 8 + header.size();
-  for (const auto& item : items) {
-    places_[*item.name] = Place{offset, item.nbytes, item.tensor->scalar_type(), false};
-    offset += item.nbytes;
+  const FileLayout planned = plan(path_, layout, metadata);
+  for (std::size_t i = 0; i < layout.size(); ++i) {
+    places_[layout[i].first] =
+        Place{planned.offsets[i], planned.sizes[i], layout[i].second.scalar_type(), false};
   }
   file_ = std::make_unique<Output>(Output{File::open_write(temporary_)});
   try {
-    CoalescingWriter out(file_->file);
-    write_header(out, header);
-    out.flush();
+    file_->file.write_all(planned.prefix.data(), planned.prefix.size());
   } catch (...) {  // no destructor runs for a throwing constructor
     file_.reset();
     std::remove(temporary_.c_str());

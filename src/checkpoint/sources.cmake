@@ -6,7 +6,8 @@
 target_sources(accelerate_common PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/safetensors_header.cpp
   ${CMAKE_CURRENT_LIST_DIR}/safetensors_io.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/safetensors_sharding.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/safetensors_sharding.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/safetensors_layout.cpp)
 target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/safetensors_reader.cpp
   ${CMAKE_CURRENT_LIST_DIR}/safetensors_writer.cpp
@@ -15,12 +16,16 @@ target_sources(accelerate PRIVATE
 # ---- end safetensors ---------------------------------------------------------
 
 # ---- save_state / load_state: checkpoint folders and state items -----------
+# File names, the metadata file and the model pieces' index are torch-free:
+# `accelerate merge-weights` reads checkpoints with them.
+target_sources(accelerate_common PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/checkpoint_files.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/checkpoint_metadata.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/model_pieces_index.cpp)
 target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_directory.cpp
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_archives.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/checkpoint_files.cpp
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_items.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/checkpoint_metadata.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optimizer_kinds.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optimizer_reshard.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optimizer_state.cpp)

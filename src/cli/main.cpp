@@ -13,6 +13,7 @@
 #include "cli/env_command.h"
 #include "cli/estimate_memory_command.h"
 #include "cli/launch_command.h"
+#include "cli/merge_weights_command.h"
 #include "cli/test_command.h"
 
 namespace {
@@ -34,6 +35,8 @@ const Subcommand kSubcommands[] = {
     {"test", "check distributed training works here with your settings", accelerate::cli::run_test_command},
     {"estimate-memory", "memory to load and train a model, per dtype",
      accelerate::cli::run_estimate_memory_command},
+    {"merge-weights", "a checkpoint's model as safetensors files, merged from every process's",
+     accelerate::cli::run_merge_weights_command},
 };
 
 void print_help() {

@@ -1,6 +1,6 @@
 # Sources of the command line's subcommands (target_sources on
 # 'accelerate_cli_core'): every command's entry point (launch, config, env,
-# test, estimate-memory) and the sanity program that `accelerate test`
+# test, estimate-memory, merge-weights) and the sanity program that `accelerate test`
 # launches. The launch and config commands drive src/launcher/ and src/config/.
 target_sources(accelerate_cli_core PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/launch_command.cpp
@@ -10,6 +10,8 @@ target_sources(accelerate_cli_core PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/test_command.cpp
   ${CMAKE_CURRENT_LIST_DIR}/estimate_memory_command.cpp
   ${CMAKE_CURRENT_LIST_DIR}/memory_estimate.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/merge_weights.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/merge_weights_command.cpp
   ${CMAKE_CURRENT_LIST_DIR}/safetensors_model_size.cpp)
 
 # ---- Build facts for `accelerate env` ---------------------------------------

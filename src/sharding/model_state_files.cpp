@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <unordered_map>
 
-#include <nlohmann/json.hpp>
-
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 #include <c10/util/accumulate.h>
@@ -13,11 +11,12 @@
 #include "accelerate/errors.h"
 #include "accelerate/gradient_reducer.h"
 #include "checkpoint/checkpoint_archives.h"
+#include "checkpoint/model_pieces_index.h"
 #include "checkpoint/model_streaming.h"
 #include "checkpoint/safetensors_dtype.h"
+#include "parallel/sharded_gradients.h"
 #include "sharding/shard_layout.h"
 #include "sharding/zero_optimizer.h"
-#include "parallel/sharded_gradients.h"
 
 namespace accelerate::sharding {
 
@@ -39,8 +38,6 @@ std::vector<ShardPiece> shard_pieces(const GradientReducer& reducer, int rank, i
 }
 
 namespace {
-
-using Json = nlohmann::json;
 
 std::string printable_shape(const std::vector<std::int64_t>& shape) {
   std::string out = "[";
@@ -78,55 +75,44 @@ void save_model_pieces(const torch::nn::Module& module, const ModelShards& shard
   save_safetensors(file, mine, {{"format", "pt"}});
   if (index_path.empty()) return;
 
-  Json tensors = Json::object();
+  checkpoint::ModelPiecesIndex index;
+  index.world_size = world;
+  std::unordered_map<std::string, std::size_t> position;  // state name -> index entry
   for (const auto& [name, tensor] : state) {
-    Json entry = {{"dtype", safetensors::dtype_name(tensor.scalar_type())},
-                  {"shape", tensor.sizes().vec()},
-                  {"pieces", Json::array()}};
-    auto it = in_bucket.find(tensor.unsafeGetTensorImpl());
-    if (it == in_bucket.end()) entry["pieces"].push_back({0, 0, tensor.numel()});
-    tensors[name] = entry;
+    checkpoint::SavedTensor saved{
+        name, safetensors::dtype_name(tensor.scalar_type()), tensor.sizes().vec(), {}};
+    if (in_bucket.count(tensor.unsafeGetTensorImpl()) == 0)
+      saved.pieces.push_back({0, 0, tensor.numel()});
+    position[name] = index.tensors.size();
+    index.tensors.push_back(std::move(saved));
   }
   for (int r = 0; r < world; ++r) {
     for (const ShardPiece& piece : by_rank[static_cast<std::size_t>(r)]) {
       auto it = name_of.find(piece.parameter);
-      if (it != name_of.end())
-        tensors[it->second]["pieces"].push_back({r, piece.offset, piece.numel});
+      if (it != name_of.end()) {
+        index.tensors[position.at(it->second)].pieces.push_back({r, piece.offset, piece.numel});
+      }
     }
   }
-  checkpoint::write_text_file(index_path,
-                              Json({{"world_size", world}, {"tensors", tensors}}).dump(1) + "\n");
+  checkpoint::write_text_file(index_path, index.to_json());
 }
 
 ModelStateFiles ModelStateFiles::from_index(const std::string& index_path,
                                             const std::function<std::string(int)>& file_of) {
   ModelStateFiles out;
   out.source_ = index_path;
-  const std::string text = checkpoint::read_checkpoint_file(index_path, "the model's shard index");
-  try {
-    const Json index = Json::parse(text);
-    const int world = index.at("world_size").get<int>();
-    if (world < 1) throw Error(index_path + ": world_size must be at least 1");
-    for (int k = 0; k < world; ++k) out.files_.emplace_back(file_of(k));
-    for (const auto& [name, saved] : index.at("tensors").items()) {
-      Entry entry;
-      const auto dtype = safetensors::scalar_type(saved.at("dtype").get<std::string>());
-      if (!dtype) throw Error(index_path + ": tensor '" + name + "' has an unknown dtype");
-      entry.dtype = *dtype;
-      entry.shape = saved.at("shape").get<std::vector<std::int64_t>>();
-      for (const auto& piece : saved.at("pieces")) {
-        const int file = piece.at(0).get<int>();
-        if (file < 0 || file >= world) {
-          throw Error(index_path + ": tensor '" + name + "' names process " + std::to_string(file) +
-                      " of " + std::to_string(world));
-        }
-        entry.pieces.push_back({static_cast<std::size_t>(file), piece.at(1).get<std::int64_t>(),
-                                piece.at(2).get<std::int64_t>()});
-      }
-      out.tensors_[name] = std::move(entry);
+  const checkpoint::ModelPiecesIndex index = checkpoint::ModelPiecesIndex::read(index_path);
+  for (int k = 0; k < index.world_size; ++k) out.files_.emplace_back(file_of(k));
+  for (const checkpoint::SavedTensor& saved : index.tensors) {
+    Entry entry;
+    const auto dtype = safetensors::scalar_type(saved.dtype);
+    if (!dtype) throw Error(index_path + ": tensor '" + saved.name + "' has an unknown dtype");
+    entry.dtype = *dtype;
+    entry.shape = saved.shape;
+    for (const checkpoint::SavedPiece& piece : saved.pieces) {
+      entry.pieces.push_back({static_cast<std::size_t>(piece.rank), piece.offset, piece.numel});
     }
-  } catch (const Json::exception& e) {
-    throw Error(index_path + ": not a model shard index (" + e.what() + ")");
+    out.tensors_[saved.name] = std::move(entry);
   }
   return out;
 }
@@ -156,26 +142,22 @@ void ModelStateFiles::check(const torch::nn::Module& module) const {
                   printable_shape(entry.shape) + " but the model's is " +
                   c10::toString(tensor.scalar_type()) + printable_shape(tensor.sizes().vec()));
     }
-    // The pieces, in order, cover the tensor once.
-    std::vector<Piece> pieces = entry.pieces;
-    std::sort(pieces.begin(), pieces.end(),
-              [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
-    std::int64_t covered = 0;
-    for (const Piece& piece : pieces) {
-      if (piece.offset != covered || piece.numel <= 0) break;
-      covered += piece.numel;
-      const SafetensorsReader& file = files_[piece.file];
-      if (!file.contains(name)) throw Error(file.path() + ": tensor '" + name + "' is missing");
-      if (file.dtype(name) != entry.dtype ||
-          c10::multiply_integers(file.shape(name)) != piece.numel) {
-        throw Error(file.path() + ": tensor '" + name + "' is not the piece " + source_ +
-                    " describes");
+    checkpoint::SavedTensor saved{name, safetensors::dtype_name(entry.dtype), entry.shape, {}};
+    for (const Piece& piece : entry.pieces) {
+      saved.pieces.push_back({static_cast<int>(piece.file), piece.offset, piece.numel});
+    }
+    const auto lookup = [this](int rank, const std::string& tensor) {
+      const SafetensorsReader& file = files_[static_cast<std::size_t>(rank)];
+      std::optional<safetensors::TensorEntry> found;
+      if (file.contains(tensor)) {
+        const char* dtype = safetensors::dtype_name(file.dtype(tensor));
+        found = safetensors::TensorEntry{tensor, dtype ? dtype : "", file.shape(tensor), 0, 0};
       }
-    }
-    if (covered != tensor.numel()) {
-      throw Error(source_ + ": the pieces of tensor '" + name + "' do not cover its " +
-                  std::to_string(tensor.numel()) + " elements exactly once");
-    }
+      return found;
+    };
+    checkpoint::checked_pieces(saved, source_, lookup, [this](int rank) {
+      return files_[static_cast<std::size_t>(rank)].path();
+    });
   }
 }
 
