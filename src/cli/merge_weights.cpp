@@ -128,7 +128,7 @@ Source read_source(const MergeOptions& options) {
   const auto& pieces = metadata.sharded_models;
   if (std::find(pieces.begin(), pieces.end(), static_cast<int64_t>(options.model)) !=
       pieces.end()) {
-    return pieces_source(files, options.model, metadata.world_size);
+    return pieces_source(files, options.model, metadata.shards_saved_by());
   }
   return whole_source(files, options.model);
 }

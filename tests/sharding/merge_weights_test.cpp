@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "accelerate/accelerator.h"
+#include "accelerate/fsdp_plugin.h"
 #include "accelerate/model_saving.h"
 #include "checkpoint/float_narrowing.h"
 #include "sharding/zero_test_model.h"
@@ -119,6 +120,43 @@ TEST_P(MergeWeights, OutputIsTheBytesOfTheSameRunsSaveModel) {
 
 INSTANTIATE_TEST_SUITE_P(StagesAndProcesses, MergeWeights,
                          ::testing::Combine(::testing::Values(1, 2, 3), ::testing::Values(2, 3)));
+
+// Hybrid sharding (2 machines of 2 processes) saves one copy of the pieces,
+// cut for one machine's 2 processes: the merge reads those, not 4.
+TEST(MergeWeightsHybrid, OneCopyOfThePiecesMergesToTheBytesOfSaveModel) {
+  accelerate::testing::TempDir dir("merge-weights-hybrid");
+  accelerate::testing::run_ranks_of_jobs(
+      4,
+      [](int rank) {
+        accelerate::JobState job = accelerate::testing::thread_rank_job(rank, 4);
+        job.node_rank = rank / 2;
+        job.num_nodes = 2;
+        job.local_rank = rank % 2;
+        job.local_world_size = 2;
+        return job;
+      },
+      [&](int, std::shared_ptr<Communicator> comm) {
+        Accelerator accelerator(
+            std::move(comm),
+            AcceleratorOptions().fsdp_plugin(
+                accelerate::FullyShardedDataParallelPlugin()
+                    .sharding_strategy(accelerate::FsdpShardingStrategy::kHybridShard)
+                    .auto_wrap_policy(accelerate::FsdpAutoWrapPolicy::kTransformerBasedWrap)
+                    .transformer_cls_names_to_wrap({"ResidualBlock"})
+                    .state_dict_type(accelerate::FsdpStateDictType::kShardedStateDict)));
+        BlockStack model(Call::kUnitForward, kDepth, kWidth, kHidden);
+        accelerate::Optimizer<torch::optim::AdamW> optimizer(model->parameters(),
+                                                             torch::optim::AdamWOptions(0.01));
+        accelerator.prepare(model, optimizer);
+        accelerator.save_model(model, dir.path() + "/model");
+        accelerator.save_state(dir.path() + "/checkpoint");
+      });
+  ASSERT_TRUE(fs::exists(dir.file("checkpoint/model_rank1.safetensors")));
+  ASSERT_FALSE(fs::exists(dir.file("checkpoint/model_rank2.safetensors")));
+  const auto merged = merge({dir.file("checkpoint"), dir.file("merged")});
+  ASSERT_EQ(merged.exit_code, 0) << merged.err;
+  expect_same_files(dir.file("model"), dir.file("merged"));
+}
 
 // --dtype: the bytes save_model writes for the merged model cast to bf16 or
 // fp16 (LibTorch's rounding); --remove_checkpoint_dir deletes the
