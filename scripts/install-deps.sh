@@ -10,6 +10,7 @@ set -euo pipefail
 packages=(
   g++ cmake ninja-build ccache lld         # toolchain (lld: fast links)
   clang                                    # tests: -Wthread-safety check (habits.thread_safety)
+  clang-format                             # tests: every C++ file as .clang-format writes it (habits.format)
   libtorch-dev libgloo-dev                 # LibTorch 1.13 with c10d/Gloo
   libopenblas0-pthread                     # BLAS that torch uses at run time
   libgtest-dev libgmock-dev                # tests (GoogleTest + GoogleMock)

@@ -65,19 +65,30 @@ Settings parse(int argc, char** argv) {
     }
     if (i + 1 >= argc) usage(flag + " needs a value");
     const std::string value = argv[++i];
-    if (flag == "--train") s.train = value;
-    else if (flag == "--preset") s.preset = value;
-    else if (flag == "--trace") s.trace = value;
-    else if (flag == "--steps") s.steps = std::stoll(value);
-    else if (flag == "--skip") s.skip = std::stoll(value);
-    else if (flag == "--batch_size") s.batch = std::stoll(value);
-    else if (flag == "--warmup_steps") s.warmup = std::stoll(value);
-    else if (flag == "--learning_rate") s.learning_rate = std::stod(value);
-    else if (flag == "--seed") s.seed = std::stoull(value);
-    else usage("unknown flag " + flag);
+    if (flag == "--train")
+      s.train = value;
+    else if (flag == "--preset")
+      s.preset = value;
+    else if (flag == "--trace")
+      s.trace = value;
+    else if (flag == "--steps")
+      s.steps = std::stoll(value);
+    else if (flag == "--skip")
+      s.skip = std::stoll(value);
+    else if (flag == "--batch_size")
+      s.batch = std::stoll(value);
+    else if (flag == "--warmup_steps")
+      s.warmup = std::stoll(value);
+    else if (flag == "--learning_rate")
+      s.learning_rate = std::stod(value);
+    else if (flag == "--seed")
+      s.seed = std::stoull(value);
+    else
+      usage("unknown flag " + flag);
   }
   if (s.train.empty()) usage("--train is required");
-  if (s.steps < 1 || s.skip < 0 || s.skip >= s.steps || s.batch < 1) usage("bad --steps/--skip/--batch_size");
+  if (s.steps < 1 || s.skip < 0 || s.skip >= s.steps || s.batch < 1)
+    usage("bad --steps/--skip/--batch_size");
   return s;
 }
 
@@ -104,10 +115,9 @@ int run(const Settings& s) {
   gpt::Gpt model(config);
   accelerate::Accelerator accelerator(accelerate::TrainerLoop::accelerator_options(args, {}));
   accelerate::set_seed(s.seed);
-  accelerate::DataLoader loader(gpt::TokenChunks(file, config.n_positions),
-                                accelerate::DataLoaderOptions(static_cast<size_t>(s.batch))
-                                    .shuffle(true)
-                                    .seed(s.seed));
+  accelerate::DataLoader loader(
+      gpt::TokenChunks(file, config.n_positions),
+      accelerate::DataLoaderOptions(static_cast<size_t>(s.batch)).shuffle(true).seed(s.seed));
   accelerate::Optimizer<torch::optim::AdamW> optimizer(
       accelerate::TrainerLoop::adamw_groups(*model, args),
       torch::optim::AdamWOptions(args.learning_rate()));
@@ -158,7 +168,8 @@ int run(const Settings& s) {
     const auto t6 = Clock::now();
     trace.reset();
     ++step;
-    const double phase[6] = {ms(t0, t1), ms(t1, t2), ms(t2, t3), ms(t3, t4), ms(t4, t5), ms(t5, t6)};
+    const double phase[6] = {ms(t0, t1), ms(t1, t2), ms(t2, t3),
+                             ms(t3, t4), ms(t4, t5), ms(t5, t6)};
     const double seconds = std::chrono::duration<double>(t6 - last).count();
     last = t6;
     if (step > s.skip) {
@@ -170,23 +181,25 @@ int run(const Settings& s) {
       }
     }
     if (main) {
-      std::printf("step %lld: loss %.6f, grad_norm %.4f, %.3f s (data %.1f, forward %.1f, "
-                  "backward %.1f, clip %.1f, optimizer %.1f, log %.1f ms)\n",
-                  static_cast<long long>(step), mean, norm, seconds, phase[0], phase[1], phase[2],
-                  phase[3], phase[4], phase[5]);
+      std::printf(
+          "step %lld: loss %.6f, grad_norm %.4f, %.3f s (data %.1f, forward %.1f, "
+          "backward %.1f, clip %.1f, optimizer %.1f, log %.1f ms)\n",
+          static_cast<long long>(step), mean, norm, seconds, phase[0], phase[1], phase[2], phase[3],
+          phase[4], phase[5]);
       std::fflush(stdout);
     }
   }
   const double timed = static_cast<double>(step - s.skip);
   if (main) {
-    std::printf("result side=cpp processes=%d precision=%s tokens_per_s=%.2f timed_steps=%lld "
-                "data_ms=%.1f forward_ms=%.1f backward_ms=%.1f clip_ms=%.1f optimizer_ms=%.1f "
-                "log_ms=%.1f comm_ms=%.1f exposed_ms=%.1f\n",
-                world, s.bf16 ? "bf16" : "fp32",
-                timed * static_cast<double>(s.batch * world * config.n_positions) / timed_seconds,
-                static_cast<long long>(step - s.skip), totals[0] / timed, totals[1] / timed,
-                totals[2] / timed, totals[3] / timed, totals[4] / timed, totals[5] / timed,
-                comm_ms / timed, exposed_ms / timed);
+    std::printf(
+        "result side=cpp processes=%d precision=%s tokens_per_s=%.2f timed_steps=%lld "
+        "data_ms=%.1f forward_ms=%.1f backward_ms=%.1f clip_ms=%.1f optimizer_ms=%.1f "
+        "log_ms=%.1f comm_ms=%.1f exposed_ms=%.1f\n",
+        world, s.bf16 ? "bf16" : "fp32",
+        timed * static_cast<double>(s.batch * world * config.n_positions) / timed_seconds,
+        static_cast<long long>(step - s.skip), totals[0] / timed, totals[1] / timed,
+        totals[2] / timed, totals[3] / timed, totals[4] / timed, totals[5] / timed, comm_ms / timed,
+        exposed_ms / timed);
   }
   accelerator.wait_for_everyone();
   return 0;

@@ -58,7 +58,8 @@ double run_once(const std::vector<Command>& commands) {
     argv.push_back(nullptr);
     envp.push_back(nullptr);
     pid_t pid = -1;
-    if (posix_spawnp(&pid, argv[0], &quiet, nullptr, argv.data(), envp.data()) == 0) pids.push_back(pid);
+    if (posix_spawnp(&pid, argv[0], &quiet, nullptr, argv.data(), envp.data()) == 0)
+      pids.push_back(pid);
   }
   bool ok = pids.size() == commands.size();
   for (pid_t pid : pids) {
@@ -90,10 +91,11 @@ int port_for(int offset) { return 29000 + static_cast<int>(getpid() % 400) + off
 std::vector<Command> hello_by_hand(const std::string& hello, int port) {
   std::vector<Command> ranks;
   for (int rank = 0; rank < 2; ++rank) {
-    ranks.push_back({{hello},
-                     {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank), "WORLD_SIZE=2",
-                      "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port),
-                      "ACCELERATE_USE_CPU=true", "OMP_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1"}});
+    ranks.push_back(
+        {{hello},
+         {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank), "WORLD_SIZE=2",
+          "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port),
+          "ACCELERATE_USE_CPU=true", "OMP_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1"}});
   }
   return ranks;
 }
@@ -115,20 +117,22 @@ int main(int argc, char** argv) {
   const std::string python = "/usr/bin/python3";
   auto launch = [&](const std::string& program, int port) {
     return std::vector<Command>{{{accelerate, "launch", "--cpu", "--num_processes", "2", "-q",
-                                  "--main_process_port", std::to_string(port), program}, {}}};
+                                  "--main_process_port", std::to_string(port), program},
+                                 {}}};
   };
 
   const double ours = median_ms(launch("/bin/true", port_for(0)), runs * 3);
-  const double torchrun = median_ms(
-      {{{python, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--no_python", "/bin/true"}, {}}},
-      std::max(1, runs / 3));
-  const double python_floor = median_ms(
-      {{{python, "-c",
-         "import torch.distributed.run, subprocess\n"
-         "ps = [subprocess.Popen(['/bin/true']) for _ in range(2)]\n"
-         "raise SystemExit(max(p.wait() for p in ps))"},
-        {}}},
-      std::max(1, runs / 3));
+  const double torchrun = median_ms({{{python, "-m", "torch.distributed.run", "--nproc_per_node",
+                                       "2", "--no_python", "/bin/true"},
+                                      {}}},
+                                    std::max(1, runs / 3));
+  const double python_floor =
+      median_ms({{{python, "-c",
+                   "import torch.distributed.run, subprocess\n"
+                   "ps = [subprocess.Popen(['/bin/true']) for _ in range(2)]\n"
+                   "raise SystemExit(max(p.wait() for p in ps))"},
+                  {}}},
+                std::max(1, runs / 3));
   const double ours_hello = median_ms(launch(hello, port_for(1)), std::max(1, runs / 2));
   const double hand_hello = median_ms(hello_by_hand(hello, port_for(2)), std::max(1, runs / 2));
 
@@ -138,7 +142,8 @@ int main(int argc, char** argv) {
       torchrun < 0 ? "python3 -m torch.distributed.run: crashes at start on Debian's torch 1.13"
                    : "python3 -m torch.distributed.run --nproc_per_node 2 /bin/true");
   row("python launcher floor", python_floor, ours, "import torch.distributed.run + 2 x /bin/true");
-  row("ours, hello world", ours_hello, ours, "accelerate launch ... hello_distributed (2 ranks, Gloo)");
+  row("ours, hello world", ours_hello, ours,
+      "accelerate launch ... hello_distributed (2 ranks, Gloo)");
   row("no launcher, hello", hand_hello, ours, "the same 2 ranks started by hand");
   if (ours > 0 && ours_hello > 0 && hand_hello > 0) {
     std::printf("launcher cost on the hello world: %+.1f ms\n", ours_hello - hand_hello);
@@ -146,7 +151,8 @@ int main(int argc, char** argv) {
   const double python_best = torchrun > 0 ? std::min(torchrun, python_floor) : python_floor;
   if (ours > 0 && python_best > 0) {
     std::printf("goal: ours < 50 ms (%s) and >= 20x faster than a Python launcher (%.0fx: %s)\n",
-                ours < 50 ? "met" : "MISSED", python_best / ours, python_best / ours >= 20 ? "met" : "MISSED");
+                ours < 50 ? "met" : "MISSED", python_best / ours,
+                python_best / ours >= 20 ? "met" : "MISSED");
   }
   return ours > 0 ? 0 : 1;
 }

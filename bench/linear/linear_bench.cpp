@@ -75,19 +75,31 @@ Settings parse(int argc, char** argv) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) usage_error(flag + " needs a value");
     const std::string value = argv[++i];
-    if (flag == "--mode") s.mode = value;
-    else if (flag == "--steps") s.steps = std::stoi(value);
-    else if (flag == "--warmup") s.warmup = std::stoi(value);
-    else if (flag == "--batch") s.batch = std::stoi(value);
-    else if (flag == "--layers") s.layers = std::stoi(value);
-    else if (flag == "--width") s.width = std::stoi(value);
-    else if (flag == "--lr") s.lr = std::stod(value);
-    else if (flag == "--seed") s.seed = std::stoull(value);
-    else if (flag == "--bucket_cap_mb") s.bucket_cap_mb = std::stod(value);
-    else if (flag == "--first_bucket_cap_mb") s.first_bucket_cap_mb = std::stod(value);
-    else usage_error("unknown flag " + flag);
+    if (flag == "--mode")
+      s.mode = value;
+    else if (flag == "--steps")
+      s.steps = std::stoi(value);
+    else if (flag == "--warmup")
+      s.warmup = std::stoi(value);
+    else if (flag == "--batch")
+      s.batch = std::stoi(value);
+    else if (flag == "--layers")
+      s.layers = std::stoi(value);
+    else if (flag == "--width")
+      s.width = std::stoi(value);
+    else if (flag == "--lr")
+      s.lr = std::stod(value);
+    else if (flag == "--seed")
+      s.seed = std::stoull(value);
+    else if (flag == "--bucket_cap_mb")
+      s.bucket_cap_mb = std::stod(value);
+    else if (flag == "--first_bucket_cap_mb")
+      s.first_bucket_cap_mb = std::stod(value);
+    else
+      usage_error("unknown flag " + flag);
   }
-  if (s.mode != "plain" && s.mode != "accelerated") usage_error("--mode must be plain or accelerated");
+  if (s.mode != "plain" && s.mode != "accelerated")
+    usage_error("--mode must be plain or accelerated");
   if (s.steps < 1 || s.warmup < 0 || s.batch < 1 || s.layers < 1 || s.width < 1) {
     usage_error("--steps, --batch, --layers and --width must be positive, --warmup >= 0");
   }
@@ -200,7 +212,8 @@ void run_accelerated(const Settings& s) {
   accelerate::Accelerator accelerator(accelerate::AcceleratorOptions().ddp_options(sync));
   torch::manual_seed(s.seed);
   auto model = make_model(s);
-  accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(), torch::optim::SGDOptions(s.lr));
+  accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(),
+                                                     torch::optim::SGDOptions(s.lr));
   accelerator.prepare(model, optimizer);
   auto [x, y] = make_data(s, accelerator.process_index());
   x = x.to(accelerator.device());

@@ -65,16 +65,25 @@ Settings parse(int argc, char** argv) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) usage_error(flag + " needs a value");
     const std::string value = argv[++i];
-    if (flag == "--mode") s.mode = value;
-    else if (flag == "--data_dir") s.data_dir = value;
-    else if (flag == "--epochs") s.epochs = std::stoi(value);
-    else if (flag == "--steps") s.steps = std::stoi(value);
-    else if (flag == "--batch_size") s.batch_size = std::stoul(value);
-    else if (flag == "--seed") s.seed = std::stoull(value);
-    else usage_error("unknown flag " + flag);
+    if (flag == "--mode")
+      s.mode = value;
+    else if (flag == "--data_dir")
+      s.data_dir = value;
+    else if (flag == "--epochs")
+      s.epochs = std::stoi(value);
+    else if (flag == "--steps")
+      s.steps = std::stoi(value);
+    else if (flag == "--batch_size")
+      s.batch_size = std::stoul(value);
+    else if (flag == "--seed")
+      s.seed = std::stoull(value);
+    else
+      usage_error("unknown flag " + flag);
   }
-  if (s.mode != "plain" && s.mode != "accelerated") usage_error("--mode must be plain or accelerated");
-  if (s.epochs < 1 || s.steps < 0 || s.batch_size < 1) usage_error("bad --epochs, --steps or --batch_size");
+  if (s.mode != "plain" && s.mode != "accelerated")
+    usage_error("--mode must be plain or accelerated");
+  if (s.epochs < 1 || s.steps < 0 || s.batch_size < 1)
+    usage_error("bad --epochs, --steps or --batch_size");
   return s;
 }
 
@@ -93,7 +102,8 @@ struct Totals {
 
 std::string per_step(double total, int64_t steps) {
   char text[32];
-  std::snprintf(text, sizeof(text), "%.3f", total / static_cast<double>(std::max<int64_t>(1, steps)));
+  std::snprintf(text, sizeof(text), "%.3f",
+                total / static_cast<double>(std::max<int64_t>(1, steps)));
   return text;
 }
 
@@ -101,8 +111,10 @@ void report(const Settings& s, int world, const Totals& t) {
   const bool stats = t.synced > 0;
   std::cout << "result workload=mnist mode=" << s.mode << " world=" << world
             << " threads=" << torch::get_num_threads() << " steps=" << t.steps
-            << " ms_per_step=" << per_step(t.step, t.steps) << " data_ms=" << per_step(t.data, t.steps)
-            << " fwd_ms=" << per_step(t.forward, t.steps) << " bwd_ms=" << per_step(t.backward, t.steps)
+            << " ms_per_step=" << per_step(t.step, t.steps)
+            << " data_ms=" << per_step(t.data, t.steps)
+            << " fwd_ms=" << per_step(t.forward, t.steps)
+            << " bwd_ms=" << per_step(t.backward, t.steps)
             << " sync_ms=" << (stats ? per_step(t.sync, t.synced) : "na")
             << " opt_ms=" << per_step(t.optimizer, t.steps)
             << " comm_ms=" << (stats ? per_step(t.communication, t.synced) : "na")

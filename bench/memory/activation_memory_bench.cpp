@@ -65,9 +65,12 @@ int main(int argc, char** argv) {
   int64_t batch = 8;
   int steps = 3;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--preset")) preset = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--batch")) batch = std::stoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--steps")) steps = std::stoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--preset"))
+      preset = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--batch"))
+      batch = std::stoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--steps"))
+      steps = std::stoi(argv[i + 1]);
     else {
       std::fprintf(stderr, "activation_memory_bench: unknown flag %s\n", argv[i]);
       return 2;
@@ -81,7 +84,7 @@ int main(int argc, char** argv) {
   std::printf("%-22s %11.1f MB %9.1f ms\n", "plain", plain.held_mb, plain.step_ms);
   std::printf("%-22s %11.1f MB %9.1f ms\n", "checkpointed blocks", checkpointed.held_mb,
               checkpointed.step_ms);
-  std::printf("%-22s %13.2fx %11.2fx\n", "checkpointed / plain", checkpointed.held_mb / plain.held_mb,
-              checkpointed.step_ms / plain.step_ms);
+  std::printf("%-22s %13.2fx %11.2fx\n", "checkpointed / plain",
+              checkpointed.held_mb / plain.held_mb, checkpointed.step_ms / plain.step_ms);
   return 0;
 }

@@ -76,8 +76,9 @@ std::string blas_facts() {
   if (!parallel || !threads || !config) return "BLAS: not OpenBLAS (no openblas_get_parallel)";
   const char* kinds[] = {"sequential", "pthreads", "OpenMP"};
   const int kind = parallel();
-  return std::string("BLAS: ") + config() + ", threading " + (kind >= 0 && kind <= 2 ? kinds[kind] : "?") +
-         ", " + std::to_string(threads()) + " threads";
+  return std::string("BLAS: ") + config() + ", threading " +
+         (kind >= 0 && kind <= 2 ? kinds[kind] : "?") + ", " + std::to_string(threads()) +
+         " threads";
 }
 
 std::string library_of(const char* symbol) {
@@ -99,7 +100,8 @@ int run_child(const Options& options) {
   accelerate::Accelerator accelerator;  // sets the intra-op threads
   torch::manual_seed(42);
   mnist::BasicNet model;
-  accelerate::Optimizer<torch::optim::AdamW> optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
+  accelerate::Optimizer<torch::optim::AdamW> optimizer(model->parameters(),
+                                                       torch::optim::AdamWOptions(1e-3));
   accelerator.prepare(model, optimizer);
   std::vector<torch::Tensor> images, labels;
   for (int i = 0; i < 8; ++i) {
@@ -116,7 +118,8 @@ int run_child(const Options& options) {
     accelerator.backward(loss);
     optimizer.step();
     const auto stop = std::chrono::steady_clock::now();
-    if (step >= options.warmup) ms.push_back(std::chrono::duration<double, std::milli>(stop - start).count());
+    if (step >= options.warmup)
+      ms.push_back(std::chrono::duration<double, std::milli>(stop - start).count());
   }
   const double cpu_ms = (cpu_seconds() - cpu_start) * 1000 / options.steps;
   double mean = 0;
@@ -138,20 +141,24 @@ struct Row {
 std::map<std::string, std::string> measure(const Row& row, const Options& options) {
   std::vector<std::string> argv_text;
   if (row.through_launcher) {
-    argv_text = {options.launcher, "launch", "--cpu", "--num_processes", "1", "--quiet", "--main_process_port", "0"};
+    argv_text = {options.launcher,      "launch", "--cpu", "--num_processes", "1", "--quiet",
+                 "--main_process_port", "0"};
   }
   char self[4096];  // this program's path, for the launcher too
   const ssize_t length = readlink("/proc/self/exe", self, sizeof(self));
   if (length <= 0 || length == sizeof(self)) throw std::runtime_error("cannot read /proc/self/exe");
-  argv_text.insert(argv_text.end(), {std::string(self, length), "--child", "--steps", std::to_string(options.steps),
-                                     "--warmup", std::to_string(options.warmup)});
+  argv_text.insert(argv_text.end(),
+                   {std::string(self, length), "--child", "--steps", std::to_string(options.steps),
+                    "--warmup", std::to_string(options.warmup)});
   int pipe_fds[2];
   if (pipe(pipe_fds) != 0) throw std::runtime_error("pipe failed");
   const pid_t pid = fork();
   if (pid == 0) {
     for (const auto& [name, value] : row.set) {
-      if (value.empty()) unsetenv(name.c_str());
-      else setenv(name.c_str(), value.c_str(), 1);
+      if (value.empty())
+        unsetenv(name.c_str());
+      else
+        setenv(name.c_str(), value.c_str(), 1);
     }
     dup2(pipe_fds[1], STDOUT_FILENO);
     close(pipe_fds[0]);
@@ -195,12 +202,18 @@ Options parse(int argc, char** argv) {
     }
     if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
     const std::string value = argv[++i];
-    if (flag == "--max_threads") options.max_threads = std::stoi(value);
-    else if (flag == "--steps") options.steps = std::stoi(value);
-    else if (flag == "--warmup") options.warmup = std::stoi(value);
-    else if (flag == "--rounds") options.rounds = std::stoi(value);
-    else if (flag == "--launcher") options.launcher = value;
-    else throw std::invalid_argument("unknown flag " + flag);
+    if (flag == "--max_threads")
+      options.max_threads = std::stoi(value);
+    else if (flag == "--steps")
+      options.steps = std::stoi(value);
+    else if (flag == "--warmup")
+      options.warmup = std::stoi(value);
+    else if (flag == "--rounds")
+      options.rounds = std::stoi(value);
+    else if (flag == "--launcher")
+      options.launcher = value;
+    else
+      throw std::invalid_argument("unknown flag " + flag);
   }
   if (options.max_threads < 1 || options.steps < 1 || options.warmup < 0 || options.rounds < 1) {
     throw std::invalid_argument("--max_threads, --steps and --rounds must be at least 1");
@@ -214,7 +227,8 @@ int main(int argc, char** argv) try {
   const Options options = parse(argc, argv);
   if (options.child) return run_child(options);
 
-  std::cout << at::get_parallel_info() << blas_facts() << "\nOpenMP runtime: " << library_of("omp_get_max_threads")
+  std::cout << at::get_parallel_info() << blas_facts()
+            << "\nOpenMP runtime: " << library_of("omp_get_max_threads")
             << "\nsgemm_: " << library_of("sgemm_") << "\n";
   for (const char* name : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OPENBLAS_THREAD_TIMEOUT"}) {
     const char* value = std::getenv(name);
@@ -227,11 +241,13 @@ int main(int argc, char** argv) try {
     Row row{"threads=" + threads, {{"OMP_NUM_THREADS", threads}, {"OPENBLAS_NUM_THREADS", "1"}}};
     if (!exported_policy) row.set["OMP_WAIT_POLICY"] = "PASSIVE";
     if (options.before) {
-      row.set = {{"OMP_NUM_THREADS", threads}, {"OPENBLAS_NUM_THREADS", threads}, {"OMP_WAIT_POLICY", ""}};
+      row.set = {
+          {"OMP_NUM_THREADS", threads}, {"OPENBLAS_NUM_THREADS", threads}, {"OMP_WAIT_POLICY", ""}};
     }
     rows.push_back(row);
   }
-  const std::map<std::string, std::string> unset = {{"OMP_NUM_THREADS", ""}, {"OPENBLAS_NUM_THREADS", ""}};
+  const std::map<std::string, std::string> unset = {{"OMP_NUM_THREADS", ""},
+                                                    {"OPENBLAS_NUM_THREADS", ""}};
   if (!options.before) {
     rows.push_back({"default(direct)", unset});
     if (!options.launcher.empty()) rows.push_back({"default(launcher)", unset, true});
@@ -252,9 +268,11 @@ int main(int argc, char** argv) try {
   };
   const double one = median(means[0]);
   for (size_t r = 0; r < rows.size(); ++r) {
-    std::printf("%-18s ms_per_step=%.1f median_ms=%.1f ratio_to_1=%.2f (intra_op=%s blas=%s cpu_ms=%s)\n",
-                rows[r].name.c_str(), median(means[r]), std::stod(last[r]["median_ms"]), median(means[r]) / one,
-                last[r]["intra_op"].c_str(), last[r]["blas"].c_str(), last[r]["cpu_ms"].c_str());
+    std::printf(
+        "%-18s ms_per_step=%.1f median_ms=%.1f ratio_to_1=%.2f (intra_op=%s blas=%s cpu_ms=%s)\n",
+        rows[r].name.c_str(), median(means[r]), std::stod(last[r]["median_ms"]),
+        median(means[r]) / one, last[r]["intra_op"].c_str(), last[r]["blas"].c_str(),
+        last[r]["cpu_ms"].c_str());
   }
   return 0;
 } catch (const std::exception& error) {

@@ -108,8 +108,8 @@ struct Settings {
   int width = 512;
   int batch = 32;
   int steps = 20;
-  double memory_limit_mb = 0;  // > 0: the memory-limit demonstration
-  std::string gpt_preset;      // "tiny"/"small": the GPT example's model instead of blocks
+  double memory_limit_mb = 0;     // > 0: the memory-limit demonstration
+  std::string gpt_preset;         // "tiny"/"small": the GPT example's model instead of blocks
   std::string backward_prefetch;  // "": DeepSpeed's stage 3; else FSDP 1's with this policy
 };
 
@@ -310,13 +310,13 @@ accelerate::AcceleratorOptions stage_options(int stage, const std::string& backw
   accelerate::AcceleratorOptions options;
   if (stage == 3 && !backward_prefetch.empty()) {
     const bool prefetch = backward_prefetch != "NO_PREFETCH";
-    options.fsdp_plugin(
-        accelerate::FullyShardedDataParallelPlugin()
-            .auto_wrap_policy(accelerate::FsdpAutoWrapPolicy::kTransformerBasedWrap)
-            .transformer_cls_names_to_wrap({"Block"})
-            .backward_prefetch(prefetch ? accelerate::FsdpBackwardPrefetch::kBackwardPre
-                                        : accelerate::FsdpBackwardPrefetch::kNoPrefetch)
-            .forward_prefetch(prefetch));
+    options.fsdp_plugin(accelerate::FullyShardedDataParallelPlugin()
+                            .auto_wrap_policy(accelerate::FsdpAutoWrapPolicy::kTransformerBasedWrap)
+                            .transformer_cls_names_to_wrap({"Block"})
+                            .backward_prefetch(prefetch
+                                                   ? accelerate::FsdpBackwardPrefetch::kBackwardPre
+                                                   : accelerate::FsdpBackwardPrefetch::kNoPrefetch)
+                            .forward_prefetch(prefetch));
     return options;
   }
   // Stage 0 is plain data parallelism, so the ZeRO runs do not clip either.
@@ -391,7 +391,9 @@ Measured run_stage(accelerate::Communicator& comm, std::shared_ptr<accelerate::C
     }
   }
   for (const auto& reducer : accelerator.reducers()) {
-    if (accelerate::detail::ShardedGradients::partition(*reducer) != accelerate::GradientPartition::kSharded) continue;
+    if (accelerate::detail::ShardedGradients::partition(*reducer) !=
+        accelerate::GradientPartition::kSharded)
+      continue;
     for (std::size_t b = 0; b < reducer->buckets().size(); ++b)
       counter.add(accelerate::detail::ShardedGradients::gradient_shard(*reducer, b));
   }
@@ -403,11 +405,10 @@ Measured run_stage(accelerate::Communicator& comm, std::shared_ptr<accelerate::C
     counter.add(state.max_exp_avg_sq());
   }
   // The slowest rank's (largest) of each.
-  at::Tensor all =
-      at::tensor({counter.bytes, live_bytes, rise[0], rise[1], rise[2], activations, median(step),
-                  median(forward), median(backward), median(optimizer_step), in_flight, exposed,
-                  shared_bytes},
-                 at::kDouble);
+  at::Tensor all = at::tensor(
+      {counter.bytes, live_bytes, rise[0], rise[1], rise[2], activations, median(step),
+       median(forward), median(backward), median(optimizer_step), in_flight, exposed, shared_bytes},
+      at::kDouble);
   comm.all_reduce(all, accelerate::ReduceOp::kMax);
   const double* v = all.data_ptr<double>();
   return {v[0], v[1], v[2], v[3], v[4], v[5], v[12], v[6], v[7], v[8], v[9], v[10], v[11]};

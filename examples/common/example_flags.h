@@ -85,7 +85,8 @@ class Flags {
       flag.set = [target](const std::string& value) { return parse_number(value, *target); };
       flag.expected = "a number";
     } else {
-      static_assert(std::is_same_v<T, std::string>, "a flag is a bool, an integer, a double or a string");
+      static_assert(std::is_same_v<T, std::string>,
+                    "a flag is a bool, an integer, a double or a string");
       flag.metavar = metavar.empty() ? "TEXT" : metavar;
       flag.default_text = *target;
       flag.set = [target](const std::string& value) {
@@ -105,7 +106,10 @@ class Flags {
     flag.default_text = *target;
     for (const auto& choice : choices) {
       flag.metavar += (flag.metavar.empty() ? "" : "|") + choice;
-      flag.expected += (flag.expected.empty() ? "" : choice == choices.back() ? " or " : ", ") + choice;
+      flag.expected += (flag.expected.empty()      ? ""
+                        : choice == choices.back() ? " or "
+                                                   : ", ") +
+                       choice;
     }
     flag.set = [target, choices](const std::string& value) {
       if (std::find(choices.begin(), choices.end(), value) == choices.end()) return false;
@@ -123,11 +127,13 @@ class Flags {
       const std::string& word = words[i];
       if (word == "--help" || word == "-h") return false;
       if (word.rfind("--", 0) != 0 || word.size() == 2) {
-        if (word.size() > 1 && word[0] == '-' && word != "--") throw FlagError("unknown flag " + word);
+        if (word.size() > 1 && word[0] == '-' && word != "--")
+          throw FlagError("unknown flag " + word);
         throw FlagError("unexpected argument '" + word + "'");
       }
       const auto equals = word.find('=');
-      const std::string name = word.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
+      const std::string name =
+          word.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
       const Flag* flag = find(name);
       if (flag == nullptr) throw FlagError("unknown flag --" + name + suggestion(name));
       std::string value;
@@ -191,8 +197,10 @@ class Flags {
     width = std::min<size_t>(width, 34);
     const auto row = [&](const std::string& left, const std::string& right) {
       out += "  " + left;
-      if (left.size() > width) out += "\n  " + std::string(width, ' ');
-      else out += std::string(width - left.size(), ' ');
+      if (left.size() > width)
+        out += "\n  " + std::string(width, ' ');
+      else
+        out += std::string(width - left.size(), ' ');
       out += "  " + right + "\n";
     };
     for (const auto& flag : flags_) {
@@ -207,9 +215,9 @@ class Flags {
  private:
   struct Flag {
     std::string name, help, metavar, default_text;
-    std::string expected;                           // "an integer", ...
+    std::string expected;  // "an integer", ...
     bool is_switch = false;
-    std::function<bool(const std::string&)> set;    // false: not a value of this flag
+    std::function<bool(const std::string&)> set;  // false: not a value of this flag
     std::string synopsis() const { return "--" + name + (is_switch ? "" : " " + metavar); }
   };
 
@@ -229,14 +237,16 @@ class Flags {
 
   template <class T>
   static bool parse_integer(const std::string& value, T& target) {
-    if (value.empty() || !(value[0] == '-' || value[0] == '+' || std::isdigit(static_cast<unsigned char>(value[0])))) {
+    if (value.empty() || !(value[0] == '-' || value[0] == '+' ||
+                           std::isdigit(static_cast<unsigned char>(value[0])))) {
       return false;
     }
     char* end = nullptr;
     errno = 0;
     if constexpr (std::is_signed_v<T>) {
       const long long parsed = std::strtoll(value.c_str(), &end, 10);
-      if (errno != 0 || *end != '\0' || parsed < static_cast<long long>(std::numeric_limits<T>::min()) ||
+      if (errno != 0 || *end != '\0' ||
+          parsed < static_cast<long long>(std::numeric_limits<T>::min()) ||
           parsed > static_cast<long long>(std::numeric_limits<T>::max())) {
         return false;
       }
@@ -285,8 +295,8 @@ class Flags {
     for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
     for (size_t i = 1; i <= a.size(); ++i) {
       for (size_t j = 1; j <= b.size(); ++j) {
-        d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1,
-                            d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        d[i][j] = std::min(
+            {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
         if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
           d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
         }

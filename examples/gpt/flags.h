@@ -20,7 +20,7 @@ struct TrainFlags {
   std::string data_dir = "data/brown";
   std::string preset = "tiny";
   int vocab_size = 4096;
-  int64_t block_size = 0;        // 0: the preset's context
+  int64_t block_size = 0;  // 0: the preset's context
   double dropout = 0.0;
   int64_t max_eval_samples = 0;  // 0: all
   // TrainingArguments, by the same names.
@@ -53,7 +53,9 @@ struct TrainFlags {
 
 inline void add_flags(examples::Flags& flags, TrainFlags& f) {
   const std::vector<std::string> intervals{"no", "steps", "epoch"};
-  flags.add("data_dir", &f.data_dir, "train.txt and validation.txt; token caches go to DIR/cache", "DIR")
+  flags
+      .add("data_dir", &f.data_dir, "train.txt and validation.txt; token caches go to DIR/cache",
+           "DIR")
       .add_choice("preset", &f.preset, {"tiny", "small"},
                   "the model: tiny (4 layers, width 128, context 128) or small (6 layers, width "
                   "384, context 256)")
@@ -62,9 +64,12 @@ inline void add_flags(examples::Flags& flags, TrainFlags& f) {
       .add("dropout", &f.dropout, "GPT-2's residual, embedding and attention dropout")
       .add("max_eval_samples", &f.max_eval_samples,
            "evaluate on the first N validation windows only; 0: all", "N")
-      .add("output_dir", &f.output_dir, "checkpoints, the tokenizer, then the model in DIR/model", "DIR")
-      .add("per_device_train_batch_size", &f.per_device_train_batch_size, "training batch per process")
-      .add("per_device_eval_batch_size", &f.per_device_eval_batch_size, "evaluation batch per process")
+      .add("output_dir", &f.output_dir, "checkpoints, the tokenizer, then the model in DIR/model",
+           "DIR")
+      .add("per_device_train_batch_size", &f.per_device_train_batch_size,
+           "training batch per process")
+      .add("per_device_eval_batch_size", &f.per_device_eval_batch_size,
+           "evaluation batch per process")
       .add("gradient_accumulation_steps", &f.gradient_accumulation_steps,
            "batches per optimizer step")
       .add("learning_rate", &f.learning_rate, "AdamW's peak learning rate")
@@ -77,7 +82,8 @@ inline void add_flags(examples::Flags& flags, TrainFlags& f) {
                   "the learning rate schedule after the warm-up")
       .add("warmup_steps", &f.warmup_steps, "warm-up steps; 0: warmup_ratio of the steps")
       .add("warmup_ratio", &f.warmup_ratio, "warm-up as a fraction of the steps")
-      .add("logging_steps", &f.logging_steps, "log loss, grad norm, learning rate and tokens/s every N steps", "N")
+      .add("logging_steps", &f.logging_steps,
+           "log loss, grad norm, learning rate and tokens/s every N steps", "N")
       .add_choice("eval_strategy", &f.eval_strategy, intervals, "when to evaluate")
       .add("eval_steps", &f.eval_steps, "evaluate every N steps (eval_strategy steps)", "N")
       .add_choice("save_strategy", &f.save_strategy, intervals, "when to save a checkpoint")
@@ -99,7 +105,9 @@ inline void add_flags(examples::Flags& flags, TrainFlags& f) {
 // (one line) for values Hugging Face refuses.
 inline accelerate::TrainingArguments training_arguments(const TrainFlags& f) {
   // add_choice() admitted only names these functions parse.
-  const auto interval = [](const std::string& name) { return *accelerate::parse_interval_strategy(name); };
+  const auto interval = [](const std::string& name) {
+    return *accelerate::parse_interval_strategy(name);
+  };
   auto args = accelerate::TrainingArguments()
                   .output_dir(f.output_dir)
                   .per_device_train_batch_size(f.per_device_train_batch_size)

@@ -1,7 +1,7 @@
 #include "generate.h"
 
-#include <accelerate/scope_guard.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <accelerate/scope_guard.h>
 
 #include <cmath>
 #include <limits>

@@ -84,7 +84,8 @@ int train(const std::string& program, const std::vector<std::string>& words) {
   examples::Flags flags(
       "Trains a GPT-2-style model on the Brown Corpus with accelerate::Trainer, on one process or "
       "many\n(accelerate launch), and saves it in Hugging Face's GPT-2 layout to OUTPUT_DIR/model. "
-      "docs/gpt.md.\nSampling from a trained model: " + program + " generate --help.");
+      "docs/gpt.md.\nSampling from a trained model: " +
+      program + " generate --help.");
   gpt_flags::add_flags(flags, f);
   flags.parse(program, words);
   const std::string& data_dir = f.data_dir;
@@ -110,12 +111,12 @@ int train(const std::string& program, const std::vector<std::string>& words) {
   // The Trainer builds the model after set_seed(args.seed()); under ZeRO-3
   // with zero3_init_flag (FSDP: cpu_ram_efficient_loading) only the main
   // process holds its whole weights, the others receive their shards.
-  accelerate::Trainer<gpt::Gpt, Windows> trainer(
-      [&] { return gpt::Gpt(config); }, args, windows("train.txt", 0),
-      [](gpt::Gpt& m, const accelerate::Example& batch) {
-        return m->loss(batch.data, batch.target);
-      },
-      windows("validation.txt", max_eval_samples));
+  accelerate::Trainer<gpt::Gpt, Windows> trainer([&] { return gpt::Gpt(config); }, args,
+                                                 windows("train.txt", 0),
+                                                 [](gpt::Gpt& m, const accelerate::Example& batch) {
+                                                   return m->loss(batch.data, batch.target);
+                                                 },
+                                                 windows("validation.txt", max_eval_samples));
   auto& accelerator = trainer.accelerator();
   auto& model = trainer.model();
   accelerator.print("GPT preset ", preset, ": ", gpt::parameter_count(model), " parameters, vocab ",
@@ -147,8 +148,8 @@ int generate(const std::string& program, const std::vector<std::string>& words) 
   const std::string& model_dir = f.model_dir;
   auto tokenizer = accelerate::BpeTokenizer::load(model_dir + "/tokenizer.bpe");
   auto model = gpt::load_pretrained(model_dir);
-  const auto ids = gpt::generate(model, tokenizer.encode(f.prompt), f.max_new_tokens,
-                                 f.temperature, f.top_k, f.seed);
+  const auto ids = gpt::generate(model, tokenizer.encode(f.prompt), f.max_new_tokens, f.temperature,
+                                 f.top_k, f.seed);
   std::cout << tokenizer.decode(ids) << std::endl;
   return 0;
 }

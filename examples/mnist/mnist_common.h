@@ -65,7 +65,8 @@ inline void add_flags(examples::Flags& flags, Args& args) {
 // threads as the launcher's share (Debian's LibTorch would otherwise use one
 // thread), and the seed.
 inline void set_up(const Args& args) {
-  if (const char* threads = std::getenv("OMP_NUM_THREADS")) torch::set_num_threads(std::atoi(threads));
+  if (const char* threads = std::getenv("OMP_NUM_THREADS"))
+    torch::set_num_threads(std::atoi(threads));
   torch::manual_seed(args.seed);
 }
 
@@ -94,7 +95,8 @@ class EpochClock {
   int64_t skipped_steps() const { return skipped_; }
   double ms_per_step() const {
     auto elapsed = last_step_ - start_;
-    return std::chrono::duration<double, std::milli>(elapsed).count() / std::max<int64_t>(1, steps_);
+    return std::chrono::duration<double, std::milli>(elapsed).count() /
+           std::max<int64_t>(1, steps_);
   }
 
  private:
@@ -111,9 +113,11 @@ class EpochClock {
   char line[160];
   std::snprintf(line, sizeof(line), "epoch %d: test accuracy %.2f%% (%lld/%lld), %.1f ms/step",
                 epoch, 100.0 * static_cast<double>(correct) / static_cast<double>(total),
-                static_cast<long long>(correct), static_cast<long long>(total), clock.ms_per_step());
+                static_cast<long long>(correct), static_cast<long long>(total),
+                clock.ms_per_step());
   std::string text = line;
-  if (clock.skipped_steps() > 0) text += ", " + std::to_string(clock.skipped_steps()) + " skipped steps";
+  if (clock.skipped_steps() > 0)
+    text += ", " + std::to_string(clock.skipped_steps()) + " skipped steps";
   return text;
 }
 

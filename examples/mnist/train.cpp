@@ -12,12 +12,15 @@ int main(int argc, char** argv) try {
   const auto args = mnist::parse_args(argc, argv);
   accelerate::Accelerator accelerator;
   mnist::BasicNet model;
-  accelerate::Optimizer<torch::optim::AdamW> optimizer(model->parameters(), torch::optim::AdamWOptions(args.lr));
+  accelerate::Optimizer<torch::optim::AdamW> optimizer(model->parameters(),
+                                                       torch::optim::AdamWOptions(args.lr));
   torch::optim::StepLR scheduler(optimizer, /*step_size=*/30, /*gamma=*/0.1);
-  accelerate::DataLoader train(accelerate::MnistDataset(args.data_dir, accelerate::MnistSplit::kTrain),
-                               accelerate::DataLoaderOptions(args.batch_size).shuffle(true));
-  accelerate::DataLoader test(accelerate::MnistDataset(args.data_dir, accelerate::MnistSplit::kTest),
-                              accelerate::DataLoaderOptions(1000));
+  accelerate::DataLoader train(
+      accelerate::MnistDataset(args.data_dir, accelerate::MnistSplit::kTrain),
+      accelerate::DataLoaderOptions(args.batch_size).shuffle(true));
+  accelerate::DataLoader test(
+      accelerate::MnistDataset(args.data_dir, accelerate::MnistSplit::kTest),
+      accelerate::DataLoaderOptions(1000));
   accelerator.prepare(model, optimizer, train, test);
 
   for (int epoch = 1; epoch <= args.epochs; ++epoch) {

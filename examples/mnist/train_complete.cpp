@@ -55,7 +55,8 @@ int main(int argc, char** argv) try {
                         "\nWith the extras of Accelerate's \"complete\" examples: tracking, "
                         "checkpoints, resuming.");
   mnist::add_flags(flags, args);
-  flags.add("with_tracking", &extra.with_tracking, "log accuracy and loss (TensorBoard, JSONL, CSV)")
+  flags
+      .add("with_tracking", &extra.with_tracking, "log accuracy and loss (TensorBoard, JSONL, CSV)")
       .add("project_dir", &extra.project_dir, "where the trackers write", "DIR")
       .add("output_dir", &extra.output_dir, "checkpoints and the final model", "DIR")
       .add("checkpointing_steps", &checkpointing_steps,
@@ -78,13 +79,16 @@ int main(int argc, char** argv) try {
   if (extra.with_tracking) options.log_with({"all"});
   accelerate::Accelerator accelerator(options);
   mnist::BasicNet model;
-  accelerate::Optimizer<torch::optim::AdamW> optimizer(model->parameters(), torch::optim::AdamWOptions(args.lr));
+  accelerate::Optimizer<torch::optim::AdamW> optimizer(model->parameters(),
+                                                       torch::optim::AdamWOptions(args.lr));
   // Prepared, so that checkpoints hold its state too.
   accelerate::Scheduler<torch::optim::StepLR> scheduler(optimizer, /*step_size=*/30, /*gamma=*/0.1);
-  accelerate::DataLoader train(accelerate::MnistDataset(args.data_dir, accelerate::MnistSplit::kTrain),
-                               accelerate::DataLoaderOptions(args.batch_size).shuffle(true));
-  accelerate::DataLoader test(accelerate::MnistDataset(args.data_dir, accelerate::MnistSplit::kTest),
-                              accelerate::DataLoaderOptions(1000));
+  accelerate::DataLoader train(
+      accelerate::MnistDataset(args.data_dir, accelerate::MnistSplit::kTrain),
+      accelerate::DataLoaderOptions(args.batch_size).shuffle(true));
+  accelerate::DataLoader test(
+      accelerate::MnistDataset(args.data_dir, accelerate::MnistSplit::kTest),
+      accelerate::DataLoaderOptions(1000));
   accelerator.prepare(model, optimizer, scheduler, train, test);
   if (extra.with_tracking) {
     accelerator.init_trackers("mnist", {{"lr", args.lr},
@@ -97,8 +101,9 @@ int main(int argc, char** argv) try {
   // (epoch and batches consumed) all come back: the loop below simply goes on.
   if (!extra.resume_from_checkpoint.empty()) {
     const std::optional<std::string> folder =
-        extra.resume_from_checkpoint == "latest" ? std::nullopt
-                                                 : std::optional<std::string>(extra.resume_from_checkpoint);
+        extra.resume_from_checkpoint == "latest"
+            ? std::nullopt
+            : std::optional<std::string>(extra.resume_from_checkpoint);
     accelerator.print("resuming from ", accelerator.load_state(folder));
   }
   const accelerate::DataLoaderPosition resumed = train.position();
@@ -138,10 +143,11 @@ int main(int argc, char** argv) try {
     }
     accelerator.print(mnist::report(epoch, correct, total, clock));
     if (extra.with_tracking) {
-      accelerator.log({{"accuracy", 100.0 * static_cast<double>(correct) / static_cast<double>(total)},
-                       {"train_loss", losses > 0 ? loss_sum / static_cast<double>(losses) : 0.0},
-                       {"epoch", static_cast<int64_t>(epoch)}},
-                      overall_step);
+      accelerator.log(
+          {{"accuracy", 100.0 * static_cast<double>(correct) / static_cast<double>(total)},
+           {"train_loss", losses > 0 ? loss_sum / static_cast<double>(losses) : 0.0},
+           {"epoch", static_cast<int64_t>(epoch)}},
+          overall_step);
     }
     if (extra.checkpoint_every_epoch) accelerator.save_state();
   }

@@ -12,10 +12,12 @@ int main(int argc, char** argv) try {
   mnist::BasicNet model;
   torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(args.lr));
   torch::optim::StepLR scheduler(optimizer, /*step_size=*/30, /*gamma=*/0.1);
-  accelerate::DataLoader train(accelerate::MnistDataset(args.data_dir, accelerate::MnistSplit::kTrain),
-                               accelerate::DataLoaderOptions(args.batch_size).shuffle(true));
-  accelerate::DataLoader test(accelerate::MnistDataset(args.data_dir, accelerate::MnistSplit::kTest),
-                              accelerate::DataLoaderOptions(1000));
+  accelerate::DataLoader train(
+      accelerate::MnistDataset(args.data_dir, accelerate::MnistSplit::kTrain),
+      accelerate::DataLoaderOptions(args.batch_size).shuffle(true));
+  accelerate::DataLoader test(
+      accelerate::MnistDataset(args.data_dir, accelerate::MnistSplit::kTest),
+      accelerate::DataLoaderOptions(1000));
 
   for (int epoch = 1; epoch <= args.epochs; ++epoch) {
     model->train();

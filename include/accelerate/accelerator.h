@@ -64,7 +64,9 @@ class Accelerator {
   bool is_local_main_process() const { return job_->is_local_main_process(); }
   bool is_last_process() const { return job_->is_last_process(); }
   DistributedType distributed_type() const;  // to_string(): "NO", "MULTI_CPU", ...
-  MixedPrecision mixed_precision() const { return mixed_precision_; }  // to_string(): "no", "bf16", "fp16"
+  MixedPrecision mixed_precision() const {
+    return mixed_precision_;
+  }  // to_string(): "no", "bf16", "fp16"
   Communicator& communicator() { return *comm_; }
 
   // ---- Gradient accumulation -----------------------------------------------
@@ -113,23 +115,29 @@ class Accelerator {
 
   // Clips `parameters`' gradients (unscaled first with fp16); returns the
   // total norm, the same on every rank once gradients are synced.
-  double clip_grad_norm_(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type = 2.0);
+  double clip_grad_norm_(const std::vector<at::Tensor>& parameters, double max_norm,
+                         double norm_type = 2.0);
   void clip_grad_value_(const std::vector<at::Tensor>& parameters, double clip_value);
 
   // Resumes mid-epoch: the loader's next pass starts at batch num_batches.
   template <class Loader>
   Loader& skip_first_batches(Loader& loader, size_t num_batches) {
-    static_cast<DataLoaderBase&>(loader).skip_first_batches(num_batches);  // accelerate::DataLoader only
+    static_cast<DataLoaderBase&>(loader).skip_first_batches(
+        num_batches);  // accelerate::DataLoader only
     return loader;
   }
   template <class Model>
-  Model& unwrap_model(Model& model) { return model; }  // prepare() wraps nothing
+  Model& unwrap_model(Model& model) {
+    return model;
+  }  // prepare() wraps nothing
 
   // ---- Checkpoints (docs/checkpoint-format.md) ------------------------------
   const ProjectConfiguration& project_configuration() const { return project_config_; }
   const std::optional<std::string>& project_dir() const { return project_config_.project_dir(); }
   std::optional<std::string> logging_dir() const { return project_config_.effective_logging_dir(); }
-  int64_t save_iteration() const { return project_config_.iteration(); }  // the next checkpoint's number
+  int64_t save_iteration() const {
+    return project_config_.iteration();
+  }  // the next checkpoint's number
 
   // Saves everything training needs to continue exactly (prepared objects,
   // loader positions, random states, registered objects) to `output_dir`,
@@ -153,14 +161,17 @@ class Accelerator {
   // gathered for it (every process must call it). Accelerate's get_state_dict.
   std::vector<std::pair<std::string, at::Tensor>> get_state_dict(const torch::nn::Module& model);
   template <class Impl>
-  std::vector<std::pair<std::string, at::Tensor>> get_state_dict(const torch::nn::ModuleHolder<Impl>& model);
+  std::vector<std::pair<std::string, at::Tensor>> get_state_dict(
+      const torch::nn::ModuleHolder<Impl>& model);
 
   // accelerate::save_model on the main process between two barriers; returns
   // the files written (none on other processes).
-  std::vector<std::string> save_model(const torch::nn::Module& model, const std::string& save_directory,
+  std::vector<std::string> save_model(const torch::nn::Module& model,
+                                      const std::string& save_directory,
                                       const SaveModelOptions& options = {});
   template <class Impl>
-  std::vector<std::string> save_model(const torch::nn::ModuleHolder<Impl>& model, const std::string& save_directory,
+  std::vector<std::string> save_model(const torch::nn::ModuleHolder<Impl>& model,
+                                      const std::string& save_directory,
                                       const SaveModelOptions& options = {});
 
   // ---- Tracking (docs/tracking.md) -----------------------------------------
@@ -186,16 +197,23 @@ class Accelerator {
                                   bool pad_first = false);
   void wait_for_everyone();
   template <class Fn>
-  void main_process_first(Fn&& fn) { accelerate::main_process_first(*comm_, std::forward<Fn>(fn)); }
+  void main_process_first(Fn&& fn) {
+    accelerate::main_process_first(*comm_, std::forward<Fn>(fn));
+  }
   template <class Fn>
-  void local_main_process_first(Fn&& fn) { accelerate::local_main_process_first(*comm_, std::forward<Fn>(fn)); }
+  void local_main_process_first(Fn&& fn) {
+    accelerate::local_main_process_first(*comm_, std::forward<Fn>(fn));
+  }
   template <class... Args>
-  void print(const Args&... args) const { accelerate::print(*job_, args...); }
+  void print(const Args&... args) const {
+    accelerate::print(*job_, args...);
+  }
   void set_trigger();
   bool check_trigger();
 
   // One per prepared model (multi-process jobs), for statistics and tests.
   std::vector<GradientReducer*> reducers() const;
+
  private:
   // One argument of prepare(); another type is a one-line compile error.
   template <class T>

@@ -113,20 +113,20 @@ namespace detail {
 template <class T, class = void>
 struct has_archive_members : std::false_type {};
 template <class T>
-struct has_archive_members<
-    T, std::void_t<decltype(std::declval<const T&>().save(
-                       std::declval<torch::serialize::OutputArchive&>())),
-                   decltype(std::declval<T&>().load(
-                       std::declval<torch::serialize::InputArchive&>()))>> : std::true_type {};
+struct has_archive_members<T, std::void_t<decltype(std::declval<const T&>().save(
+                                              std::declval<torch::serialize::OutputArchive&>())),
+                                          decltype(std::declval<T&>().load(
+                                              std::declval<torch::serialize::InputArchive&>()))>>
+    : std::true_type {};
 // Holders (torch::nn::ModuleHolder, shared_ptr) whose pointee has them.
 template <class T, class = void>
 struct has_archive_members_via_arrow : std::false_type {};
 template <class T>
 struct has_archive_members_via_arrow<
-    T, std::void_t<decltype(std::declval<T&>()->save(
-                       std::declval<torch::serialize::OutputArchive&>())),
-                   decltype(std::declval<T&>()->load(
-                       std::declval<torch::serialize::InputArchive&>()))>> : std::true_type {};
+    T, std::void_t<
+           decltype(std::declval<T&>()->save(std::declval<torch::serialize::OutputArchive&>())),
+           decltype(std::declval<T&>()->load(std::declval<torch::serialize::InputArchive&>()))>>
+    : std::true_type {};
 }  // namespace detail
 
 // Anything with save(OutputArchive&) const and load(InputArchive&): torch
@@ -153,9 +153,9 @@ CheckpointObject make_checkpoint_object(T& object) {
 // weights, or erase entries from both lists (the model is then not saved as
 // model_{i}.safetensors; save it yourself into output_dir). output_dir is the
 // staging folder: files written there become part of the checkpoint.
-using SaveStatePreHook = std::function<void(std::vector<torch::nn::Module*>& models,
-                                            std::vector<NamedTensors>& weights,
-                                            const std::string& output_dir)>;
+using SaveStatePreHook =
+    std::function<void(std::vector<torch::nn::Module*>& models, std::vector<NamedTensors>& weights,
+                       const std::string& output_dir)>;
 // register_load_state_pre_hook(hook(models, input_dir)): called on every
 // process before anything is loaded. Models it erases are not loaded.
 using LoadStatePreHook =
@@ -180,8 +180,10 @@ class HookRegistry {
 // The save/load pre-hooks of one Accelerator, shared with the HookHandles
 // that remove them (which may outlive it).
 struct StatePreHooks {
-  std::shared_ptr<HookRegistry<SaveStatePreHook>> save = std::make_shared<HookRegistry<SaveStatePreHook>>();
-  std::shared_ptr<HookRegistry<LoadStatePreHook>> load = std::make_shared<HookRegistry<LoadStatePreHook>>();
+  std::shared_ptr<HookRegistry<SaveStatePreHook>> save =
+      std::make_shared<HookRegistry<SaveStatePreHook>>();
+  std::shared_ptr<HookRegistry<LoadStatePreHook>> load =
+      std::make_shared<HookRegistry<LoadStatePreHook>>();
 };
 
 // Accelerate's RemovableHandle. Removing twice, or after the Accelerator is

@@ -76,8 +76,8 @@ T broadcast_object(Communicator& comm, const T& value, int from_process = 0) {
   }
   // All ranks gather bytes so that receivers need not know the length; the
   // objects this is used for (configs, seeds, small lists) are small.
-  auto everyone = comm.all_gather_bytes(comm.rank() == from_process ? serialize(value)
-                                                                    : std::string());
+  auto everyone =
+      comm.all_gather_bytes(comm.rank() == from_process ? serialize(value) : std::string());
   return deserialize<T>(everyone[from_process]);
 }
 

@@ -1,9 +1,10 @@
 // accelerate::DataLoader: batches from a dataset, sharded between the
 // processes of a job the way Hugging Face Accelerate shards them.
 //
-//   accelerate::DataLoader train(MnistDataset(root), accelerate::DataLoaderOptions(64).shuffle(true));
-//   accelerator.prepare(model, optimizer, train);   // shards it, moves batches to the device
-//   for (auto& batch : train) { ... batch.data ... batch.target ... }
+//   accelerate::DataLoader train(MnistDataset(root),
+//   accelerate::DataLoaderOptions(64).shuffle(true)); accelerator.prepare(model, optimizer, train);
+//   // shards it, moves batches to the device for (auto& batch : train) { ... batch.data ...
+//   batch.target ... }
 //
 // DataLoaderBase is the type-erased face the Accelerator works with:
 // sharding, device placement, epochs, end-of-data tracking, skipping and
@@ -27,8 +28,8 @@
 #include "accelerate/batch_sharding.h"
 #include "accelerate/data_collate.h"
 #include "accelerate/data_options.h"
-#include "accelerate/detail/data_typed_ops.h"
 #include "accelerate/dataset.h"
+#include "accelerate/detail/data_typed_ops.h"
 
 namespace accelerate {
 
@@ -196,7 +197,7 @@ using default_collate_t = typename detail::default_collate<Dataset>::type;
 
 template <class Dataset, class Collate = default_collate_t<Dataset>>
 class DataLoader : private detail::TypedLoaderOps<Dataset, Collate>,  // built first: the
-                   public DataLoaderBase {                              // base keeps a reference
+                   public DataLoaderBase {                            // base keeps a reference
   using Ops = detail::TypedLoaderOps<Dataset, Collate>;
 
  public:

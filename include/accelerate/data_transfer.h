@@ -137,8 +137,8 @@ template <class T>
 struct has_tensor_tree<std::optional<T>> : has_tensor_tree<T> {};
 template <class Data, class Target>
 struct has_tensor_tree<torch::data::Example<Data, Target>>
-    : std::integral_constant<bool, has_tensor_tree<Data>::value &&
-                                       has_tensor_tree<Target>::value> {};
+    : std::integral_constant<bool, has_tensor_tree<Data>::value && has_tensor_tree<Target>::value> {
+};
 template <class Data>
 struct has_tensor_tree<torch::data::Example<Data, torch::data::example::NoTarget>>
     : has_tensor_tree<Data> {};

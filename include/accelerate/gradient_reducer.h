@@ -190,7 +190,6 @@ class GradientReducer {
   // How many times the unused-parameter warning was printed (0 or 1).
   int unused_parameter_warnings() const;
 
-
  private:
   struct State;  // src/parallel/reducer_state.h
   // Sharded training's access (ZeRO: how buckets are partitioned and

@@ -82,7 +82,7 @@ struct JobOptions {
 };
 
 struct JobState {
-  int rank = 0;              // global rank, 0 .. world_size-1
+  int rank = 0;  // global rank, 0 .. world_size-1
   int world_size = 1;
   int local_rank = 0;        // rank on this node
   int local_world_size = 1;  // ranks on this node
@@ -110,8 +110,7 @@ struct JobState {
   // variable for bad values: non-numbers, WORLD_SIZE < 1, RANK >= WORLD_SIZE,
   // LOCAL_RANK >= LOCAL_WORLD_SIZE, ports outside 1..65535, an unknown
   // backend, nccl without CUDA, or a multi-node MPI job without MASTER_ADDR.
-  static JobState from_environment(const Environment& env,
-                                   const JobOptions& options = {},
+  static JobState from_environment(const Environment& env, const JobOptions& options = {},
                                    const Hardware& hardware = {});
 
   // One line for logs: "rank 1/4 (local 1/2, node 0/2) cpu gloo via torchrun".

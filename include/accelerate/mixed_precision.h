@@ -18,8 +18,8 @@ enum class MixedPrecision {
 };
 
 // Every value, in the order Accelerate lists them: no, fp16, bf16.
-constexpr std::array<MixedPrecision, 3> kAllMixedPrecisions = {MixedPrecision::kNo, MixedPrecision::kFP16,
-                                                               MixedPrecision::kBF16};
+constexpr std::array<MixedPrecision, 3> kAllMixedPrecisions = {
+    MixedPrecision::kNo, MixedPrecision::kFP16, MixedPrecision::kBF16};
 
 // "no", "bf16" or "fp16".
 const char* to_string(MixedPrecision precision);

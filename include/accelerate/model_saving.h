@@ -42,7 +42,7 @@ class ShardSize {
     bytes_ = negative_ ? 0 : static_cast<uint64_t>(bytes);
   }
   ShardSize(std::string text) : text_(std::move(text)) {}  // NOLINT
-  ShardSize(const char* text) : text_(text) {}  // NOLINT
+  ShardSize(const char* text) : text_(text) {}             // NOLINT
   // The number of bytes; throws ConfigError for bad text or a negative number.
   uint64_t bytes() const;
 
@@ -69,7 +69,8 @@ std::vector<std::pair<std::string, at::Tensor>> module_state_dict(const torch::n
 // model.safetensors.index.json when they exceed max_shard_size. Weight files
 // of an earlier save_model in the folder that this save does not produce are
 // removed, so a folder never mixes two saves. Returns the files written.
-std::vector<std::string> save_model(const torch::nn::Module& module, const std::string& save_directory,
+std::vector<std::string> save_model(const torch::nn::Module& module,
+                                    const std::string& save_directory,
                                     const SaveModelOptions& options = {});
 
 struct LoadModelResult {

@@ -33,7 +33,8 @@ class ByteWriter {
   }
   template <class T>
   void write_pod(const T& value) {
-    static_assert(std::is_trivially_copyable<T>::value, "write_pod needs a trivially copyable type");
+    static_assert(std::is_trivially_copyable<T>::value,
+                  "write_pod needs a trivially copyable type");
     write_raw(&value, sizeof(T));
   }
   std::string take() { return std::move(bytes_); }
@@ -160,7 +161,8 @@ template <class T>
 T deserialize(const std::string& bytes) {
   ByteReader in(bytes);
   T value = Serializer<T>::read(in);
-  if (!in.at_end()) throw Error("object bytes have trailing data: sender and receiver types differ");
+  if (!in.at_end())
+    throw Error("object bytes have trailing data: sender and receiver types differ");
   return value;
 }
 

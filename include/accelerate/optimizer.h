@@ -4,7 +4,8 @@
 // through this template instead:
 //
 //   - torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
-//   + accelerate::Optimizer<torch::optim::AdamW> optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
+//   + accelerate::Optimizer<torch::optim::AdamW> optimizer(model->parameters(),
+//   torch::optim::AdamWOptions(1e-3));
 //
 // It is a Base (same constructors, options, state, serialisation). Until
 // accelerator.prepare() sees it, it behaves exactly like Base. Once prepared,

@@ -108,7 +108,8 @@ namespace detail {
 template <typename R, typename = void>
 struct HasKnownSize : std::false_type {};
 template <typename R>
-struct HasKnownSize<R, std::void_t<decltype(std::declval<const R&>().known_size())>> : std::true_type {};
+struct HasKnownSize<R, std::void_t<decltype(std::declval<const R&>().known_size())>>
+    : std::true_type {};
 template <typename R, typename = void>
 struct HasSize : std::false_type {};
 template <typename R>

@@ -19,11 +19,11 @@ class TrackerValue {
 
   TrackerValue() : value_(0.0) {}
   TrackerValue(bool value) : value_(value) {}  // NOLINT: implicit by design
-  template <typename T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>,
-                                         int> = 0>
+  template <typename T,
+            std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
   TrackerValue(T value) : value_(static_cast<std::int64_t>(value)) {}  // NOLINT
   template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
-  TrackerValue(T value) : value_(static_cast<double>(value)) {}  // NOLINT
+  TrackerValue(T value) : value_(static_cast<double>(value)) {}    // NOLINT
   TrackerValue(const char* value) : value_(std::string(value)) {}  // NOLINT
   TrackerValue(std::string value) : value_(std::move(value)) {}    // NOLINT
 

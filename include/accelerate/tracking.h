@@ -127,8 +127,8 @@ class Trackers {
 
   // The tracker called `name`. Where a configured tracker does not run (not
   // the main process) it returns a tracker whose methods do nothing; a name
-  // that was never configured throws Error listing the active ones. Cast to TensorBoardTracker (tensorboard.h) etc. for
-  // tracker-specific features.
+  // that was never configured throws Error listing the active ones. Cast to TensorBoardTracker
+  // (tensorboard.h) etc. for tracker-specific features.
   GeneralTracker& get_tracker(const std::string& name);
 
   // The trackers that run on this process.
@@ -139,7 +139,7 @@ class Trackers {
  private:
   TrackingOptions options_;
   std::vector<std::shared_ptr<GeneralTracker>> trackers_;  // active here
-  std::vector<std::string> inactive_names_;  // configured, not run here
+  std::vector<std::string> inactive_names_;                // configured, not run here
   std::unique_ptr<GeneralTracker> blank_;
   bool any_configured_ = false;
   bool initialized_ = false;

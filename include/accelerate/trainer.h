@@ -27,19 +27,19 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
-#include <type_traits>
 #include <limits>
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "accelerate/accelerator.h"
 #include "accelerate/data_loader.h"
+#include "accelerate/detail/trainer_loop.h"
 #include "accelerate/lr_schedule.h"
 #include "accelerate/optimizer.h"
 #include "accelerate/random.h"
 #include "accelerate/scheduler.h"
-#include "accelerate/detail/trainer_loop.h"
 
 namespace accelerate {
 
@@ -88,10 +88,11 @@ class Trainer {
   // program built after set_seed(args.seed()).
   // (A callable returning a Model; not a Model, whose holder's operator()
   // would be asked about forward().)
-  template <class ModelInit,
-            std::enable_if_t<std::conjunction_v<std::negation<std::is_convertible<ModelInit, Model>>,
-                                                std::is_invocable_r<Model, ModelInit&>>,
-                             int> = 0>
+  template <
+      class ModelInit,
+      std::enable_if_t<std::conjunction_v<std::negation<std::is_convertible<ModelInit, Model>>,
+                                          std::is_invocable_r<Model, ModelInit&>>,
+                       int> = 0>
   Trainer(ModelInit model_init, TrainingArguments args, Dataset train_dataset, LossFunction loss,
           std::optional<Dataset> eval_dataset = std::nullopt, AcceleratorOptions options = {},
           std::shared_ptr<Communicator> communicator = nullptr)
@@ -222,7 +223,8 @@ class Trainer {
   void optimizer_step(const std::vector<at::Tensor>& parameters) {
     double norm = std::numeric_limits<double>::quiet_NaN();
     // Under DeepSpeed its gradient_clipping clips instead, as in Hugging Face's Trainer.
-    if (loop_.args().max_grad_norm() > 0 && accelerator_->distributed_type() != DistributedType::kDeepSpeed) {
+    if (loop_.args().max_grad_norm() > 0 &&
+        accelerator_->distributed_type() != DistributedType::kDeepSpeed) {
       norm = accelerator_->clip_grad_norm_(parameters, loop_.args().max_grad_norm());
     }
     optimizer_->step();

@@ -9,13 +9,13 @@
 #include <ATen/Parallel.h>
 #include <torch/nn/module.h>
 
-#include "accelerate/errors.h"
-#include "accelerate/malloc_tuning.h"
-#include "common/settings.h"
 #include "accelerate/dummy_optim.h"
 #include "accelerate/dummy_scheduler.h"
+#include "accelerate/errors.h"
+#include "accelerate/malloc_tuning.h"
 #include "accelerator/engine_choice.h"
 #include "accelerator/uncaught_errors.h"
+#include "common/settings.h"
 #include "parallel/parallel_engine.h"
 
 namespace accelerate {
@@ -28,7 +28,8 @@ int accumulation_steps_from(const AcceleratorOptions& options, const Environment
 }
 
 MixedPrecision mixed_precision_from(const AcceleratorOptions& options, const Environment& env) {
-  return options.mixed_precision() ? *options.mixed_precision() : settings::kMixedPrecision.read_or_default(env);
+  return options.mixed_precision() ? *options.mixed_precision()
+                                   : settings::kMixedPrecision.read_or_default(env);
 }
 
 // Threads (docs/launching.md, "Threads"). Intra-op threads: the launcher's
@@ -51,7 +52,8 @@ void set_thread_count(const JobState& job, const Environment& env) {
   at::set_num_threads(threads);
   if (!lookup(env, settings::kOpenblasNumThreads.variable())) {
     using SetThreads = void (*)(int);
-    if (auto set_openblas_threads = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+    if (auto set_openblas_threads =
+            reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
       set_openblas_threads(settings::kOpenblasNumThreads.fallback);
     }
   }
@@ -93,13 +95,15 @@ EngineChoice Accelerator::configure_from(const Environment& env) {
     if (job_->is_main_process() && options_.gradient_accumulation_steps()) {
       std::cerr << "accelerate: note: gradient_accumulation_steps is "
                 << *options_.gradient_accumulation_steps() << " in AcceleratorOptions but "
-                << *engine.gradient_accumulation_steps << " in the DeepSpeed settings; using DeepSpeed's\n";
+                << *engine.gradient_accumulation_steps
+                << " in the DeepSpeed settings; using DeepSpeed's\n";
     }
     accumulation = *engine.gradient_accumulation_steps;
   }
   gradient_state_->set_num_steps(accumulation);
-  gradient_state_->set_adjust_scheduler(options_.gradient_accumulation_plugin().adjust_scheduler() &&
-                                        options_.step_scheduler_with_optimizer());
+  gradient_state_->set_adjust_scheduler(
+      options_.gradient_accumulation_plugin().adjust_scheduler() &&
+      options_.step_scheduler_with_optimizer());
   trackers_ = std::make_unique<Trackers>(
       TrackingOptions()
           .log_with(options_.log_with())
@@ -121,8 +125,8 @@ void Accelerator::configure_mixed_precision() {
     scaler_ = std::make_shared<GradScaler>(options_.grad_scaler_kwargs());
   }
   if (options_.autocast_kwargs().enabled()) {
-    ambient_autocast_.emplace(cuda ? c10::kCUDA : c10::kCPU, mixed_precision_dtype(mixed_precision_),
-                              options_.autocast_kwargs());
+    ambient_autocast_.emplace(cuda ? c10::kCUDA : c10::kCPU,
+                              mixed_precision_dtype(mixed_precision_), options_.autocast_kwargs());
   }
 }
 
@@ -150,8 +154,8 @@ void Accelerator::prepare_module(torch::nn::Module& module) {
       prepared_modules_.end()) {
     return;
   }
-  engine_->prepare_model(module, options_.device_placement() ? std::optional<c10::Device>(device())
-                                                             : std::nullopt);
+  engine_->prepare_model(
+      module, options_.device_placement() ? std::optional<c10::Device>(device()) : std::nullopt);
   prepared_modules_.push_back(&module);
 }
 
@@ -275,7 +279,8 @@ void Accelerator::trigger_sync_in_backward() { force_sync_ = true; }
 
 void Accelerator::backward(const at::Tensor& loss) {
   if (force_sync_) set_models_sync(true);
-  at::Tensor scaled = gradient_accumulation_steps() > 1 ? loss / gradient_accumulation_steps() : loss;
+  at::Tensor scaled =
+      gradient_accumulation_steps() > 1 ? loss / gradient_accumulation_steps() : loss;
   if (scaler_) scaled = scaler_->scale(scaled);
   engine_->before_backward(scaled);
   {

@@ -56,7 +56,8 @@ CheckpointItems items_of(const PreparedState& state, const checkpoint::Checkpoin
   CheckpointItems items;
   for (size_t i = 0; i < state.models.size(); ++i) {
     items.push_back(model_item(*state.models[i], i, state.engine,
-                               i < weights.size() ? std::move(weights[i]) : NamedTensors(), by_groups));
+                               i < weights.size() ? std::move(weights[i]) : NamedTensors(),
+                               by_groups));
   }
   for (size_t i = 0; i < state.optimizers.size(); ++i) {
     items.push_back(optimizer_item(*state.optimizers[i], i, state.engine, state.prepared_models));
@@ -87,15 +88,23 @@ CheckpointItems items_of(const PreparedState& state, const checkpoint::Checkpoin
 class AcceleratorCheckpointing {
  public:
   static PreparedState prepared_state(Accelerator& a) {
-    return PreparedState{*a.engine_,           a.prepared_modules_, a.prepared_modules_, a.prepared_optimizers_,
-                         a.prepared_schedulers_, a.scaler_,          a.custom_objects_,   a.loaders_};
+    return PreparedState{*a.engine_,
+                         a.prepared_modules_,
+                         a.prepared_modules_,
+                         a.prepared_optimizers_,
+                         a.prepared_schedulers_,
+                         a.scaler_,
+                         a.custom_objects_,
+                         a.loaders_};
   }
 
-  static checkpoint::ItemContext item_context(const Accelerator& a, const checkpoint::CheckpointFiles& files,
+  static checkpoint::ItemContext item_context(const Accelerator& a,
+                                              const checkpoint::CheckpointFiles& files,
                                               const CheckpointMetadata* metadata) {
     checkpoint::ItemContext context{files, a.process_index(), a.num_processes(),
                                     a.options_.checkpoint_options().sync_to_disk(), metadata};
-    const ParallelEngine::ShardPlace place = a.engine_->shard_place(a.process_index(), a.num_processes());
+    const ParallelEngine::ShardPlace place =
+        a.engine_->shard_place(a.process_index(), a.num_processes());
     context.shard_rank = place.rank;
     context.shard_world_size = place.world_size;
     context.writes_shards = place.writes;
@@ -119,15 +128,20 @@ class AcceleratorCheckpointing {
   }
 
   // The checkpoint holds what this Accelerator prepared, kind by kind.
-  static void check_counts(const Accelerator& a, const std::string& folder, const CheckpointMetadata& saved) {
+  static void check_counts(const Accelerator& a, const std::string& folder,
+                           const CheckpointMetadata& saved) {
     checkpoint::require_count(folder, "models", saved.models, a.prepared_modules_.size());
-    checkpoint::require_count(folder, "optimizers", saved.optimizers, a.prepared_optimizers_.size());
-    checkpoint::require_count(folder, "schedulers", saved.schedulers, a.prepared_schedulers_.size());
+    checkpoint::require_count(folder, "optimizers", saved.optimizers,
+                              a.prepared_optimizers_.size());
+    checkpoint::require_count(folder, "schedulers", saved.schedulers,
+                              a.prepared_schedulers_.size());
     checkpoint::require_count(folder, "data loaders", saved.dataloaders, a.loaders_.size());
-    checkpoint::require_count(folder, "registered objects", saved.custom_objects, a.custom_objects_.size());
+    checkpoint::require_count(folder, "registered objects", saved.custom_objects,
+                              a.custom_objects_.size());
     if (saved.scaler != (a.scaler_ != nullptr)) {
-      throw Error("checkpoint " + folder + (saved.scaler ? " has" : " has no") + " scaler.pt but this Accelerator " +
-                  (a.scaler_ ? "uses" : "does not use") + " fp16 loss scaling");
+      throw Error("checkpoint " + folder + (saved.scaler ? " has" : " has no") +
+                  " scaler.pt but this Accelerator " + (a.scaler_ ? "uses" : "does not use") +
+                  " fp16 loss scaling");
     }
   }
 
@@ -203,10 +217,11 @@ std::string Accelerator::save_state(const std::optional<std::string>& output_dir
     PreparedState state = Parts::prepared_state(*this);
     std::vector<NamedTensors> weights;
     for (auto* model : state.models) weights.push_back(module_state_dict(*model));
-    for (auto& [id, hook] : state_pre_hooks_.save->hooks()) hook(state.models, weights, files.folder());
+    for (auto& [id, hook] : state_pre_hooks_.save->hooks())
+      hook(state.models, weights, files.folder());
     if (state.models.size() != weights.size()) {
-      throw Error("a save_state pre-hook left " + std::to_string(state.models.size()) + " models but " +
-                  std::to_string(weights.size()) + " weights");
+      throw Error("a save_state pre-hook left " + std::to_string(state.models.size()) +
+                  " models but " + std::to_string(weights.size()) + " weights");
     }
     items = items_of(state, files, std::move(weights), by_groups);
     error = checkpoint::write_items(items, Parts::item_context(*this, files, nullptr));
@@ -274,10 +289,12 @@ void Accelerator::restore_state_from(const std::string& folder) {
   if (failure) std::rethrow_exception(failure);
   checkpoint::apply_items(items, context);
   if (other_world && is_main_process()) {
-    std::cerr << "accelerate: note: checkpoint " << folder << " was saved by " << metadata.world_size
-              << " processes and is loaded on " << num_processes()
+    std::cerr << "accelerate: note: checkpoint " << folder << " was saved by "
+              << metadata.world_size << " processes and is loaded on " << num_processes()
               << ": ZeRO optimizer state resharded, loader positions rescaled"
-              << (num_processes() > metadata.world_size ? ", new processes keep their random state" : "") << "\n";
+              << (num_processes() > metadata.world_size ? ", new processes keep their random state"
+                                                        : "")
+              << "\n";
   }
   step_ = metadata.step;
   gradient_state_->set_optimizer_steps(metadata.optimizer_steps);
@@ -291,7 +308,7 @@ std::vector<std::pair<std::string, at::Tensor>> Accelerator::get_state_dict(
   for (auto& entry : state) {
     at::Tensor& tensor = entry.second;
     tensor = sixteen_bit && tensor.is_floating_point() ? tensor.detach().to(*sixteen_bit)
-                                                        : tensor.detach().clone();
+                                                       : tensor.detach().clone();
   }
   return state;
 }
@@ -304,8 +321,9 @@ std::vector<std::string> Accelerator::save_model(const torch::nn::Module& model,
   std::string error;
   if (auto groups = engine_->weight_groups(model)) {
     // Sharded weights (ZeRO-3): written group by group; no process holds the whole model.
-    files = checkpoint::save_model_by_groups(model, save_directory, options, *groups, is_main_process(),
-                                             &error, engine_->saved_weights_dtype());
+    files =
+        checkpoint::save_model_by_groups(model, save_directory, options, *groups, is_main_process(),
+                                         &error, engine_->saved_weights_dtype());
   } else if (is_main_process()) {
     try {
       files = accelerate::save_model(model, save_directory, options);

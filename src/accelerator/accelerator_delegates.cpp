@@ -4,7 +4,9 @@
 
 namespace accelerate {
 
-at::Tensor Accelerator::gather(const at::Tensor& tensor) { return accelerate::gather(*comm_, tensor); }
+at::Tensor Accelerator::gather(const at::Tensor& tensor) {
+  return accelerate::gather(*comm_, tensor);
+}
 
 // Drops the samples even_batches repeated on the loader's last batch.
 at::Tensor Accelerator::gather_for_metrics(const at::Tensor& tensor) {
@@ -18,8 +20,8 @@ at::Tensor Accelerator::reduce(const at::Tensor& tensor, ReduceOp op, double sca
   return accelerate::reduce(*comm_, tensor, op, scale);
 }
 
-at::Tensor Accelerator::pad_across_processes(const at::Tensor& tensor, int64_t dim, int64_t pad_index,
-                                             bool pad_first) {
+at::Tensor Accelerator::pad_across_processes(const at::Tensor& tensor, int64_t dim,
+                                             int64_t pad_index, bool pad_first) {
   return accelerate::pad_across_processes(*comm_, tensor, dim, pad_index, pad_first);
 }
 
@@ -33,11 +35,15 @@ void Accelerator::init_trackers(const std::string& project_name, const TrackerCo
   trackers_->init_trackers(project_name, config);
 }
 
-void Accelerator::log(const TrackerValues& values, std::optional<int64_t> step) { trackers_->log(values, step); }
+void Accelerator::log(const TrackerValues& values, std::optional<int64_t> step) {
+  trackers_->log(values, step);
+}
 
 void Accelerator::end_training() { trackers_->end_training(); }
 
-GeneralTracker& Accelerator::get_tracker(const std::string& name) { return trackers_->get_tracker(name); }
+GeneralTracker& Accelerator::get_tracker(const std::string& name) {
+  return trackers_->get_tracker(name);
+}
 
 Logger Accelerator::get_logger(const std::string& name, LoggerOptions options) const {
   if (!options.environment()) options.environment(environment());

@@ -27,12 +27,12 @@ struct EngineChoice {
   // Builds the engine once the job is connected; `scaler` is the fp16 loss
   // scaler, or null.
   std::function<std::unique_ptr<ParallelEngine>(std::shared_ptr<Communicator> communicator,
-                                                 std::shared_ptr<GradScaler> scaler)>
+                                                std::shared_ptr<GradScaler> scaler)>
       build;
 };
 
 // `mixed_precision`: what the options and environment ask for.
-EngineChoice choose_engine(const AcceleratorOptions& options, const Environment& env, const JobState& job,
-                           MixedPrecision mixed_precision);
+EngineChoice choose_engine(const AcceleratorOptions& options, const Environment& env,
+                           const JobState& job, MixedPrecision mixed_precision);
 
 }  // namespace accelerate

@@ -29,9 +29,13 @@ bool lists(const std::vector<int64_t>& indices, std::size_t index) {
 
 class ModelItem : public checkpoint::CheckpointItem {
  public:
-  ModelItem(torch::nn::Module& model, std::size_t index, ParallelEngine& engine, NamedTensors weights,
-            bool by_groups)
-      : model_(model), index_(index), engine_(engine), weights_(std::move(weights)), by_groups_(by_groups) {}
+  ModelItem(torch::nn::Module& model, std::size_t index, ParallelEngine& engine,
+            NamedTensors weights, bool by_groups)
+      : model_(model),
+        index_(index),
+        engine_(engine),
+        weights_(std::move(weights)),
+        by_groups_(by_groups) {}
 
   void write(const ItemContext& context) override {
     const CheckpointFiles& files = context.files;
@@ -40,7 +44,8 @@ class ModelItem : public checkpoint::CheckpointItem {
       // under hybrid sharding one machine's processes (one copy).
       if (!context.writes_shards) return;
       const std::string path = files.model_piece(index_, context.shard_rank);
-      sharding::save_model_pieces(model_, *shards, context.shard_rank, context.shard_world_size, path,
+      sharding::save_model_pieces(model_, *shards, context.shard_rank, context.shard_world_size,
+                                  path,
                                   context.shard_rank == 0 ? files.model_pieces_index(index_) : "");
       context.written(path);
       return;
@@ -51,7 +56,8 @@ class ModelItem : public checkpoint::CheckpointItem {
       // main process failed to write.
       std::vector<checkpoint::FileContents> contents;
       if (context.main_process()) contents.push_back({path, weights_, {{"format", "pt"}}});
-      const std::string failure = checkpoint::write_by_groups(contents, *groups, context.main_process());
+      const std::string failure =
+          checkpoint::write_by_groups(contents, *groups, context.main_process());
       if (!failure.empty()) throw Error(failure);
     } else if (context.main_process()) {
       save_safetensors(path, weights_, {{"format", "pt"}});
@@ -60,7 +66,8 @@ class ModelItem : public checkpoint::CheckpointItem {
   }
 
   void describe(CheckpointMetadata& metadata) const override {
-    if (engine_.saved_in_pieces(model_) != nullptr) metadata.sharded_models.push_back(static_cast<int64_t>(index_));
+    if (engine_.saved_in_pieces(model_) != nullptr)
+      metadata.sharded_models.push_back(static_cast<int64_t>(index_));
   }
 
   void check(const ItemContext& context) override {
@@ -69,15 +76,17 @@ class ModelItem : public checkpoint::CheckpointItem {
     // Sharded weights load each process's elements only; pieces load anywhere.
     if (saved_in_pieces || engine_.model_shards(model_) != nullptr) {
       const std::size_t index = index_;
-      state_files_ = saved_in_pieces ? sharding::ModelStateFiles::from_index(
-                                           files.model_pieces_index(index),
-                                           [files, index](int k) { return files.model_piece(index, k); })
-                                     : sharding::ModelStateFiles::from_file(files.model(index));
+      state_files_ = saved_in_pieces
+                         ? sharding::ModelStateFiles::from_index(
+                               files.model_pieces_index(index),
+                               [files, index](int k) { return files.model_piece(index, k); })
+                         : sharding::ModelStateFiles::from_file(files.model(index));
       state_files_->check(model_);
       return;
     }
     const std::string path = files.model(index_);
-    if (!std::filesystem::is_regular_file(path)) throw Error("checkpoint file " + path + " is missing");
+    if (!std::filesystem::is_regular_file(path))
+      throw Error("checkpoint file " + path + " is missing");
     SafetensorsReader reader(path);
     for (const auto& [name, tensor] : module_state_dict(model_)) {
       if (!reader.contains(name)) throw Error(path + ": tensor '" + name + "' is missing");
@@ -123,8 +132,9 @@ class OptimizerItem : public checkpoint::CheckpointItem {
       checkpoint::write_text_file(files.optimizer_partition(index_),
                                   shards_->layout().manifest(context.shard_world_size));
     }
-    const std::string archive =
-        shards_ != nullptr ? files.optimizer_shard(index_, context.shard_rank) : files.optimizer(index_);
+    const std::string archive = shards_ != nullptr
+                                    ? files.optimizer_shard(index_, context.shard_rank)
+                                    : files.optimizer(index_);
     checkpoint::save_optimizer_state(optimizer_, archive, CheckpointFiles::tensors_beside(archive),
                                      [&](const std::string& path) { context.written(path); });
   }
@@ -144,12 +154,13 @@ class OptimizerItem : public checkpoint::CheckpointItem {
     }
     // Saved per process and read through the layout, each saved shard
     // checked when it is applied, before anything changes.
-    resharded_ =
-        saved_sharded && (context.saved_shard_world() != context.shard_world_size || shards_ == nullptr);
+    resharded_ = saved_sharded &&
+                 (context.saved_shard_world() != context.shard_world_size || shards_ == nullptr);
     if (resharded_) return;
     if (shards_ != nullptr) shards_->layout().check_manifest(files.optimizer_partition(index_));
-    pending_.emplace(optimizer_, shards_ != nullptr ? files.optimizer_shard(index_, context.shard_rank)
-                                                    : files.optimizer(index_));
+    pending_.emplace(optimizer_, shards_ != nullptr
+                                     ? files.optimizer_shard(index_, context.shard_rank)
+                                     : files.optimizer(index_));
   }
 
   void apply(const ItemContext& context) override {
@@ -195,7 +206,8 @@ class RandomStatesItem : public checkpoint::CheckpointItem {
         checkpoint::write_int(archive, loader_key(i, "epoch"), position.epoch);
         checkpoint::write_int(archive, loader_key(i, "batches_yielded"),
                               static_cast<int64_t>(position.batches_yielded));
-        checkpoint::write_int(archive, loader_key(i, "shuffle_seed"), static_cast<int64_t>(position.shuffle_seed));
+        checkpoint::write_int(archive, loader_key(i, "shuffle_seed"),
+                              static_cast<int64_t>(position.shuffle_seed));
       }
     });
     context.written(path);
@@ -203,34 +215,39 @@ class RandomStatesItem : public checkpoint::CheckpointItem {
 
   void check(const ItemContext& context) override {
     for (auto* loader : loaders_) {
-      if (loader->is_iterating()) throw Error("load_state: a prepared data loader is mid-iteration");
+      if (loader->is_iterating())
+        throw Error("load_state: a prepared data loader is mid-iteration");
     }
     const std::string path = context.files.random_states(source(context));
-    if (!std::filesystem::is_regular_file(path)) throw Error("checkpoint file " + path + " is missing");
+    if (!std::filesystem::is_regular_file(path))
+      throw Error("checkpoint file " + path + " is missing");
   }
 
   void apply(const ItemContext& context) override {
     const int saved_world = context.saved_world();
-    checkpoint::load_archive(context.files.random_states(source(context)),
-                             [&](torch::serialize::InputArchive& archive) {
-                               if (source(context) == context.rank) checkpoint::load_rng_states(archive);
-                               for (std::size_t i = 0; i < loaders_.size(); ++i) {
-                                 DataLoaderPosition position;
-                                 position.epoch = checkpoint::read_int(archive, loader_key(i, "epoch"));
-                                 // The same samples consumed in all, in batches of the new world.
-                                 position.batches_yielded =
-                                     static_cast<uint64_t>(checkpoint::read_int(archive, loader_key(i, "batches_yielded"))) *
-                                     static_cast<uint64_t>(saved_world) / static_cast<uint64_t>(context.world_size);
-                                 position.shuffle_seed = static_cast<uint64_t>(
-                                     checkpoint::read_int(archive, loader_key(i, "shuffle_seed")));
-                                 loaders_[i]->restore_position(position);
-                               }
-                             });
+    checkpoint::load_archive(
+        context.files.random_states(source(context)), [&](torch::serialize::InputArchive& archive) {
+          if (source(context) == context.rank) checkpoint::load_rng_states(archive);
+          for (std::size_t i = 0; i < loaders_.size(); ++i) {
+            DataLoaderPosition position;
+            position.epoch = checkpoint::read_int(archive, loader_key(i, "epoch"));
+            // The same samples consumed in all, in batches of the new world.
+            position.batches_yielded = static_cast<uint64_t>(checkpoint::read_int(
+                                           archive, loader_key(i, "batches_yielded"))) *
+                                       static_cast<uint64_t>(saved_world) /
+                                       static_cast<uint64_t>(context.world_size);
+            position.shuffle_seed =
+                static_cast<uint64_t>(checkpoint::read_int(archive, loader_key(i, "shuffle_seed")));
+            loaders_[i]->restore_position(position);
+          }
+        });
   }
 
  private:
   // The process whose file this one restores from.
-  static int source(const ItemContext& context) { return std::min(context.rank, context.saved_world() - 1); }
+  static int source(const ItemContext& context) {
+    return std::min(context.rank, context.saved_world() - 1);
+  }
   std::vector<DataLoaderBase*> loaders_;
 };
 
@@ -243,12 +260,14 @@ std::unique_ptr<checkpoint::CheckpointItem> model_item(torch::nn::Module& model,
 }
 
 std::unique_ptr<checkpoint::CheckpointItem> optimizer_item(torch::optim::Optimizer& optimizer,
-                                                           std::size_t index, ParallelEngine& engine,
+                                                           std::size_t index,
+                                                           ParallelEngine& engine,
                                                            std::vector<torch::nn::Module*> models) {
   return std::make_unique<OptimizerItem>(optimizer, index, engine, std::move(models));
 }
 
-std::unique_ptr<checkpoint::CheckpointItem> random_states_item(std::vector<DataLoaderBase*> loaders) {
+std::unique_ptr<checkpoint::CheckpointItem> random_states_item(
+    std::vector<DataLoaderBase*> loaders) {
   return std::make_unique<RandomStatesItem>(std::move(loaders));
 }
 

@@ -39,13 +39,15 @@ std::unique_ptr<checkpoint::CheckpointItem> model_item(torch::nn::Module& model,
 // processes. `models`: the prepared models (a sharded state loaded whole
 // finds its parameters through them).
 std::unique_ptr<checkpoint::CheckpointItem> optimizer_item(torch::optim::Optimizer& optimizer,
-                                                           std::size_t index, ParallelEngine& engine,
+                                                           std::size_t index,
+                                                           ParallelEngine& engine,
                                                            std::vector<torch::nn::Module*> models);
 
 // Every process's random generators and its loaders' positions. On another
 // number of processes, a process the checkpoint had restores its own; a new
 // one keeps its generators and takes the last saved process's positions,
 // rescaled so that the same samples count as consumed.
-std::unique_ptr<checkpoint::CheckpointItem> random_states_item(std::vector<DataLoaderBase*> loaders);
+std::unique_ptr<checkpoint::CheckpointItem> random_states_item(
+    std::vector<DataLoaderBase*> loaders);
 
 }  // namespace accelerate

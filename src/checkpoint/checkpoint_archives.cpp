@@ -11,8 +11,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <mutex>
+#include <sstream>
 
 #include "accelerate/communicator.h"
 #include "accelerate/errors.h"

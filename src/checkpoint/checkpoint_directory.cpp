@@ -13,8 +13,8 @@
 #include "accelerate/communicator.h"
 #include "accelerate/detail/enum_names.h"
 #include "accelerate/errors.h"
-#include "checkpoint/checkpoint_files.h"
 #include "checkpoint/checkpoint_archives.h"
+#include "checkpoint/checkpoint_files.h"
 
 namespace accelerate {
 namespace fs = std::filesystem;

@@ -28,7 +28,9 @@ std::string CheckpointFiles::path(const std::string& name) const {
 
 std::string CheckpointFiles::metadata() const { return path(kCheckpointMetadataFile); }
 
-std::string CheckpointFiles::model(std::size_t i) const { return path(indexed("model", i) + ".safetensors"); }
+std::string CheckpointFiles::model(std::size_t i) const {
+  return path(indexed("model", i) + ".safetensors");
+}
 
 std::string CheckpointFiles::model_piece(std::size_t i, int rank) const {
   return path(indexed("model", i) + rank_suffix(rank) + ".safetensors");
@@ -38,7 +40,9 @@ std::string CheckpointFiles::model_pieces_index(std::size_t i) const {
   return path(indexed("model", i) + "_shards.json");
 }
 
-std::string CheckpointFiles::optimizer(std::size_t i) const { return path(indexed("optimizer", i) + ".bin"); }
+std::string CheckpointFiles::optimizer(std::size_t i) const {
+  return path(indexed("optimizer", i) + ".bin");
+}
 
 std::string CheckpointFiles::optimizer_shard(std::size_t i, int rank) const {
   return path(indexed("optimizer", i) + rank_suffix(rank) + ".bin");
@@ -52,7 +56,9 @@ std::string CheckpointFiles::optimizer_partition(std::size_t i) const {
   return path(indexed("optimizer", i) + "_partition.json");
 }
 
-std::string CheckpointFiles::scheduler(std::size_t i) const { return path(indexed("scheduler", i) + ".bin"); }
+std::string CheckpointFiles::scheduler(std::size_t i) const {
+  return path(indexed("scheduler", i) + ".bin");
+}
 
 std::string CheckpointFiles::scaler() const { return path("scaler.pt"); }
 

@@ -24,7 +24,8 @@ class ArchiveItem : public CheckpointItem {
   }
   void check(const ItemContext& context) override {
     (void)context;
-    if (!std::filesystem::is_regular_file(path_)) throw Error("checkpoint file " + path_ + " is missing");
+    if (!std::filesystem::is_regular_file(path_))
+      throw Error("checkpoint file " + path_ + " is missing");
   }
   void apply(const ItemContext& context) override {
     (void)context;
@@ -43,9 +44,9 @@ void ItemContext::written(const std::string& path) const {
   if (sync_to_disk) start_writeback(path);
 }
 
-std::unique_ptr<CheckpointItem> archive_item(std::string path,
-                                             std::function<void(torch::serialize::OutputArchive&)> save,
-                                             std::function<void(torch::serialize::InputArchive&)> load) {
+std::unique_ptr<CheckpointItem> archive_item(
+    std::string path, std::function<void(torch::serialize::OutputArchive&)> save,
+    std::function<void(torch::serialize::InputArchive&)> load) {
   return std::make_unique<ArchiveItem>(std::move(path), std::move(save), std::move(load));
 }
 
@@ -69,7 +70,8 @@ void apply_items(const CheckpointItems& items, const ItemContext& context) {
   for (const auto& item : items) item->apply(context);
 }
 
-void require_count(const std::string& folder, const char* what, std::int64_t saved, std::size_t prepared) {
+void require_count(const std::string& folder, const char* what, std::int64_t saved,
+                   std::size_t prepared) {
   if (saved == static_cast<std::int64_t>(prepared)) return;
   throw Error("checkpoint " + folder + " holds " + std::to_string(saved) + " " + what +
               " but this Accelerator has " + std::to_string(prepared) +

@@ -49,7 +49,9 @@ struct ItemContext {
   bool main_process() const { return rank == 0; }
   int saved_world() const { return metadata ? metadata->world_size : world_size; }
   // The processes the saved shards were cut for.
-  int saved_shard_world() const { return metadata ? metadata->shards_saved_by() : shard_world_size; }
+  int saved_shard_world() const {
+    return metadata ? metadata->shards_saved_by() : shard_world_size;
+  }
   // Called as each file is complete: its write-back starts now (sync_to_disk).
   void written(const std::string& path) const;
 };
@@ -75,9 +77,9 @@ using CheckpointItems = std::vector<std::unique_ptr<CheckpointItem>>;
 // An item that is one torch::serialize archive written by the main process
 // (a scheduler, the loss scaler, a registered object), read back by every
 // process.
-std::unique_ptr<CheckpointItem> archive_item(std::string path,
-                                             std::function<void(torch::serialize::OutputArchive&)> save,
-                                             std::function<void(torch::serialize::InputArchive&)> load);
+std::unique_ptr<CheckpointItem> archive_item(
+    std::string path, std::function<void(torch::serialize::OutputArchive&)> save,
+    std::function<void(torch::serialize::InputArchive&)> load);
 
 // save_state over `items`: every item writes, even after one failed (so
 // that no process waits alone in a collective); the first error, or "".
@@ -89,6 +91,7 @@ void apply_items(const CheckpointItems& items, const ItemContext& context);
 
 // Error unless the checkpoint holds `saved` objects of a kind (`what`) where
 // the program prepared `prepared`.
-void require_count(const std::string& folder, const char* what, std::int64_t saved, std::size_t prepared);
+void require_count(const std::string& folder, const char* what, std::int64_t saved,
+                   std::size_t prepared);
 
 }  // namespace accelerate::checkpoint

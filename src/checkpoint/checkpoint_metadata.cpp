@@ -78,8 +78,7 @@ CheckpointMetadata CheckpointMetadata::from_json(const std::string& text,
   metadata.step = field<int64_t>(json, "step", source);
   metadata.optimizer_steps = field<int64_t>(json, "optimizer_steps", source);
   if (json.contains("sharded_optimizers")) {
-    metadata.sharded_optimizers =
-        field<std::vector<int64_t>>(json, "sharded_optimizers", source);
+    metadata.sharded_optimizers = field<std::vector<int64_t>>(json, "sharded_optimizers", source);
   }
   if (json.contains("sharded_models")) {
     metadata.sharded_models = field<std::vector<int64_t>>(json, "sharded_models", source);

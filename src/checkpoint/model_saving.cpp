@@ -20,10 +20,10 @@
 #include "accelerate/errors.h"
 #include "accelerate/safetensors.h"
 #include "checkpoint/model_streaming.h"
-#include "checkpoint/safetensors_model_files.h"
-#include "checkpoint/safetensors_streaming.h"
 #include "checkpoint/safetensors_io.h"
+#include "checkpoint/safetensors_model_files.h"
 #include "checkpoint/safetensors_sharding.h"
+#include "checkpoint/safetensors_streaming.h"
 
 namespace accelerate {
 namespace {
@@ -40,7 +40,8 @@ void collect(const torch::nn::Module& module, const std::string& prefix, NamedTe
   for (const auto& item : module.named_buffers(/*recurse=*/false)) {
     if (item.value().defined()) out.emplace_back(prefix + item.key(), item.value());
   }
-  for (const auto& child : module.named_children()) collect(*child.value(), prefix + child.key() + ".", out);
+  for (const auto& child : module.named_children())
+    collect(*child.value(), prefix + child.key() + ".", out);
 }
 
 // Same memory, same view: a tied weight registered under a second name.
@@ -124,14 +125,15 @@ namespace {
 struct ModelFiles {
   fs::path directory;
   std::vector<std::pair<std::string, NamedTensors>> files;  // file name, its tensors
-  std::string index;                                         // when sharded
+  std::string index;                                        // when sharded
   std::string index_name;
 };
 
 ModelFiles plan_model_files(const torch::nn::Module& module, const std::string& save_directory,
                             const SaveModelOptions& options) {
   const uint64_t max_shard_size = options.max_shard_size().bytes();
-  const auto& format = options.safe_serialization() ? model_files::kSafetensors : model_files::kPickle;
+  const auto& format =
+      options.safe_serialization() ? model_files::kSafetensors : model_files::kPickle;
 
   NamedTensors tensors = checkpoint::unique_state_dict(module);
   std::vector<uint64_t> sizes;
@@ -144,8 +146,8 @@ ModelFiles plan_model_files(const torch::nn::Module& module, const std::string& 
   std::error_code error;
   fs::create_directories(plan.directory, error);
   if (error || !fs::is_directory(plan.directory)) {
-    throw Error("save_model: cannot create folder '" + save_directory + "': " +
-                (error ? error.message() : "a file is in the way"));
+    throw Error("save_model: cannot create folder '" + save_directory +
+                "': " + (error ? error.message() : "a file is in the way"));
   }
 
   const auto shards = safetensors::plan_shards(sizes, max_shard_size);
@@ -155,7 +157,8 @@ ModelFiles plan_model_files(const torch::nn::Module& module, const std::string& 
   }
   safetensors::ShardIndex index;
   for (size_t s = 0; s < shards.size(); ++s) {
-    const std::string file = safetensors::shard_file_name(format.stem, s, shards.size(), format.extension);
+    const std::string file =
+        safetensors::shard_file_name(format.stem, s, shards.size(), format.extension);
     NamedTensors shard;
     for (size_t i : shards[s]) {
       shard.push_back(tensors[i]);
@@ -174,7 +177,8 @@ std::vector<std::string> finish(const ModelFiles& plan) {
   std::vector<std::string> written;
   for (const auto& file : plan.files) written.push_back(file.first);
   if (!plan.index.empty()) {
-    write_whole_file((plan.directory / plan.index_name).string(), plan.index.data(), plan.index.size());
+    write_whole_file((plan.directory / plan.index_name).string(), plan.index.data(),
+                     plan.index.size());
     written.push_back(plan.index_name);
   }
   remove_stale(plan.directory, std::set<std::string>(written.begin(), written.end()));
@@ -183,7 +187,8 @@ std::vector<std::string> finish(const ModelFiles& plan) {
 
 }  // namespace
 
-std::vector<std::string> save_model(const torch::nn::Module& module, const std::string& save_directory,
+std::vector<std::string> save_model(const torch::nn::Module& module,
+                                    const std::string& save_directory,
                                     const SaveModelOptions& options) {
   const ModelFiles plan = plan_model_files(module, save_directory, options);
   for (const auto& [file, tensors] : plan.files) {
@@ -236,18 +241,20 @@ std::string write_by_groups(const std::vector<FileContents>& files, WeightGroups
       NamedTensors declared;
       for (const auto& [name, tensor] : file.tensors) {
         const bool converted = floating_dtype && tensor.is_floating_point();
-        declared.emplace_back(name, converted ? at::empty(tensor.sizes(), tensor.options()
-                                                                              .dtype(*floating_dtype)
-                                                                              .device(at::kMeta))
-                                              : tensor);
+        declared.emplace_back(
+            name, converted ? at::empty(tensor.sizes(),
+                                        tensor.options().dtype(*floating_dtype).device(at::kMeta))
+                            : tensor);
       }
-      outputs.push_back(std::make_unique<safetensors::StreamedFile>(file.path, declared, file.metadata));
+      outputs.push_back(
+          std::make_unique<safetensors::StreamedFile>(file.path, declared, file.metadata));
       for (const auto& [name, tensor] : file.tensors) {
         places[tensor.unsafeGetTensorImpl()].emplace_back(outputs.size() - 1, name);
       }
     }
     for (size_t g = 0; g < groups.count(); ++g) {
-      for (const at::Tensor& tensor : groups.tensors(g)) in_groups.insert(tensor.unsafeGetTensorImpl());
+      for (const at::Tensor& tensor : groups.tensors(g))
+        in_groups.insert(tensor.unsafeGetTensorImpl());
     }
   });
   const auto write_tensor = [&](const at::Tensor& tensor) {
@@ -279,8 +286,8 @@ std::string write_by_groups(const std::vector<FileContents>& files, WeightGroups
 
 std::vector<std::string> save_model_by_groups(const torch::nn::Module& module,
                                               const std::string& save_directory,
-                                              const SaveModelOptions& options,
-                                              WeightGroups& groups, bool write, std::string* error,
+                                              const SaveModelOptions& options, WeightGroups& groups,
+                                              bool write, std::string* error,
                                               std::optional<at::ScalarType> floating_dtype) {
   std::optional<ModelFiles> plan;
   if (write) {

@@ -50,7 +50,8 @@ struct FileContents {
 // `floating_dtype`: floating-point tensors are written in it (DeepSpeed's
 // zero3_save_16bit_model under fp16/bf16); nullopt: in their own.
 std::string write_by_groups(const std::vector<FileContents>& files, WeightGroups& groups,
-                            bool write, std::optional<at::ScalarType> floating_dtype = std::nullopt);
+                            bool write,
+                            std::optional<at::ScalarType> floating_dtype = std::nullopt);
 
 // save_model (model_saving.h) for such a model: the same files, index and
 // stale-file cleanup, written by the process where `write` is true (the

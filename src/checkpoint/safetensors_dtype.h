@@ -11,17 +11,28 @@ namespace accelerate::safetensors {
 // nullptr when safetensors has no name for `type` (complex, quantized, ...).
 inline const char* dtype_name(c10::ScalarType type) {
   switch (type) {
-    case c10::ScalarType::Double: return "F64";
-    case c10::ScalarType::Float: return "F32";
-    case c10::ScalarType::Half: return "F16";
-    case c10::ScalarType::BFloat16: return "BF16";
-    case c10::ScalarType::Long: return "I64";
-    case c10::ScalarType::Int: return "I32";
-    case c10::ScalarType::Short: return "I16";
-    case c10::ScalarType::Char: return "I8";
-    case c10::ScalarType::Byte: return "U8";
-    case c10::ScalarType::Bool: return "BOOL";
-    default: return nullptr;
+    case c10::ScalarType::Double:
+      return "F64";
+    case c10::ScalarType::Float:
+      return "F32";
+    case c10::ScalarType::Half:
+      return "F16";
+    case c10::ScalarType::BFloat16:
+      return "BF16";
+    case c10::ScalarType::Long:
+      return "I64";
+    case c10::ScalarType::Int:
+      return "I32";
+    case c10::ScalarType::Short:
+      return "I16";
+    case c10::ScalarType::Char:
+      return "I8";
+    case c10::ScalarType::Byte:
+      return "U8";
+    case c10::ScalarType::Bool:
+      return "BOOL";
+    default:
+      return nullptr;
   }
 }
 

@@ -46,8 +46,7 @@ json parse_json(const std::string& text, const std::string& source) {
 bool is_count(const json& value) { return value.is_number_unsigned(); }
 
 std::vector<int64_t> parse_shape(const json& shape, const std::string& source,
-                                 const std::string& name, size_t element_size,
-                                 uint64_t* nbytes) {
+                                 const std::string& name, size_t element_size, uint64_t* nbytes) {
   if (!shape.is_array()) fail_tensor(source, name, "\"shape\" is not an array");
   std::vector<int64_t> dims;
   dims.reserve(shape.size());
@@ -56,8 +55,8 @@ std::vector<int64_t> parse_shape(const json& shape, const std::string& source,
   constexpr uint64_t kLimit = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
   for (const auto& dim : shape) {
     if (!is_count(dim)) {
-      fail_tensor(source, name, "shape entry " + printable(dim.dump()) +
-                                    " is not a non-negative integer");
+      fail_tensor(source, name,
+                  "shape entry " + printable(dim.dump()) + " is not a non-negative integer");
     }
     const uint64_t d = dim.get<uint64_t>();
     if (d > kLimit) fail_tensor(source, name, "shape entry " + std::to_string(d) + " overflows");
@@ -84,13 +83,15 @@ TensorEntry parse_entry(const std::string& name, const json& info, const std::st
   if (!dtype.is_string()) fail_tensor(source, name, "\"dtype\" is not a string");
   entry.dtype = dtype.get<std::string>();
   const size_t element_size = dtype_size(entry.dtype);
-  if (element_size == 0) fail_tensor(source, name, "unknown dtype '" + printable(entry.dtype) + "'");
+  if (element_size == 0)
+    fail_tensor(source, name, "unknown dtype '" + printable(entry.dtype) + "'");
 
   uint64_t nbytes = 0;
   entry.shape = parse_shape(info["shape"], source, name, element_size, &nbytes);
 
   const auto& offsets = info["data_offsets"];
-  if (!offsets.is_array() || offsets.size() != 2 || !is_count(offsets[0]) || !is_count(offsets[1])) {
+  if (!offsets.is_array() || offsets.size() != 2 || !is_count(offsets[0]) ||
+      !is_count(offsets[1])) {
     fail_tensor(source, name, "\"data_offsets\" is not a pair of non-negative integers");
   }
   entry.begin = offsets[0].get<uint64_t>();
@@ -99,13 +100,15 @@ TensorEntry parse_entry(const std::string& name, const json& info, const std::st
       "data_offsets [" + std::to_string(entry.begin) + ", " + std::to_string(entry.end) + "]";
   if (entry.begin > entry.end) fail_tensor(source, name, range + " run backwards");
   if (entry.end > data_size) {
-    fail_tensor(source, name, range + " go past the data section of " +
-                                  std::to_string(data_size) + " bytes (file truncated?)");
+    fail_tensor(source, name,
+                range + " go past the data section of " + std::to_string(data_size) +
+                    " bytes (file truncated?)");
   }
   if (entry.end - entry.begin != nbytes) {
-    fail_tensor(source, name, entry.dtype + " shape " + printable(info["shape"].dump()) + " needs " +
-                                  std::to_string(nbytes) + " bytes but " + range + " hold " +
-                                  std::to_string(entry.end - entry.begin));
+    fail_tensor(source, name,
+                entry.dtype + " shape " + printable(info["shape"].dump()) + " needs " +
+                    std::to_string(nbytes) + " bytes but " + range + " hold " +
+                    std::to_string(entry.end - entry.begin));
   }
   return entry;
 }
@@ -114,9 +117,9 @@ TensorEntry parse_entry(const std::string& name, const json& info, const std::st
 
 size_t dtype_size(const std::string& dtype) {
   static const std::pair<const char*, size_t> kSizes[] = {
-      {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8},      {"I32", 4},
-      {"I16", 2}, {"I8", 1},  {"U64", 8}, {"U32", 4},  {"U16", 2},      {"U8", 1},
-      {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
+      {"F64", 8}, {"F32", 4}, {"F16", 2},  {"BF16", 2},    {"I64", 8},
+      {"I32", 4}, {"I16", 2}, {"I8", 1},   {"U64", 8},     {"U32", 4},
+      {"U16", 2}, {"U8", 1},  {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
   for (const auto& [name, size] : kSizes) {
     if (dtype == name) return size;
   }
@@ -184,8 +187,8 @@ Header parse_header(const std::string& header_json, uint64_t data_size,
     expected = entry.end;
   }
   if (expected != data_size) {
-    fail(source_name, "tensors cover " + std::to_string(expected) + " bytes but the data section has " +
-                          std::to_string(data_size));
+    fail(source_name, "tensors cover " + std::to_string(expected) +
+                          " bytes but the data section has " + std::to_string(data_size));
   }
   return header;
 }
@@ -196,7 +199,8 @@ Header read_header(const File& file) {
   const std::string& path = file.path();
   const uint64_t file_size = file.size();
   if (file_size < 8) {
-    fail(path, "file is " + std::to_string(file_size) + " bytes, too short for the 8-byte header length");
+    fail(path,
+         "file is " + std::to_string(file_size) + " bytes, too short for the 8-byte header length");
   }
   unsigned char length_bytes[8];
   file.read_at(length_bytes, 8, 0);

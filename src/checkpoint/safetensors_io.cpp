@@ -40,7 +40,8 @@ File File::open_write(const std::string& path) {
   return File(fd, path);
 }
 
-File::File(File&& other) noexcept : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}
+File::File(File&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}
 
 File::~File() {
   if (fd_ >= 0) ::close(fd_);

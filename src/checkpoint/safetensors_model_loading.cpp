@@ -54,7 +54,8 @@ struct Source {
     try {
       value = torch::jit::pickle_load(bytes);
     } catch (const std::exception& e) {
-      throw Error("cannot read '" + path + "' as a pickled state dict: " + safetensors::printable(e.what()));
+      throw Error("cannot read '" + path +
+                  "' as a pickled state dict: " + safetensors::printable(e.what()));
     }
     if (!value.isGenericDict()) throw Error("'" + path + "' does not hold a dict of tensors");
     for (const auto& item : value.toGenericDict()) {
@@ -77,10 +78,12 @@ struct Source {
   std::string mismatch(const std::string& name, const at::Tensor& destination) const {
     if (reader) return reader->mismatch(name, destination);
     const at::Tensor& stored = pickled.at(name);
-    if (stored.scalar_type() == destination.scalar_type() && stored.sizes() == destination.sizes()) return "";
-    return "'" + path + "': tensor '" + name + "' is " + std::string(c10::toString(stored.scalar_type())) +
-           " " + c10::str(stored.sizes()) + " in the file but the destination is " +
-           c10::toString(destination.scalar_type()) + " " + c10::str(destination.sizes());
+    if (stored.scalar_type() == destination.scalar_type() && stored.sizes() == destination.sizes())
+      return "";
+    return "'" + path + "': tensor '" + name + "' is " +
+           std::string(c10::toString(stored.scalar_type())) + " " + c10::str(stored.sizes()) +
+           " in the file but the destination is " + c10::toString(destination.scalar_type()) + " " +
+           c10::str(destination.sizes());
   }
   void read_into(const std::string& name, const at::Tensor& destination) const {
     if (reader) return reader->read_into(name, destination);
@@ -94,16 +97,19 @@ std::vector<std::pair<Source, std::vector<std::string>>> open_sources(const std:
   std::string file = path;
   if (fs::is_directory(path)) {
     file.clear();
-    for (const auto& candidate : {model_files::kSafetensors.file(), model_files::kSafetensors.index(),
-                                  model_files::kPickle.file(), model_files::kPickle.index()}) {
+    for (const auto& candidate :
+         {model_files::kSafetensors.file(), model_files::kSafetensors.index(),
+          model_files::kPickle.file(), model_files::kPickle.index()}) {
       if (fs::exists(fs::path(path) / candidate)) {
         file = (fs::path(path) / candidate).string();
         break;
       }
     }
     if (file.empty()) {
-      throw Error("load_model: no model.safetensors, model.safetensors.index.json, pytorch_model.bin or "
-                  "pytorch_model.bin.index.json in '" + path + "'");
+      throw Error(
+          "load_model: no model.safetensors, model.safetensors.index.json, pytorch_model.bin or "
+          "pytorch_model.bin.index.json in '" +
+          path + "'");
     }
   }
   std::vector<std::pair<Source, std::vector<std::string>>> sources;
@@ -121,8 +127,8 @@ std::vector<std::pair<Source, std::vector<std::string>>> open_sources(const std:
     for (const auto& [name, mapped] : index.weight_map) {
       if (mapped != shard) continue;
       if (!source.contains(name)) {
-        throw Error("index file '" + file + "' puts tensor '" + safetensors::printable(name) + "' in '" +
-                    shard + "', which does not hold it");
+        throw Error("index file '" + file + "' puts tensor '" + safetensors::printable(name) +
+                    "' in '" + shard + "', which does not hold it");
       }
       names.push_back(name);
     }
@@ -134,7 +140,8 @@ std::vector<std::pair<Source, std::vector<std::string>>> open_sources(const std:
 std::string name_list(const std::vector<std::string>& names) {
   constexpr size_t kShown = 20;
   std::string out;
-  for (size_t i = 0; i < names.size() && i < kShown; ++i) out += (i ? ", " : "") + safetensors::printable(names[i]);
+  for (size_t i = 0; i < names.size() && i < kShown; ++i)
+    out += (i ? ", " : "") + safetensors::printable(names[i]);
   if (names.size() > kShown) out += " and " + std::to_string(names.size() - kShown) + " more";
   return out;
 }
@@ -167,8 +174,10 @@ LoadModelResult load_model(torch::nn::Module& module, const std::string& path, b
   }
   if (strict && (!result.missing_keys.empty() || !result.unexpected_keys.empty())) {
     std::string message = "load_model from '" + path + "': names differ:";
-    if (!result.missing_keys.empty()) message += " missing keys: " + name_list(result.missing_keys) + ";";
-    if (!result.unexpected_keys.empty()) message += " unexpected keys: " + name_list(result.unexpected_keys) + ";";
+    if (!result.missing_keys.empty())
+      message += " missing keys: " + name_list(result.missing_keys) + ";";
+    if (!result.unexpected_keys.empty())
+      message += " unexpected keys: " + name_list(result.unexpected_keys) + ";";
     message.pop_back();
     throw Error(message + " (pass strict=false to load the rest)");
   }

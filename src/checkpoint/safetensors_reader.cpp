@@ -68,7 +68,8 @@ struct SafetensorsReader::Impl {
   std::map<std::string, size_t> index;
 };
 
-SafetensorsReader::SafetensorsReader(const std::string& path) : impl_(std::make_unique<Impl>(path)) {}
+SafetensorsReader::SafetensorsReader(const std::string& path)
+    : impl_(std::make_unique<Impl>(path)) {}
 SafetensorsReader::~SafetensorsReader() = default;
 SafetensorsReader::SafetensorsReader(SafetensorsReader&&) noexcept = default;
 SafetensorsReader& SafetensorsReader::operator=(SafetensorsReader&&) noexcept = default;
@@ -82,7 +83,9 @@ std::vector<std::string> SafetensorsReader::names() const {
   return names;
 }
 
-bool SafetensorsReader::contains(const std::string& name) const { return impl_->index.count(name) > 0; }
+bool SafetensorsReader::contains(const std::string& name) const {
+  return impl_->index.count(name) > 0;
+}
 
 const SafetensorsMetadata& SafetensorsReader::metadata() const { return impl_->header.metadata; }
 
@@ -101,13 +104,15 @@ at::Tensor SafetensorsReader::read(const std::string& name) const {
   return tensor;
 }
 
-std::string SafetensorsReader::mismatch(const std::string& name, const at::Tensor& destination) const {
+std::string SafetensorsReader::mismatch(const std::string& name,
+                                        const at::Tensor& destination) const {
   try {
     const auto& e = impl_->entry(name);
     const at::ScalarType type = impl_->type_of(e);
     if (!destination.defined()) impl_->fail(name, "the destination tensor is undefined");
     if (type != destination.scalar_type() || c10::IntArrayRef(e.shape) != destination.sizes()) {
-      impl_->fail(name, "is " + e.dtype + " " + shape_text(e.shape) + " in the file but the destination is " +
+      impl_->fail(name, "is " + e.dtype + " " + shape_text(e.shape) +
+                            " in the file but the destination is " +
                             std::string(safetensors::dtype_name(destination.scalar_type())
                                             ? safetensors::dtype_name(destination.scalar_type())
                                             : c10::toString(destination.scalar_type())) +

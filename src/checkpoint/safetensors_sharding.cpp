@@ -38,10 +38,14 @@ uint64_t parse_size(const std::string& text) {
     bool bits_if_lowercase_b;
   };
   // Longest suffixes first so "GIB" is not taken for "B".
-  static const Unit kUnits[] = {{"GIB", uint64_t{1} << 30, false}, {"MIB", uint64_t{1} << 20, false},
-                                {"KIB", uint64_t{1} << 10, false}, {"GB", 1'000'000'000, true},
-                                {"MB", 1'000'000, true},           {"KB", 1'000, true},
-                                {"B", 1, false},                   {"", 1, false}};
+  static const Unit kUnits[] = {{"GIB", uint64_t{1} << 30, false},
+                                {"MIB", uint64_t{1} << 20, false},
+                                {"KIB", uint64_t{1} << 10, false},
+                                {"GB", 1'000'000'000, true},
+                                {"MB", 1'000'000, true},
+                                {"KB", 1'000, true},
+                                {"B", 1, false},
+                                {"", 1, false}};
   const std::string up = upper(text);
   for (const auto& unit : kUnits) {
     if (!ends_with(up, unit.suffix)) continue;
@@ -55,7 +59,8 @@ uint64_t parse_size(const std::string& text) {
     return unit.bits_if_lowercase_b && text.back() == 'b' ? value / 8 : value;
   }
   throw ConfigError("max_shard_size '" + printable(text) +
-                    "' is not a size: use an integer, optionally followed by a unit (\"5GB\", \"500MB\", \"2GiB\")");
+                    "' is not a size: use an integer, optionally followed by a unit (\"5GB\", "
+                    "\"500MB\", \"2GiB\")");
 }
 
 std::vector<std::vector<size_t>> plan_shards(const std::vector<uint64_t>& sizes,
@@ -89,7 +94,8 @@ bool is_shard_file_name(const std::string& name, const std::string& stem,
   if (name.compare(0, stem.size(), stem) != 0 || !ends_with(name, extension)) return false;
   for (size_t i = 0; i < pattern.size(); ++i) {
     const char c = name[stem.size() + i];
-    if (pattern[i] == '0' ? !std::isdigit(static_cast<unsigned char>(c)) : c != pattern[i]) return false;
+    if (pattern[i] == '0' ? !std::isdigit(static_cast<unsigned char>(c)) : c != pattern[i])
+      return false;
   }
   return true;
 }
@@ -105,7 +111,8 @@ std::string index_json(const ShardIndex& index) {
 ShardIndex read_index(const std::string& path) {
   const File file = File::open_read(path);
   const uint64_t size = file.size();
-  if (size > kMaxHeaderSize) fail_index(path, "larger than " + std::to_string(kMaxHeaderSize) + " bytes");
+  if (size > kMaxHeaderSize)
+    fail_index(path, "larger than " + std::to_string(kMaxHeaderSize) + " bytes");
   std::string text(size, '\0');
   file.read_at(text.data(), size, 0);
   nlohmann::json root;
@@ -119,12 +126,14 @@ ShardIndex read_index(const std::string& path) {
   }
   ShardIndex index;
   if (root.contains("metadata") && root["metadata"].is_object() &&
-      root["metadata"].contains("total_size") && root["metadata"]["total_size"].is_number_unsigned()) {
+      root["metadata"].contains("total_size") &&
+      root["metadata"]["total_size"].is_number_unsigned()) {
     index.total_size = root["metadata"]["total_size"].get<uint64_t>();
   }
   std::set<std::string> files;
   for (const auto& [name, value] : root["weight_map"].items()) {
-    if (!value.is_string()) fail_index(path, "weight_map entry '" + printable(name) + "' is not a file name");
+    if (!value.is_string())
+      fail_index(path, "weight_map entry '" + printable(name) + "' is not a file name");
     const std::string file_name = value.get<std::string>();
     if (file_name.empty() || file_name == "." || file_name == ".." ||
         file_name.find('/') != std::string::npos || file_name.find('\0') != std::string::npos) {

@@ -33,7 +33,7 @@ bool is_shard_file_name(const std::string& name, const std::string& stem,
 struct ShardIndex {
   uint64_t total_size = 0;
   std::map<std::string, std::string> weight_map;  // tensor name -> file name
-  std::vector<std::string> files;  // distinct files, sorted
+  std::vector<std::string> files;                 // distinct files, sorted
 };
 
 // The index file's text: {"metadata": {"total_size": N}, "weight_map": {...}}

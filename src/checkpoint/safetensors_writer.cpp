@@ -69,7 +69,8 @@ safetensors::FileLayout plan(const std::string& path, const NamedTensors& tensor
     if (!tensor.defined()) fail(path, "tensor '" + shown + "' is undefined");
     const char* dtype = safetensors::dtype_name(tensor.scalar_type());
     if (dtype == nullptr) {
-      fail(path, "tensor '" + shown + "' has dtype " + std::string(c10::toString(tensor.scalar_type())) +
+      fail(path, "tensor '" + shown + "' has dtype " +
+                     std::string(c10::toString(tensor.scalar_type())) +
                      ", which safetensors cannot store");
     }
     specs.push_back({name, dtype, tensor.sizes().vec()});
@@ -156,19 +157,23 @@ StreamedFile::~StreamedFile() {
 
 void StreamedFile::write(const std::string& name, const at::Tensor& tensor) {
   auto it = places_.find(name);
-  if (it == places_.end()) fail(path_, "tensor '" + safetensors::printable(name) + "' was not declared");
+  if (it == places_.end())
+    fail(path_, "tensor '" + safetensors::printable(name) + "' was not declared");
   Place& place = it->second;
   if (static_cast<uint64_t>(tensor.numel()) * tensor.element_size() != place.nbytes ||
       tensor.scalar_type() != place.dtype) {
-    fail(path_, "tensor '" + safetensors::printable(name) + "' has another size or dtype than declared");
+    fail(path_,
+         "tensor '" + safetensors::printable(name) + "' has another size or dtype than declared");
   }
-  if (place.nbytes > 0) file_->file.write_at(file_bytes(tensor).data_ptr(), place.nbytes, place.offset);
+  if (place.nbytes > 0)
+    file_->file.write_at(file_bytes(tensor).data_ptr(), place.nbytes, place.offset);
   place.written = true;
 }
 
 void StreamedFile::commit() {
   for (const auto& [name, place] : places_) {
-    if (!place.written) fail(path_, "tensor '" + safetensors::printable(name) + "' was never written");
+    if (!place.written)
+      fail(path_, "tensor '" + safetensors::printable(name) + "' was never written");
   }
   file_->file.close();
   rename_into_place(temporary_, path_);

@@ -11,8 +11,8 @@
 #include "accelerate/environment.h"
 #include "accelerate/errors.h"
 #include "common/settings.h"
-#include "config/config_files.h"
 #include "config/config_file.h"
+#include "config/config_files.h"
 #include "config/questionnaire.h"
 #include "launcher/machine_facts.h"
 
@@ -47,8 +47,10 @@ const char kHelp[] =
     "                   refuses to replace an existing file\n"
     "  update           rewrite an existing config file with the current keys, keeping its values\n"
     "\n"
-    "  --config_file PATH        the file to write (default: $HF_HOME/accelerate/default_config.yaml,\n"
-    "                            else ${XDG_CACHE_HOME:-~/.cache}/huggingface/accelerate/default_config.yaml)\n"
+    "  --config_file PATH        the file to write (default: "
+    "$HF_HOME/accelerate/default_config.yaml,\n"
+    "                            else "
+    "${XDG_CACHE_HOME:-~/.cache}/huggingface/accelerate/default_config.yaml)\n"
     "  --mixed_precision MODE    for 'default': no, fp16 or bf16 (default no)\n"
     "\n"
     "The file has Hugging Face Accelerate's format and keys; see docs/cli.md.\n";
@@ -76,11 +78,13 @@ ConfigArguments parse_arguments(const std::vector<std::string>& args) {
     };
     if (arg == "__config_file") {
       parsed.config_file = value();
-      if (parsed.config_file->empty()) throw ConfigUsageError("--config_file expects a path, got an empty value");
+      if (parsed.config_file->empty())
+        throw ConfigUsageError("--config_file expects a path, got an empty value");
     } else if (arg == "__mixed_precision" && parsed.mode == "default") {
       parsed.mixed_precision = value();
       if (!settings::kMixedPrecision.try_parse(parsed.mixed_precision)) {
-        throw ConfigUsageError(settings::kMixedPrecision.problem("--mixed_precision", parsed.mixed_precision));
+        throw ConfigUsageError(
+            settings::kMixedPrecision.problem("--mixed_precision", parsed.mixed_precision));
       }
     } else {
       throw ConfigUsageError("unknown argument '" + args[i] + "'; see 'accelerate config --help'");
@@ -96,17 +100,20 @@ bool exists(const std::string& path) {
 
 int run_questionnaire(const std::string& path, const Environment& env) {
   const bool terminal = ::isatty(STDIN_FILENO) && ::isatty(STDOUT_FILENO);
-  auto prompter = terminal ? make_terminal_prompter(STDIN_FILENO, STDOUT_FILENO) : make_line_prompter(std::cin, std::cout);
+  auto prompter = terminal ? make_terminal_prompter(STDIN_FILENO, STDOUT_FILENO)
+                           : make_line_prompter(std::cin, std::cout);
   ClusterAnswers answers = ask_cluster_questions(*prompter, home_directory(env));
   write_config_file(path, to_config_node(answers));
   std::cout << "accelerate configuration saved at " << path << "\n";
   return 0;
 }
 
-int write_default(const std::string& path, const std::string& mixed_precision, const Environment& env) {
+int write_default(const std::string& path, const std::string& mixed_precision,
+                  const Environment& env) {
   if (exists(path)) {
     std::cerr << "accelerate config: error: a config file already exists at " << path
-              << "; not overwriting it (edit it with 'accelerate config', refresh it with 'accelerate config "
+              << "; not overwriting it (edit it with 'accelerate config', refresh it with "
+                 "'accelerate config "
                  "update', or pass another --config_file)\n";
     return kFailureExit;
   }
@@ -120,7 +127,8 @@ int update(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     std::cerr << "accelerate config: error: " << path
-              << ": no config file to update (write one with 'accelerate config' or 'accelerate config default')\n";
+              << ": no config file to update (write one with 'accelerate config' or 'accelerate "
+                 "config default')\n";
     return kFailureExit;
   }
   std::ostringstream text;

@@ -11,7 +11,6 @@
 #include "cli/memory_estimate.h"
 #include "cli/system_facts.h"
 #include "cli/test_command.h"
-#include "launcher/machine_facts.h"
 #include "config/config_file.h"
 #include "launcher/launch_errors.h"
 #include "launcher/machine_facts.h"
@@ -54,11 +53,22 @@ const char* yes_no(bool value) { return value ? "yes" : "no"; }
 // Variables that change what a job does; reported when set.
 bool is_relevant_variable(const std::string& name) {
   static const char* const kPrefixes[] = {"ACCELERATE_", "FSDP_", "NCCL_", "GLOO_", "TORCH_"};
-  static const char* const kNames[] = {
-      "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "OMP_NUM_THREADS",
-      "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",     "OMP_WAIT_POLICY",      "HF_HOME",
-      "XDG_CACHE_HOME",       "MASTER_ADDR",         "MASTER_PORT",          "WORLD_SIZE",
-      "RANK",                 "LOCAL_RANK",          "LOCAL_WORLD_SIZE",     "LD_LIBRARY_PATH"};
+  static const char* const kNames[] = {"CUDA_VISIBLE_DEVICES",
+                                       "HIP_VISIBLE_DEVICES",
+                                       "ROCR_VISIBLE_DEVICES",
+                                       "OMP_NUM_THREADS",
+                                       "OPENBLAS_NUM_THREADS",
+                                       "MKL_NUM_THREADS",
+                                       "OMP_WAIT_POLICY",
+                                       "HF_HOME",
+                                       "XDG_CACHE_HOME",
+                                       "MASTER_ADDR",
+                                       "MASTER_PORT",
+                                       "WORLD_SIZE",
+                                       "RANK",
+                                       "LOCAL_RANK",
+                                       "LOCAL_WORLD_SIZE",
+                                       "LD_LIBRARY_PATH"};
   for (const char* prefix : kPrefixes) {
     if (name.rfind(prefix, 0) == 0) return true;
   }
@@ -69,7 +79,8 @@ bool is_relevant_variable(const std::string& name) {
 }
 
 std::string platform_line() {
-  std::string line = os_pretty_name(launcher::read_text_file("/etc/os-release").value_or("")).value_or("unknown OS");
+  std::string line = os_pretty_name(launcher::read_text_file("/etc/os-release").value_or(""))
+                         .value_or("unknown OS");
   struct utsname names {};
   if (::uname(&names) == 0) {
     line += "; " + std::string(names.sysname) + " " + names.release + " " + names.machine;
@@ -79,13 +90,16 @@ std::string platform_line() {
 
 std::string cpu_lines() {
   const CpuInfo cpu = parse_cpuinfo(launcher::read_text_file("/proc/cpuinfo").value_or(""));
-  std::string text = "- CPU: " + (cpu.model.empty() ? std::string("unknown model") : cpu.model) + ", " +
-                     std::to_string(cpu.logical_cpus) + " logical CPUs, " +
-                     std::to_string(launcher::count_usable_cpu_cores()) + " usable by this process\n";
+  std::string text = "- CPU: " + (cpu.model.empty() ? std::string("unknown model") : cpu.model) +
+                     ", " + std::to_string(cpu.logical_cpus) + " logical CPUs, " +
+                     std::to_string(launcher::count_usable_cpu_cores()) +
+                     " usable by this process\n";
   std::string flags;
   for (const auto& flag : notable_cpu_flags(cpu.flags)) flags += (flags.empty() ? "" : " ") + flag;
-  text += "- CPU features: " +
-          (flags.empty() ? std::string("none of the vector/matrix extensions we look for") : flags) + "\n";
+  text +=
+      "- CPU features: " +
+      (flags.empty() ? std::string("none of the vector/matrix extensions we look for") : flags) +
+      "\n";
   return text;
 }
 
@@ -114,8 +128,9 @@ std::string environment_report(const Environment& env, const std::string& explic
   text += "- accelerate-cpp version: " + std::string(kVersion) + "\n";
   text += "- LibTorch version (built against): " ACCELERATE_BUILD_TORCH_VERSION "\n";
   text += "- Compiler: " ACCELERATE_BUILD_COMPILER ", build type " ACCELERATE_BUILD_TYPE "\n";
-  text += std::string("- LibTorch features: CUDA ") + yes_no(ACCELERATE_BUILD_HAS_CUDA) + ", NCCL " +
-          yes_no(ACCELERATE_BUILD_HAS_NCCL) + ", Gloo " + yes_no(ACCELERATE_BUILD_HAS_GLOO) + "\n";
+  text += std::string("- LibTorch features: CUDA ") + yes_no(ACCELERATE_BUILD_HAS_CUDA) +
+          ", NCCL " + yes_no(ACCELERATE_BUILD_HAS_NCCL) + ", Gloo " +
+          yes_no(ACCELERATE_BUILD_HAS_GLOO) + "\n";
   const auto sanity = find_sanity_program(current_executable_path());
   text += "- accelerate test program: " +
           (sanity ? *sanity : std::string("not found (`accelerate test` cannot run)")) + "\n";
@@ -128,8 +143,9 @@ std::string environment_report(const Environment& env, const std::string& explic
   }
   const auto gpus = list_gpus(lookup(env, "PATH"));
   if (gpus.empty()) {
-    text += "- GPUs: none found (no nvidia-smi on PATH, no /proc/driver/nvidia/gpus, no GPU node in " +
-            std::string(launcher::kKfdNodesFolder) + ")\n";
+    text +=
+        "- GPUs: none found (no nvidia-smi on PATH, no /proc/driver/nvidia/gpus, no GPU node in " +
+        std::string(launcher::kKfdNodesFolder) + ")\n";
   } else {
     text += "- GPUs: " + std::to_string(gpus.size()) + "\n";
     for (const auto& gpu : gpus) text += "\t- " + gpu + "\n";

@@ -124,9 +124,10 @@ ModelSize size_of(const std::string& model) {
   // An existing path wins, so a directory called "7B" is read, not counted.
   if (path_exists(model)) return model_size_from_path(model);
   if (auto count = parse_parameter_count(model)) return model_size_from_count(*count);
-  throw ConfigError("'" + model +
-                    "' is neither a parameter count (like 7B, 350M, 1.3e9 or "
-                    "125000000, at most 1e15) nor an existing .safetensors file, index or directory");
+  throw ConfigError(
+      "'" + model +
+      "' is neither a parameter count (like 7B, 350M, 1.3e9 or "
+      "125000000, at most 1e15) nor an existing .safetensors file, index or directory");
 }
 
 }  // namespace

@@ -40,20 +40,24 @@ void print_info(const LaunchOptions& options, const std::string& line) {
 std::string start_line(const LaunchOptions& options, const SupervisorSettings& settings) {
   const int local = options.local_processes();
   const int first = options.machine_rank * local;
-  std::string ranks = local == 1 ? "rank " + std::to_string(first)
-                                 : "ranks " + std::to_string(first) + "-" + std::to_string(first + local - 1);
+  std::string ranks =
+      local == 1 ? "rank " + std::to_string(first)
+                 : "ranks " + std::to_string(first) + "-" + std::to_string(first + local - 1);
   const std::string threads_variable = accelerate::settings::kOmpNumThreads.variable();
   std::string threads = "?";
   for (const auto& entry : settings.ranks.front().environment) {
-    if (entry.rfind(threads_variable + "=", 0) == 0) threads = entry.substr(threads_variable.size() + 1);
+    if (entry.rfind(threads_variable + "=", 0) == 0)
+      threads = entry.substr(threads_variable.size() + 1);
   }
-  std::string how = options.mpirun_hostfile ? " through mpirun (--hostfile " + *options.mpirun_hostfile + ")"
-                                            : "";
+  std::string how = options.mpirun_hostfile
+                        ? " through mpirun (--hostfile " + *options.mpirun_hostfile + ")"
+                        : "";
   return "starting " + std::to_string(options.mpirun_hostfile ? options.num_processes : local) +
          " process(es)" + how + ", " + (options.mpirun_hostfile ? "all" : ranks) + " of " +
          std::to_string(options.num_processes) + (options.cpu ? " on cpu" : "") +
-         ", MASTER_ADDR=" + options.main_process_ip + " MASTER_PORT=" + std::to_string(options.main_process_port) +
-         ", " + threads_variable + "=" + threads;
+         ", MASTER_ADDR=" + options.main_process_ip +
+         " MASTER_PORT=" + std::to_string(options.main_process_port) + ", " + threads_variable +
+         "=" + threads;
 }
 
 // Settings, then the machine: everything is checked before anything starts.
@@ -82,7 +86,8 @@ PlanInputs prepare(LaunchOptions& options, std::vector<std::string>& notes) {
     inputs.hostfile = read_hostfile(*options.mpirun_hostfile);
     inputs.mpirun_path = find_on_path("mpirun", lookup(inputs.environment, "PATH"));
     if (!inputs.mpirun_path) {
-      throw LaunchFailure("--mpirun_hostfile needs OpenMPI's mpirun on PATH (Debian: apt install openmpi-bin)");
+      throw LaunchFailure(
+          "--mpirun_hostfile needs OpenMPI's mpirun on PATH (Debian: apt install openmpi-bin)");
     }
     inputs.as_root = geteuid() == 0;
   }
@@ -95,7 +100,8 @@ PlanInputs prepare(LaunchOptions& options, std::vector<std::string>& notes) {
     ensure_port_free(options.main_process_port);
   }
   if (std::string ifname = choose_gloo_interface(options, inputs.environment); !ifname.empty()) {
-    notes.push_back("GLOO_SOCKET_IFNAME=" + ifname + " (the interface towards " + options.main_process_ip + ")");
+    notes.push_back("GLOO_SOCKET_IFNAME=" + ifname + " (the interface towards " +
+                    options.main_process_ip + ")");
   }
   inputs.options = &options;
   return inputs;
@@ -123,7 +129,8 @@ int launch(const std::vector<std::string>& args) {
       for (const auto& note : notes) print_info(options, "note: " + note);
       print_info(options, start_line(options, settings));
       if (options.debug && !options.quiet) {
-        for (const auto& line : describe_effective_settings(options)) print_info(options, "  " + line);
+        for (const auto& line : describe_effective_settings(options))
+          print_info(options, "  " + line);
       }
     }
     SupervisorResult result = supervise(settings);
@@ -137,9 +144,10 @@ int launch(const std::vector<std::string>& args) {
     }
     // Failures are reported even with -q; so is the restart that follows.
     write_fully(STDERR_FILENO, "accelerate launch: restarting the local processes (restart " +
-                                   std::to_string(attempt + 1) + " of " + std::to_string(options.max_restarts) +
-                                   ", " + accelerate::settings::kRestartCount.variable() + "=" + std::to_string(attempt + 1) +
-                                   ")\n");
+                                   std::to_string(attempt + 1) + " of " +
+                                   std::to_string(options.max_restarts) + ", " +
+                                   accelerate::settings::kRestartCount.variable() + "=" +
+                                   std::to_string(attempt + 1) + ")\n");
     std::this_thread::sleep_for(std::chrono::milliseconds(options.monitor_interval_ms));
   }
 }

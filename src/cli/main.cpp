@@ -29,10 +29,13 @@ struct Subcommand {
 const Subcommand kSubcommands[] = {
     {"launch", "start a program on several processes (see 'accelerate launch --help')",
      accelerate::cli::run_launch_command},
-    {"config", "write the config file: questions, 'default' or 'update' (see 'accelerate config --help')",
+    {"config",
+     "write the config file: questions, 'default' or 'update' (see 'accelerate config --help')",
      accelerate::cli::run_config_command},
-    {"env", "print versions, machine and config for a bug report", accelerate::cli::run_env_command},
-    {"test", "check distributed training works here with your settings", accelerate::cli::run_test_command},
+    {"env", "print versions, machine and config for a bug report",
+     accelerate::cli::run_env_command},
+    {"test", "check distributed training works here with your settings",
+     accelerate::cli::run_test_command},
     {"estimate-memory", "memory to load and train a model, per dtype",
      accelerate::cli::run_estimate_memory_command},
     {"merge-weights", "a checkpoint's model as safetensors files, merged from every process's",
@@ -72,7 +75,8 @@ int main(int argc, char** argv) {
     if (first == command.name) return command.run({args.begin() + 1, args.end()});
   }
   std::string known;
-  for (const auto& command : kSubcommands) known += (known.empty() ? "" : ", ") + std::string(command.name);
+  for (const auto& command : kSubcommands)
+    known += (known.empty() ? "" : ", ") + std::string(command.name);
   return usage_error("unknown command '" + first + "'; known commands: " + known +
                      " (run 'accelerate --help')");
 }

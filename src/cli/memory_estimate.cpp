@@ -121,7 +121,8 @@ double dtype_divisor(const std::string& dtype) {
 
 }  // namespace
 
-std::vector<EstimateRow> estimate_rows(const ModelSize& size, const std::vector<std::string>& dtypes) {
+std::vector<EstimateRow> estimate_rows(const ModelSize& size,
+                                       const std::vector<std::string>& dtypes) {
   std::vector<EstimateRow> rows;
   for (const auto& dtype : dtypes) {
     const double divisor = dtype_divisor(dtype);
@@ -178,7 +179,8 @@ std::string format_bytes(double bytes, bool integral) {
   // Python prints round(x, 2).
   std::snprintf(text, sizeof text, "%.2f", bytes);
   std::string number = text;
-  while (number.size() > 1 && number.back() == '0' && number[number.size() - 2] != '.') number.pop_back();
+  while (number.size() > 1 && number.back() == '0' && number[number.size() - 2] != '.')
+    number.pop_back();
   return number + " " + unit;
 }
 
@@ -226,12 +228,13 @@ std::string render_estimate(const std::string& model_name, const ModelSize& size
   std::vector<std::vector<std::string>> cells = {
       {"dtype", "Largest Layer", "Total Size", "Training using Adam"}};
   for (const auto& row : rows) {
-    cells.push_back({row.dtype, row.largest_layer ? format_bytes(*row.largest_layer, row.integral) : "N/A",
+    cells.push_back({row.dtype,
+                     row.largest_layer ? format_bytes(*row.largest_layer, row.integral) : "N/A",
                      format_bytes(row.total, row.integral),
                      row.training ? format_bytes(*row.training, true) : "N/A"});
   }
-  std::string out =
-      "Memory usage for loading `" + model_name + "`: " + with_thousands(size.parameters) + " parameters";
+  std::string out = "Memory usage for loading `" + model_name +
+                    "`: " + with_thousands(size.parameters) + " parameters";
   if (size.largest_layer_bytes)
     out += ", largest layer '" + safetensors::printable(size.largest_layer_name) + "'";
   out += "\n" + render_table(cells);

@@ -55,7 +55,8 @@ struct EstimateRow {
   bool integral = false;  // float32 sizes stay whole numbers (formatting)
 };
 
-std::vector<EstimateRow> estimate_rows(const ModelSize& size, const std::vector<std::string>& dtypes);
+std::vector<EstimateRow> estimate_rows(const ModelSize& size,
+                                       const std::vector<std::string>& dtypes);
 
 // One row of the ZeRO table: the bytes of model state (parameters,
 // gradients, Adam's two moments) that each of `processes` holds, for a model

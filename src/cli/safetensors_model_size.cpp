@@ -51,8 +51,8 @@ uint64_t float32_bytes(const safetensors::TensorEntry& tensor, const std::string
   const bool floating = tensor.dtype.rfind("F", 0) == 0 || tensor.dtype.rfind("BF", 0) == 0;
   const size_t element_size = floating ? 4 : safetensors::dtype_size(tensor.dtype);
   if (element_size == 0) {
-    throw ConfigError(source + ": tensor '" + safetensors::printable(tensor.name) + "' has unknown dtype '" +
-                      safetensors::printable(tensor.dtype) + "'");
+    throw ConfigError(source + ": tensor '" + safetensors::printable(tensor.name) +
+                      "' has unknown dtype '" + safetensors::printable(tensor.dtype) + "'");
   }
   return element_count(tensor) * element_size;
 }
@@ -101,8 +101,9 @@ std::vector<std::string> read_index(const std::string& index_path,
     }
     const std::string shard = file.get<std::string>();
     if (shard.empty() || shard.find('/') != std::string::npos) {
-      throw ConfigError(index_path + ": weight_map entry '" + safetensors::printable(name) + "' names '" +
-                        safetensors::printable(shard) + "', which is not a file beside the index");
+      throw ConfigError(index_path + ": weight_map entry '" + safetensors::printable(name) +
+                        "' names '" + safetensors::printable(shard) +
+                        "', which is not a file beside the index");
     }
     weight_map[name] = shard;
     if (std::find(shards.begin(), shards.end(), shard) == shards.end()) shards.push_back(shard);
@@ -126,8 +127,8 @@ ModelSize size_from_index(const std::string& index_path) {
   }
   for (const auto& [name, shard] : weight_map) {
     if (!names_by_shard[shard].count(name)) {
-      throw ConfigError(index_path + ": tensor '" + safetensors::printable(name) + "' is not in its shard '" +
-                        safetensors::printable(shard) + "'");
+      throw ConfigError(index_path + ": tensor '" + safetensors::printable(name) +
+                        "' is not in its shard '" + safetensors::printable(shard) + "'");
     }
   }
   set_largest_layer(size, layers);
@@ -168,7 +169,8 @@ ModelSize model_size_from_path(const std::string& path) {
     if (is_regular_file(single)) return size_from_files({single}, single);
     const auto files = safetensors_files_in(path);
     if (files.empty()) {
-      throw ConfigError(path + ": no model.safetensors.index.json or *.safetensors file in this directory");
+      throw ConfigError(
+          path + ": no model.safetensors.index.json or *.safetensors file in this directory");
     }
     return size_from_files(files, path);
   }

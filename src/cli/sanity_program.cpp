@@ -32,7 +32,8 @@ std::string describe(const at::Tensor& tensor) {
   auto values = tensor.detach().cpu().flatten().to(at::kDouble).contiguous();
   std::ostringstream out;
   out << "[";
-  for (int64_t i = 0; i < values.numel(); ++i) out << (i ? ", " : "") << values.data_ptr<double>()[i];
+  for (int64_t i = 0; i < values.numel(); ++i)
+    out << (i ? ", " : "") << values.data_ptr<double>()[i];
   out << "]";
   return out.str();
 }
@@ -56,8 +57,10 @@ std::string check_process_indices(Accelerator& accelerator) {
       return "process indices gathered out of order or duplicated";
     }
   }
-  if (accelerator.is_main_process() != (rank == 0)) return "is_main_process disagrees with the index";
-  if (accelerator.is_last_process() != (rank == n - 1)) return "is_last_process disagrees with the index";
+  if (accelerator.is_main_process() != (rank == 0))
+    return "is_main_process disagrees with the index";
+  if (accelerator.is_last_process() != (rank == n - 1))
+    return "is_last_process disagrees with the index";
   if (accelerator.local_process_index() >= accelerator.state().local_world_size) {
     return "local process index outside the local world size";
   }
@@ -84,8 +87,10 @@ std::string check_all_reduce(Accelerator& accelerator) {
 std::string check_gather(Accelerator& accelerator) {
   // Accelerate's tested value: gather(arange(N) + 1 + N*rank) is 1..N^2.
   const int64_t n = accelerator.num_processes();
-  auto mine = (at::arange(n, at::kLong) + 1 + n * accelerator.process_index()).to(accelerator.device());
-  std::string problem = expect_equal("gather", accelerator.gather(mine), at::arange(1, n * n + 1, at::kLong));
+  auto mine =
+      (at::arange(n, at::kLong) + 1 + n * accelerator.process_index()).to(accelerator.device());
+  std::string problem =
+      expect_equal("gather", accelerator.gather(mine), at::arange(1, n * n + 1, at::kLong));
   if (!problem.empty()) return problem;
   // Unequal lengths: rank r contributes r+1 copies of r.
   auto uneven = at::full({accelerator.process_index() + 1}, accelerator.process_index(), at::kLong)
@@ -97,13 +102,16 @@ std::string check_gather(Accelerator& accelerator) {
 }
 
 std::string check_broadcast(Accelerator& accelerator) {
-  auto mine = at::full({3}, 100.0 + accelerator.process_index(), at::kFloat).to(accelerator.device());
+  auto mine =
+      at::full({3}, 100.0 + accelerator.process_index(), at::kFloat).to(accelerator.device());
   auto from_main = accelerate::broadcast(accelerator.communicator(), mine, 0);
-  std::string problem = expect_equal("broadcast from process 0", from_main, at::full({3}, 100.0, at::kFloat));
+  std::string problem =
+      expect_equal("broadcast from process 0", from_main, at::full({3}, 100.0, at::kFloat));
   if (!problem.empty()) return problem;
   const int last = accelerator.num_processes() - 1;
-  auto word = accelerate::broadcast_object(accelerator.communicator(),
-                                           "hello from " + std::to_string(accelerator.process_index()), last);
+  auto word = accelerate::broadcast_object(
+      accelerator.communicator(), "hello from " + std::to_string(accelerator.process_index()),
+      last);
   if (word != "hello from " + std::to_string(last))
     return "broadcast_object from the last process gave '" + word + "'";
   return "";
@@ -124,13 +132,15 @@ std::string check_training(Accelerator& accelerator) {
     model->weight.fill_(0.1 * (accelerator.process_index() + 1));  // differs per rank on purpose
     model->bias.fill_(-0.2);
   }
-  accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(), torch::optim::SGDOptions(0.05));
+  accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(),
+                                                     torch::optim::SGDOptions(0.05));
   accelerate::DataLoader loader(accelerate::TensorDataset(x, y), accelerate::DataLoaderOptions(4));
   accelerator.prepare(model, optimizer, loader);
 
   auto& comm = accelerator.communicator();
-  std::string problem = expect_equal("weights after prepare (broadcast from process 0)",
-                                     model->weight.detach().cpu(), at::full({1, 2}, 0.1, at::kFloat));
+  std::string problem =
+      expect_equal("weights after prepare (broadcast from process 0)", model->weight.detach().cpu(),
+                   at::full({1, 2}, 0.1, at::kFloat));
   std::vector<at::Tensor> seen;
   for (auto& batch : loader) {
     // The reference: the same model's gradient over every rank's batch.
@@ -142,12 +152,12 @@ std::string check_training(Accelerator& accelerator) {
 
     accelerator.backward(torch::mse_loss(model->forward(batch.data), batch.target));
     if (problem.empty()) {
-      problem = expect_equal("synced weight gradient vs the all-ranks gradient", model->weight.grad().cpu(),
-                             weight.grad());
+      problem = expect_equal("synced weight gradient vs the all-ranks gradient",
+                             model->weight.grad().cpu(), weight.grad());
     }
     if (problem.empty()) {
-      problem = expect_equal("synced bias gradient vs the all-ranks gradient", model->bias.grad().cpu(),
-                             bias.grad());
+      problem = expect_equal("synced bias gradient vs the all-ranks gradient",
+                             model->bias.grad().cpu(), bias.grad());
     }
     optimizer.step();
     optimizer.zero_grad();
@@ -162,7 +172,8 @@ std::string check_training(Accelerator& accelerator) {
   // After training every rank holds the same parameters.
   auto params = at::cat({model->weight.detach().flatten(), model->bias.detach()});
   auto everyone = accelerate::gather_list(comm, params);
-  if (problem.empty()) problem = expect_equal("parameters after training vs process 0", params, everyone[0]);
+  if (problem.empty())
+    problem = expect_equal("parameters after training vs process 0", params, everyone[0]);
   return problem;
 }
 
@@ -186,18 +197,20 @@ int main() {
     }
     Accelerator accelerator(options);
     accelerator.print("accelerate-sanity-check: ", accelerator.num_processes(), " process(es), ",
-                      to_string(accelerator.distributed_type()), ", device ", accelerator.device().str(), ", backend ",
+                      to_string(accelerator.distributed_type()), ", device ",
+                      accelerator.device().str(), ", backend ",
                       accelerate::to_string(accelerator.state().backend));
     int failed = 0;
     for (const auto& check : kChecks) {
       const std::string problem = check.run(accelerator);
       if (!problem.empty()) {
-        std::cout << "process " << accelerator.process_index() << ": " << check.name << ": " << problem
-                  << std::endl;
+        std::cout << "process " << accelerator.process_index() << ": " << check.name << ": "
+                  << problem << std::endl;
       }
       // Everyone learns whether every rank passed.
       auto verdict = at::tensor({problem.empty() ? 1 : 0}, at::kInt).to(accelerator.device());
-      const bool all_passed = accelerator.reduce(verdict, accelerate::ReduceOp::kMin).item<int>() == 1;
+      const bool all_passed =
+          accelerator.reduce(verdict, accelerate::ReduceOp::kMin).item<int>() == 1;
       if (!all_passed) ++failed;
       accelerator.print(all_passed ? "  [ok]   " : "  [FAIL] ", check.name);
     }

@@ -23,7 +23,8 @@ std::string trim(const std::string& text) {
 
 std::string unquote(std::string value) {
   value = trim(value);
-  if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') && value.back() == value.front()) {
+  if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') &&
+      value.back() == value.front()) {
     value = value.substr(1, value.size() - 2);
   }
   return value;
@@ -79,9 +80,10 @@ CpuInfo parse_cpuinfo(const std::string& cpuinfo) {
 }
 
 std::vector<std::string> notable_cpu_flags(const std::vector<std::string>& flags) {
-  static const char* const kNotable[] = {"avx",      "avx2",        "fma",         "f16c",        "avx512f",
-                                         "avx512bw", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile",
-                                         "amx_bf16", "amx_int8",    "asimd",       "sve",         "bf16"};
+  static const char* const kNotable[] = {"avx",         "avx2",     "fma",         "f16c",
+                                         "avx512f",     "avx512bw", "avx512_vnni", "avx512_bf16",
+                                         "avx512_fp16", "amx_tile", "amx_bf16",    "amx_int8",
+                                         "asimd",       "sve",      "bf16"};
   std::vector<std::string> present;
   for (const char* flag : kNotable) {
     if (std::find(flags.begin(), flags.end(), flag) != flags.end()) present.push_back(flag);
@@ -132,8 +134,8 @@ std::vector<std::string> list_nvidia_gpus(const std::optional<std::string>& path
     const auto values = key_values(info.value_or(""), ':');
     auto model = values.find("Model");
     gpus.push_back("GPU " + std::to_string(gpus.size()) + ": " +
-                   (model == values.end() ? std::string("unknown model") : model->second) + " (" + bus_id +
-                   ")");
+                   (model == values.end() ? std::string("unknown model") : model->second) + " (" +
+                   bus_id + ")");
   }
   return gpus;
 }
@@ -158,7 +160,8 @@ std::vector<std::string> list_amd_gpus(const std::string& kfd_nodes_dir) {
 }  // namespace
 
 std::vector<std::string> list_gpus(const std::optional<std::string>& path_variable,
-                                   const std::string& proc_gpus_dir, const std::string& kfd_nodes_dir) {
+                                   const std::string& proc_gpus_dir,
+                                   const std::string& kfd_nodes_dir) {
   std::vector<std::string> gpus = list_nvidia_gpus(path_variable, proc_gpus_dir);
   for (auto& line : list_amd_gpus(kfd_nodes_dir)) gpus.push_back(std::move(line));
   return gpus;

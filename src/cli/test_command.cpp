@@ -16,7 +16,8 @@
 namespace accelerate::cli {
 namespace {
 
-constexpr const char* kSuccessLine = "Test is a success! You are ready for your distributed training!";
+constexpr const char* kSuccessLine =
+    "Test is a success! You are ready for your distributed training!";
 
 const char* const kHelp =
     "usage: accelerate test [--config_file FILE] [LAUNCH FLAGS...]\n"
@@ -32,7 +33,8 @@ const char* const kHelp =
 
 bool is_executable_file(const std::string& path) {
   struct stat info {};
-  return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && ::access(path.c_str(), X_OK) == 0;
+  return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
+         ::access(path.c_str(), X_OK) == 0;
 }
 
 // `accelerate launch` takes the first non-flag argument for the program to
@@ -74,7 +76,8 @@ std::string current_executable_path() {
 std::vector<std::string> sanity_program_candidates(const std::string& executable_path) {
   const auto slash = executable_path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : executable_path.substr(0, slash);
-  return {dir + "/" + kSanityProgramName, dir + "/" + ACCELERATE_LIBEXEC_FROM_BIN + "/" + kSanityProgramName};
+  return {dir + "/" + kSanityProgramName,
+          dir + "/" + ACCELERATE_LIBEXEC_FROM_BIN + "/" + kSanityProgramName};
 }
 
 std::optional<std::string> find_sanity_program(const std::string& executable_path) {

@@ -15,7 +15,9 @@ static_assert(detail::names_are_distinct(kDistributedTypeNames));
 
 }  // namespace
 
-const char* to_string(DistributedType type) { return detail::enum_name(kDistributedTypeNames, type, "?"); }
+const char* to_string(DistributedType type) {
+  return detail::enum_name(kDistributedTypeNames, type, "?");
+}
 
 std::optional<DistributedType> parse_distributed_type(std::string_view text) {
   return detail::parse_enum(kDistributedTypeNames, text, detail::NameCase::kExact);

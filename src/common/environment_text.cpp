@@ -27,14 +27,16 @@ std::vector<std::string_view> split(std::string_view text, char separator) {
   std::vector<std::string_view> items;
   for (size_t start = 0;;) {
     const size_t end = text.find(separator, start);
-    items.push_back(text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
+    items.push_back(
+        text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
     if (end == std::string_view::npos) return items;
     start = end + 1;
   }
 }
 
 bool all_digits(std::string_view text) {
-  return std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
+  return std::all_of(text.begin(), text.end(),
+                     [](unsigned char c) { return std::isdigit(c) != 0; });
 }
 
 std::optional<long long> parse_integer(std::string_view text) {
@@ -67,7 +69,8 @@ std::optional<long long> parse_seconds_as_milliseconds(std::string_view text) {
   if ((whole.empty() && fraction.empty()) || !all_digits(whole) || !all_digits(fraction)) {
     return std::nullopt;  // also "1.2.3": the second '.' is not a digit
   }
-  const auto seconds = whole.empty() ? std::optional<long long>(0) : parse_integer_in(whole, 0, kMaxSeconds);
+  const auto seconds =
+      whole.empty() ? std::optional<long long>(0) : parse_integer_in(whole, 0, kMaxSeconds);
   if (!seconds) return std::nullopt;
   long long millis = *seconds * 1000;
   int digit_scale = 100;  // tenths of a second are 100 ms

@@ -33,7 +33,8 @@ int parse_int(const std::string& name, const std::string& text) {
   const auto value = detail::parse_integer(text);
   if (!value) fail(settings::bad_value_message(name, "a whole number", text));
   if (*value > INT_MAX || *value < INT_MIN) {
-    fail(settings::bad_value_message(name, "a whole number up to " + std::to_string(INT_MAX), text));
+    fail(
+        settings::bad_value_message(name, "a whole number up to " + std::to_string(INT_MAX), text));
   }
   return static_cast<int>(*value);
 }
@@ -53,8 +54,8 @@ std::optional<Setting> read_int(const Environment& env, const std::string& name)
 
 // The first of `names` that is set, with its name; Slurm has a step-level
 // and a job-level spelling of several values.
-std::optional<std::pair<std::string, std::string>> first_set(const Environment& env,
-                                                             std::initializer_list<const char*> names) {
+std::optional<std::pair<std::string, std::string>> first_set(
+    const Environment& env, std::initializer_list<const char*> names) {
   for (const char* name : names) {
     if (auto value = lookup(env, name)) return std::make_pair(std::string(name), *value);
   }
@@ -65,8 +66,8 @@ std::optional<std::pair<std::string, std::string>> first_set(const Environment& 
 void require_pair(const std::optional<Setting>& first, const char* first_name,
                   const std::optional<Setting>& second, const char* second_name) {
   if (first.has_value() == second.has_value()) return;
-  fail(std::string(first ? first_name : second_name) + " is set but " + (first ? second_name : first_name) +
-       " is not; the launcher sets both");
+  fail(std::string(first ? first_name : second_name) + " is set but " +
+       (first ? second_name : first_name) + " is not; the launcher sets both");
 }
 
 // ---- Topology from each launcher ----------------------------------------------
@@ -92,17 +93,21 @@ void check_index(const Setting& index, const Setting& count, const char* plural)
 // Fills in what the launcher left out and checks the rest, in an order where
 // each message names the first inconsistent variable. Ranks are assumed to be
 // laid out node by node, which is what every supported launcher does.
-Topology complete(LaunchSource source, Setting rank, Setting world, std::optional<Setting> local_rank,
-                  std::optional<Setting> local_world, std::optional<Setting> node_rank,
+Topology complete(LaunchSource source, Setting rank, Setting world,
+                  std::optional<Setting> local_rank, std::optional<Setting> local_world,
+                  std::optional<Setting> node_rank,
                   std::optional<Setting> num_nodes = std::nullopt) {
   if (world.value < 1) fail(world.origin + " must be at least 1");
   check_index(rank, world, "ranks");
-  if (!local_world) local_world = Setting{world.value, "local world size " + std::to_string(world.value)};
+  if (!local_world)
+    local_world = Setting{world.value, "local world size " + std::to_string(world.value)};
   if (local_world->value < 1) fail(local_world->origin + " must be at least 1");
-  if (local_world->value > world.value) fail(local_world->origin + " is larger than " + world.origin);
+  if (local_world->value > world.value)
+    fail(local_world->origin + " is larger than " + world.origin);
   if (!local_rank) {
     const int derived = rank.value % local_world->value;
-    local_rank = Setting{derived, "local rank " + std::to_string(derived) + " (from " + rank.origin + ")"};
+    local_rank =
+        Setting{derived, "local rank " + std::to_string(derived) + " (from " + rank.origin + ")"};
   }
   check_index(*local_rank, *local_world, "local ranks");
   if (!num_nodes) {
@@ -113,7 +118,8 @@ Topology complete(LaunchSource source, Setting rank, Setting world, std::optiona
   if (num_nodes->value < 1) fail(num_nodes->origin + " must be at least 1");
   if (!node_rank) node_rank = Setting{rank.value / local_world->value, "the node rank"};
   check_index(*node_rank, *num_nodes, "node ranks");
-  return Topology{rank, world, *local_rank, *local_world, *node_rank, *num_nodes, std::nullopt, source};
+  return Topology{rank,       world,      *local_rank,  *local_world,
+                  *node_rank, *num_nodes, std::nullopt, source};
 }
 
 // torchrun, and our own launcher, which sets the same variables.
@@ -130,7 +136,8 @@ Topology parse_torchrun(const Environment& env) {
   if (local_rank && local_rank->value != rank->value) sign_of_other_nodes = local_rank;
   if (group_rank && group_rank->value != 0) sign_of_other_nodes = group_rank;
   if (!local_world && sign_of_other_nodes) {
-    fail(sign_of_other_nodes->origin + " with " + rank->origin + " means the job spans several nodes, but "
+    fail(sign_of_other_nodes->origin + " with " + rank->origin +
+         " means the job spans several nodes, but "
          "LOCAL_WORLD_SIZE is not set; set it to the number of processes per node");
   }
   return complete(LaunchSource::kTorchrun, *rank, *world, local_rank, local_world, group_rank);
@@ -202,11 +209,14 @@ Topology parse_slurm(const Environment& env) {
   const std::string tasks_subject = quoted(tasks_name, tasks_text);
   const int local_size = tasks_on_node_checked(tasks_text, node_id.value, tasks_subject);
   const Setting local_world{local_size, count_of(local_size, "task") + " on node " +
-                                            std::to_string(node_id.value) + " (" + tasks_subject + ")"};
-  Topology topology = complete(LaunchSource::kSlurm, rank, world, local_rank, local_world, node_id, nodes);
+                                            std::to_string(node_id.value) + " (" + tasks_subject +
+                                            ")"};
+  Topology topology =
+      complete(LaunchSource::kSlurm, rank, world, local_rank, local_world, node_id, nodes);
   // One node needs no host name: 127.0.0.1 works even where names don't resolve.
   if (nodes.value > 1 && !lookup(env, "MASTER_ADDR")) {
-    const auto [list_name, list] = require_slurm(env, {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST"});
+    const auto [list_name, list] =
+        require_slurm(env, {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST"});
     topology.launcher_master_addr = first_host_checked(list, quoted(list_name, list));
   }
   return topology;
@@ -221,15 +231,16 @@ Topology detect_topology(const Environment& env) {
     break;
   }
   if (srun_task) return parse_slurm(env);
-  return complete(LaunchSource::kSingleProcess, Setting{0, "rank 0"}, Setting{1, "1 process"}, std::nullopt,
-                  std::nullopt, std::nullopt);
+  return complete(LaunchSource::kSingleProcess, Setting{0, "rank 0"}, Setting{1, "1 process"},
+                  std::nullopt, std::nullopt, std::nullopt);
 }
 
 std::string choose_master_addr(const Environment& env, const Topology& topology) {
   if (auto addr = lookup(env, "MASTER_ADDR")) return *addr;
   if (topology.launcher_master_addr) return *topology.launcher_master_addr;
   if (topology.num_nodes.value == 1) return "127.0.0.1";
-  fail(std::string("the ") + to_string(topology.source) + " job spans " + topology.num_nodes.origin +
+  fail(std::string("the ") + to_string(topology.source) + " job spans " +
+       topology.num_nodes.origin +
        " but MASTER_ADDR is not set; set it to the address of the host that runs rank 0");
 }
 
@@ -245,14 +256,16 @@ int choose_master_port(const Environment& env, LaunchSource source) {
 
 // The program's option wins over the environment, which wins over the default.
 template <class T>
-T choose(const std::optional<T>& option, const Environment& env, const settings::Setting<T>& setting) {
+T choose(const std::optional<T>& option, const Environment& env,
+         const settings::Setting<T>& setting) {
   return option ? *option : setting.read_or_default(env);
 }
 
 std::chrono::milliseconds choose_timeout(const JobOptions& options, const Environment& env) {
   if (options.timeout()) {
     if (options.timeout()->count() <= 0) {
-      fail("JobOptions::timeout must be positive, got " + std::to_string(options.timeout()->count()) + " ms");
+      fail("JobOptions::timeout must be positive, got " +
+           std::to_string(options.timeout()->count()) + " ms");
     }
     return *options.timeout();
   }
@@ -263,20 +276,22 @@ DeviceSpec choose_device(bool use_cpu, const Hardware& hardware, const Setting& 
   if (use_cpu || hardware.cuda_device_count <= 0) return DeviceSpec{};
   if (local_rank.value >= hardware.cuda_device_count) {
     const std::string devices = std::to_string(hardware.cuda_device_count);
-    fail(local_rank.origin + " needs cuda:" + std::to_string(local_rank.value) + " but only " + devices +
-         " CUDA device(s) are visible; start at most " + devices + " process(es) per node, or set " +
-         settings::kUseCpu.variable() + "=1");
+    fail(local_rank.origin + " needs cuda:" + std::to_string(local_rank.value) + " but only " +
+         devices + " CUDA device(s) are visible; start at most " + devices +
+         " process(es) per node, or set " + settings::kUseCpu.variable() + "=1");
   }
   return DeviceSpec{DeviceSpec::Type::kCUDA, local_rank.value};
 }
 
-Backend choose_backend(const JobOptions& options, const DeviceSpec& device, const Hardware& hardware,
-                       int world_size) {
+Backend choose_backend(const JobOptions& options, const DeviceSpec& device,
+                       const Hardware& hardware, int world_size) {
   const Backend requested = options.backend().value_or(Backend::kNone);
   if (world_size == 1) return Backend::kNone;
   if (requested == Backend::kNccl) {
-    if (!device.is_cuda()) fail("backend 'nccl' needs CUDA, but this job runs on the CPU; use gloo");
-    if (!hardware.nccl_available) fail("backend 'nccl' was requested but this LibTorch has no NCCL; use gloo");
+    if (!device.is_cuda())
+      fail("backend 'nccl' needs CUDA, but this job runs on the CPU; use gloo");
+    if (!hardware.nccl_available)
+      fail("backend 'nccl' was requested but this LibTorch has no NCCL; use gloo");
     return Backend::kNccl;
   }
   if (requested == Backend::kGloo) return Backend::kGloo;
@@ -298,7 +313,7 @@ const char* to_string(LaunchSource source) {
 }
 
 JobState JobState::from_environment(const Environment& env, const JobOptions& options,
-                                   const Hardware& hardware) {
+                                    const Hardware& hardware) {
   const Topology topology = detect_topology(env);
   JobState state;
   state.rank = topology.rank.value;
@@ -325,8 +340,7 @@ std::string JobState::describe() const {
   return "rank " + std::to_string(rank) + "/" + std::to_string(world_size) + " (local " +
          std::to_string(local_rank) + "/" + std::to_string(local_world_size) + ", node " +
          std::to_string(node_rank) + "/" + std::to_string(num_nodes) + ") " + device.str() + " " +
-         to_string(backend) +
-         " via " + to_string(source);
+         to_string(backend) + " via " + to_string(source);
 }
 
 }  // namespace accelerate

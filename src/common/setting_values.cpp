@@ -20,9 +20,12 @@ std::string Origin::subject() const {
 std::string Origin::describe(std::string_view text) const {
   const std::string value(text);
   switch (kind) {
-    case Kind::kFlag: return name + " " + value;
-    case Kind::kConfigFile: return name + ": " + value + " (" + file + ":" + std::to_string(line) + ")";
-    case Kind::kEnvironment: break;
+    case Kind::kFlag:
+      return name + " " + value;
+    case Kind::kConfigFile:
+      return name + ": " + value + " (" + file + ":" + std::to_string(line) + ")";
+    case Kind::kEnvironment:
+      break;
   }
   return name + "=" + value + " in the environment";
 }

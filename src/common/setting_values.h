@@ -73,7 +73,9 @@ class EnvironmentValues final : public SettingValues {
 class LayeredValues final : public SettingValues {
  public:
   explicit LayeredValues(const Environment& below) : below_(below) {}
-  void set(std::string variable, GivenValue value) { given_[std::move(variable)] = std::move(value); }
+  void set(std::string variable, GivenValue value) {
+    given_[std::move(variable)] = std::move(value);
+  }
   std::optional<GivenValue> find(std::string_view variable) const override;
   // Writes every value given here (not the environment below) into `env`.
   void write_to(Environment& env) const;

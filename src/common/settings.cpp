@@ -17,7 +17,8 @@ using std::chrono::milliseconds;
 
 std::string lower(std::string_view text) {
   std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   return out;
 }
 
@@ -139,8 +140,10 @@ constexpr const char* kOffloadExpectation =
 
 }  // namespace
 
-std::string bad_value_message(std::string_view subject, std::string_view expected, std::string_view text) {
-  return std::string(subject) + " expects " + std::string(expected) + ", got '" + detail::printable(text) + "'";
+std::string bad_value_message(std::string_view subject, std::string_view expected,
+                              std::string_view text) {
+  return std::string(subject) + " expects " + std::string(expected) + ", got '" +
+         detail::printable(text) + "'";
 }
 
 std::string count_expectation() { return kCountExpectation; }
@@ -191,24 +194,31 @@ template struct Setting<FsdpBackwardPrefetch>;
 template struct Setting<FsdpStateDictType>;
 
 const Setting<MixedPrecision> kMixedPrecision{
-    {"ACCELERATE_MIXED_PRECISION", "--mixed_precision / mixed_precision", "one of no, bf16, fp16", "no",
-     "compute in bf16 or fp16 (autocast; fp16 adds loss scaling and needs CUDA)"},
-    MixedPrecision::kNo, parse_mixed_precision, format_mixed_precision};
+    {"ACCELERATE_MIXED_PRECISION", "--mixed_precision / mixed_precision", "one of no, bf16, fp16",
+     "no", "compute in bf16 or fp16 (autocast; fp16 adds loss scaling and needs CUDA)"},
+    MixedPrecision::kNo,
+    parse_mixed_precision,
+    format_mixed_precision};
 
 const Setting<int> kGradientAccumulationSteps{
-    {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "--gradient_accumulation_steps", kCountExpectation, "1",
-     "micro-batches per optimizer step"},
-    1, parse_count, format_int};
+    {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "--gradient_accumulation_steps", kCountExpectation,
+     "1", "micro-batches per optimizer step"},
+    1,
+    parse_count,
+    format_int};
 
-const Setting<bool> kUseCpu{
-    {"ACCELERATE_USE_CPU", "--cpu / use_cpu", kBoolExpectation, "false",
-     "run on the CPU even where CUDA devices are visible"},
-    false, parse_bool, format_bool};
+const Setting<bool> kUseCpu{{"ACCELERATE_USE_CPU", "--cpu / use_cpu", kBoolExpectation, "false",
+                             "run on the CPU even where CUDA devices are visible"},
+                            false,
+                            parse_bool,
+                            format_bool};
 
 const Setting<bool> kDebugMode{
     {"ACCELERATE_DEBUG_MODE", "--debug / debug", kBoolExpectation, "false",
      "check shapes and dtypes across ranks before every collective"},
-    false, parse_bool, format_bool};
+    false,
+    parse_bool,
+    format_bool};
 
 const Setting<bool> kUseDeepSpeed{
     {"ACCELERATE_USE_DEEPSPEED", "--use_deepspeed / distributed_type: DEEPSPEED", kBoolExpectation,
@@ -217,19 +227,20 @@ const Setting<bool> kUseDeepSpeed{
     parse_bool,
     format_bool};
 
-const Setting<int> kZeroStage{
-    {"ACCELERATE_DEEPSPEED_ZERO_STAGE", "--zero_stage / deepspeed_config.zero_stage",
-     "0, 1, 2 or 3", "2",
-     "ZeRO stage: 1 shards the optimizer state, 2 the gradients too, 3 the parameters too (0: data parallelism)"},
-    2,
-    parse_zero_stage,
-    format_int};
+const Setting<int> kZeroStage{{"ACCELERATE_DEEPSPEED_ZERO_STAGE",
+                               "--zero_stage / deepspeed_config.zero_stage", "0, 1, 2 or 3", "2",
+                               "ZeRO stage: 1 shards the optimizer state, 2 the gradients too, 3 "
+                               "the parameters too (0: data parallelism)"},
+                              2,
+                              parse_zero_stage,
+                              format_int};
 
 const Setting<std::string> kDeepSpeedConfigFile{
     {"ACCELERATE_DEEPSPEED_CONFIG_FILE",
      "--deepspeed_config_file / deepspeed_config.deepspeed_config_file",
      "a DeepSpeed JSON config file (none: no file)", "none",
-     "DeepSpeed JSON config file, whose values win over the other DeepSpeed settings (docs/deepspeed-config.md)"},
+     "DeepSpeed JSON config file, whose values win over the other DeepSpeed settings "
+     "(docs/deepspeed-config.md)"},
     "none",
     parse_path,
     format_text};
@@ -392,59 +403,97 @@ const Setting<bool> kFsdpSyncModuleStates{
     format_bool};
 
 const Setting<milliseconds> kTimeout{
-    {"ACCELERATE_TIMEOUT", "--rdzv_conf timeout=SECONDS", "a positive number of seconds (e.g. 300 or 2.5)",
-     "300", "how long rendezvous and each collective wait for the slowest rank"},
-    kDefaultTimeout, parse_timeout, format_timeout};
+    {"ACCELERATE_TIMEOUT", "--rdzv_conf timeout=SECONDS",
+     "a positive number of seconds (e.g. 300 or 2.5)", "300",
+     "how long rendezvous and each collective wait for the slowest rank"},
+    kDefaultTimeout,
+    parse_timeout,
+    format_timeout};
 
 const Setting<LogLevel> kLogLevel{
     {"ACCELERATE_LOG_LEVEL", "", "a log level (DEBUG, INFO, WARNING, ERROR or CRITICAL)", "INFO",
      "the lowest level get_logger() prints"},
-    LogLevel::kInfo, parse_log_level, format_log_level};
+    LogLevel::kInfo,
+    parse_log_level,
+    format_log_level};
 
 const Setting<bool> kSharedMemoryAllReduce{
     {"ACCELERATE_SHARED_MEMORY_ALLREDUCE", "", kBoolExpectation, "true",
      "sum CPU tensors through shared memory when every rank is on this machine"},
-    true, parse_bool, format_bool};
+    true,
+    parse_bool,
+    format_bool};
 
 const Setting<bool> kOffloadOnCpuJob{
     {"ACCELERATE_OFFLOAD_ON_CPU_JOB", "", kBoolExpectation, "false",
      "a CPU-only job runs CPU offloading's copies anyway (host copies of the shards, the "
      "optimizer stepping them): the offload path, tested without a GPU; results are the same"},
-    false, parse_bool, format_bool};
+    false,
+    parse_bool,
+    format_bool};
 
 const Setting<int> kRestartCount{
-    {"ACCELERATE_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT", "a whole number from 0 to 1000000", "0",
-     "how often the launcher restarted the local processes (resume when > 0)"},
-    0, parse_restart_count, format_int};
+    {"ACCELERATE_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT", "a whole number from 0 to 1000000",
+     "0", "how often the launcher restarted the local processes (resume when > 0)"},
+    0,
+    parse_restart_count,
+    format_int};
 
 const Setting<int> kOmpNumThreads{
-    {"OMP_NUM_THREADS", "--num_cpu_threads_per_process", kCountExpectation, "cores / local processes",
-     "intra-op threads of each process (LibTorch's OpenMP pool)"},
-    1, parse_count, format_int};
+    {"OMP_NUM_THREADS", "--num_cpu_threads_per_process", kCountExpectation,
+     "cores / local processes", "intra-op threads of each process (LibTorch's OpenMP pool)"},
+    1,
+    parse_count,
+    format_int};
 
 const Setting<int> kOpenblasNumThreads{
     {"OPENBLAS_NUM_THREADS", "--num_cpu_threads_per_process", kCountExpectation, "1",
      "OpenBLAS's own thread pool, beside LibTorch's OpenMP pool"},
-    1, parse_count, format_int};
+    1,
+    parse_count,
+    format_int};
 
 const Setting<std::string> kOmpWaitPolicy{
     {"OMP_WAIT_POLICY", "", "ACTIVE or PASSIVE", "PASSIVE (the launcher's)",
      "whether OpenMP's idle threads spin (ACTIVE) or sleep (PASSIVE)"},
-    "PASSIVE", parse_wait_policy, format_text};
+    "PASSIVE",
+    parse_wait_policy,
+    format_text};
 
 const std::vector<Description>& all() {
-  static const std::vector<Description> descriptions = {
-      kMixedPrecision.about, kGradientAccumulationSteps.about, kUseCpu.about,
-      kDebugMode.about,      kTimeout.about,                   kLogLevel.about,
-      kSharedMemoryAllReduce.about, kOffloadOnCpuJob.about,    kRestartCount.about,
-      kOmpNumThreads.about,
-      kOpenblasNumThreads.about, kOmpWaitPolicy.about,
-      kUseDeepSpeed.about, kZeroStage.about, kDeepSpeedConfigFile.about, kGradientClipping.about,
-      kOffloadOptimizerDevice.about, kOffloadParamDevice.about, kZero3Init.about, kZero3Save16BitModel.about,
-      kUseFsdp.about, kFsdpShardingStrategy.about, kFsdpReshardAfterForward.about, kFsdpVersion.about,
-      kFsdpAutoWrapPolicy.about, kFsdpTransformerClsToWrap.about, kFsdpMinNumParams.about,
-      kFsdpBackwardPrefetch.about, kFsdpForwardPrefetch.about, kFsdpOffloadParams.about,
-      kFsdpStateDictType.about, kFsdpCpuRamEfficientLoading.about, kFsdpSyncModuleStates.about};
+  static const std::vector<Description> descriptions = {kMixedPrecision.about,
+                                                        kGradientAccumulationSteps.about,
+                                                        kUseCpu.about,
+                                                        kDebugMode.about,
+                                                        kTimeout.about,
+                                                        kLogLevel.about,
+                                                        kSharedMemoryAllReduce.about,
+                                                        kOffloadOnCpuJob.about,
+                                                        kRestartCount.about,
+                                                        kOmpNumThreads.about,
+                                                        kOpenblasNumThreads.about,
+                                                        kOmpWaitPolicy.about,
+                                                        kUseDeepSpeed.about,
+                                                        kZeroStage.about,
+                                                        kDeepSpeedConfigFile.about,
+                                                        kGradientClipping.about,
+                                                        kOffloadOptimizerDevice.about,
+                                                        kOffloadParamDevice.about,
+                                                        kZero3Init.about,
+                                                        kZero3Save16BitModel.about,
+                                                        kUseFsdp.about,
+                                                        kFsdpShardingStrategy.about,
+                                                        kFsdpReshardAfterForward.about,
+                                                        kFsdpVersion.about,
+                                                        kFsdpAutoWrapPolicy.about,
+                                                        kFsdpTransformerClsToWrap.about,
+                                                        kFsdpMinNumParams.about,
+                                                        kFsdpBackwardPrefetch.about,
+                                                        kFsdpForwardPrefetch.about,
+                                                        kFsdpOffloadParams.about,
+                                                        kFsdpStateDictType.about,
+                                                        kFsdpCpuRamEfficientLoading.about,
+                                                        kFsdpSyncModuleStates.about};
   return descriptions;
 }
 

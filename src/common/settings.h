@@ -39,12 +39,13 @@ struct Description {
 
 // The one error format: "<subject> expects <expected>, got '<text>'", with
 // the text made printable (a stray newline must not break the line).
-std::string bad_value_message(std::string_view subject, std::string_view expected, std::string_view text);
+std::string bad_value_message(std::string_view subject, std::string_view expected,
+                              std::string_view text);
 
 template <class T>
 struct Setting {
   Description about;
-  T fallback;                                      // when nothing sets it
+  T fallback;  // when nothing sets it
   std::optional<T> (*parse_text)(std::string_view text);
   std::string (*format_text)(const T& value);
 
@@ -77,10 +78,10 @@ using FsdpShardingStrategy = accelerate::FsdpShardingStrategy;
 std::optional<FsdpShardingStrategy> parse_fsdp_sharding_strategy(std::string_view text);
 
 // ---- What the launcher tells the program (Accelerate's names) -------------
-extern const Setting<MixedPrecision> kMixedPrecision;          // ACCELERATE_MIXED_PRECISION
-extern const Setting<int> kGradientAccumulationSteps;          // ACCELERATE_GRADIENT_ACCUMULATION_STEPS
-extern const Setting<bool> kUseCpu;                            // ACCELERATE_USE_CPU
-extern const Setting<bool> kDebugMode;                         // ACCELERATE_DEBUG_MODE
+extern const Setting<MixedPrecision> kMixedPrecision;  // ACCELERATE_MIXED_PRECISION
+extern const Setting<int> kGradientAccumulationSteps;  // ACCELERATE_GRADIENT_ACCUMULATION_STEPS
+extern const Setting<bool> kUseCpu;                    // ACCELERATE_USE_CPU
+extern const Setting<bool> kDebugMode;                 // ACCELERATE_DEBUG_MODE
 // ---- Sharded training: DeepSpeed's ZeRO, or FSDP's names for it ------------
 // (read by deepspeed_plugin_from_environment, src/sharding/plugin_from_environment.h)
 extern const Setting<bool> kUseDeepSpeed;                // ACCELERATE_USE_DEEPSPEED
@@ -108,15 +109,15 @@ extern const Setting<FsdpStateDictType> kFsdpStateDictType;        // FSDP_STATE
 extern const Setting<bool> kFsdpCpuRamEfficientLoading;            // FSDP_CPU_RAM_EFFICIENT_LOADING
 extern const Setting<bool> kFsdpSyncModuleStates;                  // FSDP_SYNC_MODULE_STATES
 // ---- Ours ------------------------------------------------------------------
-extern const Setting<std::chrono::milliseconds> kTimeout;      // ACCELERATE_TIMEOUT (seconds)
-extern const Setting<LogLevel> kLogLevel;                      // ACCELERATE_LOG_LEVEL
-extern const Setting<bool> kSharedMemoryAllReduce;             // ACCELERATE_SHARED_MEMORY_ALLREDUCE
-extern const Setting<bool> kOffloadOnCpuJob;                   // ACCELERATE_OFFLOAD_ON_CPU_JOB
-extern const Setting<int> kRestartCount;                       // ACCELERATE_RESTART_COUNT
+extern const Setting<std::chrono::milliseconds> kTimeout;  // ACCELERATE_TIMEOUT (seconds)
+extern const Setting<LogLevel> kLogLevel;                  // ACCELERATE_LOG_LEVEL
+extern const Setting<bool> kSharedMemoryAllReduce;         // ACCELERATE_SHARED_MEMORY_ALLREDUCE
+extern const Setting<bool> kOffloadOnCpuJob;               // ACCELERATE_OFFLOAD_ON_CPU_JOB
+extern const Setting<int> kRestartCount;                   // ACCELERATE_RESTART_COUNT
 // ---- Threads (read by OpenMP and OpenBLAS themselves, and by the library) --
-extern const Setting<int> kOmpNumThreads;                      // OMP_NUM_THREADS
-extern const Setting<int> kOpenblasNumThreads;                 // OPENBLAS_NUM_THREADS
-extern const Setting<std::string> kOmpWaitPolicy;              // OMP_WAIT_POLICY
+extern const Setting<int> kOmpNumThreads;          // OMP_NUM_THREADS
+extern const Setting<int> kOpenblasNumThreads;     // OPENBLAS_NUM_THREADS
+extern const Setting<std::string> kOmpWaitPolicy;  // OMP_WAIT_POLICY
 
 // Every setting above, in that order.
 const std::vector<Description>& all();

@@ -4,8 +4,10 @@ namespace accelerate::settings {
 
 const std::vector<ShardingLaunchSetting>& sharding_launch_settings() {
   // Built on first use: the Settings are other files' globals.
-#define ACCELERATE_ROW(section, name, Type, setting, metavar, yaml) {#section, #name, metavar, &setting.about},
-  static const std::vector<ShardingLaunchSetting> rows = {ACCELERATE_SHARDING_LAUNCH_SETTINGS(ACCELERATE_ROW)};
+#define ACCELERATE_ROW(section, name, Type, setting, metavar, yaml) \
+  {#section, #name, metavar, &setting.about},
+  static const std::vector<ShardingLaunchSetting> rows = {
+      ACCELERATE_SHARDING_LAUNCH_SETTINGS(ACCELERATE_ROW)};
 #undef ACCELERATE_ROW
   return rows;
 }

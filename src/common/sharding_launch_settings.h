@@ -26,31 +26,33 @@
 
 #include "common/settings.h"
 
-#define ACCELERATE_SHARDING_LAUNCH_SETTINGS(X)                                                            \
-  X(deepspeed_config, zero_stage, int, kZeroStage, "0-3", I)                                              \
-  X(deepspeed_config, deepspeed_config_file, std::string, kDeepSpeedConfigFile, "FILE", S)                \
-  X(deepspeed_config, gradient_clipping, double, kGradientClipping, "NORM", S)                            \
-  X(deepspeed_config, offload_optimizer_device, ::accelerate::OffloadDevice, kOffloadOptimizerDevice,     \
-    "none|cpu", S)                                                                                        \
-  X(deepspeed_config, offload_param_device, ::accelerate::OffloadDevice, kOffloadParamDevice, "none|cpu", \
-    S)                                                                                                    \
-  X(deepspeed_config, zero3_init_flag, bool, kZero3Init, "true|false", B)                                 \
-  X(deepspeed_config, zero3_save_16bit_model, bool, kZero3Save16BitModel, "true|false", B)                \
-  X(fsdp_config, fsdp_sharding_strategy, ::accelerate::FsdpShardingStrategy, kFsdpShardingStrategy,       \
-    "STRATEGY", S)                                                                                        \
-  X(fsdp_config, fsdp_reshard_after_forward, std::string, kFsdpReshardAfterForward, "VALUE", S)           \
-  X(fsdp_config, fsdp_version, int, kFsdpVersion, "1|2", I)                                               \
-  X(fsdp_config, fsdp_auto_wrap_policy, ::accelerate::FsdpAutoWrapPolicy, kFsdpAutoWrapPolicy, "POLICY",  \
-    S)                                                                                                    \
-  X(fsdp_config, fsdp_transformer_layer_cls_to_wrap, std::string, kFsdpTransformerClsToWrap, "CLASSES",   \
-    S)                                                                                                    \
-  X(fsdp_config, fsdp_min_num_params, int64_t, kFsdpMinNumParams, "N", I)                                 \
-  X(fsdp_config, fsdp_backward_prefetch, ::accelerate::FsdpBackwardPrefetch, kFsdpBackwardPrefetch,       \
-    "POLICY", S)                                                                                          \
-  X(fsdp_config, fsdp_forward_prefetch, bool, kFsdpForwardPrefetch, "true|false", B)                      \
-  X(fsdp_config, fsdp_offload_params, bool, kFsdpOffloadParams, "true|false", B)                          \
-  X(fsdp_config, fsdp_state_dict_type, ::accelerate::FsdpStateDictType, kFsdpStateDictType, "TYPE", S)    \
-  X(fsdp_config, fsdp_cpu_ram_efficient_loading, bool, kFsdpCpuRamEfficientLoading, "true|false", B)      \
+#define ACCELERATE_SHARDING_LAUNCH_SETTINGS(X)                                                    \
+  X(deepspeed_config, zero_stage, int, kZeroStage, "0-3", I)                                      \
+  X(deepspeed_config, deepspeed_config_file, std::string, kDeepSpeedConfigFile, "FILE", S)        \
+  X(deepspeed_config, gradient_clipping, double, kGradientClipping, "NORM", S)                    \
+  X(deepspeed_config, offload_optimizer_device, ::accelerate::OffloadDevice,                      \
+    kOffloadOptimizerDevice, "none|cpu", S)                                                       \
+  X(deepspeed_config, offload_param_device, ::accelerate::OffloadDevice, kOffloadParamDevice,     \
+    "none|cpu", S)                                                                                \
+  X(deepspeed_config, zero3_init_flag, bool, kZero3Init, "true|false", B)                         \
+  X(deepspeed_config, zero3_save_16bit_model, bool, kZero3Save16BitModel, "true|false", B)        \
+  X(fsdp_config, fsdp_sharding_strategy, ::accelerate::FsdpShardingStrategy,                      \
+    kFsdpShardingStrategy, "STRATEGY", S)                                                         \
+  X(fsdp_config, fsdp_reshard_after_forward, std::string, kFsdpReshardAfterForward, "VALUE", S)   \
+  X(fsdp_config, fsdp_version, int, kFsdpVersion, "1|2", I)                                       \
+  X(fsdp_config, fsdp_auto_wrap_policy, ::accelerate::FsdpAutoWrapPolicy, kFsdpAutoWrapPolicy,    \
+    "POLICY", S)                                                                                  \
+  X(fsdp_config, fsdp_transformer_layer_cls_to_wrap, std::string, kFsdpTransformerClsToWrap,      \
+    "CLASSES", S)                                                                                 \
+  X(fsdp_config, fsdp_min_num_params, int64_t, kFsdpMinNumParams, "N", I)                         \
+  X(fsdp_config, fsdp_backward_prefetch, ::accelerate::FsdpBackwardPrefetch,                      \
+    kFsdpBackwardPrefetch, "POLICY", S)                                                           \
+  X(fsdp_config, fsdp_forward_prefetch, bool, kFsdpForwardPrefetch, "true|false", B)              \
+  X(fsdp_config, fsdp_offload_params, bool, kFsdpOffloadParams, "true|false", B)                  \
+  X(fsdp_config, fsdp_state_dict_type, ::accelerate::FsdpStateDictType, kFsdpStateDictType,       \
+    "TYPE", S)                                                                                    \
+  X(fsdp_config, fsdp_cpu_ram_efficient_loading, bool, kFsdpCpuRamEfficientLoading, "true|false", \
+    B)                                                                                            \
   X(fsdp_config, fsdp_sync_module_states, bool, kFsdpSyncModuleStates, "true|false", B)
 
 namespace accelerate::settings {

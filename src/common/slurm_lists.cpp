@@ -48,7 +48,8 @@ std::string first_host_checked(const std::string& nodelist, const std::string& s
     } else if (c == ']') {
       if (!in_brackets) fail(subject + " is malformed: ']' without '['");
       in_brackets = false;
-      hosts.back() += first_in_ranges(std::string_view(nodelist).substr(open + 1, i - open - 1), subject);
+      hosts.back() +=
+          first_in_ranges(std::string_view(nodelist).substr(open + 1, i - open - 1), subject);
     } else if (in_brackets) {
       continue;  // checked as a whole at ']'
     } else if (c == ',') {
@@ -65,9 +66,11 @@ std::string first_host_checked(const std::string& nodelist, const std::string& s
   return hosts.front();
 }
 
-int tasks_on_node_checked(const std::string& tasks_per_node, int node_id, const std::string& subject) {
+int tasks_on_node_checked(const std::string& tasks_per_node, int node_id,
+                          const std::string& subject) {
   if (tasks_per_node.empty()) fail(subject + " is empty");
-  if (node_id < 0) fail("node " + std::to_string(node_id) + " is negative; " + subject + " counts from 0");
+  if (node_id < 0)
+    fail("node " + std::to_string(node_id) + " is negative; " + subject + " counts from 0");
   long long first_node = 0;  // of the current run of nodes
   std::optional<int> found;
   for (std::string_view item : split(tasks_per_node, ',')) {
@@ -86,8 +89,8 @@ int tasks_on_node_checked(const std::string& tasks_per_node, int node_id, const 
     first_node += *repeat;
   }
   if (!found) {
-    fail(subject + " describes " + std::to_string(first_node) + " node(s), so it has no entry for node " +
-         std::to_string(node_id));
+    fail(subject + " describes " + std::to_string(first_node) +
+         " node(s), so it has no entry for node " + std::to_string(node_id));
   }
   return *found;
 }
@@ -109,7 +112,8 @@ std::optional<int> slurm_master_port(const Environment& env) {
 }
 
 std::string first_host_in_slurm_nodelist(const std::string& nodelist) {
-  return detail::first_host_checked(nodelist, "Slurm node list '" + detail::printable(nodelist) + "'");
+  return detail::first_host_checked(nodelist,
+                                    "Slurm node list '" + detail::printable(nodelist) + "'");
 }
 
 int slurm_tasks_on_node(const std::string& tasks_per_node, int node_id) {

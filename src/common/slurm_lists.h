@@ -12,7 +12,8 @@ namespace detail {
 // The first host of `nodelist`; `subject` names it in errors.
 std::string first_host_checked(const std::string& nodelist, const std::string& subject);
 // Tasks on node `node_id` (from 0).
-int tasks_on_node_checked(const std::string& tasks_per_node, int node_id, const std::string& subject);
+int tasks_on_node_checked(const std::string& tasks_per_node, int node_id,
+                          const std::string& subject);
 
 }  // namespace detail
 }  // namespace accelerate

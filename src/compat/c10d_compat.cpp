@@ -10,9 +10,8 @@
 namespace accelerate {
 namespace compat {
 
-c10::intrusive_ptr<c10d::Store> make_tcp_store(const std::string& host, int port,
-                                               bool is_server, int world_size,
-                                               std::chrono::milliseconds timeout) {
+c10::intrusive_ptr<c10d::Store> make_tcp_store(const std::string& host, int port, bool is_server,
+                                               int world_size, std::chrono::milliseconds timeout) {
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(port);
   options.isServer = is_server;
@@ -29,9 +28,8 @@ c10::intrusive_ptr<c10d::Store> make_tcp_store(const std::string& host, int port
   return c10::make_intrusive<c10d::TCPStore>(host, options);
 }
 
-c10::intrusive_ptr<Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store,
-                                      int rank, int world_size,
-                                      std::chrono::milliseconds timeout,
+c10::intrusive_ptr<Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                      int world_size, std::chrono::milliseconds timeout,
                                       const std::string& hostname, const std::string& ifname) {
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
   if (!ifname.empty()) {
@@ -44,9 +42,8 @@ c10::intrusive_ptr<Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& sto
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world_size, options);
 }
 
-c10::intrusive_ptr<Backend> make_nccl(const c10::intrusive_ptr<c10d::Store>& store,
-                                      int rank, int world_size,
-                                      std::chrono::milliseconds timeout) {
+c10::intrusive_ptr<Backend> make_nccl(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                      int world_size, std::chrono::milliseconds timeout) {
 #if ACCELERATE_COMPAT_HAS_NCCL
   auto options = c10d::ProcessGroupNCCL::Options::create();
   options->timeout = timeout;

@@ -34,22 +34,19 @@ constexpr bool kHasNccl = ACCELERATE_COMPAT_HAS_NCCL != 0;
 // A TCPStore server (is_server) or client, connected within `timeout`.
 // Uses only the (host, options) constructor and assigns option fields by name
 // (fields were added between releases).
-c10::intrusive_ptr<c10d::Store> make_tcp_store(const std::string& host, int port,
-                                               bool is_server, int world_size,
-                                               std::chrono::milliseconds timeout);
+c10::intrusive_ptr<c10d::Store> make_tcp_store(const std::string& host, int port, bool is_server,
+                                               int world_size, std::chrono::milliseconds timeout);
 
 // A Gloo process group over `store`. The network device: interface
 // `ifname` when not empty (JobState::gloo_socket_ifname, from
 // GLOO_SOCKET_IFNAME), else the one that reaches `hostname`, else Gloo's default.
-c10::intrusive_ptr<Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store,
-                                      int rank, int world_size,
-                                      std::chrono::milliseconds timeout,
+c10::intrusive_ptr<Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                      int world_size, std::chrono::milliseconds timeout,
                                       const std::string& hostname, const std::string& ifname);
 
 // An NCCL process group, or nullptr when this LibTorch has none.
-c10::intrusive_ptr<Backend> make_nccl(const c10::intrusive_ptr<c10d::Store>& store,
-                                      int rank, int world_size,
-                                      std::chrono::milliseconds timeout);
+c10::intrusive_ptr<Backend> make_nccl(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                      int world_size, std::chrono::milliseconds timeout);
 
 }  // namespace compat
 }  // namespace accelerate

@@ -36,7 +36,8 @@ std::optional<std::string> config_file_to_use(const std::optional<std::string>& 
                                               const Environment& env) {
   if (explicit_path) {
     if (!is_file(*explicit_path)) {
-      throw ConfigFileError(*explicit_path + ": the config file given with --config_file does not exist");
+      throw ConfigFileError(*explicit_path +
+                            ": the config file given with --config_file does not exist");
     }
     return explicit_path;
   }
@@ -47,14 +48,17 @@ std::optional<std::string> config_file_to_use(const std::optional<std::string>& 
 
 std::vector<std::string> describe_config_file(const ConfigFile& file) {
   std::vector<std::string> lines;
-  auto show = [](const ConfigValue& value) { return value.is_null ? std::string("null") : value.text; };
+  auto show = [](const ConfigValue& value) {
+    return value.is_null ? std::string("null") : value.text;
+  };
   for (const auto& value : file.settings) {
     // mpirun_config's parts show inside mpirun_config itself.
     if (value.key.find('.') == std::string::npos) lines.push_back(value.key + ": " + show(value));
   }
   for (const auto& value : file.ignored) {
     if (value.key.find('.') != std::string::npos) continue;
-    const std::string mark = value.key == "fp16" ? " (old key, read as mixed_precision)" : " (ignored)";
+    const std::string mark =
+        value.key == "fp16" ? " (old key, read as mixed_precision)" : " (ignored)";
     lines.push_back(value.key + ": " + show(value) + mark);
   }
   return lines;

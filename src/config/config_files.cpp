@@ -9,9 +9,9 @@
 #include <fstream>
 
 #include "accelerate/errors.h"
+#include "config/config_file.h"
 #include "config/config_keys.h"
 #include "config/config_yaml.h"
-#include "config/config_file.h"
 #include "config/questionnaire.h"
 
 namespace accelerate::config {
@@ -24,7 +24,8 @@ void fill_missing(YAML::Node& root, const std::string& key, const YAML::Node& va
 }
 
 void make_directories(const std::string& path) {
-  for (std::size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1)) {
+  for (std::size_t slash = path.find('/', 1); slash != std::string::npos;
+       slash = path.find('/', slash + 1)) {
     const std::string prefix = path.substr(0, slash);
     if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
       throw Error("cannot create the folder " + prefix + ": " + std::strerror(errno));
@@ -77,7 +78,8 @@ YAML::Node updated_config_node(const std::string& text, const std::string& path)
     const KeySpec* spec = find_config_key(value.key);
     if (spec == nullptr || value.is_null || value.is_collection) continue;
     if (spec->type == KeyType::kBool) root[value.key] = value.text == "true";
-    if (value.key == "distributed_type" || value.key == "mixed_precision") root[value.key] = string_node(value.text);
+    if (value.key == "distributed_type" || value.key == "mixed_precision")
+      root[value.key] = string_node(value.text);
   }
   const YAML::Node& view = root;  // look-ups that must not add keys
   if (!view["distributed_type"]) {
@@ -86,7 +88,8 @@ YAML::Node updated_config_node(const std::string& text, const std::string& path)
     const bool cpu = view["use_cpu"] && view["use_cpu"].as<bool>();
     root["distributed_type"] = string_node(processes <= 1 ? "NO" : cpu ? "MULTI_CPU" : "MULTI_GPU");
   }
-  if (!view["num_processes"] && view["distributed_type"].Scalar() == "NO") root["num_processes"] = 1;
+  if (!view["num_processes"] && view["distributed_type"].Scalar() == "NO")
+    root["num_processes"] = 1;
   fill_missing(root, "compute_environment", string_node("LOCAL_MACHINE"));
   fill_missing(root, "debug", YAML::Node(false));
   fill_missing(root, "downcast_bf16", string_node("no"));

@@ -36,12 +36,17 @@ const std::vector<KeySpec> kKeys = {
     // Features we don't have. Accelerate writes most of them in every file,
     // set to "off", so only a value that asks for something gets a note.
     {"tp_config", M, kIgn, true, "tensor parallelism is not supported by accelerate-cpp", nullptr},
-    {"megatron_lm_config", M, kIgn, true, "Megatron-LM is not supported by accelerate-cpp", nullptr},
-    {"ipex_config", M, kIgn, true, "Intel Extension for PyTorch is not supported by accelerate-cpp", nullptr},
+    {"megatron_lm_config", M, kIgn, true, "Megatron-LM is not supported by accelerate-cpp",
+     nullptr},
+    {"ipex_config", M, kIgn, true, "Intel Extension for PyTorch is not supported by accelerate-cpp",
+     nullptr},
     {"fp8_config", M, kIgn, true, "FP8 training is not supported by accelerate-cpp", nullptr},
-    {"parallelism_config", M, kIgn, true, "N-D parallelism is not supported by accelerate-cpp", nullptr},
-    {"dynamo_config", M, kIgn, true, "torch dynamo (torch.compile) is not used by accelerate-cpp", nullptr},
-    {"enable_cpu_affinity", B, kIgn, false, "NUMA CPU affinity is not supported by accelerate-cpp", "false"},
+    {"parallelism_config", M, kIgn, true, "N-D parallelism is not supported by accelerate-cpp",
+     nullptr},
+    {"dynamo_config", M, kIgn, true, "torch dynamo (torch.compile) is not used by accelerate-cpp",
+     nullptr},
+    {"enable_cpu_affinity", B, kIgn, false, "NUMA CPU affinity is not supported by accelerate-cpp",
+     "false"},
     {"downcast_bf16", S, kIgn, true, "it applies to TPUs only", "no"},
     {"main_training_function", S, kIgn, true, "it applies to TPU launches only", "main"},
     {"tpu_name", S, kIgn, true, "TPUs are not supported by accelerate-cpp", nullptr},
@@ -54,7 +59,8 @@ const std::vector<KeySpec> kKeys = {
     {"commands", L, kIgn, true, "it applies to TPU pods only", nullptr},
     // Old spellings (Accelerate before 0.9 and before 0.18).
     {"fp16", B, kOld, false, nullptr, nullptr},
-    {"dynamo_backend", S, kOld, true, "torch dynamo (torch.compile) is not used by accelerate-cpp", "no"},
+    {"dynamo_backend", S, kOld, true, "torch dynamo (torch.compile) is not used by accelerate-cpp",
+     "no"},
 };
 
 // The keys of deepspeed_config and fsdp_config that Accelerate has written
@@ -71,7 +77,7 @@ constexpr const char* kLauncher =
 constexpr const char* kIgnoredModules = "every parameter is sharded, none is left out";
 
 const std::vector<KeySpec> kSectionKeys = {
-    // Every row of common/sharding_launch_settings.h: a launch setting.
+// Every row of common/sharding_launch_settings.h: a launch setting.
 #define ACCELERATE_SECTION_KEY(section, name, Type, setting, metavar, yaml) \
   {#section "." #name, yaml, kUse, true, nullptr, nullptr},
     ACCELERATE_SHARDING_LAUNCH_SETTINGS(ACCELERATE_SECTION_KEY)

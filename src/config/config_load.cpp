@@ -15,15 +15,16 @@
 
 #include "accelerate/distributed_type.h"
 #include "common/settings.h"
+#include "config/config_file.h"
 #include "config/config_keys.h"
 #include "config/config_yaml.h"
-#include "config/config_file.h"
 
 namespace accelerate::config {
 namespace {
 
 std::string lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   return text;
 }
 
@@ -46,7 +47,8 @@ struct Loader {
     throw ConfigFileError(path + ":" + std::to_string(line) + ": " + problem);
   }
 
-  ConfigValue make_value(const std::string& key, const YAML::Node& key_node, const YAML::Node& value) const {
+  ConfigValue make_value(const std::string& key, const YAML::Node& key_node,
+                         const YAML::Node& value) const {
     ConfigValue result;
     result.key = key;
     result.line = key_node.Mark().line + 1;
@@ -65,7 +67,9 @@ struct Loader {
       fail(entry.line, name + " expects " + to_string(spec.type) + ", got null");
     }
     const bool scalar = value.IsScalar();
-    const std::string got = value.IsMap() ? "a mapping" : value.IsSequence() ? "a list" : "'" + entry.text + "'";
+    const std::string got = value.IsMap()        ? "a mapping"
+                            : value.IsSequence() ? "a list"
+                                                 : "'" + entry.text + "'";
     switch (spec.type) {
       case KeyType::kString:
         if (!scalar) fail(entry.line, name + " expects a single value, got " + got);
@@ -81,13 +85,16 @@ struct Loader {
       case KeyType::kBool: {
         if (scalar) {
           const std::string word = lower(entry.text);
-          if (word == "true" || word == "yes" || word == "on" || word == "y") return void(entry.text = "true");
-          if (word == "false" || word == "no" || word == "off" || word == "n") return void(entry.text = "false");
+          if (word == "true" || word == "yes" || word == "on" || word == "y")
+            return void(entry.text = "true");
+          if (word == "false" || word == "no" || word == "off" || word == "n")
+            return void(entry.text = "false");
         }
         fail(entry.line, name + " expects true or false, got " + got);
       }
       case KeyType::kMapping:
-        if (!value.IsMap()) fail(entry.line, name + " expects a mapping of keys (a section), got " + got);
+        if (!value.IsMap())
+          fail(entry.line, name + " expects a mapping of keys (a section), got " + got);
         return;
       case KeyType::kList:
         if (!value.IsSequence()) fail(entry.line, name + " expects a list, got " + got);
@@ -98,10 +105,12 @@ struct Loader {
   void check_compute_environment(const ConfigValue& entry) const {
     if (entry.text == "LOCAL_MACHINE") return;
     if (entry.text == "AMAZON_SAGEMAKER") {
-      fail(entry.line, "key 'compute_environment' is AMAZON_SAGEMAKER: Amazon SageMaker is not supported by "
-                       "accelerate-cpp (only LOCAL_MACHINE)");
+      fail(entry.line,
+           "key 'compute_environment' is AMAZON_SAGEMAKER: Amazon SageMaker is not supported by "
+           "accelerate-cpp (only LOCAL_MACHINE)");
     }
-    fail(entry.line, "key 'compute_environment' has unknown value '" + entry.text + "' (expected LOCAL_MACHINE)");
+    fail(entry.line, "key 'compute_environment' has unknown value '" + entry.text +
+                         "' (expected LOCAL_MACHINE)");
   }
 
   void check_distributed_type(ConfigValue& entry) const {
@@ -124,7 +133,9 @@ struct Loader {
     entry.text = lower(entry.text);
     if (entry.text == "false") entry.text = "no";  // an unquoted `no` read as YAML 1.1 false
     if (parse_mixed_precision(entry.text)) return;
-    if (entry.text == "fp8") fail(entry.line, "key 'mixed_precision' is fp8, which accelerate-cpp does not support (no, fp16, bf16)");
+    if (entry.text == "fp8")
+      fail(entry.line,
+           "key 'mixed_precision' is fp8, which accelerate-cpp does not support (no, fp16, bf16)");
     fail(entry.line, settings::kMixedPrecision.problem("key 'mixed_precision'", entry.text));
   }
 
@@ -134,12 +145,14 @@ struct Loader {
       const std::string sub = it->first.Scalar();
       ConfigValue entry = make_value("mpirun_config." + sub, it->first, it->second);
       if (sub == "mpirun_hostfile") {
-        if (!it->second.IsScalar()) fail(entry.line, "key 'mpirun_config.mpirun_hostfile' expects a path");
+        if (!it->second.IsScalar())
+          fail(entry.line, "key 'mpirun_config.mpirun_hostfile' expects a path");
         file.settings.push_back(entry);
       } else if (sub == "mpirun_ccl") {
         file.ignored.push_back(entry);
       } else {
-        fail(entry.line, "unknown key 'mpirun_config." + sub + "' (mpirun_config has mpirun_hostfile and mpirun_ccl)");
+        fail(entry.line, "unknown key 'mpirun_config." + sub +
+                             "' (mpirun_config has mpirun_hostfile and mpirun_ccl)");
       }
     }
   }
@@ -172,8 +185,12 @@ struct Loader {
     } catch (const YAML::ParserException& error) {
       fail(error.mark.line + 1, "not valid YAML: " + error.msg);
     }
-    if (root.IsNull()) fail(1, "the file is empty; run 'accelerate config' or 'accelerate config default' to write one");
-    if (!root.IsMap()) fail(root.Mark().line + 1, "expected a mapping of config keys (key: value lines)");
+    if (root.IsNull())
+      fail(
+          1,
+          "the file is empty; run 'accelerate config' or 'accelerate config default' to write one");
+    if (!root.IsMap())
+      fail(root.Mark().line + 1, "expected a mapping of config keys (key: value lines)");
 
     ConfigFile file;
     file.path = path;
@@ -192,12 +209,15 @@ struct Loader {
         check_type(*find_config_key(key), it->second, entry);
         check_compute_environment(entry);
       }
-      if (find_config_key(key) == nullptr) unknown.emplace_back(entry, closest_config_key(key));
-      else known.emplace_back(entry, it->second);
+      if (find_config_key(key) == nullptr)
+        unknown.emplace_back(entry, closest_config_key(key));
+      else
+        known.emplace_back(entry, it->second);
     }
     if (!unknown.empty()) {
       const auto& [first, hint] = unknown.front();
-      std::string message = "unknown key '" + first.key + "'" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)");
+      std::string message = "unknown key '" + first.key + "'" +
+                            (hint.empty() ? "" : " (did you mean '" + hint + "'?)");
       for (std::size_t i = 1; i < unknown.size(); ++i) {
         message += (i == 1 ? "; also unknown: '" : ", '") + unknown[i].first.key + "' (line " +
                    std::to_string(unknown[i].first.line) + ")";
@@ -236,14 +256,17 @@ struct Loader {
 
 }  // namespace
 
-ConfigFile parse_config_text(const std::string& text, const std::string& path) { return Loader{path}.load(text); }
+ConfigFile parse_config_text(const std::string& text, const std::string& path) {
+  return Loader{path}.load(text);
+}
 
 ConfigFile load_config_file(const std::string& path) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) {
     throw ConfigFileError(path + ": cannot read the config file: " + std::strerror(errno));
   }
-  if (!S_ISREG(info.st_mode)) throw ConfigFileError(path + ": the config file is not a regular file");
+  if (!S_ISREG(info.st_mode))
+    throw ConfigFileError(path + ": the config file is not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigFileError(path + ": cannot read the config file: " + std::strerror(errno));
   std::ostringstream text;
@@ -258,6 +281,8 @@ const ConfigValue* ConfigFile::find(const std::string& key) const {
   return nullptr;
 }
 
-std::string ConfigFile::where(const ConfigValue& value) const { return path + ":" + std::to_string(value.line); }
+std::string ConfigFile::where(const ConfigValue& value) const {
+  return path + ":" + std::to_string(value.line);
+}
 
 }  // namespace accelerate::config

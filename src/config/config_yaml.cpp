@@ -21,8 +21,8 @@ bool is_string(const YAML::Node& scalar) { return scalar.Tag() == "!"; }
 bool needs_quotes(const std::string& text) {
   if (text.empty()) return true;
   static const std::set<std::string> kWords = {
-      "~",   "null", "Null", "NULL", "yes",  "Yes",  "YES",   "no",    "No",    "NO",   "true", "True",
-      "TRUE", "false", "False", "FALSE", "on", "On", "ON", "off", "Off", "OFF"};
+      "~",    "null", "Null",  "NULL",  "yes",   "Yes", "YES", "no", "No",  "NO",  "true",
+      "True", "TRUE", "false", "False", "FALSE", "on",  "On",  "ON", "off", "Off", "OFF"};
   if (kWords.count(text)) return true;
   char* end = nullptr;
   std::strtod(text.c_str(), &end);
@@ -45,9 +45,12 @@ std::string quote(const std::string& text) {
   }
   std::string out = "\"";
   for (unsigned char c : text) {
-    if (c == '"' || c == '\\') out += '\\', out += static_cast<char>(c);
-    else if (c == '\n') out += "\\n";
-    else if (c == '\t') out += "\\t";
+    if (c == '"' || c == '\\')
+      out += '\\', out += static_cast<char>(c);
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
     else if (c < 0x20) {
       char buffer[8];
       std::snprintf(buffer, sizeof buffer, "\\x%02x", c);
@@ -71,7 +74,8 @@ std::vector<std::pair<std::string, YAML::Node>> sorted_entries(const YAML::Node&
   }
   std::vector<std::size_t> order(keys.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return keys[a] < keys[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return keys[a] < keys[b]; });
   std::vector<std::pair<std::string, YAML::Node>> entries;
   entries.reserve(order.size());
   for (std::size_t index : order) entries.emplace_back(keys[index], values[index]);

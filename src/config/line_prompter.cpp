@@ -16,7 +16,8 @@ std::string trim(const std::string& text) {
 }
 
 bool same_text(const std::string& a, const std::string& b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](unsigned char x, unsigned char y) {
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [](unsigned char x, unsigned char y) {
            return std::tolower(x) == std::tolower(y);
          });
 }
@@ -25,15 +26,18 @@ class LinePrompter : public Prompter {
  public:
   LinePrompter(std::istream& in, std::ostream& out) : in_(in), out_(out) {}
 
-  int choose(const std::string& question, const std::vector<std::string>& options, int default_index) override {
+  int choose(const std::string& question, const std::vector<std::string>& options,
+             int default_index) override {
     out_ << question << "\n";
-    for (std::size_t i = 0; i < options.size(); ++i) out_ << "  [" << i << "] " << options[i] << "\n";
+    for (std::size_t i = 0; i < options.size(); ++i)
+      out_ << "  [" << i << "] " << options[i] << "\n";
     const std::string prompt = "Choose a number [" + std::to_string(default_index) + "]: ";
     for (;;) {
       const std::string answer = trim(read_line(prompt, question));
       if (answer.empty()) return default_index;
       // A number, or the option's own text (handy in scripts: "multi-GPU").
-      if (auto index = detail::parse_integer_in(answer, 0, static_cast<long long>(options.size()) - 1)) {
+      if (auto index =
+              detail::parse_integer_in(answer, 0, static_cast<long long>(options.size()) - 1)) {
         return static_cast<int>(*index);
       }
       for (std::size_t i = 0; i < options.size(); ++i) {

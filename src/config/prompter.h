@@ -16,7 +16,8 @@ class Prompter {
  public:
   virtual ~Prompter() = default;
   // Shows `question` and its options; returns the index chosen.
-  virtual int choose(const std::string& question, const std::vector<std::string>& options, int default_index) = 0;
+  virtual int choose(const std::string& question, const std::vector<std::string>& options,
+                     int default_index) = 0;
   // Shows `prompt`; returns the line typed, without its newline ("" for Enter).
   virtual std::string ask(const std::string& prompt) = 0;
   // A line of information (a rejected answer, a summary).

@@ -15,7 +15,8 @@ namespace accelerate::config {
 namespace {
 
 std::string lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   return text;
 }
 
@@ -40,7 +41,8 @@ class Asker {
       const std::string answer = prompter_.ask(prompt);
       if (answer.empty() && default_value) return *default_value;
       if (auto value = detail::parse_integer_in(answer, min, max)) return static_cast<int>(*value);
-      prompter_.say("Please enter a whole number from " + std::to_string(min) + " to " + std::to_string(max) + ".");
+      prompter_.say("Please enter a whole number from " + std::to_string(min) + " to " +
+                    std::to_string(max) + ".");
     }
   }
 
@@ -79,8 +81,10 @@ class Asker {
       std::string answer = text(prompt, std::string("all"));
       answer.erase(std::remove(answer.begin(), answer.end(), ' '), answer.end());
       if (lower(answer) == "all") return "all";
-      bool valid = answer.front() != ',' && answer.back() != ',' && answer.find(",,") == std::string::npos &&
-                   std::all_of(answer.begin(), answer.end(), [](unsigned char c) { return std::isdigit(c) || c == ','; });
+      bool valid = answer.front() != ',' && answer.back() != ',' &&
+                   answer.find(",,") == std::string::npos &&
+                   std::all_of(answer.begin(), answer.end(),
+                               [](unsigned char c) { return std::isdigit(c) || c == ','; });
       if (valid) return answer;
       prompter_.say("Please enter 'all' or GPU ids separated by commas, such as 0,1.");
     }
@@ -93,8 +97,9 @@ class Asker {
 };
 
 void ask_machines(Asker& ask, ClusterAnswers& answers) {
-  answers.num_machines =
-      ask.integer("How many different machines will you use (use more than 1 for multi-node training)? [1]: ", 1, 1, 100000);
+  answers.num_machines = ask.integer(
+      "How many different machines will you use (use more than 1 for multi-node training)? [1]: ",
+      1, 1, 100000);
   if (answers.num_machines > 1) {
     const std::string rank_question = "What is the rank of this machine?";
     if (answers.num_machines <= 10) {
@@ -102,25 +107,30 @@ void ask_machines(Asker& ask, ClusterAnswers& answers) {
       for (int i = 0; i < answers.num_machines; ++i) ranks.push_back(std::to_string(i));
       answers.machine_rank = ask.prompter().choose(rank_question, ranks, 0);
     } else {
-      answers.machine_rank = ask.integer(rank_question + " ", std::nullopt, 0, answers.num_machines - 1);
+      answers.machine_rank =
+          ask.integer(rank_question + " ", std::nullopt, 0, answers.num_machines - 1);
     }
-    answers.main_process_ip =
-        ask.text("What is the IP address of the machine that will host the main process? ", std::nullopt);
-    answers.main_process_port =
-        ask.integer("What is the port you will use to communicate with the main process? [29500]: ", 29500, 1, 65535);
+    answers.main_process_ip = ask.text(
+        "What is the IP address of the machine that will host the main process? ", std::nullopt);
+    answers.main_process_port = ask.integer(
+        "What is the port you will use to communicate with the main process? [29500]: ", 29500, 1,
+        65535);
     answers.same_network = ask.yes_no(
-        "Are all the machines on the same local network? Answer `no` if nodes are on the cloud and/or on "
+        "Are all the machines on the same local network? Answer `no` if nodes are on the cloud "
+        "and/or on "
         "different network hosts [YES/no]: ",
         true);
     // Accelerate asks for a rendezvous backend here; accelerate-cpp has only
     // the static one, so say what it needs instead of asking.
     if (!answers.same_network) {
-      ask.prompter().say("accelerate-cpp uses the static rendezvous (rdzv_backend: static): every machine must "
-                         "reach the main process's address and port.");
+      ask.prompter().say(
+          "accelerate-cpp uses the static rendezvous (rdzv_backend: static): every machine must "
+          "reach the main process's address and port.");
     }
   }
   answers.debug = ask.yes_no(
-      "Should distributed operations be checked while running for errors? This can avoid timeout issues but will "
+      "Should distributed operations be checked while running for errors? This can avoid timeout "
+      "issues but will "
       "be slower. [yes/NO]: ",
       false);
 }
@@ -174,7 +184,8 @@ void ask_deepspeed(Asker& ask, ClusterAnswers& answers) {
 // names, which a C++ model does not have, so the names are asked directly.
 void ask_fsdp_wrap_policy(Asker& ask, FsdpAnswers& fsdp) {
   std::vector<std::string> policies;  // in fsdp_plugin.h's order, Accelerate's
-  for (const auto& row : accelerate::detail::kFsdpAutoWrapPolicyNames) policies.emplace_back(row.name);
+  for (const auto& row : accelerate::detail::kFsdpAutoWrapPolicyNames)
+    policies.emplace_back(row.name);
   const int policy = ask.prompter().choose("What should be your auto wrap policy?", policies, 0);
   fsdp.auto_wrap_policy = policies[policy];
   if (policy == 0) {
@@ -251,7 +262,8 @@ void ask_fsdp(Asker& ask, ClusterAnswers& answers) {
 ClusterAnswers ask_cluster_questions(Prompter& prompter, const std::string& home) {
   Asker ask(prompter);
   ClusterAnswers answers;
-  while (prompter.choose("In which compute environment are you running?", {"This machine", "AWS (Amazon SageMaker)"}, 0) != 0) {
+  while (prompter.choose("In which compute environment are you running?",
+                         {"This machine", "AWS (Amazon SageMaker)"}, 0) != 0) {
     prompter.say("Amazon SageMaker is not supported by accelerate-cpp; choose 'This machine'.");
   }
   const int type = prompter.choose("Which type of machine are you using?",
@@ -262,13 +274,15 @@ ClusterAnswers ask_cluster_questions(Prompter& prompter, const std::string& home
 
   if (type == 0) {
     answers.use_cpu = ask.yes_no(
-        "Do you want to run your training on CPU only (even if a GPU is available)? [yes/NO]: ", false);
+        "Do you want to run your training on CPU only (even if a GPU is available)? [yes/NO]: ",
+        false);
   } else {
     answers.use_cpu = type == 1;
   }
   if (type == 1 && ask.yes_no("Do you want accelerate to launch mpirun? [yes/NO]: ", false)) {
-    std::string hostfile = ask.text("Please enter the path to the hostfile to use with mpirun [~/hostfile]: ",
-                                    std::string("~/hostfile"));
+    std::string hostfile =
+        ask.text("Please enter the path to the hostfile to use with mpirun [~/hostfile]: ",
+                 std::string("~/hostfile"));
     if (hostfile == "~" || hostfile.rfind("~/", 0) == 0) hostfile = home + hostfile.substr(1);
     answers.mpirun_hostfile = hostfile;
   }
@@ -280,24 +294,28 @@ ClusterAnswers ask_cluster_questions(Prompter& prompter, const std::string& home
   if (multi || sharded) {
     const std::string what = answers.use_cpu ? "processes" : "GPU(s)";
     for (;;) {
-      answers.num_processes =
-          ask.integer("How many " + what + " should be used for distributed training? [1]: ", 1, 1, 100000);
+      answers.num_processes = ask.integer(
+          "How many " + what + " should be used for distributed training? [1]: ", 1, 1, 100000);
       if (answers.distributed_type != "MULTI_GPU" || answers.num_machines > 1 ||
           answers.num_processes > 1)
         break;
-      prompter.say("multi-GPU on one machine needs at least 2 GPUs; for one GPU, choose 'No distributed training'.");
+      prompter.say(
+          "multi-GPU on one machine needs at least 2 GPUs; for one GPU, choose 'No distributed "
+          "training'.");
     }
   }
   // As in Accelerate, not asked with DeepSpeed or FSDP (all GPUs are used).
   if (!answers.use_cpu && !sharded) {
     answers.gpu_ids = ask.gpu_ids(
-        "What GPU(s) (by id) should be used for training on this machine as a comma-separated list? [all]: ");
+        "What GPU(s) (by id) should be used for training on this machine as a comma-separated "
+        "list? [all]: ");
   }
   // A DeepSpeed config file has its own fp16/bf16 sections.
   if (answers.deepspeed && answers.deepspeed->config_file) return answers;
   std::vector<std::string> precisions;
   for (MixedPrecision precision : kAllMixedPrecisions) precisions.push_back(to_string(precision));
-  answers.mixed_precision = precisions[prompter.choose("Do you wish to use mixed precision?", precisions, 0)];
+  answers.mixed_precision =
+      precisions[prompter.choose("Do you wish to use mixed precision?", precisions, 0)];
   return answers;
 }
 
@@ -366,7 +384,8 @@ YAML::Node to_config_node(const ClusterAnswers& answers) {
     root["fsdp_config"]["fsdp_cpu_ram_efficient_loading"] = answers.fsdp->cpu_ram_efficient_loading;
     root["fsdp_config"]["fsdp_sync_module_states"] = answers.fsdp->sync_module_states;
   }
-  if (answers.mpirun_hostfile) root["mpirun_config"]["mpirun_hostfile"] = string_node(*answers.mpirun_hostfile);
+  if (answers.mpirun_hostfile)
+    root["mpirun_config"]["mpirun_hostfile"] = string_node(*answers.mpirun_hostfile);
   root["num_machines"] = answers.num_machines;
   root["num_processes"] = answers.num_processes;
   root["rdzv_backend"] = string_node(answers.rdzv_backend);

@@ -56,7 +56,8 @@ void write_all(int fd, const std::string& text) {
 class RawMode {
  public:
   RawMode(int in_fd, int out_fd) {
-    if (tcgetattr(in_fd, &g_raw_mode.saved) != 0) throw ConfigError("cannot read the terminal settings");
+    if (tcgetattr(in_fd, &g_raw_mode.saved) != 0)
+      throw ConfigError("cannot read the terminal settings");
     g_raw_mode.in_fd = in_fd;
     g_raw_mode.out_fd = out_fd;
     struct sigaction action {};
@@ -93,7 +94,8 @@ class TerminalPrompter : public Prompter {
  public:
   TerminalPrompter(int in_fd, int out_fd) : in_(in_fd), out_(out_fd) {}
 
-  int choose(const std::string& question, const std::vector<std::string>& options, int default_index) override {
+  int choose(const std::string& question, const std::vector<std::string>& options,
+             int default_index) override {
     write_all(out_, question + "\n" + "(use the arrow keys or a number, then Enter)\n");
     const int count = static_cast<int>(options.size());
     int selected = default_index;
@@ -123,7 +125,8 @@ class TerminalPrompter : public Prompter {
     for (;;) {
       ssize_t n = ::read(in_, &c, 1);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) throw ConfigError("the terminal closed before this question was answered: " + prompt);
+      if (n <= 0)
+        throw ConfigError("the terminal closed before this question was answered: " + prompt);
       if (c == '\n') break;
       line += c;
     }
@@ -139,7 +142,8 @@ class TerminalPrompter : public Prompter {
     std::string text = redraw ? "\x1b[" + std::to_string(options.size()) + "A" : "";
     for (std::size_t i = 0; i < options.size(); ++i) {
       const bool on = static_cast<int>(i) == selected;
-      text += "\r\x1b[2K" + std::string(on ? " > \x1b[1m" : "   ") + options[i] + (on ? "\x1b[0m" : "") + "\n";
+      text += "\r\x1b[2K" + std::string(on ? " > \x1b[1m" : "   ") + options[i] +
+              (on ? "\x1b[0m" : "") + "\n";
     }
     write_all(out_, text);
   }

@@ -11,8 +11,8 @@ void BatchSharding::validate() const {
   if (batch_size() == 0) throw ConfigError("batch_size must be at least 1");
   if (num_processes() == 0) throw ConfigError("num_processes must be at least 1");
   if (process_index() >= num_processes()) {
-    throw ConfigError("process_index " + std::to_string(process_index()) +
-                      " is out of range for " + std::to_string(num_processes()) + " processes");
+    throw ConfigError("process_index " + std::to_string(process_index()) + " is out of range for " +
+                      std::to_string(num_processes()) + " processes");
   }
   if (split_batches() && batch_size() % num_processes() != 0) {
     throw ConfigError("split_batches: batch_size " + std::to_string(batch_size()) +
@@ -97,10 +97,9 @@ size_t sharded_batch_count(size_t length, const BatchSharding& sharding) {
   if (steps == 0) return 0;
   const size_t global = sharding.global_batch_size();
   const size_t last = steps - 1;
-  const bool takes_part_of_last =
-      !positions_in_step(last, filled_in_step(last, length, global), std::min(length, global),
-                         sharding)
-           .empty();
+  const bool takes_part_of_last = !positions_in_step(last, filled_in_step(last, length, global),
+                                                     std::min(length, global), sharding)
+                                       .empty();
   return last + (takes_part_of_last ? 1 : 0);
 }
 

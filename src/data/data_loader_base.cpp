@@ -11,7 +11,8 @@ namespace accelerate {
 
 DataLoaderBase::DataLoaderBase(DataLoaderOptions options, detail::LoaderOps& ops)
     : ops_(ops), options_(std::move(options)) {
-  if (options_.batch_size() == 0) throw ConfigError("DataLoaderOptions: batch_size must be at least 1");
+  if (options_.batch_size() == 0)
+    throw ConfigError("DataLoaderOptions: batch_size must be at least 1");
   sharding_.batch_size(options_.batch_size()).drop_last(options_.drop_last());
   if (options_.seed()) {
     seed_ = *options_.seed();
@@ -64,8 +65,7 @@ void DataLoaderBase::configure_sharding(std::shared_ptr<Communicator> comm,
 
 void DataLoaderBase::set_device(std::optional<c10::Device> device) {
   if (device && !device->is_cpu() && !ops_.batches_movable()) {
-    throw ConfigError("DataLoader cannot move " + ops_.batch_type_name() + " to " +
-                      device->str() +
+    throw ConfigError("DataLoader cannot move " + ops_.batch_type_name() + " to " + device->str() +
                       ": specialise accelerate::TensorTree for it, or turn device placement off");
   }
   device_ = device;
@@ -90,8 +90,9 @@ std::optional<size_t> DataLoaderBase::known_size() const {
 size_t DataLoaderBase::size() const {
   auto size = known_size();
   if (!size) {
-    throw Error("DataLoader::size(): the iterable dataset does not tell its length "
-                "(give it a size() member)");
+    throw Error(
+        "DataLoader::size(): the iterable dataset does not tell its length "
+        "(give it a size() member)");
   }
   return *size;
 }
@@ -108,9 +109,8 @@ DataLoaderPosition DataLoaderBase::position() const {
     position.batches_yielded = batches_yielded_;
   } else {
     position.epoch = epoch_;
-    position.batches_yielded = pending_skip_ && pending_skip_->first == epoch_
-                                   ? pending_skip_->second
-                                   : batches_yielded_;
+    position.batches_yielded =
+        pending_skip_ && pending_skip_->first == epoch_ ? pending_skip_->second : batches_yielded_;
   }
   return position;
 }

@@ -16,7 +16,9 @@ EpochSteps open_epoch(const PassPlan& plan) {
     return EpochSteps::over_stream(ops, plan.sharding);
   }
   auto length = ops.length();
-  if (!length) throw Error("DataLoader: the dataset does not tell its size() (map-style and batch datasets must)");
+  if (!length)
+    throw Error(
+        "DataLoader: the dataset does not tell its size() (map-style and batch datasets must)");
   return EpochSteps::over_order(ops, epoch_order(*length, plan.shuffle, plan.seed, plan.epoch),
                                 plan.sharding);
 }
@@ -27,10 +29,9 @@ class LocalSource : public BatchSource {
  public:
   explicit LocalSource(const PassPlan& plan) : plan_(plan), steps_(open_epoch(plan)) {
     steps_.skip(plan.skip);
-    prefetcher_ = std::make_unique<OrderedPrefetcher>([this] { return claim(); },
-                                                      plan.num_workers,
-                                                      plan.num_workers * plan.prefetch_factor,
-                                                      plan.timeout);
+    prefetcher_ =
+        std::make_unique<OrderedPrefetcher>([this] { return claim(); }, plan.num_workers,
+                                            plan.num_workers * plan.prefetch_factor, plan.timeout);
   }
   // Workers must stop before the steps they claim from go away.
   ~LocalSource() override { prefetcher_.reset(); }

@@ -23,10 +23,9 @@ class DispatchSource : public BatchSource {
       steps_->skip(plan.skip);
       // Process 0's workers load and serialise whole global steps; the
       // messages themselves go out from the iterating thread.
-      prefetcher_ = std::make_unique<OrderedPrefetcher>([this] { return claim_message(); },
-                                                        plan.num_workers,
-                                                        plan.num_workers * plan.prefetch_factor,
-                                                        plan.timeout);
+      prefetcher_ = std::make_unique<OrderedPrefetcher>(
+          [this] { return claim_message(); }, plan.num_workers,
+          plan.num_workers * plan.prefetch_factor, plan.timeout);
     }
   }
   ~DispatchSource() override { prefetcher_.reset(); }

@@ -104,8 +104,8 @@ std::function<Erased()> EpochSteps::examples(const Step& step,
 }
 
 size_t EpochSteps::remainder_of_final(const Step& final_step) const {
-  const bool padded = final_step.filled < sharding_.global_batch_size() &&
-                      sharding_.pads_last_step();
+  const bool padded =
+      final_step.filled < sharding_.global_batch_size() && sharding_.pads_last_step();
   return padded ? final_step.filled : 0;
 }
 

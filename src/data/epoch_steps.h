@@ -19,11 +19,11 @@ class EpochSteps {
  public:
   struct Step {
     size_t index = 0;
-    size_t filled = 0;   // real samples, 1..global batch size
+    size_t filled = 0;  // real samples, 1..global batch size
     // No step follows. For a lookahead step that is full this is not known
     // yet and reads false; a full step gives every process a batch anyway.
     bool final = false;
-    Erased examples;     // streams only: the step's examples
+    Erased examples;  // streams only: the step's examples
   };
 
   // Steps over `order`, the dataset indices of the epoch.
@@ -58,12 +58,12 @@ class EpochSteps {
   LoaderOps* ops_;
   BatchSharding sharding_;
   bool stream_ = false;
-  std::vector<size_t> order_;   // map-style only
-  size_t step_count_ = 0;       // map-style only
+  std::vector<size_t> order_;  // map-style only
+  size_t step_count_ = 0;      // map-style only
   size_t next_index_ = 0;
   size_t start_count_ = 0;
-  Erased start_examples_;       // stream only: the first step's examples
-  Erased lookahead_;            // stream only: examples of the step after the current one
+  Erased start_examples_;  // stream only: the first step's examples
+  Erased lookahead_;       // stream only: examples of the step after the current one
   bool primed_ = false;
   std::optional<Step> following_;
 };

@@ -43,8 +43,8 @@ std::vector<int64_t> idx_dimensions(const std::string& path, const std::string& 
   const size_t header = 4 + 4 * rank;
   const uint32_t found = bytes.size() >= 4 ? big_endian_at(bytes, 0) : magic;
   if (found != magic) {
-    fail(path, "not an IDX " + std::string(kind) + " file: magic number " +
-                   std::to_string(found) + ", expected " + std::to_string(magic));
+    fail(path, "not an IDX " + std::string(kind) + " file: magic number " + std::to_string(found) +
+                   ", expected " + std::to_string(magic));
   }
   if (bytes.size() < header) {
     fail(path, "truncated: " + std::to_string(bytes.size()) + " bytes, shorter than the " +
@@ -124,11 +124,9 @@ MnistDataset::MnistDataset(const std::string& root, MnistSplit split) {
   }
 
   at::Tensor pixels = bytes_tensor(image_bytes, 16, image_dims);
-  images_ = pixels.to(at::kFloat)
-                .div_(255.0)
-                .sub_(kMnistMean)
-                .div_(kMnistStd)
-                .unsqueeze(1);  // one channel
+  images_ =
+      pixels.to(at::kFloat).div_(255.0).sub_(kMnistMean).div_(kMnistStd).unsqueeze(1);  // one
+                                                                                        // channel
   targets_ = bytes_tensor(label_bytes, 8, label_dims).to(at::kLong);
 }
 

@@ -35,7 +35,7 @@ struct OrderedPrefetcher::Shared {
   Mutex claim_mutex ACQUIRED_BEFORE(mutex);
   size_t next_sequence GUARDED_BY(claim_mutex) = 0;
 
-  Mutex mutex;  // guards what is marked so below
+  Mutex mutex;              // guards what is marked so below
   CondVar worker_wakeup;    // room for another job, or stop
   CondVar consumer_wakeup;  // a result arrived, or the end is known
   bool stopping GUARDED_BY(mutex) = false;
@@ -56,9 +56,7 @@ struct OrderedPrefetcher::Shared {
 
  private:
   // What the waits in work() and next_from_workers() wait for.
-  bool may_reserve() const REQUIRES(mutex) {
-    return stopping || exhausted || reserved < capacity;
-  }
+  bool may_reserve() const REQUIRES(mutex) { return stopping || exhausted || reserved < capacity; }
   bool result_arrived() const REQUIRES(mutex) {
     return consumed >= end || ready.count(consumed) > 0;
   }

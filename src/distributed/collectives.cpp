@@ -26,7 +26,8 @@ std::vector<at::Tensor> gather_list(Communicator& comm, const at::Tensor& tensor
     padded = at::cat({input, at::zeros(sizes, input.options())}, 0);
   }
   auto pieces = comm.all_gather_same_shape(padded);
-  for (size_t r = 0; r < pieces.size(); ++r) pieces[r] = pieces[r].narrow(0, 0, reports[r].sizes[0]);
+  for (size_t r = 0; r < pieces.size(); ++r)
+    pieces[r] = pieces[r].narrow(0, 0, reports[r].sizes[0]);
   return pieces;
 }
 
@@ -63,8 +64,8 @@ at::Tensor pad_across_processes(Communicator& comm, const at::Tensor& tensor, in
                 std::to_string(tensor.dim()) + "-d tensor");
   }
   if (comm.world_size() == 1) return tensor;
-  auto reports = detail::exchange_shapes(comm, CollectiveKind::kPad, tensor,
-                                         ShapeRule::kAllButDim, d);
+  auto reports =
+      detail::exchange_shapes(comm, CollectiveKind::kPad, tensor, ShapeRule::kAllButDim, d);
   int64_t longest = 0;
   for (const auto& report : reports) longest = std::max(longest, report.sizes[d]);
   if (tensor.size(d) == longest) return tensor;

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
-#include <mutex>
 #include <iostream>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -17,9 +17,9 @@
 #include "accelerate/errors.h"
 #include "common/settings.h"
 #include "compat/c10d_compat.h"
+#include "distributed/communicator_impl.h"
 #include "distributed/failure_diagnosis.h"
 #include "distributed/network.h"
-#include "distributed/communicator_impl.h"
 #include "distributed/shared_memory_collectives.h"
 
 namespace accelerate {
@@ -34,8 +34,10 @@ JobState current_job_state(const JobOptions& options,
 }
 
 const char* to_string(ReduceOp op) {
-  static constexpr detail::EnumName<ReduceOp> kReduceOpNames[] = {
-      {ReduceOp::kSum, "sum"}, {ReduceOp::kMean, "mean"}, {ReduceOp::kMax, "max"}, {ReduceOp::kMin, "min"}};
+  static constexpr detail::EnumName<ReduceOp> kReduceOpNames[] = {{ReduceOp::kSum, "sum"},
+                                                                  {ReduceOp::kMean, "mean"},
+                                                                  {ReduceOp::kMax, "max"},
+                                                                  {ReduceOp::kMin, "min"}};
   static_assert(detail::names_are_distinct(kReduceOpNames));
   return detail::enum_name(kReduceOpNames, op, "?");
 }
@@ -112,7 +114,8 @@ std::unique_ptr<Communicator::Impl> form_groups(JobState job, c10::intrusive_ptr
 namespace {
 
 // The whole job's groups, in the store's "accelerate" section.
-std::unique_ptr<Communicator::Impl> form_job_groups(JobState job, c10::intrusive_ptr<c10d::Store> store,
+std::unique_ptr<Communicator::Impl> form_job_groups(JobState job,
+                                                    c10::intrusive_ptr<c10d::Store> store,
                                                     const std::string& gloo_hostname) {
   return detail::form_groups(std::move(job),
                              c10::make_intrusive<c10d::PrefixStore>("accelerate", std::move(store)),

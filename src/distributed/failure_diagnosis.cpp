@@ -65,17 +65,17 @@ std::string first_line_of(const std::exception& error) {
   return text;
 }
 
-FailureDiagnosis::FailureDiagnosis(c10::intrusive_ptr<c10d::Store> store, int rank,
-                                   int world_size, std::chrono::milliseconds timeout,
-                                   std::vector<int> global_ranks, std::string group)
+FailureDiagnosis::FailureDiagnosis(c10::intrusive_ptr<c10d::Store> store, int rank, int world_size,
+                                   std::chrono::milliseconds timeout, std::vector<int> global_ranks,
+                                   std::string group)
     : store_(std::move(store)),
       rank_(rank),
       world_size_(world_size),
       timeout_(timeout),
       // Peers that failed in the same collective report within milliseconds
       // of each other; wait a little longer, but never long.
-      window_(std::clamp(timeout / 4, std::chrono::milliseconds(200),
-                         std::chrono::milliseconds(2000))),
+      window_(
+          std::clamp(timeout / 4, std::chrono::milliseconds(200), std::chrono::milliseconds(2000))),
       global_ranks_(std::move(global_ranks)),
       group_(std::move(group)) {}
 
@@ -89,8 +89,7 @@ std::string FailureDiagnosis::report_key(int rank) const {
   return "accelerate/failure/" + std::to_string(rank);
 }
 
-std::string FailureDiagnosis::explain_collective(std::uint64_t sequence,
-                                                 const std::string& what,
+std::string FailureDiagnosis::explain_collective(std::uint64_t sequence, const std::string& what,
                                                  const std::string& cause) const {
   std::ostringstream line;
   line << "rank " << global(rank_) << ": " << what << (group_.empty() ? "" : " in " + group_)
@@ -143,8 +142,7 @@ std::string FailureDiagnosis::explain_rendezvous(const std::string& cause) const
   line << "rank " << global(rank_) << ": "
        << (group_.empty() ? "rendezvous of " + std::to_string(world_size_) + " ranks"
                           : "connecting " + group_)
-       << " failed within "
-       << format_seconds(timeout_) << ": " << cause;
+       << " failed within " << format_seconds(timeout_) << ": " << cause;
   try {
     std::vector<std::string> keys;
     for (int peer = 0; peer < world_size_; ++peer) {

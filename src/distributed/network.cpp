@@ -28,9 +28,10 @@ std::string local_address_towards(const std::string& host, int port) {
     if (connect(fd, entry->ai_addr, entry->ai_addrlen) == 0 &&
         getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0) {
       char text[INET6_ADDRSTRLEN] = {};
-      const void* raw = local.ss_family == AF_INET
-                            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
-                            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
+      const void* raw =
+          local.ss_family == AF_INET
+              ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
+              : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
       if (inet_ntop(local.ss_family, raw, text, sizeof(text)) != nullptr) result = text;
     }
     close(fd);

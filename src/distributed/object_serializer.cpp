@@ -18,7 +18,8 @@ at::Tensor Serializer<at::Tensor>::read(ByteReader& in) {
   if (in.read_pod<uint8_t>() == 0) return at::Tensor();
   const auto dtype = static_cast<at::ScalarType>(in.read_pod<int16_t>());
   const auto dims = in.read_pod<uint64_t>();
-  if (dims > in.remaining() / sizeof(int64_t)) throw Error("object bytes end early: bad tensor rank");
+  if (dims > in.remaining() / sizeof(int64_t))
+    throw Error("object bytes end early: bad tensor rank");
   std::vector<int64_t> sizes;
   for (uint64_t d = 0; d < dims; ++d) sizes.push_back(in.read_pod<int64_t>());
   at::Tensor value = at::empty(sizes, at::TensorOptions().dtype(dtype));

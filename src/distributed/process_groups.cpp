@@ -52,11 +52,12 @@ void check_group_members(const std::vector<int>& ranks, int world_size) {
   std::set<int> seen;
   for (int rank : ranks) {
     if (rank < 0 || rank >= world_size) {
-      throw Error("new_group: rank " + std::to_string(rank) + " is not in this communicator (ranks 0.." +
-                  std::to_string(world_size - 1) + ")");
+      throw Error("new_group: rank " + std::to_string(rank) +
+                  " is not in this communicator (ranks 0.." + std::to_string(world_size - 1) + ")");
     }
     if (!seen.insert(rank).second) {
-      throw Error("new_group: rank " + std::to_string(rank) + " is listed twice (" + rank_list(ranks) + ")");
+      throw Error("new_group: rank " + std::to_string(rank) + " is listed twice (" +
+                  rank_list(ranks) + ")");
     }
   }
 }
@@ -86,7 +87,8 @@ std::shared_ptr<Communicator> Communicator::new_group(const std::vector<int>& ra
   const std::uint64_t number = ++impl_->groups_created;
   std::vector<int> job_ranks;
   for (int rank : ranks) job_ranks.push_back(job_rank(rank));
-  const std::string label = "process group #" + std::to_string(number) + " (ranks " + rank_list(job_ranks) + ")";
+  const std::string label =
+      "process group #" + std::to_string(number) + " (ranks " + rank_list(job_ranks) + ")";
   const auto index_in_group = std::find(ranks.begin(), ranks.end(), rank()) - ranks.begin();
   const bool member = index_in_group < static_cast<std::ptrdiff_t>(ranks.size());
 
@@ -112,11 +114,13 @@ std::shared_ptr<Communicator> Communicator::new_group(const std::vector<int>& ra
     }
     std::map<int, int> node_of;  // by rank here
     for (int peer = 0; peer < world_size(); ++peer) {
-      const GroupPost post = parse_group_post(detail::get_text(store, keys[static_cast<std::size_t>(peer)]));
+      const GroupPost post =
+          parse_group_post(detail::get_text(store, keys[static_cast<std::size_t>(peer)]));
       if (post.ranks != rank_list(ranks)) {
-        throw DistributedError(me + "this process asked for ranks " + rank_list(ranks) + " but rank " +
-                               std::to_string(job_rank(peer)) + " asked for ranks " + post.ranks +
-                               " (every process creates the same process groups, in the same order)");
+        throw DistributedError(
+            me + "this process asked for ranks " + rank_list(ranks) + " but rank " +
+            std::to_string(job_rank(peer)) + " asked for ranks " + post.ranks +
+            " (every process creates the same process groups, in the same order)");
       }
       node_of[peer] = post.node;
     }
@@ -131,7 +135,8 @@ std::shared_ptr<Communicator> Communicator::new_group(const std::vector<int>& ra
     impl->job = std::move(job);
     impl->members = std::move(job_ranks);
   } else {
-    auto store = c10::make_intrusive<c10d::PrefixStore>("group" + std::to_string(number), impl_->store);
+    auto store =
+        c10::make_intrusive<c10d::PrefixStore>("group" + std::to_string(number), impl_->store);
     impl = detail::form_groups(std::move(job), std::move(store), impl_->gloo_hostname,
                                std::move(job_ranks), label);
   }

@@ -66,8 +66,7 @@ std::string ShapeReport::str() const {
 }
 
 std::vector<ShapeReport> exchange_shapes(Communicator& comm, CollectiveKind kind,
-                                         const at::Tensor& tensor, ShapeRule rule,
-                                         int64_t dim) {
+                                         const at::Tensor& tensor, ShapeRule rule, int64_t dim) {
   if (tensor.dim() > kMaxDims) {
     throw Error(std::string(to_string(kind)) + " supports tensors of up to " +
                 std::to_string(kMaxDims) + " dimensions, got " + std::to_string(tensor.dim()));
@@ -77,11 +76,14 @@ std::vector<ShapeReport> exchange_shapes(Communicator& comm, CollectiveKind kind
     reports.push_back(decode(wire));
   }
   bool consistent = true;
-  for (const auto& report : reports) consistent = consistent && agree(reports[0], report, rule, dim);
+  for (const auto& report : reports)
+    consistent = consistent && agree(reports[0], report, rule, dim);
   if (!consistent) {
     std::ostringstream line;
     line << "rank " << comm.rank() << ": ranks disagree on " << to_string(kind)
-         << (rule == ShapeRule::kAllButDim ? " (sizes may differ only in dim " + std::to_string(dim) + ")" : "")
+         << (rule == ShapeRule::kAllButDim
+                 ? " (sizes may differ only in dim " + std::to_string(dim) + ")"
+                 : "")
          << ":";
     for (size_t r = 0; r < reports.size(); ++r) {
       line << (r ? ";" : "") << " rank " << r << " " << reports[r].str();

@@ -27,16 +27,15 @@ struct ShapeReport {
 
 // What must agree across ranks.
 enum class ShapeRule {
-  kIdentical,     // reduce, broadcast: same dtype and sizes
-  kAllButDim,     // gather / pad along `dim`: same dtype and rank, other sizes equal
+  kIdentical,  // reduce, broadcast: same dtype and sizes
+  kAllButDim,  // gather / pad along `dim`: same dtype and rank, other sizes equal
 };
 
 // One fixed-size all-gather of every rank's report (so it cannot itself hang
 // on a mismatch), then a check; throws DistributedError naming each rank's
 // shape when the rule is broken.
 std::vector<ShapeReport> exchange_shapes(Communicator& comm, CollectiveKind kind,
-                                         const at::Tensor& tensor, ShapeRule rule,
-                                         int64_t dim = 0);
+                                         const at::Tensor& tensor, ShapeRule rule, int64_t dim = 0);
 
 }  // namespace detail
 }  // namespace accelerate

@@ -44,7 +44,6 @@ void SharedMemoryOperation::finish(const std::string& error) {
   done_changed_.notify_all();
 }
 
-
 namespace {
 
 // The segment's layout: every rank's control block, then every rank's slot.
@@ -79,7 +78,8 @@ std::string create_segment(c10d::Store& store, SharedMemoryCollectives::Impl& im
   auto segment = SharedMemorySegment::create(name, bytes, why_not);
   if (!segment) return "";
   for (int r = 0; r < impl.world_size; ++r) {
-    new (segment->data() + sizeof(shm::RankControl) * static_cast<std::size_t>(r)) shm::RankControl();
+    new (segment->data() + sizeof(shm::RankControl) * static_cast<std::size_t>(r))
+        shm::RankControl();
   }
   // (attach() below sets rank 0's own block.)
   attach(impl, std::move(segment));

@@ -2,6 +2,7 @@
 // (shared_memory_exchange.h).
 #include "distributed/shared_memory_exchange.h"
 
+#include <unistd.h>
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -12,9 +13,8 @@
 #include <random>
 #include <stdexcept>
 #include <thread>
-#include <vector>
-#include <unistd.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <vector>
 #include "common/settings.h"
 #include "common/shared_memory_names.h"
 #include "distributed/failure_diagnosis.h"
@@ -29,8 +29,8 @@ const char* SharedMemoryCollectives::Impl::peer_input_segment(int r) {
   const RankControl& peer = controls[r];
   auto& mapped = peer_segments[{r, peer.input_segment}];
   if (!mapped) {
-    const std::string name =
-        SharedBufferPool::segment_name(shm::pool_prefix(peer.pid, peer.pool_key), peer.input_segment);
+    const std::string name = SharedBufferPool::segment_name(
+        shm::pool_prefix(peer.pid, peer.pool_key), peer.input_segment);
     std::string error;
     mapped = SharedMemorySegment::open(name, peer.input_segment_bytes, &error);
     if (!mapped) {
@@ -99,8 +99,8 @@ void SharedMemoryCollectives::Impl::run(const SharedMemoryOperation& operation) 
   } while (piece.offset < piece.total);
 }
 
-void SharedMemoryCollectives::Impl::run_piece(const SharedMemoryOperation& operation, const Piece& piece,
-               Clock::time_point deadline) {
+void SharedMemoryCollectives::Impl::run_piece(const SharedMemoryOperation& operation,
+                                              const Piece& piece, Clock::time_point deadline) {
   const std::string& what = operation.what;
   const std::uint32_t g = ++generation;
   const std::size_t element = c10::elementSize(piece.dtype);
@@ -118,8 +118,8 @@ void SharedMemoryCollectives::Impl::run_piece(const SharedMemoryOperation& opera
     // input in the pool is not copied: peers read it where it is.
     for (int d = 0; d < world_size && piece_bytes > 0 && pooled.segment < 0; ++d) {
       if (d == rank) continue;
-      std::memcpy(slot(rank) + d * piece_bytes,
-                  at(operation.input, d * piece.total + piece.offset), piece_bytes);
+      std::memcpy(slot(rank) + d * piece_bytes, at(operation.input, d * piece.total + piece.offset),
+                  piece_bytes);
     }
   } else if (piece_bytes > 0) {
     std::memcpy(slot(rank), at(operation.input, piece.offset), piece_bytes);
@@ -164,8 +164,7 @@ void SharedMemoryCollectives::Impl::run_piece(const SharedMemoryOperation& opera
         if (r == rank) {
           sources.push_back(at(operation.input, static_cast<std::int64_t>(mine_from)));
         } else if (controls[r].input_segment >= 0) {
-          sources.push_back(peer_input_segment(r) + controls[r].input_offset +
-                            mine_from * element);
+          sources.push_back(peer_input_segment(r) + controls[r].input_offset + mine_from * element);
         } else {
           sources.push_back(slot(r) + rank * piece_bytes);
         }
@@ -201,8 +200,8 @@ void SharedMemoryCollectives::Impl::run_piece(const SharedMemoryOperation& opera
   publish(mine.released, g);
 }
 
-void SharedMemoryCollectives::Impl::share_of(int r, std::int64_t numel, std::size_t element, std::int64_t* lo,
-              std::int64_t* hi) const {
+void SharedMemoryCollectives::Impl::share_of(int r, std::int64_t numel, std::size_t element,
+                                             std::int64_t* lo, std::int64_t* hi) const {
   const std::int64_t align = std::max<std::int64_t>(1, shm::kShareAlignment / element);
   std::int64_t each = (numel + world_size - 1) / world_size;
   each = (each + align - 1) / align * align;
@@ -215,8 +214,9 @@ void SharedMemoryCollectives::Impl::publish(Counter& counter, std::uint32_t g) {
   futex_wake_all(counter);
 }
 
-void SharedMemoryCollectives::Impl::wait_for_peers(Counter RankControl::*counter, std::uint32_t target, const std::string& what,
-                    Clock::time_point deadline) {
+void SharedMemoryCollectives::Impl::wait_for_peers(Counter RankControl::*counter,
+                                                   std::uint32_t target, const std::string& what,
+                                                   Clock::time_point deadline) {
   for (int r = 0; r < world_size; ++r) {
     if (r == rank) continue;
     Counter& word = controls[r].*counter;
@@ -244,7 +244,8 @@ void SharedMemoryCollectives::Impl::wait_for_peers(Counter RankControl::*counter
   }
 }
 
-void SharedMemoryCollectives::Impl::check_peers_match(const Piece& piece, const std::string& what) const {
+void SharedMemoryCollectives::Impl::check_peers_match(const Piece& piece,
+                                                      const std::string& what) const {
   const auto describe = [](std::int32_t kind, std::int64_t total, std::int32_t dtype) {
     const char* verb = kind == static_cast<std::int32_t>(SharedMemoryKind::kSum) ? "sums"
                        : kind == static_cast<std::int32_t>(SharedMemoryKind::kReduceScatter)

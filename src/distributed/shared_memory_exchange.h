@@ -71,7 +71,8 @@ struct alignas(64) RankControl {
 };
 
 inline std::size_t slot_bytes_for(int world_size) {
-  const std::size_t even = kAllSlotsBytes / static_cast<std::size_t>(world_size) / kSharedMemoryPageBytes * kSharedMemoryPageBytes;
+  const std::size_t even = kAllSlotsBytes / static_cast<std::size_t>(world_size) /
+                           kSharedMemoryPageBytes * kSharedMemoryPageBytes;
   return std::min(kMaxSlotBytes, std::max(kMinSlotBytes, even));
 }
 

@@ -51,8 +51,8 @@ std::string namespace_of(const char* kind) {
 }  // namespace
 
 std::unique_ptr<SharedMemorySegment> SharedMemorySegment::create(const std::string& name,
-                                                                  std::size_t bytes,
-                                                                  std::string* error) {
+                                                                 std::size_t bytes,
+                                                                 std::string* error) {
   const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, S_IRUSR | S_IWUSR);
   if (fd < 0) {
     *error = system_error("shm_open " + name, errno);
@@ -65,8 +65,8 @@ std::unique_ptr<SharedMemorySegment> SharedMemorySegment::create(const std::stri
   if (reserved != 0) {
     ::close(fd);
     ::shm_unlink(name.c_str());
-    *error = system_error("reserving " + std::to_string(bytes >> 20) + " MiB in /dev/shm",
-                          reserved);
+    *error =
+        system_error("reserving " + std::to_string(bytes >> 20) + " MiB in /dev/shm", reserved);
     return nullptr;
   }
   char* data = map_descriptor(fd, bytes, name, error);
@@ -78,8 +78,8 @@ std::unique_ptr<SharedMemorySegment> SharedMemorySegment::create(const std::stri
 }
 
 std::unique_ptr<SharedMemorySegment> SharedMemorySegment::open(const std::string& name,
-                                                                std::size_t bytes,
-                                                                std::string* error) {
+                                                               std::size_t bytes,
+                                                               std::string* error) {
   const int fd = ::shm_open(name.c_str(), O_RDWR, 0);
   if (fd < 0) {
     *error = system_error("shm_open " + name, errno);
@@ -129,8 +129,8 @@ void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t seen,
   timeout.tv_nsec = static_cast<long>((at_most.count() % 1000) * 1000000);
   // Not FUTEX_PRIVATE_FLAG: the waker may be another process. Spurious
   // returns (EINTR, EAGAIN, ETIMEDOUT) are fine: callers re-check the word.
-  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT, seen, &timeout,
-            nullptr, 0);
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT, seen, &timeout, nullptr,
+            0);
 }
 
 void futex_wake_all(std::atomic<std::uint32_t>& word) {

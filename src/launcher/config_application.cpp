@@ -1,5 +1,5 @@
-#include "common/sharding_launch_settings.h"
 #include "launcher/config_application.h"
+#include "common/sharding_launch_settings.h"
 
 #include <algorithm>
 #include <cctype>
@@ -18,7 +18,8 @@ using config::ConfigValue;
 using config::KeySpec;
 
 std::string lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   return text;
 }
 
@@ -43,8 +44,8 @@ class Applier {
     if (options_.source_of(flag) != OptionSource::kDefault) return;
     const FlagSpec* spec = find_launch_flag(flag);
     if (spec == nullptr) {
-      notes_.push_back(file_.where(from) + ": key '" + from.key + "' is not applied: accelerate launch has no --" +
-                       flag + " option");
+      notes_.push_back(file_.where(from) + ": key '" + from.key +
+                       "' is not applied: accelerate launch has no --" + flag + " option");
       return;
     }
     spec->apply(options_, file_.where(from) + ": key '" + from.key + "'", text);
@@ -59,7 +60,9 @@ class Applier {
     if (value != nullptr && !value->is_null) set(flag, *value, value->text);
   }
 
-  bool set_by_flag(const std::string& name) const { return options_.source_of(name) == OptionSource::kFlag; }
+  bool set_by_flag(const std::string& name) const {
+    return options_.source_of(name) == OptionSource::kFlag;
+  }
 
   void machine_type() {
     const ConfigValue* type = file_.find("distributed_type");
@@ -74,7 +77,8 @@ class Applier {
     }
     if (type != nullptr && type->text == "MULTI_GPU" && !cpu_flag) set("multi_gpu", *type, "true");
     // Accelerate runs one process for NO when the file gives no count.
-    if (type != nullptr && type->text == "NO" && file_.find("num_processes") == nullptr) set("num_processes", *type, "1");
+    if (type != nullptr && type->text == "NO" && file_.find("num_processes") == nullptr)
+      set("num_processes", *type, "1");
   }
 
   // DEEPSPEED and FSDP choose sharded training, unless a flag chose the
@@ -136,7 +140,9 @@ class Applier {
     for (const auto& value : file_.ignored) {
       if (value.key == "mpirun_config.mpirun_ccl") {
         if (value.text != "1") {
-          notes_.push_back(file_.where(value) + ": mpirun_config.mpirun_ccl is ignored: oneCCL is not used by accelerate-cpp");
+          notes_.push_back(
+              file_.where(value) +
+              ": mpirun_config.mpirun_ccl is ignored: oneCCL is not used by accelerate-cpp");
         }
         continue;
       }

@@ -124,7 +124,8 @@ std::string text(int number) { return std::to_string(number); }
 // GPUs the ranks of this machine will see: the --gpu_ids list when given
 // (it replaces CUDA_VISIBLE_DEVICES, so it can only name GPUs that exist).
 int gpus_for_ranks(const LaunchOptions& options, const MachineFacts& facts) {
-  if (!options.gpu_ids || *options.gpu_ids == "all" || facts.visible_gpus == 0) return facts.visible_gpus;
+  if (!options.gpu_ids || *options.gpu_ids == "all" || facts.visible_gpus == 0)
+    return facts.visible_gpus;
   return static_cast<int>(std::count(options.gpu_ids->begin(), options.gpu_ids->end(), ',')) + 1;
 }
 
@@ -132,7 +133,8 @@ int gpus_for_ranks(const LaunchOptions& options, const MachineFacts& facts) {
 
 void resolve_launch_options(LaunchOptions& options, const MachineFacts& facts) {
   if (options.cpu && options.multi_gpu) {
-    throw UsageError("--cpu and --multi_gpu conflict: choose CPU processes (--cpu) or one process per GPU");
+    throw UsageError(
+        "--cpu and --multi_gpu conflict: choose CPU processes (--cpu) or one process per GPU");
   }
   if (options.use_deepspeed && options.use_fsdp) {
     throw UsageError(
@@ -142,35 +144,41 @@ void resolve_launch_options(LaunchOptions& options, const MachineFacts& facts) {
   const int gpus = gpus_for_ranks(options, facts);
   if (options.multi_gpu && gpus == 0) {
     // From a config file (distributed_type: MULTI_GPU) the flag to change is --cpu.
-    const std::string what = options.source_of("multi_gpu") == OptionSource::kConfigFile
-                                 ? "the config file asks for one process per GPU (distributed_type MULTI_GPU)"
-                                 : "--multi_gpu";
-    throw UsageError(what + ": no NVIDIA GPU is visible on this machine; use --cpu --num_processes N "
+    const std::string what =
+        options.source_of("multi_gpu") == OptionSource::kConfigFile
+            ? "the config file asks for one process per GPU (distributed_type MULTI_GPU)"
+            : "--multi_gpu";
+    throw UsageError(what +
+                     ": no NVIDIA GPU is visible on this machine; use --cpu --num_processes N "
                      "to run N processes on the CPU");
   }
   if (options.machine_rank >= options.num_machines) {
-    throw UsageError("--machine_rank " + text(options.machine_rank) + " is out of range for --num_machines " +
-                     text(options.num_machines) + " (machine ranks are 0.." + text(options.num_machines - 1) +
-                     ")");
+    throw UsageError("--machine_rank " + text(options.machine_rank) +
+                     " is out of range for --num_machines " + text(options.num_machines) +
+                     " (machine ranks are 0.." + text(options.num_machines - 1) + ")");
   }
   if (options.source_of("num_processes") == OptionSource::kDefault) {
     options.num_processes = ((!options.cpu && gpus > 0) ? gpus : 1) * options.num_machines;
   }
   if (options.num_processes % options.num_machines != 0) {
     const int per_machine = std::max(1, options.num_processes / options.num_machines);
-    throw UsageError("--num_processes " + text(options.num_processes) + " is not divisible by --num_machines " +
-                     text(options.num_machines) + ": it counts the processes of all machines, and every "
+    throw UsageError("--num_processes " + text(options.num_processes) +
+                     " is not divisible by --num_machines " + text(options.num_machines) +
+                     ": it counts the processes of all machines, and every "
                      "machine starts the same number; use e.g. --num_processes " +
                      text(per_machine * options.num_machines) + " for " + text(per_machine) +
                      " per machine");
   }
   if (options.num_machines > 1 && options.source_of("main_process_ip") == OptionSource::kDefault) {
-    throw UsageError("--main_process_ip is required when --num_machines is " + text(options.num_machines) +
+    throw UsageError("--main_process_ip is required when --num_machines is " +
+                     text(options.num_machines) +
                      ": give the address of machine rank 0, reachable from every machine");
   }
   if (options.num_machines > 1 && options.main_process_port == 0) {
-    throw UsageError("--main_process_port 0 (pick a free port) works only with one machine; with "
-                     "--num_machines " + text(options.num_machines) + " give every machine the same fixed port");
+    throw UsageError(
+        "--main_process_port 0 (pick a free port) works only with one machine; with "
+        "--num_machines " +
+        text(options.num_machines) + " give every machine the same fixed port");
   }
   if (options.module && options.no_python) {
     throw UsageError("--module and --no_python conflict: a module always runs with python3");
@@ -179,8 +187,9 @@ void resolve_launch_options(LaunchOptions& options, const MachineFacts& facts) {
     throw UsageError("--tee chooses what goes to the log files: give --log_dir DIR too");
   }
   if (options.mpirun_hostfile && options.num_machines > 1) {
-    throw UsageError("--mpirun_hostfile starts the processes of every machine from here; drop "
-                     "--num_machines (the hostfile lists the machines) and run one launcher only");
+    throw UsageError(
+        "--mpirun_hostfile starts the processes of every machine from here; drop "
+        "--num_machines (the hostfile lists the machines) and run one launcher only");
   }
 }
 
@@ -199,10 +208,12 @@ std::string launch_help_text() {
     left += "--" + std::string(spec.name);
     if (spec.value_name) left += " " + std::string(spec.value_name);
     // Word-wrap the help text into the right-hand column.
-    std::string line = left + std::string(left.size() < kHelpColumn ? kHelpColumn - left.size() : 1, ' ');
+    std::string line =
+        left + std::string(left.size() < kHelpColumn ? kHelpColumn - left.size() : 1, ' ');
     bool line_has_words = false;
-    std::istringstream words(std::string(spec.help) +
-                             (spec.default_text ? " (default: " + std::string(spec.default_text) + ")" : ""));
+    std::istringstream words(
+        std::string(spec.help) +
+        (spec.default_text ? " (default: " + std::string(spec.default_text) + ")" : ""));
     for (std::string word; words >> word;) {
       if (line_has_words && line.size() + 1 + word.size() > kWidth) {
         out << line << "\n";
@@ -215,7 +226,8 @@ std::string launch_help_text() {
     }
     out << line << "\n";
   }
-  out << "  -h, --help" << std::string(kHelpColumn - 12, ' ') << "show this help\n\n"
+  out << "  -h, --help" << std::string(kHelpColumn - 12, ' ')
+      << "show this help\n\n"
          "Exit code: 0 when every process succeeds, else the first failing process's\n"
          "code (128+N for signal N); 2 for usage errors. See docs/launching.md.\n";
   return out.str();

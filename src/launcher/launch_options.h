@@ -38,21 +38,21 @@ struct LaunchOptions {
   int machine_rank = 0;
   std::string main_process_ip = "127.0.0.1";
   int main_process_port = 29500;  // 0: pick a free port (one machine only)
-  bool same_network = false;      // recorded only: static rendezvous needs a reachable address anyway
+  bool same_network = false;  // recorded only: static rendezvous needs a reachable address anyway
   std::string rdzv_backend = "static";  // the only one supported
   // "key=value,..." (torchrun's spelling); only timeout/join_timeout (seconds,
   // becomes ACCELERATE_TIMEOUT) is understood.
   std::optional<std::string> rdzv_conf;
-  int max_restarts = 0;            // restarts of the local group after a failure
-  int monitor_interval_ms = 100;   // pause before a restart (--monitor_interval, seconds)
+  int max_restarts = 0;           // restarts of the local group after a failure
+  int monitor_interval_ms = 100;  // pause before a restart (--monitor_interval, seconds)
   std::optional<MixedPrecision> mixed_precision;
   std::optional<int> gradient_accumulation_steps;
   bool debug = false;
   std::optional<int> num_cpu_threads_per_process;
   std::optional<std::string> gpu_ids;  // "all" or "0,2": CUDA_VISIBLE_DEVICES
-  bool module = false;     // PROGRAM is a Python module: python3 -m PROGRAM
-  bool no_python = false;  // run PROGRAM as is even when it ends in .py
-  bool quiet = false;      // no informational launcher lines
+  bool module = false;                 // PROGRAM is a Python module: python3 -m PROGRAM
+  bool no_python = false;              // run PROGRAM as is even when it ends in .py
+  bool quiet = false;                  // no informational launcher lines
   std::optional<std::string> log_dir;  // per-rank log files (see docs/launching.md)
   std::optional<int> tee;              // streams copied to the log files: 1 out, 2 err, 3 both
   std::optional<std::string> mpirun_hostfile;  // run the ranks through mpirun
@@ -68,7 +68,8 @@ struct LaunchOptions {
   // One std::optional per row of common/sharding_launch_settings.h
   // (zero_stage, deepspeed_config_file ("none" is stored as nullopt), ...,
   // fsdp_sync_module_states).
-#define ACCELERATE_LAUNCH_OPTION(section, name, Type, setting, metavar, yaml) std::optional<Type> name;
+#define ACCELERATE_LAUNCH_OPTION(section, name, Type, setting, metavar, yaml) \
+  std::optional<Type> name;
   ACCELERATE_SHARDING_LAUNCH_SETTINGS(ACCELERATE_LAUNCH_OPTION)
 #undef ACCELERATE_LAUNCH_OPTION
 
@@ -129,7 +130,8 @@ std::string launch_help_text();
 
 // The timeout (seconds, as written) in a --rdzv_conf value "timeout=60,...",
 // or nullopt. Throws UsageError naming `spelled` for keys we don't support.
-std::optional<std::string> rdzv_timeout_seconds(const std::string& spelled, const std::string& conf);
+std::optional<std::string> rdzv_timeout_seconds(const std::string& spelled,
+                                                const std::string& conf);
 
 // "num_processes = 2 (flag)", one line per option, in table order.
 std::vector<std::string> describe_effective_settings(const LaunchOptions& options);

@@ -29,7 +29,8 @@ void make_folders(const std::string& path) {
   if (path.empty() || path == "." || path == "/") return;
   struct stat info {};
   if (stat(path.c_str(), &info) == 0) {
-    if (!S_ISDIR(info.st_mode)) throw LaunchFailure("cannot use log folder '" + path + "': not a folder");
+    if (!S_ISDIR(info.st_mode))
+      throw LaunchFailure("cannot use log folder '" + path + "': not a folder");
     return;
   }
   make_folders(parent_folder(path));
@@ -70,8 +71,8 @@ SupervisorSettings plan_attempt(const PlanInputs& inputs, int restart_count) {
   settings.command = inputs.program;
   settings.prefix_output = options.local_processes() > 1;
   for (int local_rank = 0; local_rank < options.local_processes(); ++local_rank) {
-    Environment env =
-        build_child_environment(options, local_rank, inputs.environment, inputs.usable_cores, restart_count);
+    Environment env = build_child_environment(options, local_rank, inputs.environment,
+                                              inputs.usable_cores, restart_count);
     const int rank = global_rank(options, local_rank);
     RankLaunch launch{rank, to_envp_strings(env), "", "", ""};
     add_log_files(options, restart_count, "rank_" + std::to_string(rank), launch);
@@ -97,7 +98,8 @@ std::string shell_quote(const std::string& text) {
 }
 
 std::string describe_plan(const LaunchOptions& options, const std::vector<std::string>& notes,
-                          const SupervisorSettings& settings, const Environment& launcher_environment) {
+                          const SupervisorSettings& settings,
+                          const Environment& launcher_environment) {
   std::string out = "accelerate launch: dry run; nothing was started\n";
   out += "settings (value, then where it came from: flag > slurm > config file > default):\n";
   for (const auto& line : describe_effective_settings(options)) out += "  " + line + "\n";

@@ -39,7 +39,8 @@ void prepare_log_folders(const SupervisorSettings& settings);
 // with the variables set, changed or removed relative to the launcher's
 // environment.
 std::string describe_plan(const LaunchOptions& options, const std::vector<std::string>& notes,
-                          const SupervisorSettings& settings, const Environment& launcher_environment);
+                          const SupervisorSettings& settings,
+                          const Environment& launcher_environment);
 
 // `text` quoted for a POSIX shell when it needs to be.
 std::string shell_quote(const std::string& text);

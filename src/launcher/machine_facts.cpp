@@ -119,7 +119,8 @@ int count_amd_gpus(const std::string& kfd_nodes_dir) {
 int count_visible_amd_gpus(int physical_gpus, const Environment& env) {
   // The ROCm runtime applies ROCR_VISIBLE_DEVICES to the physical GPUs, like
   // CUDA applies CUDA_VISIBLE_DEVICES (first invalid entry ends the list).
-  const int runtime_gpus = count_visible_gpus(physical_gpus, set_value(env, "ROCR_VISIBLE_DEVICES"));
+  const int runtime_gpus =
+      count_visible_gpus(physical_gpus, set_value(env, "ROCR_VISIBLE_DEVICES"));
   // HIP then numbers what is left and takes the first non-empty of its two
   // variables (rocclr: HIP_VISIBLE_DEVICES, else CUDA_VISIBLE_DEVICES).
   std::optional<std::string> hip_list = lookup(env, "HIP_VISIBLE_DEVICES");
@@ -128,8 +129,8 @@ int count_visible_amd_gpus(int physical_gpus, const Environment& env) {
 }
 
 int count_visible_gpus_of_all_vendors(const Environment& env, const GpuDriverFolders& folders) {
-  const int nvidia =
-      count_visible_gpus(count_nvidia_gpus(folders.nvidia_gpus), set_value(env, "CUDA_VISIBLE_DEVICES"));
+  const int nvidia = count_visible_gpus(count_nvidia_gpus(folders.nvidia_gpus),
+                                        set_value(env, "CUDA_VISIBLE_DEVICES"));
   return nvidia + count_visible_amd_gpus(count_amd_gpus(folders.amd_kfd_nodes), env);
 }
 

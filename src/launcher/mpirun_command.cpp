@@ -12,9 +12,9 @@ namespace {
 
 // torchrun's topology variables: set under mpirun they would win over
 // OMPI_COMM_WORLD_* in every rank (JobState reads them first).
-constexpr const char* kTopologyVariables[] = {"RANK",       "LOCAL_RANK",       "WORLD_SIZE",
-                                              "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
-                                              "ROLE_RANK",  "ROLE_WORLD_SIZE"};
+constexpr const char* kTopologyVariables[] = {
+    "RANK",       "LOCAL_RANK",       "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+    "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",  "ROLE_WORLD_SIZE"};
 
 }  // namespace
 
@@ -32,30 +32,35 @@ Hostfile read_hostfile(const std::string& path) {
     for (std::string word; words >> word;) {
       if (word.rfind("slots=", 0) != 0) continue;
       const auto count = detail::parse_integer_in(word.substr(6), 1, settings::kMaxCount);
-      if (!count) throw LaunchFailure("--mpirun_hostfile '" + path + "': '" + word + "' is not a slot count");
+      if (!count)
+        throw LaunchFailure("--mpirun_hostfile '" + path + "': '" + word + "' is not a slot count");
       slots = static_cast<int>(*count);
     }
     hostfile.slots += slots;
   }
   if (hostfile.first_host.empty()) {
-    throw LaunchFailure("--mpirun_hostfile '" + path + "' lists no hosts (one 'host slots=N' per line)");
+    throw LaunchFailure("--mpirun_hostfile '" + path +
+                        "' lists no hosts (one 'host slots=N' per line)");
   }
   return hostfile;
 }
 
 MpirunLaunch build_mpirun_launch(const LaunchOptions& options, const ResolvedCommand& program,
                                  const Environment& launcher_environment,
-                                 const Environment& rank_environment, const std::string& mpirun_path,
-                                 const Hostfile& hostfile, bool as_root) {
+                                 const Environment& rank_environment,
+                                 const std::string& mpirun_path, const Hostfile& hostfile,
+                                 bool as_root) {
   MpirunLaunch launch;
   launch.environment = rank_environment;
   for (const char* name : kTopologyVariables) launch.environment.erase(name);
-  if (options.source_of("main_process_ip") == OptionSource::kDefault && hostfile.first_host != "localhost") {
+  if (options.source_of("main_process_ip") == OptionSource::kDefault &&
+      hostfile.first_host != "localhost") {
     launch.environment["MASTER_ADDR"] = hostfile.first_host;
   }
 
   std::vector<std::string>& argv = launch.command.argv;
-  argv = {"mpirun", "--hostfile", *options.mpirun_hostfile, "-np", std::to_string(options.num_processes)};
+  argv = {"mpirun", "--hostfile", *options.mpirun_hostfile, "-np",
+          std::to_string(options.num_processes)};
   if (as_root) argv.push_back("--allow-run-as-root");
   if (options.num_processes > hostfile.slots) argv.push_back("--oversubscribe");
   // Local ranks inherit mpirun's whole environment; remote ones get only

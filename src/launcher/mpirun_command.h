@@ -34,7 +34,8 @@ struct MpirunLaunch {
 // --allow-run-as-root; more processes than slots adds --oversubscribe.
 MpirunLaunch build_mpirun_launch(const LaunchOptions& options, const ResolvedCommand& program,
                                  const Environment& launcher_environment,
-                                 const Environment& rank_environment, const std::string& mpirun_path,
-                                 const Hostfile& hostfile, bool as_root);
+                                 const Environment& rank_environment,
+                                 const std::string& mpirun_path, const Hostfile& hostfile,
+                                 bool as_root);
 
 }  // namespace accelerate::launcher

@@ -1,10 +1,10 @@
 #include "launcher/network_checks.h"
 
+#include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <arpa/inet.h>
 #include <sys/socket.h>
 
 #include "distributed/network.h"
@@ -20,15 +20,18 @@ void check_main_address(const LaunchOptions& options) {
   addrinfo* found = nullptr;
   int error = getaddrinfo(host.c_str(), nullptr, &hints, &found);
   if (error != 0) {
-    throw UsageError("--main_process_ip '" + host + "' cannot be resolved (" + gai_strerror(error) +
-                     "); give machine rank 0's IP address, or a host name every machine can resolve");
+    throw UsageError(
+        "--main_process_ip '" + host + "' cannot be resolved (" + gai_strerror(error) +
+        "); give machine rank 0's IP address, or a host name every machine can resolve");
   }
   freeaddrinfo(found);
-  if (detail::local_address_towards(host, options.main_process_port > 0 ? options.main_process_port : 1)
+  if (detail::local_address_towards(host,
+                                    options.main_process_port > 0 ? options.main_process_port : 1)
           .empty()) {
-    throw UsageError("no route from this machine to --main_process_ip " + host +
-                     "; check the address (it must be machine rank 0's, reachable from every machine) "
-                     "and this machine's network interfaces and routes");
+    throw UsageError(
+        "no route from this machine to --main_process_ip " + host +
+        "; check the address (it must be machine rank 0's, reachable from every machine) "
+        "and this machine's network interfaces and routes");
   }
 }
 
@@ -44,8 +47,10 @@ std::string interface_with_address(const std::string& address) {
     const void* raw =
         family == AF_INET
             ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(entry->ifa_addr)->sin_addr)
-            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(entry->ifa_addr)->sin6_addr);
-    if (inet_ntop(family, raw, text, sizeof(text)) != nullptr && address == text) name = entry->ifa_name;
+            : static_cast<const void*>(
+                  &reinterpret_cast<sockaddr_in6*>(entry->ifa_addr)->sin6_addr);
+    if (inet_ntop(family, raw, text, sizeof(text)) != nullptr && address == text)
+      name = entry->ifa_name;
   }
   freeifaddrs(list);
   return name;
@@ -54,7 +59,8 @@ std::string interface_with_address(const std::string& address) {
 std::string choose_gloo_interface(const LaunchOptions& options, Environment& env) {
   if (options.num_machines < 2 || lookup(env, "GLOO_SOCKET_IFNAME")) return "";
   if (detail::is_loopback_host(options.main_process_ip)) return "";
-  const std::string local = detail::local_address_towards(options.main_process_ip, options.main_process_port);
+  const std::string local =
+      detail::local_address_towards(options.main_process_ip, options.main_process_port);
   const std::string name = local.empty() ? "" : interface_with_address(local);
   if (!name.empty()) env["GLOO_SOCKET_IFNAME"] = name;
   return name;

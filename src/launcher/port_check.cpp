@@ -19,7 +19,8 @@ namespace {
 class Socket {
  public:
   Socket() : fd_(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    if (fd_ < 0) throw LaunchFailure(std::string("cannot create a TCP socket: ") + std::strerror(errno));
+    if (fd_ < 0)
+      throw LaunchFailure(std::string("cannot create a TCP socket: ") + std::strerror(errno));
   }
   ~Socket() { close(fd_); }
   Socket(const Socket&) = delete;
@@ -54,9 +55,10 @@ void ensure_port_free(int port) {
   Socket socket;
   int error = try_bind(socket, port);
   if (error == EADDRINUSE) {
-    throw LaunchFailure("port " + std::to_string(port) +
-                        " is already in use on this machine (another job?); pass "
-                        "--main_process_port with a free port, or --main_process_port 0 to pick one");
+    throw LaunchFailure(
+        "port " + std::to_string(port) +
+        " is already in use on this machine (another job?); pass "
+        "--main_process_port with a free port, or --main_process_port 0 to pick one");
   }
   if (error != 0) {
     throw LaunchFailure("cannot use port " + std::to_string(port) + ": " + std::strerror(error) +
@@ -70,9 +72,9 @@ int pick_free_port() {
   int error = try_bind(socket, 0);
   sockaddr_in address{};
   socklen_t length = sizeof(address);
-  if (error != 0 ||
-      getsockname(socket.fd(), reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    throw LaunchFailure(std::string("cannot find a free port: ") + std::strerror(error ? error : errno) +
+  if (error != 0 || getsockname(socket.fd(), reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    throw LaunchFailure(std::string("cannot find a free port: ") +
+                        std::strerror(error ? error : errno) +
                         "; pass --main_process_port with a fixed port");
   }
   return ntohs(address.sin_port);

@@ -13,9 +13,9 @@
 namespace accelerate::launcher {
 
 struct SpawnedRank {
-  pid_t pid = -1;        // also the id of the rank's process group
-  int stdout_fd = -1;    // read ends of the rank's stdout and stderr pipes,
-  int stderr_fd = -1;    // non-blocking and close-on-exec
+  pid_t pid = -1;      // also the id of the rank's process group
+  int stdout_fd = -1;  // read ends of the rank's stdout and stderr pipes,
+  int stderr_fd = -1;  // non-blocking and close-on-exec
 };
 
 // Starts `command` with `environment` ("KEY=VALUE"). The child:

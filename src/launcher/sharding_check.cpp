@@ -15,7 +15,8 @@ void note_unused_flags(const LaunchOptions& options, const std::vector<std::stri
                        const std::string& why, std::vector<std::string>& notes) {
   std::string flags;
   for (const std::string& name : names) {
-    if (options.source_of(name) == OptionSource::kFlag) flags += (flags.empty() ? "--" : ", --") + name;
+    if (options.source_of(name) == OptionSource::kFlag)
+      flags += (flags.empty() ? "--" : ", --") + name;
   }
   if (!flags.empty())
     notes.push_back(flags + (flags.find(',') == std::string::npos ? " is" : " are") +
@@ -30,7 +31,8 @@ void note_unused_flags(const LaunchOptions& options, const std::vector<std::stri
 void refuse_fp16_on_cpu(const LaunchOptions& options, const settings::SettingValues& values,
                         const std::optional<sharding::DeepSpeedConfig>& file) {
   const MixedPrecision job = settings::kMixedPrecision.read_or_default(values);
-  const MixedPrecision computed = file ? sharding::resolve_mixed_precision(*file, job, nullptr) : job;
+  const MixedPrecision computed =
+      file ? sharding::resolve_mixed_precision(*file, job, nullptr) : job;
   if (computed != MixedPrecision::kFP16) return;
   const std::string decided =
       job == MixedPrecision::kFP16
@@ -38,15 +40,19 @@ void refuse_fp16_on_cpu(const LaunchOptions& options, const settings::SettingVal
           : file->source + ": fp16.enabled true";
   const std::string cpu =
       !options.cpu ? "no GPU is visible on this machine" : options.origin_of("cpu").subject();
-  throw UsageError(decided + " asks for fp16 mixed precision, which needs a CUDA device, but this job runs on "
-                   "the CPU (" + cpu + "); use bf16 there" +
-                   (job == MixedPrecision::kFP16 ? "" : " (set fp16.enabled to false or \"auto\")"));
+  throw UsageError(
+      decided +
+      " asks for fp16 mixed precision, which needs a CUDA device, but this job runs on "
+      "the CPU (" +
+      cpu + "); use bf16 there" +
+      (job == MixedPrecision::kFP16 ? "" : " (set fp16.enabled to false or \"auto\")"));
 }
 
 }  // namespace
 
 std::vector<std::string> check_sharded_training(const LaunchOptions& options,
-                                                const Environment& launcher_environment, bool cpu_job) {
+                                                const Environment& launcher_environment,
+                                                bool cpu_job) {
   std::vector<std::string> notes;
   if (!options.use_deepspeed) {
     note_unused_flags(
@@ -70,7 +76,8 @@ std::vector<std::string> check_sharded_training(const LaunchOptions& options,
     std::optional<sharding::DeepSpeedConfig> file;
     const auto plugin = sharding::deepspeed_plugin_from_settings(values, nullptr, &file);
     if (plugin) {
-      sharding::check_zero_stage(*plugin);  // the Accelerator's judgement, before any process starts
+      sharding::check_zero_stage(
+          *plugin);  // the Accelerator's judgement, before any process starts
       // Accelerate refuses a --mixed_precision the JSON file's fp16/bf16 contradicts.
       if (auto precision = settings::kMixedPrecision.read(values); file && precision) {
         sharding::check_mixed_precision(*file, *precision);

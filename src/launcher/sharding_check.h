@@ -26,6 +26,7 @@ namespace accelerate::launcher {
 // Returns notes (one line each) for DeepSpeed flags given without DeepSpeed
 // in use, and FSDP flags without FSDP.
 std::vector<std::string> check_sharded_training(const LaunchOptions& options,
-                                                const Environment& launcher_environment, bool cpu_job = false);
+                                                const Environment& launcher_environment,
+                                                bool cpu_job = false);
 
 }  // namespace accelerate::launcher

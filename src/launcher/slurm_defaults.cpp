@@ -13,8 +13,8 @@ namespace {
 
 // The first of `names` that is set, as a number; nullopt when none is set.
 // Slurm has a step-level and a job-level spelling of several values.
-std::optional<std::pair<std::string, long long>> slurm_number(const Environment& env,
-                                                               std::initializer_list<const char*> names) {
+std::optional<std::pair<std::string, long long>> slurm_number(
+    const Environment& env, std::initializer_list<const char*> names) {
   for (const char* name : names) {
     auto text = lookup(env, name);
     if (!text) continue;
@@ -60,10 +60,12 @@ std::vector<std::string> apply_slurm_defaults(LaunchOptions& options, const Envi
   auto node_id = slurm_number(env, {"SLURM_NODEID"});
   if (!nodes || !tasks || !node_id) return notes;  // a hand-made environment: use the flags
   if (tasks->second != nodes->second) {
-    throw UsageError("srun started " + std::to_string(tasks->second) + " copies of accelerate launch on " +
-                     std::to_string(nodes->second) + " node(s) (" + tasks->first + "); start exactly one "
-                     "per node with 'srun --ntasks-per-node=1 accelerate launch ...', and let it start "
-                     "the processes (--num_processes counts all of them)");
+    throw UsageError(
+        "srun started " + std::to_string(tasks->second) + " copies of accelerate launch on " +
+        std::to_string(nodes->second) + " node(s) (" + tasks->first +
+        "); start exactly one "
+        "per node with 'srun --ntasks-per-node=1 accelerate launch ...', and let it start "
+        "the processes (--num_processes counts all of them)");
   }
   if (is_default(options, "num_machines")) {
     options.num_machines = static_cast<int>(nodes->second);

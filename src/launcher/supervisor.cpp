@@ -52,9 +52,7 @@ struct RankProcess {
   int wait_status = 0;
 };
 
-bool failed(int wait_status) {
-  return !(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0);
-}
+bool failed(int wait_status) { return !(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0); }
 
 // The launcher's exit code for a rank's wait status: its exit code, or 128+N
 // for signal N, as a shell reports it.
@@ -303,7 +301,8 @@ class Supervisor {
       return {128 + *launcher_signal_, true};
     }
     if (first_failure_ != nullptr) {
-      std::string line = "accelerate launch: " + first_failure_->name + " (pid " + std::to_string(first_failure_->pid) + ") " +
+      std::string line = "accelerate launch: " + first_failure_->name + " (pid " +
+                         std::to_string(first_failure_->pid) + ") " +
                          describe_end(first_failure_->wait_status);
       if (ranks_.size() > 1) {
         line += "; stopped the other " + std::to_string(running_at_failure_) + " rank(s)";

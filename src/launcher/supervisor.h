@@ -24,9 +24,9 @@ constexpr std::chrono::milliseconds kDrainAfterExit = std::chrono::milliseconds(
 struct RankLaunch {
   int global_rank = 0;
   std::vector<std::string> environment;  // "KEY=VALUE" entries
-  std::string name;        // in messages; "rank <global_rank>" when empty
-  std::string stdout_log;  // files that also get the rank's output (--log_dir);
-  std::string stderr_log;  // empty: none. Created or truncated at start.
+  std::string name;                      // in messages; "rank <global_rank>" when empty
+  std::string stdout_log;                // files that also get the rank's output (--log_dir);
+  std::string stderr_log;                // empty: none. Created or truncated at start.
 };
 
 struct SupervisorSettings {
@@ -49,6 +49,8 @@ struct SupervisorResult {
 // Throws LaunchFailure, after stopping what it started, if a rank cannot be
 // started at all (or a log file cannot be created).
 SupervisorResult supervise(const SupervisorSettings& settings);
-inline int run_supervisor(const SupervisorSettings& settings) { return supervise(settings).exit_code; }
+inline int run_supervisor(const SupervisorSettings& settings) {
+  return supervise(settings).exit_code;
+}
 
 }  // namespace accelerate::launcher

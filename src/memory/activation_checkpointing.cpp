@@ -9,8 +9,8 @@
 #include <ATen/Context.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/core/ivalue.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include <map>
 #include <optional>

@@ -38,8 +38,8 @@ BucketCaps bucket_caps_from(const GradientSyncOptions& options);
 // none (-1). Units must be contiguous in registration order.
 std::vector<GradientBucket> assign_buckets(
     const std::vector<at::Tensor>& parameters, const BucketCaps& caps,
-    const std::function<c10::Device(c10::Device)>& buffer_device,
-    CommHook hook = CommHook::kNone, const std::vector<int>& unit_of = {});
+    const std::function<c10::Device(c10::Device)>& buffer_device, CommHook hook = CommHook::kNone,
+    const std::vector<int>& unit_of = {});
 
 }  // namespace detail
 }  // namespace accelerate

@@ -19,7 +19,8 @@ class DataParallelEngine : public ParallelEngine {
   ~DataParallelEngine() override;
 
   DistributedType distributed_type() const override;
-  void prepare_model(torch::nn::Module& module, const std::optional<c10::Device>& placement) override;
+  void prepare_model(torch::nn::Module& module,
+                     const std::optional<c10::Device>& placement) override;
   void build_optimizer(DummyOptim& optimizer) override;
   void prepare_optimizer(PreparedOptimizerBase& optimizer) override { (void)optimizer; }
   void build_schedule(DummyScheduler& scheduler, const PreparedProgram& program) override;

@@ -77,16 +77,15 @@ class GradientReadyHook : public torch::autograd::FunctionPostHook {
   std::function<void()> ready_;  // the reducer's on_gradient_ready for one parameter
 };
 
-
 }  // namespace
 
 // Groups the parameters into buckets (per ZeRO-3 unit when `unit_of` is
 // given) and sizes each bucket's bookkeeping; before any backward pass.
 void GradientReducer::State::lay_out_buckets(const std::vector<int>& unit_of) {
   const Communicator& comm = *communicator;
-  buckets = detail::assign_buckets(parameters, detail::bucket_caps_from(options),
-                                   [&comm](c10::Device d) { return buffer_device_for(comm, d); },
-                                   options.comm_hook(), unit_of);
+  buckets = detail::assign_buckets(
+      parameters, detail::bucket_caps_from(options),
+      [&comm](c10::Device d) { return buffer_device_for(comm, d); }, options.comm_hook(), unit_of);
   for (const GradientBucket& bucket : buckets) {
     if (bucket.compressed && !comm.reduces_natively(bucket.wire_dtype, bucket.device)) {
       throw ConfigError(std::string("comm_hook compresses gradients to ") +
@@ -161,8 +160,8 @@ GradientReducer::GradientReducer(std::shared_ptr<Communicator> communicator,
   for (std::size_t index = 0; index < s.parameters.size(); ++index) {
     State::Slot& slot = s.slots[index];
     if (!slot.accumulator) continue;
-    slot.hook_key = slot.accumulator->add_post_hook(
-        std::make_unique<GradientReadyHook>([state = &s, index] { state->on_gradient_ready(index); }));
+    slot.hook_key = slot.accumulator->add_post_hook(std::make_unique<GradientReadyHook>(
+        [state = &s, index] { state->on_gradient_ready(index); }));
   }
 }
 
@@ -236,8 +235,9 @@ bool GradientReducer::broadcast_buffers_after_backward() {
     detail::MutexLock lock(s.mutex);
     reached_here = s.reached_last_backward;
   }
-  at::Tensor reached = at::full({1}, reached_here ? 1.0f : 0.0f,
-                                at::TensorOptions().dtype(at::kFloat).device(s.buffers.front().device()));
+  at::Tensor reached =
+      at::full({1}, reached_here ? 1.0f : 0.0f,
+               at::TensorOptions().dtype(at::kFloat).device(s.buffers.front().device()));
   s.communicator->all_reduce(reached, ReduceOp::kMin);
   if (reached.item<float>() < 1.0f) return false;
   return broadcast_buffers();
@@ -283,7 +283,8 @@ void GradientReducer::partition_buckets(GradientPartition partition,
     // Zeros: the padding is summed with everything else and must stay 0.
     progress.buffer = at::zeros({bucket.padded_numel}, progress.buffer.options());
     if (partition == GradientPartition::kReplicated) {
-      progress.grads_are_views = bucket.device == s.parameters[bucket.parameter_indices.front()].device();
+      progress.grads_are_views =
+          bucket.device == s.parameters[bucket.parameter_indices.front()].device();
       const std::int64_t n = bucket.padded_numel / world;
       progress.shard = progress.buffer.narrow(0, rank * n, n);
     } else {
@@ -316,7 +317,8 @@ void GradientReducer::set_overlap_reduce_scatter(bool overlap) {
 
 void GradientReducer::set_replica_communicator(std::shared_ptr<Communicator> replicas) {
   if (state_->partition != GradientPartition::kSharded) {
-    throw Error("set_replica_communicator: only sharded gradients (ZeRO stage 2 or 3) have replicas");
+    throw Error(
+        "set_replica_communicator: only sharded gradients (ZeRO stage 2 or 3) have replicas");
   }
   state_->replicas = std::move(replicas);
 }

@@ -19,7 +19,8 @@ void ParallelEngine::clip_grad_value(const std::vector<at::Tensor>& parameters, 
   torch::nn::utils::clip_grad_value_(parameters, clip_value);
 }
 
-std::unique_ptr<checkpoint::WeightGroups> ParallelEngine::weight_groups(const torch::nn::Module& module) {
+std::unique_ptr<checkpoint::WeightGroups> ParallelEngine::weight_groups(
+    const torch::nn::Module& module) {
   (void)module;
   return nullptr;
 }

@@ -75,7 +75,8 @@ class ParallelEngine {
   virtual EmptyWeightsGuard zero3_init() { return EmptyWeightsGuard(false); }
   // Takes `module` into training across the job: moved to `placement` (when
   // set) and made equal on every process. Once per module; collective.
-  virtual void prepare_model(torch::nn::Module& module, const std::optional<c10::Device>& placement) = 0;
+  virtual void prepare_model(torch::nn::Module& module,
+                             const std::optional<c10::Device>& placement) = 0;
   // A DummyOptim: builds the optimizer its settings describe in its place,
   // or ConfigError where they describe none.
   virtual void build_optimizer(DummyOptim& optimizer) = 0;
@@ -102,7 +103,8 @@ class ParallelEngine {
   virtual void before_unscale() {}
   // clip_grad_norm_ / clip_grad_value_ over `parameters`' gradients wherever
   // this engine keeps them; the norm is the same on every process.
-  virtual double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type);
+  virtual double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm,
+                                double norm_type);
   virtual void clip_grad_value(const std::vector<at::Tensor>& parameters, double clip_value);
   // One per prepared model in a job of several processes (statistics, tests).
   virtual std::vector<GradientReducer*> reducers() const = 0;
@@ -136,7 +138,8 @@ class ParallelEngine {
     return nullptr;
   }
   // What steps `optimizer`'s shard on this process, or null where it is whole.
-  virtual sharding::ShardedOptimizer* optimizer_shards(const torch::optim::Optimizer& optimizer) const {
+  virtual sharding::ShardedOptimizer* optimizer_shards(
+      const torch::optim::Optimizer& optimizer) const {
     (void)optimizer;
     return nullptr;
   }

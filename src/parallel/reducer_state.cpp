@@ -240,17 +240,17 @@ void GradientReducer::State::finalize_step() {
     // Hybrid sharding averages over every process of the job: the group's
     // and, summed after it, its replicas' (set_replica_communicator).
     const int processes = communicator->world_size() * (replicas ? replicas->world_size() : 1);
-    const at::Tensor world = at::scalar_tensor(static_cast<double>(processes),
-                                               progress[b].shard.defined()
-                                                   ? progress[b].shard.options()
-                                                   : progress[b].buffer.options());
+    const at::Tensor world = at::scalar_tensor(
+        static_cast<double>(processes),
+        progress[b].shard.defined() ? progress[b].shard.options() : progress[b].buffer.options());
     if (partition == GradientPartition::kSharded) {
       // Only this process's shard is an average; the rest of the bucket and
       // the parameters' full gradients are not needed any more.
       if (replicas) {
         // This group's sum of the shard, plus the other groups' (in the
         // replicas' rank order, the same on every process).
-        at::Tensor& group_sum = progress[b].arriving.defined() ? progress[b].arriving : progress[b].shard;
+        at::Tensor& group_sum =
+            progress[b].arriving.defined() ? progress[b].arriving : progress[b].shard;
         replicas->all_reduce(group_sum, ReduceOp::kSum);
       }
       if (progress[b].arriving.defined()) {
@@ -260,7 +260,8 @@ void GradientReducer::State::finalize_step() {
         progress[b].shard.div_(world);
       }
       progress[b].buffer = at::Tensor();
-      for (std::size_t index : buckets[b].parameter_indices) parameters[index].mutable_grad().reset();
+      for (std::size_t index : buckets[b].parameter_indices)
+        parameters[index].mutable_grad().reset();
       continue;
     }
     if (progress[b].grads_are_views) {

@@ -32,11 +32,11 @@ struct GradientReducer::State {
     std::uintptr_t hook_key = 0;
   };
   struct BucketProgress {
-    at::Tensor buffer;        // kSharded: allocated per synced step, freed after it
-    at::Tensor shard;         // kSharded: this process's averaged shard
-    at::Tensor arriving;      // kSharded: where a sync's shard arrives while `shard` holds one
+    at::Tensor buffer;             // kSharded: allocated per synced step, freed after it
+    at::Tensor shard;              // kSharded: this process's averaged shard
+    at::Tensor arriving;           // kSharded: where a sync's shard arrives while `shard` holds one
     bool grads_are_views = false;  // gradient_as_bucket_view applies here
-    std::size_t waiting_for = 0;  // parameters not yet ready this step
+    std::size_t waiting_for = 0;   // parameters not yet ready this step
     PendingCollective collective;
   };
 

@@ -48,7 +48,8 @@ struct ShardedGradients {
     reducer.set_overlap_reduce_scatter(overlap);
   }
   // Hybrid sharding: the shard groups' replicas (GradientReducer::set_replica_communicator).
-  static void set_replica_communicator(GradientReducer& reducer, std::shared_ptr<Communicator> replicas) {
+  static void set_replica_communicator(GradientReducer& reducer,
+                                       std::shared_ptr<Communicator> replicas) {
     reducer.set_replica_communicator(std::move(replicas));
   }
   // zero_grad for the shards.

@@ -7,8 +7,7 @@
 
 namespace accelerate {
 
-AutocastGuard::AutocastGuard(c10::DeviceType device, c10::ScalarType dtype,
-                             AutocastOptions options)
+AutocastGuard::AutocastGuard(c10::DeviceType device, c10::ScalarType dtype, AutocastOptions options)
     : device_(device) {
   if (dtype != c10::kBFloat16 && dtype != c10::kHalf) {
     throw ConfigError(std::string("autocast casts to bf16 or fp16, not ") + c10::toString(dtype));
@@ -47,9 +46,12 @@ void clear_autocast_cache() { at::autocast::clear_cache(); }
 
 c10::ScalarType mixed_precision_dtype(MixedPrecision mixed_precision) {
   switch (mixed_precision) {
-    case MixedPrecision::kBF16: return c10::kBFloat16;
-    case MixedPrecision::kFP16: return c10::kHalf;
-    case MixedPrecision::kNo: break;
+    case MixedPrecision::kBF16:
+      return c10::kBFloat16;
+    case MixedPrecision::kFP16:
+      return c10::kHalf;
+    case MixedPrecision::kNo:
+      break;
   }
   throw ConfigError("mixed precision 'no' has no autocast dtype (expected bf16 or fp16)");
 }

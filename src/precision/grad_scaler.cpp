@@ -5,10 +5,10 @@
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/archive.h>
 
-#include <cmath>
 #include <algorithm>
-#include <utility>
+#include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "accelerate/errors.h"
@@ -90,7 +90,8 @@ GradScaler::GradScaler(GradScalerOptions options) : options_(std::move(options))
 
 void GradScaler::ensure_scale_on(const c10::Device& device) {
   if (scale_.defined()) return;
-  scale_ = at::full({}, options_.init_scale(), at::TensorOptions().dtype(at::kFloat).device(device));
+  scale_ =
+      at::full({}, options_.init_scale(), at::TensorOptions().dtype(at::kFloat).device(device));
   growth_tracker_ = at::zeros({}, at::TensorOptions().dtype(at::kInt).device(device));
 }
 
@@ -107,10 +108,12 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
   }
   OptimizerRecord& record = records_[&optimizer];
   if (record.stage == Stage::kUnscaled) {
-    throw Error("GradScaler::unscale_() was already called for this optimizer since the last update()");
+    throw Error(
+        "GradScaler::unscale_() was already called for this optimizer since the last update()");
   }
   if (record.stage == Stage::kStepped) {
-    throw Error("GradScaler::unscale_() called after step() for this optimizer; call update() first");
+    throw Error(
+        "GradScaler::unscale_() called after step() for this optimizer; call update() first");
   }
   c10::NoGradGuard no_grad;
   // As PyTorch: the reciprocal in double, then rounded to float once.
@@ -121,7 +124,7 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
     if (device.is_cuda()) {
       at::Tensor found_here = at::zeros({1}, at::TensorOptions().dtype(at::kFloat).device(device));
       at::_amp_foreach_non_finite_check_and_unscale_(entry.second, found_here,
-                                                      inv_scale.to(device));
+                                                     inv_scale.to(device));
       record.found_inf.add_(found_here.to(record.found_inf.device()));
     } else {
       at::Tensor found_here = at::zeros({1}, at::kFloat);
@@ -162,7 +165,8 @@ bool GradScaler::step(torch::optim::Optimizer& optimizer, const std::function<vo
 void GradScaler::update() {
   if (!options_.enabled()) return;
   if (records_.empty()) {
-    throw Error("GradScaler::update(): no optimizer was unscaled or stepped since the last update()");
+    throw Error(
+        "GradScaler::update(): no optimizer was unscaled or stepped since the last update()");
   }
   at::Tensor found_inf = at::zeros({1}, scale_.options());
   for (auto& entry : records_) found_inf.add_(entry.second.found_inf);

@@ -25,7 +25,9 @@ std::optional<SchedulerType> parse_scheduler_type(std::string_view text) {
   return detail::parse_enum(kSchedulerTypeNames, text, detail::NameCase::kExact);
 }
 
-const char* to_string(SchedulerType type) { return detail::enum_name(kSchedulerTypeNames, type, "?"); }
+const char* to_string(SchedulerType type) {
+  return detail::enum_name(kSchedulerTypeNames, type, "?");
+}
 
 double schedule_factor(SchedulerType type, int64_t step, int64_t num_warmup_steps,
                        int64_t num_training_steps) {

@@ -11,7 +11,8 @@
 
 namespace accelerate::sharding {
 
-DeepSpeedFileObjects::DeepSpeedFileObjects(std::optional<DeepSpeedConfig> file) : file_(std::move(file)) {}
+DeepSpeedFileObjects::DeepSpeedFileObjects(std::optional<DeepSpeedConfig> file)
+    : file_(std::move(file)) {}
 
 void DeepSpeedFileObjects::check_against(ProgramValues program, bool main_process) {
   if (!file_ || resolved_) return;
@@ -61,15 +62,13 @@ void DeepSpeedFileObjects::build_optimizer(DummyOptim& optimizer) {
   ProgramValues program;
   program.lr = optimizer.lr();
   program.weight_decay = optimizer.weight_decay();
-  const ResolvedParamSection section =
-      resolve_optimizer_section(*file_, program);
-  optimizer.build(make_optimizer(section, optimizer.params(), file_->source),
-                  section.type);
+  const ResolvedParamSection section = resolve_optimizer_section(*file_, program);
+  optimizer.build(make_optimizer(section, optimizer.params(), file_->source), section.type);
   optimizer_built_ = true;
 }
 
 void DeepSpeedFileObjects::build_schedule(DummyScheduler& scheduler, int world_size,
-                                       bool split_batches) {
+                                          bool split_batches) {
   require_section(file_, file_ && file_->scheduler, "scheduler", "DummyScheduler",
                   "accelerate::Scheduler<YourScheduler>");
   if (!scheduler.optimizer().built()) {
@@ -82,12 +81,10 @@ void DeepSpeedFileObjects::build_schedule(DummyScheduler& scheduler, int world_s
   program.lr = scheduler.optimizer().lr();
   program.warmup_num_steps = scheduler.warmup_num_steps();
   program.total_num_steps = scheduler.total_num_steps();
-  const ResolvedParamSection section =
-      resolve_scheduler_section(*file_, program);
-  scheduler.build(std::make_unique<DeepSpeedSchedule>(
-      scheduler.optimizer().base_optimizer(), schedule_options(section, file_->source)));
+  const ResolvedParamSection section = resolve_scheduler_section(*file_, program);
+  scheduler.build(std::make_unique<DeepSpeedSchedule>(scheduler.optimizer().base_optimizer(),
+                                                      schedule_options(section, file_->source)));
   schedule_built_ = true;
 }
-
 
 }  // namespace accelerate::sharding

@@ -21,11 +21,11 @@ struct ParameterUnits::State {
     // A unit is a child module, always owned by a shared_ptr; weak, since
     // the model may go before the Accelerator.
     std::weak_ptr<torch::nn::Module> module;
-    std::vector<std::size_t> buckets;  // the reducer's buckets holding its parameters
+    std::vector<std::size_t> buckets;    // the reducer's buckets holding its parameters
     std::vector<at::Tensor> parameters;  // those parameters (freed with the buckets)
-    std::size_t parameter_count = 0;   // trainable ones, each counted down in backward
-    std::size_t waiting_for = 0;       // parameters still without a gradient this backward
-    bool through_forward = false;      // ran through unit_forward: free between runs
+    std::size_t parameter_count = 0;     // trainable ones, each counted down in backward
+    std::size_t waiting_for = 0;         // parameters still without a gradient this backward
+    bool through_forward = false;        // ran through unit_forward: free between runs
   };
   struct InstalledHook {
     compat::AutogradNodePtr accumulator;
@@ -182,8 +182,7 @@ std::vector<int> parameter_units(torch::nn::Module& root,
 ParameterUnits::ParameterUnits(std::shared_ptr<ModelShards> shards,
                                const std::vector<torch::nn::Module*>& units,
                                const std::vector<int>& unit_of, bool reshard_after_forward,
-                               bool prefetch_forward, bool prefetch_backward,
-                               bool start_released)
+                               bool prefetch_forward, bool prefetch_backward, bool start_released)
     : state_(std::make_shared<State>()) {
   State& s = *state_;
   s.shards = std::move(shards);
@@ -206,7 +205,8 @@ ParameterUnits::ParameterUnits(std::shared_ptr<ModelShards> shards,
   }
   for (std::size_t index = 0; index < parameters.size(); ++index) {
     const int u = unit_of[index];
-    if (u < 0 || detail::ShardedGradients::offset_in_bucket(reducer, index) < 0) continue;  // outside, or frozen
+    if (u < 0 || detail::ShardedGradients::offset_in_bucket(reducer, index) < 0)
+      continue;  // outside, or frozen
     State::Unit& unit = s.units[static_cast<std::size_t>(u)];
     unit.parameters.push_back(parameters[index]);
     ++unit.parameter_count;

@@ -101,10 +101,13 @@ void take(const AutoValue<T>& from_file, const T& when_absent, T& field) {
 int zero_stage_of(FsdpShardingStrategy strategy) {
   switch (strategy) {
     case FsdpShardingStrategy::kFullShard:
-    case FsdpShardingStrategy::kHybridShard: return 3;
+    case FsdpShardingStrategy::kHybridShard:
+      return 3;
     case FsdpShardingStrategy::kShardGradOp:
-    case FsdpShardingStrategy::kHybridShardZero2: return 2;
-    case FsdpShardingStrategy::kNoShard: return 0;
+    case FsdpShardingStrategy::kHybridShardZero2:
+      return 2;
+    case FsdpShardingStrategy::kNoShard:
+      return 0;
   }
   throw ConfigError("FSDP sharding strategy " + std::to_string(static_cast<int>(strategy)) +
                     " is not one of FSDP's");
@@ -229,10 +232,10 @@ std::optional<DeepSpeedPlugin> deepspeed_plugin_from_settings(
   if (fsdp) {
     const FullyShardedDataParallelPlugin fsdp_plugin = *fsdp_plugin_from_settings(values);
     // Refused naming the value that decided: the strategy, then the units.
-    naming_origins(values,
-                   {settings::kFsdpShardingStrategy.variable(),
-                    settings::kFsdpReshardAfterForward.variable()},
-                   [&] { zero_stage_of(fsdp_plugin.sharding_strategy()); });
+    naming_origins(
+        values,
+        {settings::kFsdpShardingStrategy.variable(), settings::kFsdpReshardAfterForward.variable()},
+        [&] { zero_stage_of(fsdp_plugin.sharding_strategy()); });
     naming_origins(values, {settings::kFsdpAutoWrapPolicy.variable()},
                    [&] { plugin = zero_plugin_of(fsdp_plugin); });
     if (distributed_type != nullptr) *distributed_type = "FSDP";

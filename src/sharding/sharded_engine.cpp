@@ -9,10 +9,10 @@
 #include "accelerate/errors.h"
 #include "accelerate/optimizer.h"
 #include "checkpoint/model_streaming.h"
-#include "sharding/shard_layout.h"
-#include "sharding/unit_policy.h"
 #include "parallel/sharded_gradients.h"
 #include "parallel/state_broadcast.h"
+#include "sharding/shard_layout.h"
+#include "sharding/unit_policy.h"
 
 namespace accelerate::sharding {
 namespace {
@@ -59,7 +59,8 @@ std::vector<torch::nn::Module*> unit_modules(torch::nn::Module& module, const Un
 
 }  // namespace
 
-ShardedEngine::Groups ShardedEngine::form_groups(std::shared_ptr<Communicator> job, int hybrid_shard_size) {
+ShardedEngine::Groups ShardedEngine::form_groups(std::shared_ptr<Communicator> job,
+                                                 int hybrid_shard_size) {
   const int world = job->world_size();
   if (hybrid_shard_size <= 1 || hybrid_shard_size >= world) return {job, job, nullptr};
   if (world % hybrid_shard_size != 0) {
@@ -91,13 +92,15 @@ ShardedEngine::ShardedEngine(std::shared_ptr<Communicator> communicator, Shardin
 ShardedEngine::~ShardedEngine() = default;
 
 bool ShardedEngine::shards_anything() const {
-  return settings_.stage != ZeroStage::kDataParallel && replicas_.communicator()->job().is_distributed();
+  return settings_.stage != ZeroStage::kDataParallel &&
+         replicas_.communicator()->job().is_distributed();
 }
 
 EmptyWeightsGuard ShardedEngine::zero3_init() {
   const JobState& job = groups_.job->job();
   // Hybrid sharding: every group needs the weights whole at first.
-  const bool empty = settings_.weights_from_main_process && job.is_distributed() && !groups_.replicas;
+  const bool empty =
+      settings_.weights_from_main_process && job.is_distributed() && !groups_.replicas;
   if (empty) zero3_init_called_ = true;
   return EmptyWeightsGuard(empty && !job.is_main_process());
 }
@@ -119,10 +122,12 @@ bool ShardedEngine::agree_on_empty_build(const torch::nn::Module& module) {
   return called;
 }
 
-void ShardedEngine::prepare_model(torch::nn::Module& module, const std::optional<c10::Device>& placement) {
+void ShardedEngine::prepare_model(torch::nn::Module& module,
+                                  const std::optional<c10::Device>& placement) {
   const bool distributed = replicas_.communicator()->job().is_distributed();
   // Before placement: a module built empty cannot move.
-  const bool built_empty = settings_.weights_from_main_process && distributed && agree_on_empty_build(module);
+  const bool built_empty =
+      settings_.weights_from_main_process && distributed && agree_on_empty_build(module);
   if (placement) module.to(*placement);
   if (!distributed) return;
   if (shards_anything()) refuse_optimizers_holding(prepared_optimizers_, module);
@@ -142,29 +147,37 @@ void ShardedEngine::prepare_model(torch::nn::Module& module, const std::optional
   if (shards_anything()) shard_model(module, *reducer, /*units_start_free=*/built_empty);
 }
 
-void ShardedEngine::shard_model(torch::nn::Module& module, GradientReducer& reducer, bool units_start_free) {
+void ShardedEngine::shard_model(torch::nn::Module& module, GradientReducer& reducer,
+                                bool units_start_free) {
   const auto& communicator = replicas_.communicator();
   const int stage = static_cast<int>(settings_.stage);
   if (settings_.stage != ZeroStage::kParameters) {
     auto shards = std::make_shared<ModelShards>(communicator, reducer, stage, std::vector<int>(),
                                                 /*release_units=*/false, settings_.offload);
-    if (groups_.replicas) detail::ShardedGradients::set_replica_communicator(reducer, groups_.replicas);
+    if (groups_.replicas)
+      detail::ShardedGradients::set_replica_communicator(reducer, groups_.replicas);
     models_.push_back({&module, &reducer, std::move(shards), nullptr});
     return;
   }
   const std::vector<torch::nn::Module*> found = unit_modules(module, settings_.unit_policy);
   const std::vector<int> unit_of = parameter_units(module, found);
-  auto shards = std::make_shared<ModelShards>(communicator, reducer, stage, unit_of,
-                                              /*release_units=*/units_start_free, settings_.offload);
-  auto units = std::make_unique<ParameterUnits>(shards, found, unit_of, /*reshard_after_forward=*/true,
-                                                settings_.prefetch_forward, settings_.prefetch_backward,
-                                                /*start_released=*/units_start_free);
-  if (!settings_.prefetch_backward) detail::ShardedGradients::set_overlap_reduce_scatter(reducer, false);
-  if (groups_.replicas) detail::ShardedGradients::set_replica_communicator(reducer, groups_.replicas);
+  auto shards =
+      std::make_shared<ModelShards>(communicator, reducer, stage, unit_of,
+                                    /*release_units=*/units_start_free, settings_.offload);
+  auto units =
+      std::make_unique<ParameterUnits>(shards, found, unit_of, /*reshard_after_forward=*/true,
+                                       settings_.prefetch_forward, settings_.prefetch_backward,
+                                       /*start_released=*/units_start_free);
+  if (!settings_.prefetch_backward)
+    detail::ShardedGradients::set_overlap_reduce_scatter(reducer, false);
+  if (groups_.replicas)
+    detail::ShardedGradients::set_replica_communicator(reducer, groups_.replicas);
   models_.push_back({&module, &reducer, std::move(shards), std::move(units)});
 }
 
-void ShardedEngine::build_optimizer(DummyOptim& optimizer) { file_objects_.build_optimizer(optimizer); }
+void ShardedEngine::build_optimizer(DummyOptim& optimizer) {
+  file_objects_.build_optimizer(optimizer);
+}
 
 void ShardedEngine::prepare_optimizer(PreparedOptimizerBase& optimizer) {
   prepared_optimizers_.push_back(&optimizer.base_optimizer());
@@ -178,7 +191,8 @@ void ShardedEngine::prepare_optimizer(PreparedOptimizerBase& optimizer) {
   }
   if (holding.empty()) throw ConfigError(kModelBeforeOptimizer);
   const auto& communicator = replicas_.communicator();
-  auto sharded = std::make_shared<ShardedOptimizer>(communicator, optimizer.base_optimizer(), std::move(holding));
+  auto sharded = std::make_shared<ShardedOptimizer>(communicator, optimizer.base_optimizer(),
+                                                    std::move(holding));
   optimizer.attach_shard_hooks(sharded);
   optimizers_.push_back(sharded);
   // Each process checks only its shard for inf/NaN: a step skipped anywhere
@@ -226,7 +240,8 @@ void ShardedEngine::before_unscale() {
   for (auto& sharded : optimizers_) sharded->bind_gradients();  // the shards' gradients
 }
 
-std::vector<ShardedOptimizer*> ShardedEngine::covering(const std::vector<at::Tensor>& parameters) const {
+std::vector<ShardedOptimizer*> ShardedEngine::covering(
+    const std::vector<at::Tensor>& parameters) const {
   std::vector<ShardedOptimizer*> found;
   for (const auto& sharded : optimizers_) {
     if (sharded->covers_any(parameters)) found.push_back(sharded.get());
@@ -266,7 +281,8 @@ const ShardedEngine::ShardedModel* ShardedEngine::find(const torch::nn::Module& 
   return it == models_.end() ? nullptr : &*it;
 }
 
-std::unique_ptr<checkpoint::WeightGroups> ShardedEngine::weight_groups(const torch::nn::Module& module) {
+std::unique_ptr<checkpoint::WeightGroups> ShardedEngine::weight_groups(
+    const torch::nn::Module& module) {
   const ShardedModel* model = find(module);
   return model && model->units ? model->units->weight_groups() : nullptr;
 }

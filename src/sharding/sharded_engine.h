@@ -27,7 +27,8 @@ class ShardedEngine : public ParallelEngine {
 
   DistributedType distributed_type() const override { return settings_.distributed_type; }
   EmptyWeightsGuard zero3_init() override;
-  void prepare_model(torch::nn::Module& module, const std::optional<c10::Device>& placement) override;
+  void prepare_model(torch::nn::Module& module,
+                     const std::optional<c10::Device>& placement) override;
   void build_optimizer(DummyOptim& optimizer) override;
   void prepare_optimizer(PreparedOptimizerBase& optimizer) override;
   void check_plain_optimizer() const override;
@@ -39,7 +40,8 @@ class ShardedEngine : public ParallelEngine {
   void after_backward() override;
   std::optional<double> gradient_clipping() const override { return settings_.clipping(); }
   void before_unscale() override;
-  double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm, double norm_type) override;
+  double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm,
+                        double norm_type) override;
   void clip_grad_value(const std::vector<at::Tensor>& parameters, double clip_value) override;
   std::vector<GradientReducer*> reducers() const override { return replicas_.reducers(); }
 
@@ -48,7 +50,9 @@ class ShardedEngine : public ParallelEngine {
   ModelShards* model_shards(const torch::nn::Module& module) const override;
   ModelShards* saved_in_pieces(const torch::nn::Module& module) const override;
   ShardedOptimizer* optimizer_shards(const torch::optim::Optimizer& optimizer) const override;
-  std::optional<at::ScalarType> saved_weights_dtype() const override { return settings_.sixteen_bit_dtype(); }
+  std::optional<at::ScalarType> saved_weights_dtype() const override {
+    return settings_.sixteen_bit_dtype();
+  }
   ShardPlace shard_place(int job_rank, int job_world_size) const override;
 
  private:
@@ -56,8 +60,8 @@ class ShardedEngine : public ParallelEngine {
   struct ShardedModel {
     const torch::nn::Module* module;
     GradientReducer* reducer;
-    std::shared_ptr<ModelShards> shards;      // stages 1-3
-    std::unique_ptr<ParameterUnits> units;    // stage 3
+    std::shared_ptr<ModelShards> shards;    // stages 1-3
+    std::unique_ptr<ParameterUnits> units;  // stage 3
   };
   bool shards_anything() const;
   // Whether any process built `module` inside zero3_init(); Error on every

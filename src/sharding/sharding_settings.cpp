@@ -29,8 +29,8 @@ namespace {
 // job both are the same memory, so it runs there only when asked to
 // (ACCELERATE_OFFLOAD_ON_CPU_JOB: the offload path without a GPU).
 Offload offload_for(const DeepSpeedPlugin& plugin,
-                              const std::optional<FullyShardedDataParallelPlugin>& fsdp,
-                              const JobState& job, const Environment& env) {
+                    const std::optional<FullyShardedDataParallelPlugin>& fsdp, const JobState& job,
+                    const Environment& env) {
   const int stage = plugin.zero_stage();
   const bool fsdp_offload = fsdp && fsdp->cpu_offload();
   const bool offload_parameters =
@@ -93,7 +93,8 @@ void print_notes(const ShardingSettings& settings, bool from_fsdp,
                  "load_state are not supported with it yet (save_model is)\n";
   }
   if (settings.weights_from_main_process) {
-    std::cerr << "accelerate: note: " << (from_fsdp ? "cpu_ram_efficient_loading" : "zero3_init_flag")
+    std::cerr << "accelerate: note: "
+              << (from_fsdp ? "cpu_ram_efficient_loading" : "zero3_init_flag")
               << ": build the model inside accelerator.zero3_init() so that only the main "
                  "process holds its whole weights (every unit must then run through "
                  "unit_forward)\n";
@@ -110,7 +111,8 @@ void print_notes(const ShardingSettings& settings, bool from_fsdp,
 }  // namespace
 
 std::optional<ShardingSettings> resolve_sharding_settings(const AcceleratorOptions& options,
-                                                          const Environment& env, const JobState& job,
+                                                          const Environment& env,
+                                                          const JobState& job,
                                                           MixedPrecision mixed_precision) {
   ShardingSettings settings;
   std::optional<FullyShardedDataParallelPlugin> fsdp = options.fsdp_plugin();

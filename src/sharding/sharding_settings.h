@@ -82,7 +82,8 @@ struct ShardingSettings {
 // that cannot run; the main process prints the notes (ignored keys, offload
 // that changes nothing, ...).
 std::optional<ShardingSettings> resolve_sharding_settings(const AcceleratorOptions& options,
-                                                          const Environment& env, const JobState& job,
+                                                          const Environment& env,
+                                                          const JobState& job,
                                                           MixedPrecision mixed_precision);
 
 }  // namespace accelerate::sharding

@@ -10,10 +10,10 @@
 #include <torch/optim/lbfgs.h>
 
 #include "accelerate/errors.h"
-#include "parallel/storage_alias.h"
-#include "parallel/state_broadcast.h"
-#include "parallel/storage_release.h"
 #include "parallel/sharded_gradients.h"
+#include "parallel/state_broadcast.h"
+#include "parallel/storage_alias.h"
+#include "parallel/storage_release.h"
 
 namespace accelerate::sharding {
 
@@ -62,8 +62,8 @@ ModelShards::ModelShards(std::shared_ptr<Communicator> communicator, GradientRed
                         bucket.device.str() + " parameters would be staged through the host)");
     }
   }
-  detail::ShardedGradients::partition_buckets(reducer, 
-      stage == 1 ? GradientPartition::kReplicated : GradientPartition::kSharded,
+  detail::ShardedGradients::partition_buckets(
+      reducer, stage == 1 ? GradientPartition::kReplicated : GradientPartition::kSharded,
       stage == 3 ? unit_of : std::vector<int>());
   c10::NoGradGuard no_grad;
   for (std::size_t b = 0; b < reducer.buckets().size(); ++b) {
@@ -119,7 +119,8 @@ at::Tensor ModelShards::optimizer_gradient(std::size_t b) {
 
 void ModelShards::gradients_to_host() {
   for (std::size_t b = 0; b < host_gradients_.size(); ++b) {
-    if (offloaded(b)) host_gradients_[b].copy_(detail::ShardedGradients::gradient_shard(reducer_, b));
+    if (offloaded(b))
+      host_gradients_[b].copy_(detail::ShardedGradients::gradient_shard(reducer_, b));
   }
 }
 

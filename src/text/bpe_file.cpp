@@ -147,8 +147,9 @@ void BpeTokenizer::save(const std::string& path) const {
   // may save the same tokenizer to one path at once (each by rename, so the
   // file is always whole), and a shared temporary name let one rename away
   // the file another was about to rename.
-  const std::string temporary = path + ".tmp." + std::to_string(::getpid()) + "." +
-                                std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
+  const std::string temporary =
+      path + ".tmp." + std::to_string(::getpid()) + "." +
+      std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     if (!out) {

@@ -26,8 +26,7 @@ class BufferedFile {
   BufferedFile(const std::string& path, Mode mode, double flush_secs);
   // Creates a new file at `base`, or `base`.1, `base`.2, ... when taken
   // (O_EXCL, so two writers never share a file).
-  static std::unique_ptr<BufferedFile> create_unique(const std::string& base,
-                                                     double flush_secs);
+  static std::unique_ptr<BufferedFile> create_unique(const std::string& base, double flush_secs);
   ~BufferedFile();  // close(), reporting a failure on stderr
   BufferedFile(const BufferedFile&) = delete;
   BufferedFile& operator=(const BufferedFile&) = delete;

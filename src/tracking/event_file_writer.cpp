@@ -21,8 +21,8 @@ std::string host_name() {
 EventFileWriter::EventFileWriter(const std::string& directory, double flush_secs) {
   const double now = tracking::wall_time_now();
   const std::string base = directory + "/events.out.tfevents." +
-                           std::to_string(static_cast<long long>(now)) + "." + host_name() +
-                           "." + std::to_string(::getpid());
+                           std::to_string(static_cast<long long>(now)) + "." + host_name() + "." +
+                           std::to_string(::getpid());
   file_ = tracking::BufferedFile::create_unique(base, flush_secs);
   tb::Event first;
   first.set_wall_time(now);

@@ -5,8 +5,8 @@
 #include <memory>
 #include <string>
 
-#include "tracking/buffered_file.h"
 #include "tensorboard_events.pb.h"
+#include "tracking/buffered_file.h"
 
 namespace accelerate {
 

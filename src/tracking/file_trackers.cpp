@@ -58,8 +58,8 @@ void JsonlTracker::finish() {
 void CsvTracker::start(const TrackerRun& run) {
   make_run_dir(run, name());
   run_dir_ = run.run_dir;
-  file_ = std::make_unique<BufferedFile>(run.run_dir + "/metrics.csv",
-                                         BufferedFile::Mode::kAppend, run.flush_secs);
+  file_ = std::make_unique<BufferedFile>(run.run_dir + "/metrics.csv", BufferedFile::Mode::kAppend,
+                                         run.flush_secs);
   if (file_->initial_size() == 0) file_->append("wall_time,step,name,value\n");
 }
 

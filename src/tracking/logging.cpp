@@ -12,9 +12,7 @@
 namespace accelerate {
 
 Logger::Logger(std::string name, LoggerOptions options)
-    : name_(std::move(name)),
-      communicator_(options.communicator()),
-      stream_(options.stream()) {
+    : name_(std::move(name)), communicator_(options.communicator()), stream_(options.stream()) {
   const Environment env = options.environment() ? *options.environment() : current_environment();
   level_ = options.level() ? *options.level() : settings::kLogLevel.read_or_default(env);
   if (options.job()) {
@@ -29,7 +27,7 @@ Logger::Logger(std::string name, LoggerOptions options)
 std::string Logger::format(LogLevel level, const std::string& message) const {
   char stamp[32] = "";
   const std::time_t now = std::time(nullptr);
-  std::tm local {};
+  std::tm local{};
   if (localtime_r(&now, &local)) std::strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S", &local);
   std::string line = std::string("[") + stamp + "] " + to_string(level) + " " + name_;
   if (job_.world_size > 1) {

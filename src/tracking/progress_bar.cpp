@@ -46,10 +46,11 @@ std::string format_postfix_value(const TrackerValue& value) {
 std::string format_progress(const ProgressSnapshot& s) {
   const bool have_rate = s.elapsed_secs > 0 && s.n > 0;
   const double rate = have_rate ? static_cast<double>(s.n) / s.elapsed_secs : 0;
-  std::string rate_text = !have_rate ? "?" + s.unit + "/s"
+  std::string rate_text = !have_rate  ? "?" + s.unit + "/s"
                           : rate >= 1 ? printf_string("%.2f%s/s", rate, s.unit)
                                       : printf_string("%.2fs/%s", 1 / rate, s.unit);
-  for (const auto& [name, value] : s.postfix) rate_text += ", " + name + "=" + format_postfix_value(value);
+  for (const auto& [name, value] : s.postfix)
+    rate_text += ", " + name + "=" + format_postfix_value(value);
   std::string left = s.desc.empty() ? "" : s.desc + ": ";
   const std::string elapsed = format_duration(s.elapsed_secs);
   if (!s.total || *s.total <= 0) {
@@ -92,11 +93,12 @@ int terminal_width(const Environment& env, bool writing_to_tty) {
 
 ProgressBar::ProgressBar(ProgressBarOptions options) : options_(std::move(options)) {
   const bool to_stderr = options_.stream() == nullptr;
-  const bool terminal = options_.terminal() ? *options_.terminal()
-                                            : (to_stderr && ::isatty(STDERR_FILENO) == 1);
+  const bool terminal =
+      options_.terminal() ? *options_.terminal() : (to_stderr && ::isatty(STDERR_FILENO) == 1);
   const Environment env = options_.environment() ? *options_.environment() : current_environment();
-  const bool local_main = options_.local_main_process() ? *options_.local_main_process()
-                                                        : JobState::from_environment(env).is_local_main_process();
+  const bool local_main = options_.local_main_process()
+                              ? *options_.local_main_process()
+                              : JobState::from_environment(env).is_local_main_process();
   shown_ = !options_.disable() && terminal && local_main;
   width_ = options_.ncols() > 0 ? options_.ncols() : terminal_width(env, to_stderr && terminal);
   start_ = last_draw_ = std::chrono::steady_clock::now();
@@ -110,7 +112,8 @@ void ProgressBar::update(std::int64_t n) {
   if (!shown_ || closed_) return;
   const auto now = std::chrono::steady_clock::now();
   const bool done = options_.total() && n_ >= *options_.total();
-  if (done || std::chrono::duration<double>(now - last_draw_).count() >= options_.min_interval_secs()) {
+  if (done ||
+      std::chrono::duration<double>(now - last_draw_).count() >= options_.min_interval_secs()) {
     draw();
   }
 }

@@ -58,11 +58,13 @@ TensorBoardTracker::~TensorBoardTracker() = default;
 
 void TensorBoardTracker::start(const TrackerRun& run) {
   if (run.run_dir.empty()) {
-    throw ConfigError("log_with \"tensorboard\" needs a logging_dir (set project_dir or logging_dir)");
+    throw ConfigError(
+        "log_with \"tensorboard\" needs a logging_dir (set project_dir or logging_dir)");
   }
   std::error_code error;
   std::filesystem::create_directories(run.run_dir, error);
-  if (error) throw Error("cannot create the TensorBoard directory " + run.run_dir + ": " + error.message());
+  if (error)
+    throw Error("cannot create the TensorBoard directory " + run.run_dir + ": " + error.message());
   writer_ = std::make_unique<EventFileWriter>(run.run_dir, run.flush_secs);
 }
 
@@ -125,8 +127,8 @@ void TensorBoardTracker::finish() {
     data.set_version(0);
     // Finishing while an exception unwinds the stack (Trackers' destructor
     // in a failed run) records the session as failed.
-    data.mutable_session_end_info()->set_status(std::uncaught_exceptions() > 0 ? tb::STATUS_FAILURE
-                                                                              : tb::STATUS_SUCCESS);
+    data.mutable_session_end_info()->set_status(
+        std::uncaught_exceptions() > 0 ? tb::STATUS_FAILURE : tb::STATUS_SUCCESS);
     data.mutable_session_end_info()->set_end_time_secs(tracking::wall_time_now());
     writer_->write(hparams_event(kSessionEndTag, data));
     wrote_session_start_ = false;

@@ -113,7 +113,8 @@ void Trackers::init_trackers(const std::string& project_name, const TrackerConfi
 void Trackers::log(const TrackerValues& values, std::optional<std::int64_t> step) {
   if (!any_configured_) return;  // log_with is empty: Accelerate ignores log()
   if (finished_) throw Error("log() after end_training()");
-  if (!initialized_) throw Error("log() before init_trackers(): call init_trackers(project_name) first");
+  if (!initialized_)
+    throw Error("log() before init_trackers(): call init_trackers(project_name) first");
   const std::int64_t at = step.value_or(log_calls_);
   ++log_calls_;
   for (auto& tracker : trackers_) tracker->log(values, at);
@@ -148,8 +149,8 @@ GeneralTracker& Trackers::get_tracker(const std::string& name) {
   for (const auto& inactive : inactive_names_) {
     if (inactive == name) return *blank_;
   }
-  throw Error("get_tracker(\"" + name + "\"): no such tracker; active: " +
-              join(active_tracker_names()));
+  throw Error("get_tracker(\"" + name +
+              "\"): no such tracker; active: " + join(active_tracker_names()));
 }
 
 std::vector<std::string> Trackers::active_tracker_names() const {

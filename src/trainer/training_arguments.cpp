@@ -11,7 +11,9 @@ namespace {
 
 // Transformers' IntervalStrategy values, matched exactly.
 constexpr detail::EnumName<IntervalStrategy> kIntervalStrategyNames[] = {
-    {IntervalStrategy::kNo, "no"}, {IntervalStrategy::kSteps, "steps"}, {IntervalStrategy::kEpoch, "epoch"}};
+    {IntervalStrategy::kNo, "no"},
+    {IntervalStrategy::kSteps, "steps"},
+    {IntervalStrategy::kEpoch, "epoch"}};
 static_assert(detail::names_are_distinct(kIntervalStrategyNames));
 
 }  // namespace

@@ -61,7 +61,8 @@ TEST(AcceleratorEnvironment, ReadsEveryLauncherSetting) {
   EXPECT_FALSE(accelerator.state().shared_memory_all_reduce);
   EXPECT_EQ(accelerator.get_logger("t").level(), LogLevel::kError);
   // The user's own logger options still win.
-  EXPECT_EQ(accelerator.get_logger("t", LoggerOptions().level(LogLevel::kDebug)).level(), LogLevel::kDebug);
+  EXPECT_EQ(accelerator.get_logger("t", LoggerOptions().level(LogLevel::kDebug)).level(),
+            LogLevel::kDebug);
 }
 
 TEST(AcceleratorEnvironment, OptionsWinOverTheEnvironment) {
@@ -88,13 +89,16 @@ TEST(AcceleratorEnvironment, TheProcessEnvironmentIsNotReadWhenAMapIsGiven) {
 }
 
 TEST(AcceleratorEnvironment, BadValuesNameTheVariableAndTheValue) {
-  EXPECT_EQ(construction_error({{"ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "0"}}),
-            "ACCELERATE_GRADIENT_ACCUMULATION_STEPS expects a whole number from 1 to 1000000, got '0'");
-  EXPECT_EQ(construction_error({{"ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "4x"}}),
-            "ACCELERATE_GRADIENT_ACCUMULATION_STEPS expects a whole number from 1 to 1000000, got '4x'");
-  EXPECT_EQ(construction_error({{"ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "99999999999999999999"}}),
-            "ACCELERATE_GRADIENT_ACCUMULATION_STEPS expects a whole number from 1 to 1000000, got "
-            "'99999999999999999999'");
+  EXPECT_EQ(
+      construction_error({{"ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "0"}}),
+      "ACCELERATE_GRADIENT_ACCUMULATION_STEPS expects a whole number from 1 to 1000000, got '0'");
+  EXPECT_EQ(
+      construction_error({{"ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "4x"}}),
+      "ACCELERATE_GRADIENT_ACCUMULATION_STEPS expects a whole number from 1 to 1000000, got '4x'");
+  EXPECT_EQ(
+      construction_error({{"ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "99999999999999999999"}}),
+      "ACCELERATE_GRADIENT_ACCUMULATION_STEPS expects a whole number from 1 to 1000000, got "
+      "'99999999999999999999'");
   EXPECT_EQ(construction_error({{"ACCELERATE_MIXED_PRECISION", "fp32"}}),
             "ACCELERATE_MIXED_PRECISION expects one of no, bf16, fp16, got 'fp32'");
   EXPECT_EQ(construction_error({{"ACCELERATE_USE_CPU", "sure"}}),
@@ -103,14 +107,16 @@ TEST(AcceleratorEnvironment, BadValuesNameTheVariableAndTheValue) {
             "ACCELERATE_DEBUG_MODE expects true or false (or 1/0, yes/no), got 'on'");
   EXPECT_EQ(construction_error({{"ACCELERATE_TIMEOUT", "5m"}}),
             "ACCELERATE_TIMEOUT expects a positive number of seconds (e.g. 300 or 2.5), got '5m'");
-  EXPECT_EQ(construction_error({{"ACCELERATE_SHARED_MEMORY_ALLREDUCE", "fast"}}),
-            "ACCELERATE_SHARED_MEMORY_ALLREDUCE expects true or false (or 1/0, yes/no), got 'fast'");
+  EXPECT_EQ(
+      construction_error({{"ACCELERATE_SHARED_MEMORY_ALLREDUCE", "fast"}}),
+      "ACCELERATE_SHARED_MEMORY_ALLREDUCE expects true or false (or 1/0, yes/no), got 'fast'");
   EXPECT_EQ(construction_error({{"RANK", "0"}, {"WORLD_SIZE", "two"}}),
             "WORLD_SIZE expects a whole number, got 'two'");
   // fp16 autocast does not exist on the CPU: refused at construction.
-  EXPECT_NE(construction_error({{"ACCELERATE_MIXED_PRECISION", "fp16"}, {"ACCELERATE_USE_CPU", "1"}})
-                .find("needs a CUDA device"),
-            std::string::npos);
+  EXPECT_NE(
+      construction_error({{"ACCELERATE_MIXED_PRECISION", "fp16"}, {"ACCELERATE_USE_CPU", "1"}})
+          .find("needs a CUDA device"),
+      std::string::npos);
 }
 
 TEST(AcceleratorEnvironment, ABadLogLevelIsNamedWhenALoggerIsMade) {
@@ -120,7 +126,8 @@ TEST(AcceleratorEnvironment, ABadLogLevelIsNamedWhenALoggerIsMade) {
     ADD_FAILURE() << "ACCELERATE_LOG_LEVEL=LOUD was accepted";
   } catch (const ConfigError& error) {
     EXPECT_STREQ(error.what(),
-                 "ACCELERATE_LOG_LEVEL expects a log level (DEBUG, INFO, WARNING, ERROR or CRITICAL), got 'LOUD'");
+                 "ACCELERATE_LOG_LEVEL expects a log level (DEBUG, INFO, WARNING, ERROR or "
+                 "CRITICAL), got 'LOUD'");
   }
 }
 

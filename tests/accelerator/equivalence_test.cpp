@@ -71,7 +71,8 @@ class Equivalence : public ::testing::TestWithParam<int> {};
 TEST_P(Equivalence, RanksWithPerRankBatchMatchOneRankWithTheGlobalBatch) {
   const int n = GetParam();
   const auto reference = train_reference(32 * n, 8 * n);
-  EXPECT_FALSE(torch::allclose(reference.a, accelerate::testing::fresh_regression_model()->weight));  // it trained
+  EXPECT_FALSE(torch::allclose(
+      reference.a, accelerate::testing::fresh_regression_model()->weight));  // it trained
   accelerate::testing::run_rank_communicators(n, [&](std::shared_ptr<Communicator> comm) {
     expect_same(train_accelerated(comm, 32 * n, 8, {}), reference);
   });

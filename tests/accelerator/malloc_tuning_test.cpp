@@ -66,8 +66,8 @@ TEST_F(MallocTuningTest, UntunedGlibcMapsABigBlockOfItsOwn) {
 }
 
 TEST_F(MallocTuningTest, TunedGlibcServesBigBlocksFromTheHeapAndKeepsThem) {
-  EXPECT_EXIT(tune_and_exit_with_outcome(Environment()), ::testing::ExitedWithCode(kFromHeapAndKept),
-              "");
+  EXPECT_EXIT(tune_and_exit_with_outcome(Environment()),
+              ::testing::ExitedWithCode(kFromHeapAndKept), "");
 }
 
 TEST_F(MallocTuningTest, UnrelatedTunablesDoNotStopTheTuning) {

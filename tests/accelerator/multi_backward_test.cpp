@@ -190,28 +190,29 @@ TEST(MultiBackwardBuffers, GanWithBatchNormInBothModelsTrainsOnTwoRanksWithEqual
   std::vector<Trained> parameters(kRanks);
   std::vector<std::string> failures(kRanks);
   const auto job_of = [](int rank) { return accelerate::testing::thread_rank_job(rank, kRanks); };
-  accelerate::testing::run_ranks_of_jobs(kRanks, job_of, [&](int rank, std::shared_ptr<Communicator> comm) {
-    Accelerator accelerator(std::move(comm), AcceleratorOptions());
-    auto g = batch_norm_generator();
-    auto d = batch_norm_discriminator();
-    torch::optim::Adam g_optimizer(g->parameters(), torch::optim::AdamOptions(0.01));
-    torch::optim::Adam d_optimizer(d->parameters(), torch::optim::AdamOptions(0.01));
-    // Each rank sees other samples, so the running statistics differ
-    // unless they travel.
-    accelerate::DataLoader loader(gan_data(48), accelerate::DataLoaderOptions(8));
-    accelerator.prepare(g, d, g_optimizer, d_optimizer, loader);
-    try {
-      for (int epoch = 0; epoch < 2; ++epoch) {
-        gan_epoch(g, d, g_optimizer, d_optimizer, loader,
-                  [&](const at::Tensor& loss, int) { accelerator.backward(loss); });
-      }
-    } catch (const std::exception& e) {
-      failures[rank] = e.what();
-      throw;
-    }
-    buffers[rank] = {buffers_of(g), buffers_of(d)};
-    parameters[rank] = {gan_snapshot(g), gan_snapshot(d)};
-  });
+  accelerate::testing::run_ranks_of_jobs(
+      kRanks, job_of, [&](int rank, std::shared_ptr<Communicator> comm) {
+        Accelerator accelerator(std::move(comm), AcceleratorOptions());
+        auto g = batch_norm_generator();
+        auto d = batch_norm_discriminator();
+        torch::optim::Adam g_optimizer(g->parameters(), torch::optim::AdamOptions(0.01));
+        torch::optim::Adam d_optimizer(d->parameters(), torch::optim::AdamOptions(0.01));
+        // Each rank sees other samples, so the running statistics differ
+        // unless they travel.
+        accelerate::DataLoader loader(gan_data(48), accelerate::DataLoaderOptions(8));
+        accelerator.prepare(g, d, g_optimizer, d_optimizer, loader);
+        try {
+          for (int epoch = 0; epoch < 2; ++epoch) {
+            gan_epoch(g, d, g_optimizer, d_optimizer, loader,
+                      [&](const at::Tensor& loss, int) { accelerator.backward(loss); });
+          }
+        } catch (const std::exception& e) {
+          failures[rank] = e.what();
+          throw;
+        }
+        buffers[rank] = {buffers_of(g), buffers_of(d)};
+        parameters[rank] = {gan_snapshot(g), gan_snapshot(d)};
+      });
   for (int rank = 0; rank < kRanks; ++rank) ASSERT_EQ(failures[rank], "") << "rank " << rank;
   // The statistics moved away from their initial values (mean 0)...
   ASSERT_GT(buffers[0].generator[0].abs().max().item<float>(), 0.0f);

@@ -29,8 +29,8 @@ bool grads_match_across_ranks(Accelerator& accelerator, const torch::nn::Linear&
 }
 
 struct Record {
-  std::vector<bool> synced;        // accelerator.sync_gradients() per micro-batch
-  std::vector<bool> grads_match;   // after backward
+  std::vector<bool> synced;       // accelerator.sync_gradients() per micro-batch
+  std::vector<bool> grads_match;  // after backward
   int64_t optimizer_steps = 0;
   int64_t scheduler_steps = 0;
 };
@@ -191,7 +191,8 @@ TEST(ClipGradNorm, ReturnsTheGlobalNormOnEveryRank) {
     accelerator.prepare(model);
     // d(sum(w·x))/dw = x: rank 0 has x = (3, 0), rank 1 has x = (0, 4); the
     // synced gradient is their mean (1.5, 2), whose norm is 2.5.
-    auto x = (comm->rank() == 0 ? torch::tensor({3.0f, 0.0f}) : torch::tensor({0.0f, 4.0f})).reshape({1, 2});
+    auto x = (comm->rank() == 0 ? torch::tensor({3.0f, 0.0f}) : torch::tensor({0.0f, 4.0f}))
+                 .reshape({1, 2});
     accelerator.backward(model->forward(x).sum());
     const double norm = accelerator.clip_grad_norm_(model->parameters(), /*max_norm=*/1.0);
     EXPECT_NEAR(norm, 2.5, 1e-6);

@@ -35,7 +35,8 @@ fs::path fresh_dir(const std::string& name) {
 TEST(AcceleratorTracking, LogsIntoTheProjectDirectoryFromTheMainProcessOnly) {
   const fs::path project = fresh_dir("accelerate-tracking-facade");
   accelerate::testing::run_rank_communicators(2, [&](std::shared_ptr<Communicator> comm) {
-    Accelerator accelerator(comm, AcceleratorOptions().log_with({"jsonl"}).project_dir(project.string()));
+    Accelerator accelerator(comm,
+                            AcceleratorOptions().log_with({"jsonl"}).project_dir(project.string()));
     accelerator.init_trackers("run", {{"lr", 0.5}});
     accelerator.log({{"loss", 1.25}, {"rank", static_cast<int64_t>(comm->rank())}}, 3);
     accelerator.end_training();

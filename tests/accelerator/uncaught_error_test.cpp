@@ -33,7 +33,9 @@ void escape(Throw&& throw_it) {
 
 void with_an_accelerator_escape_c10_error() {
   Accelerator accelerator(AcceleratorOptions().environment(Environment()).tune_malloc(false));
-  escape([] { TORCH_CHECK(false, "one of the variables needed for gradient computation", "\nsecond line"); });
+  escape([] {
+    TORCH_CHECK(false, "one of the variables needed for gradient computation", "\nsecond line");
+  });
 }
 
 void without_an_accelerator_escape_c10_error() {

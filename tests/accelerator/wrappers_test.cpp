@@ -99,7 +99,8 @@ TEST(FindExecutableBatchSize, ShrinksByTenPercentUntilItFits) {
       [&](int64_t batch_size) {
         tried.push_back(batch_size);
         // The type LibTorch's allocators throw (same macro on 1.13 and 2.x).
-        TORCH_CHECK_WITH(OutOfMemoryError, batch_size <= 50, "CUDA out of memory. Tried to allocate 2 GiB");
+        TORCH_CHECK_WITH(OutOfMemoryError, batch_size <= 50,
+                         "CUDA out of memory. Tried to allocate 2 GiB");
         return batch_size * 2;
       },
       128);

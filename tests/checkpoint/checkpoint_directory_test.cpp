@@ -10,9 +10,9 @@
 #include "accelerate/checkpointing.h"
 #include "accelerate/communicator.h"
 #include "accelerate/errors.h"
+#include "support/error_message.h"
 #include "support/process_runner.h"
 #include "support/thread_ranks.h"
-#include "support/error_message.h"
 
 namespace accelerate {
 namespace {
@@ -121,9 +121,8 @@ TEST(CheckpointStaging, WritesIntoStagingThenRenamesIntoPlace) {
   write_text(fs::path(tmp.path()) / "run" / ".ckpt.incomplete" / "stale", "old");  // leftover
   std::vector<std::string> stages;
   CheckpointOptions options;
-  options.stage_observer([&](CheckpointStage stage, const std::string&) {
-    stages.push_back(to_string(stage));
-  });
+  options.stage_observer(
+      [&](CheckpointStage stage, const std::string&) { stages.push_back(to_string(stage)); });
   testing::run_rank_communicators(1, [&](std::shared_ptr<Communicator> comm) {
     StagedCheckpoint staged(*comm, target.string(), options, true);
     EXPECT_EQ(staged.staging_dir(), (fs::path(tmp.path()) / "run" / ".ckpt.incomplete").string());
@@ -168,13 +167,12 @@ TEST(CheckpointStaging, AnyRanksWriteErrorFailsEveryRankAndPublishesNothing) {
   std::vector<std::string> messages(2);
   testing::run_rank_communicators(2, [&](std::shared_ptr<Communicator> comm) {
     StagedCheckpoint staged(*comm, target.string(), {}, true);
-    messages[comm->rank()] = error_of([&] {
-      staged.commit(CheckpointMetadata(), comm->rank() == 1 ? "disk full" : "");
-    });
+    messages[comm->rank()] = error_of(
+        [&] { staged.commit(CheckpointMetadata(), comm->rank() == 1 ? "disk full" : ""); });
   });
   for (const auto& message : messages) {
-    EXPECT_THAT(message, HasSubstr("save_state to " + target.string() +
-                                   " failed on rank 1: disk full"));
+    EXPECT_THAT(message,
+                HasSubstr("save_state to " + target.string() + " failed on rank 1: disk full"));
   }
   EXPECT_FALSE(fs::exists(target));
 }

@@ -50,7 +50,10 @@ TEST(CheckpointFiles, NamesEveryFileAsAccelerateDoes) {
 // An archive item holding one integer.
 std::unique_ptr<checkpoint::CheckpointItem> counter_item(const std::string& path, int64_t& value) {
   return checkpoint::archive_item(
-      path, [&value](torch::serialize::OutputArchive& archive) { archive.write("n", torch::tensor(value)); },
+      path,
+      [&value](torch::serialize::OutputArchive& archive) {
+        archive.write("n", torch::tensor(value));
+      },
       [&value](torch::serialize::InputArchive& archive) {
         at::Tensor n;
         archive.read("n", n);
@@ -84,7 +87,8 @@ TEST(CheckpointItems, AFailedItemDoesNotStopTheOthersAndTheFirstErrorIsReported)
   items.push_back(counter_item(files.scaler(), value));
   const std::string error = checkpoint::write_items(items, ItemContext{files});
   EXPECT_NE(error.find("a.bin"), std::string::npos) << error;
-  EXPECT_TRUE(std::filesystem::is_regular_file(files.scaler())) << "the item after the failures wrote";
+  EXPECT_TRUE(std::filesystem::is_regular_file(files.scaler()))
+      << "the item after the failures wrote";
 }
 
 TEST(CheckpointItems, TheCheckStepNamesAMissingFileBeforeAnythingIsApplied) {
@@ -141,7 +145,8 @@ TEST(CheckpointItems, AModelAndItsOptimizerRoundTripThroughTheirItems) {
   reading.push_back(model_item(*restored, 0, engine, {}, true));
   reading.push_back(optimizer_item(restored_optimizer, 0, engine, restored_models));
   checkpoint::check_items(reading, context);
-  EXPECT_TRUE(torch::equal(restored->parameters()[0], torch::full({4, 3}, -1.0))) << "check changes nothing";
+  EXPECT_TRUE(torch::equal(restored->parameters()[0], torch::full({4, 3}, -1.0)))
+      << "check changes nothing";
   checkpoint::apply_items(reading, context);
   const auto want = module_state_dict(*model);
   const auto got = module_state_dict(*restored);

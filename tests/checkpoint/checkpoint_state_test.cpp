@@ -12,9 +12,9 @@
 
 #include "accelerate/accelerator.h"
 #include "accelerate/errors.h"
+#include "support/error_message.h"
 #include "support/process_runner.h"
 #include "support/thread_ranks.h"
-#include "support/error_message.h"
 
 namespace accelerate {
 namespace {

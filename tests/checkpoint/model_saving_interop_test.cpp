@@ -50,7 +50,8 @@ TEST(ModelSavingInterop, PythonTorchBothDirections) {
     }
     const auto input = safetensors::testing::tensor_from(expected["input"]);
     const auto output = model->forward(input);
-    EXPECT_TRUE(torch::allclose(output, safetensors::testing::tensor_from(expected["output"]), 1e-6, 1e-6));
+    EXPECT_TRUE(
+        torch::allclose(output, safetensors::testing::tensor_from(expected["output"]), 1e-6, 1e-6));
 
     SaveModelOptions options;
     if (max_shard_size) options.max_shard_size(max_shard_size);
@@ -60,13 +61,16 @@ TEST(ModelSavingInterop, PythonTorchBothDirections) {
       const auto& shards = expected["shards"];
       ASSERT_EQ(written.size(), shards.size() + 1);
       for (size_t s = 0; s < shards.size(); ++s) {
-        for (const auto& name : shards[s]) EXPECT_EQ(index.weight_map.at(name.get<std::string>()), written[s]);
+        for (const auto& name : shards[s])
+          EXPECT_EQ(index.weight_map.at(name.get<std::string>()), written[s]);
       }
     }
     std::ofstream(our_dir.file("input.json")) << expected["input"].dump();
-    const auto python_output = safetensors::testing::run_interop({"torch-check", our_dir.path(), our_dir.file("input.json")});
+    const auto python_output = safetensors::testing::run_interop(
+        {"torch-check", our_dir.path(), our_dir.file("input.json")});
     ASSERT_FALSE(python_output.is_null());
-    safetensors::testing::expect_same(python_output, safetensors::testing::tensor_from(expected["output"]), "output");
+    safetensors::testing::expect_same(
+        python_output, safetensors::testing::tensor_from(expected["output"]), "output");
   }
 }
 
@@ -78,7 +82,8 @@ TEST(ModelSavingInterop, PythonTorchLoadsPickleFormat) {
   TempDir dir;
   auto model = python_model();
   save_model(*model, dir.path(), SaveModelOptions().safe_serialization(false));
-  const auto description = safetensors::testing::run_interop({"torch-load", dir.file("pytorch_model.bin")});
+  const auto description =
+      safetensors::testing::run_interop({"torch-load", dir.file("pytorch_model.bin")});
   ASSERT_FALSE(description.is_null());
   const auto state = module_state_dict(*model);
   ASSERT_EQ(description["tensors"].size(), state.size());

@@ -29,7 +29,8 @@ struct NetImpl : torch::nn::Module {
   NetImpl() {
     scale = register_parameter("scale", torch::ones({2}));
     steps = register_buffer("steps", torch::zeros({1}, torch::kLong));
-    encoder = register_module("encoder", torch::nn::Sequential(torch::nn::Linear(4, 3), torch::nn::BatchNorm1d(3)));
+    encoder = register_module(
+        "encoder", torch::nn::Sequential(torch::nn::Linear(4, 3), torch::nn::BatchNorm1d(3)));
     head = register_module("head", torch::nn::Linear(torch::nn::LinearOptions(3, 2).bias(false)));
   }
   torch::Tensor scale, steps;
@@ -46,7 +47,8 @@ std::vector<std::string> names_of(const NamedTensors& tensors) {
 
 std::vector<std::string> files_in(const std::string& directory) {
   std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(directory)) names.push_back(entry.path().filename().string());
+  for (const auto& entry : fs::directory_iterator(directory))
+    names.push_back(entry.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -54,7 +56,8 @@ std::vector<std::string> files_in(const std::string& directory) {
 void expect_same_state(const torch::nn::Module& a, const torch::nn::Module& b) {
   const auto x = module_state_dict(a), y = module_state_dict(b);
   ASSERT_EQ(names_of(x), names_of(y));
-  for (size_t i = 0; i < x.size(); ++i) EXPECT_TRUE(torch::equal(x[i].second, y[i].second)) << x[i].first;
+  for (size_t i = 0; i < x.size(); ++i)
+    EXPECT_TRUE(torch::equal(x[i].second, y[i].second)) << x[i].first;
 }
 
 // Changes every value so a load has something to restore.
@@ -72,9 +75,9 @@ void scramble(torch::nn::Module& module) {
 TEST(ModelSaving, StateDictNamesAndOrderFollowPython) {
   Net net;
   EXPECT_THAT(names_of(module_state_dict(*net)),
-              ElementsAre("scale", "steps", "encoder.0.weight", "encoder.0.bias", "encoder.1.weight",
-                          "encoder.1.bias", "encoder.1.running_mean", "encoder.1.running_var",
-                          "encoder.1.num_batches_tracked", "head.weight"));
+              ElementsAre("scale", "steps", "encoder.0.weight", "encoder.0.bias",
+                          "encoder.1.weight", "encoder.1.bias", "encoder.1.running_mean",
+                          "encoder.1.running_var", "encoder.1.num_batches_tracked", "head.weight"));
 }
 
 TEST(ModelSaving, SingleFileRoundTrip) {
@@ -135,8 +138,9 @@ TEST(ModelSaving, ShardSizeStrings) {
   EXPECT_GT(save_model(*net, dir.path(), SaveModelOptions().max_shard_size("50B")).size(), 2u);
   EXPECT_EQ(SaveModelOptions().max_shard_size().bytes(), 10'000'000'000u);
   EXPECT_EQ(ShardSize(10'000'000'000LL).bytes(), 10'000'000'000u);
-  EXPECT_THAT([&] { save_model(*net, dir.path(), SaveModelOptions().max_shard_size("big")); },
-              ::testing::ThrowsMessage<ConfigError>(HasSubstr("max_shard_size 'big' is not a size")));
+  EXPECT_THAT(
+      [&] { save_model(*net, dir.path(), SaveModelOptions().max_shard_size("big")); },
+      ::testing::ThrowsMessage<ConfigError>(HasSubstr("max_shard_size 'big' is not a size")));
   EXPECT_THROW(save_model(*net, dir.path(), SaveModelOptions().max_shard_size(-1)), ConfigError);
 }
 
@@ -183,14 +187,17 @@ TEST(ModelSaving, ShapeOrDtypeMismatchNamesFileAndTensorAndChangesNothing) {
   const auto scale_before = other->scale.clone();
   scramble(*other);
   const auto scrambled = other->scale.clone();
-  EXPECT_THAT([&] { load_model(*other, dir.path()); },
-              ::testing::ThrowsMessage<Error>(AllOf(HasSubstr(dir.file("model.safetensors")),
-                                                    HasSubstr("tensor 'head.weight': is F32 [2, 3] in the file but the destination is F32 [2, 5]"))));
+  EXPECT_THAT(
+      [&] { load_model(*other, dir.path()); },
+      ::testing::ThrowsMessage<Error>(AllOf(HasSubstr(dir.file("model.safetensors")),
+                                            HasSubstr("tensor 'head.weight': is F32 [2, 3] in the "
+                                                      "file but the destination is F32 [2, 5]"))));
   EXPECT_TRUE(torch::equal(other->scale, scrambled)) << "nothing loaded before the check failed";
 
   Net doubled;
   doubled->to(torch::kDouble);
-  EXPECT_THAT([&] { load_model(*doubled, dir.path()); }, ::testing::ThrowsMessage<Error>(HasSubstr("destination is F64")));
+  EXPECT_THAT([&] { load_model(*doubled, dir.path()); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("destination is F64")));
 }
 
 // Two submodules registering one tensor: a tied weight.
@@ -243,12 +250,17 @@ TEST(ModelSaving, PickleFormatRoundTrip) {
 TEST(ModelSaving, UnreadablePathsGiveOneLineErrors) {
   TempDir dir;
   Net net;
-  EXPECT_THAT([&] { load_model(*net, dir.path()); }, ::testing::ThrowsMessage<Error>(HasSubstr("no model.safetensors")));
-  EXPECT_THAT([&] { load_model(*net, dir.file("none.safetensors")); }, ::testing::ThrowsMessage<Error>(HasSubstr("cannot open")));
-  std::ofstream(dir.file("model.safetensors.index.json")) << R"({"weight_map": {"scale": "model-00001-of-00001.safetensors"}})";
-  EXPECT_THAT([&] { load_model(*net, dir.path()); }, ::testing::ThrowsMessage<Error>(HasSubstr("model-00001-of-00001.safetensors")));
+  EXPECT_THAT([&] { load_model(*net, dir.path()); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("no model.safetensors")));
+  EXPECT_THAT([&] { load_model(*net, dir.file("none.safetensors")); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("cannot open")));
+  std::ofstream(dir.file("model.safetensors.index.json"))
+      << R"({"weight_map": {"scale": "model-00001-of-00001.safetensors"}})";
+  EXPECT_THAT([&] { load_model(*net, dir.path()); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("model-00001-of-00001.safetensors")));
   std::ofstream(dir.file("pytorch_model.bin")) << "not a pickle";
-  EXPECT_THAT([&] { load_model(*net, dir.file("pytorch_model.bin")); }, ::testing::ThrowsMessage<Error>(HasSubstr("pytorch_model.bin")));
+  EXPECT_THAT([&] { load_model(*net, dir.file("pytorch_model.bin")); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("pytorch_model.bin")));
 }
 
 }  // namespace

@@ -16,9 +16,9 @@
 #include "accelerate/errors.h"
 #include "accelerate/safetensors.h"
 #include "compat/optim_compat.h"
+#include "support/error_message.h"
 #include "support/process_runner.h"
 #include "support/thread_ranks.h"
-#include "support/error_message.h"
 
 namespace accelerate {
 namespace {

@@ -15,9 +15,9 @@ namespace accelerate::safetensors {
 namespace {
 
 using testing::file_bytes;
+using ::testing::HasSubstr;
 using testing::TempDir;
 using testing::write_bytes;
-using ::testing::HasSubstr;
 
 // The message parse_header throws for `header` over `data_size` bytes.
 std::string error_of(const std::string& header, uint64_t data_size = 0) {
@@ -40,11 +40,10 @@ std::string read_error(const std::string& path) {
 
 TEST(SafetensorsHeader, ParsesTensorsInDataOrderAndMetadata) {
   TempDir dir;
-  const std::string header =
-      R"({"b":{"dtype":"F32","shape":[2],"data_offsets":[2,10]},)"
-      R"("__metadata__":{"format":"pt"},)"
-      R"("a":{"dtype":"BF16","shape":[],"data_offsets":[0,2]},)"
-      R"("e":{"dtype":"I64","shape":[0,3],"data_offsets":[10,10]}})";
+  const std::string header = R"({"b":{"dtype":"F32","shape":[2],"data_offsets":[2,10]},)"
+                             R"("__metadata__":{"format":"pt"},)"
+                             R"("a":{"dtype":"BF16","shape":[],"data_offsets":[0,2]},)"
+                             R"("e":{"dtype":"I64","shape":[0,3],"data_offsets":[10,10]}})";
   write_bytes(dir.file("m.safetensors"), file_bytes(header + "   ", std::string(10, '\1')));
   const Header h = read_header(dir.file("m.safetensors"));
   ASSERT_EQ(h.tensors.size(), 3u);
@@ -79,7 +78,8 @@ TEST(SafetensorsHeader, DtypeSizes) {
 }
 
 TEST(SafetensorsHeader, MalformedJsonNamesTheFile) {
-  EXPECT_THAT(error_of(R"({"a": )"), HasSubstr("safetensors file 'x.safetensors': header is not valid JSON"));
+  EXPECT_THAT(error_of(R"({"a": )"),
+              HasSubstr("safetensors file 'x.safetensors': header is not valid JSON"));
   EXPECT_THAT(error_of("[1,2]"), HasSubstr("header is not a JSON object"));
   EXPECT_THAT(error_of(""), HasSubstr("not valid JSON"));
   EXPECT_THAT(error_of(std::string(100, '[') + std::string(100, ']')), HasSubstr("nested deeper"));
@@ -87,13 +87,15 @@ TEST(SafetensorsHeader, MalformedJsonNamesTheFile) {
 
 TEST(SafetensorsHeader, DuplicateNamesAreRefused) {
   EXPECT_THAT(error_of(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},)"
-                       R"("a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})", 2),
+                       R"("a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})",
+                       2),
               HasSubstr("duplicate key 'a'"));
 }
 
 TEST(SafetensorsHeader, BadEntriesNameTheTensor) {
   EXPECT_THAT(error_of(R"({"w": 3})"), HasSubstr("tensor 'w': entry is not a JSON object"));
-  EXPECT_THAT(error_of(R"({"w": {"dtype":"F32","shape":[1]}})"), HasSubstr("tensor 'w': missing \"data_offsets\""));
+  EXPECT_THAT(error_of(R"({"w": {"dtype":"F32","shape":[1]}})"),
+              HasSubstr("tensor 'w': missing \"data_offsets\""));
   EXPECT_THAT(error_of(R"({"w": {"dtype":"Q4","shape":[1],"data_offsets":[0,4]}})", 4),
               HasSubstr("tensor 'w': unknown dtype 'Q4'"));
   EXPECT_THAT(error_of(R"({"w": {"dtype":7,"shape":[1],"data_offsets":[0,4]}})", 4),
@@ -104,7 +106,8 @@ TEST(SafetensorsHeader, BadEntriesNameTheTensor) {
               HasSubstr("not a pair of non-negative integers"));
   EXPECT_THAT(error_of(R"({"w": {"dtype":"F32","shape":[1],"data_offsets":[0,-4]}})", 4),
               HasSubstr("not a pair of non-negative integers"));
-  EXPECT_THAT(error_of(R"({"__metadata__": [1]})"), HasSubstr("\"__metadata__\" is not a JSON object"));
+  EXPECT_THAT(error_of(R"({"__metadata__": [1]})"),
+              HasSubstr("\"__metadata__\" is not a JSON object"));
   EXPECT_THAT(error_of(R"({"__metadata__": {"k": 1}})"), HasSubstr("metadata 'k' is not a string"));
   EXPECT_THAT(error_of(R"({"": {"dtype":"U8","shape":[],"data_offsets":[0,1]}})", 1),
               HasSubstr("empty name"));
@@ -115,28 +118,35 @@ TEST(SafetensorsHeader, NegativeFractionalAndOverflowingShapes) {
               HasSubstr("tensor 'w': shape entry -1 is not a non-negative integer"));
   EXPECT_THAT(error_of(R"({"w": {"dtype":"F32","shape":[1.0],"data_offsets":[0,4]}})", 4),
               HasSubstr("is not a non-negative integer"));
-  EXPECT_THAT(error_of(R"({"w": {"dtype":"F32","shape":[99999999999999999999],"data_offsets":[0,4]}})", 4),
-              HasSubstr("is not a non-negative integer"));
-  EXPECT_THAT(error_of(R"({"w": {"dtype":"F32","shape":[18446744073709551615],"data_offsets":[0,4]}})", 4),
-              HasSubstr("overflows"));
-  EXPECT_THAT(error_of(R"({"w": {"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}})", 4),
-              HasSubstr("tensor 'w': shape [4294967296,4294967296] overflows"));
+  EXPECT_THAT(
+      error_of(R"({"w": {"dtype":"F32","shape":[99999999999999999999],"data_offsets":[0,4]}})", 4),
+      HasSubstr("is not a non-negative integer"));
+  EXPECT_THAT(
+      error_of(R"({"w": {"dtype":"F32","shape":[18446744073709551615],"data_offsets":[0,4]}})", 4),
+      HasSubstr("overflows"));
+  EXPECT_THAT(
+      error_of(R"({"w": {"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}})", 4),
+      HasSubstr("tensor 'w': shape [4294967296,4294967296] overflows"));
   // Zero in the shape makes any other dimension harmless.
-  EXPECT_NO_THROW(parse_header(R"({"w": {"dtype":"F32","shape":[0,9223372036854775807],"data_offsets":[0,0]}})", 0, "x"));
+  EXPECT_NO_THROW(parse_header(
+      R"({"w": {"dtype":"F32","shape":[0,9223372036854775807],"data_offsets":[0,0]}})", 0, "x"));
 }
 
 TEST(SafetensorsHeader, OffsetsMustAgreeWithShapeAndTileTheData) {
-  EXPECT_THAT(error_of(R"({"w": {"dtype":"F32","shape":[2,3],"data_offsets":[0,20]}})", 20),
-              HasSubstr("tensor 'w': F32 shape [2,3] needs 24 bytes but data_offsets [0, 20] hold 20"));
+  EXPECT_THAT(
+      error_of(R"({"w": {"dtype":"F32","shape":[2,3],"data_offsets":[0,20]}})", 20),
+      HasSubstr("tensor 'w': F32 shape [2,3] needs 24 bytes but data_offsets [0, 20] hold 20"));
   EXPECT_THAT(error_of(R"({"w": {"dtype":"F32","shape":[1],"data_offsets":[4,0]}})", 4),
               HasSubstr("run backwards"));
   EXPECT_THAT(error_of(R"({"w": {"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 3),
               HasSubstr("tensor 'w': data_offsets [0, 4] go past the data section of 3 bytes"));
   EXPECT_THAT(error_of(R"({"a": {"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
-                       R"("b": {"dtype":"F32","shape":[1],"data_offsets":[2,6]}})", 6),
+                       R"("b": {"dtype":"F32","shape":[1],"data_offsets":[2,6]}})",
+                       6),
               HasSubstr("tensor 'b': overlaps the tensor before it"));
   EXPECT_THAT(error_of(R"({"a": {"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
-                       R"("b": {"dtype":"F32","shape":[1],"data_offsets":[5,9]}})", 9),
+                       R"("b": {"dtype":"F32","shape":[1],"data_offsets":[5,9]}})",
+                       9),
               HasSubstr("tensor 'b': leaves a gap"));
   EXPECT_THAT(error_of(R"({"a": {"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 8),
               HasSubstr("tensors cover 4 bytes but the data section has 8"));
@@ -156,7 +166,7 @@ TEST(SafetensorsHeader, TruncatedAndOversizedFiles) {
   // A length of 2^63 must be refused before anything is allocated.
   write_bytes(path, std::string("\0\0\0\0\0\0\0\x80{}", 10));
   EXPECT_THAT(read_error(path), HasSubstr("exceeds the limit"));
-  write_bytes(path, file_bytes("{}", "") .substr(0, 9));
+  write_bytes(path, file_bytes("{}", "").substr(0, 9));
   EXPECT_THAT(read_error(path), HasSubstr("header length 2 goes past the end of the 9-byte file"));
   EXPECT_THAT(read_error(dir.file("missing.safetensors")), HasSubstr("cannot open"));
   EXPECT_THAT(read_error(dir.path()), HasSubstr("not a regular file"));
@@ -177,7 +187,8 @@ TEST(SafetensorsHeader, RandomMutationsOnlyThrowError) {
                                               read_header(path);
                                             });
   std::cout << "mutations: " << stats.tried << " tried, " << stats.accepted << " accepted, "
-            << stats.refused << " refused (" << stats.refused_naming_tensor << " naming a tensor)\n";
+            << stats.refused << " refused (" << stats.refused_naming_tensor
+            << " naming a tensor)\n";
   EXPECT_GT(stats.refused_naming_tensor, stats.tried / 40);
   EXPECT_GT(stats.refused, stats.tried / 4);
   EXPECT_EQ(stats.other_exceptions, 0u) << stats.first_other;

@@ -25,7 +25,8 @@ namespace detail {
 
 inline uint64_t length_prefix(const std::string& bytes) {
   uint64_t n = 0;
-  for (int i = 7; i >= 0 && bytes.size() >= 8; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
+  for (int i = 7; i >= 0 && bytes.size() >= 8; --i)
+    n = (n << 8) | static_cast<unsigned char>(bytes[i]);
   return n;
 }
 
@@ -38,11 +39,37 @@ inline void set_length_prefix(std::string& bytes, uint64_t n) {
 // Replaces part of the JSON text with a token chosen to break assumptions,
 // then (usually) fixes the length prefix so the parser sees the edit.
 inline void edit_json(std::string& bytes, std::mt19937_64& rng) {
-  static const char* kTokens[] = {"-1", "0", "1", "4", "1.5", "1e400", "18446744073709551615",
-                                  "18446744073709551616", "9223372036854775808", "4294967296",
-                                  "null", "true", "\"\"", "\"F32\"", "\"BOOL\"", "\"X\"", "[]",
-                                  "[0]", "[0,0]", "{}", "[", "]", "{", "}", ",", ":", "\"",
-                                  "\"__metadata__\"", "\"a.weight\"", "\\u0000", "\xff"};
+  static const char* kTokens[] = {"-1",
+                                  "0",
+                                  "1",
+                                  "4",
+                                  "1.5",
+                                  "1e400",
+                                  "18446744073709551615",
+                                  "18446744073709551616",
+                                  "9223372036854775808",
+                                  "4294967296",
+                                  "null",
+                                  "true",
+                                  "\"\"",
+                                  "\"F32\"",
+                                  "\"BOOL\"",
+                                  "\"X\"",
+                                  "[]",
+                                  "[0]",
+                                  "[0,0]",
+                                  "{}",
+                                  "[",
+                                  "]",
+                                  "{",
+                                  "}",
+                                  ",",
+                                  ":",
+                                  "\"",
+                                  "\"__metadata__\"",
+                                  "\"a.weight\"",
+                                  "\\u0000",
+                                  "\xff"};
   const uint64_t header_size = length_prefix(bytes);
   if (bytes.size() < 9 || header_size == 0 || header_size > bytes.size() - 8) return;
   const size_t begin = 8 + rng() % header_size;
@@ -57,15 +84,16 @@ inline void mutate_once(std::string& bytes, std::mt19937_64& rng) {
   if (bytes.empty()) return;
   switch (rng() % 6) {
     case 0:  // bit flips
-      for (int i = 0, n = 1 + rng() % 3; i < n; ++i) bytes[rng() % bytes.size()] ^= 1 << (rng() % 8);
+      for (int i = 0, n = 1 + rng() % 3; i < n; ++i)
+        bytes[rng() % bytes.size()] ^= 1 << (rng() % 8);
       break;
     case 1:  // truncation
       bytes.resize(rng() % bytes.size());
       break;
     case 2: {  // header length rewrite: near the truth, or anything at all
       const uint64_t n = length_prefix(bytes);
-      const uint64_t choices[] = {0, n - 1, n + 1, n + 8, uint64_t{1} << 63, ~uint64_t{0},
-                                  99'999'999, 100'000'001, rng()};
+      const uint64_t choices[] = {
+          0, n - 1, n + 1, n + 8, uint64_t{1} << 63, ~uint64_t{0}, 99'999'999, 100'000'001, rng()};
       set_length_prefix(bytes, choices[rng() % (sizeof(choices) / sizeof(choices[0]))]);
       break;
     }
@@ -106,7 +134,8 @@ inline MutationStats run_mutations(const std::string& original, uint64_t seed,
       ++stats.accepted;
     } catch (const Error& e) {
       ++stats.refused;
-      if (std::string(e.what()).find("tensor '") != std::string::npos) ++stats.refused_naming_tensor;
+      if (std::string(e.what()).find("tensor '") != std::string::npos)
+        ++stats.refused_naming_tensor;
     } catch (const std::exception& e) {
       if (stats.other_exceptions++ == 0) stats.first_other = e.what();
     } catch (...) {

@@ -22,9 +22,9 @@ inline bool have_python() { return ::access(kPython, X_OK) == 0; }
 
 inline bool have_python_torch() {
   static const bool have =
-      have_python() &&
-      accelerate::testing::run_program({kPython, "-c", "import torch, numpy"}, {}, std::chrono::seconds(60))
-              .exit_code == 0;
+      have_python() && accelerate::testing::run_program({kPython, "-c", "import torch, numpy"}, {},
+                                                        std::chrono::seconds(60))
+                               .exit_code == 0;
   return have;
 }
 
@@ -40,10 +40,11 @@ inline nlohmann::json run_interop(const std::vector<std::string>& args) {
 
 // Checks that `tensor` has exactly the dtype, shape and values of one
 // tensor's description ({"dtype", "shape", "values"}).
-inline void expect_same(const nlohmann::json& description, const at::Tensor& tensor, const std::string& name) {
+inline void expect_same(const nlohmann::json& description, const at::Tensor& tensor,
+                        const std::string& name) {
   SCOPED_TRACE("tensor " + name);
   static const std::map<std::string, at::ScalarType> kTypes = {
-      {"F64", at::kDouble}, {"F32", at::kFloat}, {"F16", at::kHalf}, {"BF16", at::kBFloat16},
+      {"F64", at::kDouble}, {"F32", at::kFloat}, {"F16", at::kHalf},  {"BF16", at::kBFloat16},
       {"I64", at::kLong},   {"I32", at::kInt},   {"I16", at::kShort}, {"I8", at::kChar},
       {"U8", at::kByte},    {"BOOL", at::kBool}};
   const std::string dtype = description.at("dtype");
@@ -75,7 +76,8 @@ inline void expect_same(const nlohmann::json& description, const at::Tensor& ten
 // A tensor built from a description, for feeding Python's inputs to C++.
 inline at::Tensor tensor_from(const nlohmann::json& description) {
   std::vector<double> values;
-  for (const auto& v : description.at("values")) values.push_back(std::strtod(v.get<std::string>().c_str(), nullptr));
+  for (const auto& v : description.at("values"))
+    values.push_back(std::strtod(v.get<std::string>().c_str(), nullptr));
   return torch::tensor(values, torch::kDouble)
       .to(torch::kFloat)
       .reshape(description.at("shape").get<std::vector<int64_t>>());

@@ -25,10 +25,12 @@ TEST(SafetensorsSharding, ParsesSizesLikeHuggingFace) {
   EXPECT_EQ(parse_size("4096"), 4096u);
   EXPECT_EQ(parse_size("12B"), 12u);
   EXPECT_EQ(parse_size("5gb"), 625'000'000u);
-  for (const char* bad : {"", "GB", "1.5GB", "-5MB", "5 MB", "5TB", "99999999999999999999GB", "20000000000GB"}) {
+  for (const char* bad :
+       {"", "GB", "1.5GB", "-5MB", "5 MB", "5TB", "99999999999999999999GB", "20000000000GB"}) {
     EXPECT_THROW(parse_size(bad), ConfigError) << bad;
   }
-  EXPECT_THAT([] { parse_size("lots"); }, ::testing::ThrowsMessage<ConfigError>(HasSubstr("max_shard_size 'lots' is not a size")));
+  EXPECT_THAT([] { parse_size("lots"); }, ::testing::ThrowsMessage<ConfigError>(
+                                              HasSubstr("max_shard_size 'lots' is not a size")));
 }
 
 TEST(SafetensorsSharding, GreedyInOrderWithOversizedTensorsAlone) {
@@ -58,7 +60,8 @@ TEST(SafetensorsSharding, IndexRoundTripAndValidation) {
   testing::TempDir dir;
   ShardIndex index;
   index.total_size = 1234;
-  index.weight_map = {{"b.weight", "model-00002-of-00002.safetensors"}, {"a.weight", "model-00001-of-00002.safetensors"}};
+  index.weight_map = {{"b.weight", "model-00002-of-00002.safetensors"},
+                      {"a.weight", "model-00001-of-00002.safetensors"}};
   const std::string text = index_json(index);
   EXPECT_EQ(text,
             "{\n  \"metadata\": {\n    \"total_size\": 1234\n  },\n  \"weight_map\": {\n"
@@ -68,7 +71,8 @@ TEST(SafetensorsSharding, IndexRoundTripAndValidation) {
   const ShardIndex read = read_index(dir.file("i.json"));
   EXPECT_EQ(read.total_size, 1234u);
   EXPECT_EQ(read.weight_map, index.weight_map);
-  EXPECT_EQ(read.files, (std::vector<std::string>{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"}));
+  EXPECT_EQ(read.files, (std::vector<std::string>{"model-00001-of-00002.safetensors",
+                                                  "model-00002-of-00002.safetensors"}));
 
   auto error_of = [&](const std::string& body) -> std::string {
     testing::write_bytes(dir.file("bad.json"), body);
@@ -82,7 +86,8 @@ TEST(SafetensorsSharding, IndexRoundTripAndValidation) {
   EXPECT_THAT(error_of("{"), HasSubstr("bad.json': not valid JSON"));
   EXPECT_THAT(error_of("{\"metadata\": {}}"), HasSubstr("no \"weight_map\" object"));
   EXPECT_THAT(error_of(R"({"weight_map": {"a": 1}})"), HasSubstr("entry 'a' is not a file name"));
-  EXPECT_THAT(error_of(R"({"weight_map": {"a": "../x.safetensors"}})"), HasSubstr("not a plain file name"));
+  EXPECT_THAT(error_of(R"({"weight_map": {"a": "../x.safetensors"}})"),
+              HasSubstr("not a plain file name"));
   EXPECT_THAT(error_of(R"({"weight_map": {"a": ".."}})"), HasSubstr("not a plain file name"));
   EXPECT_THAT(error_of(R"({"weight_map": {}})"), HasSubstr("(no error)"));
 }

@@ -68,19 +68,20 @@ TEST(Safetensors, RoundTripsEveryDtypeExactly) {
 TEST(Safetensors, StridedAndExpandedTensorsAreWrittenByValue) {
   TempDir dir;
   const auto base = torch::arange(24, torch::kFloat).reshape({4, 6});
-  const NamedTensors tensors = {{"transposed", base.t()},
-                                {"stepped", base.slice(1, 1, 6, 2)},
-                                {"offset_row", base[2]},
-                                {"expanded", torch::tensor({1.0, 2.0}).expand({3, 2})},
-                                {"channels_last", torch::randn({2, 3, 4, 5}).contiguous(at::MemoryFormat::ChannelsLast)}};
+  const NamedTensors tensors = {
+      {"transposed", base.t()},
+      {"stepped", base.slice(1, 1, 6, 2)},
+      {"offset_row", base[2]},
+      {"expanded", torch::tensor({1.0, 2.0}).expand({3, 2})},
+      {"channels_last", torch::randn({2, 3, 4, 5}).contiguous(at::MemoryFormat::ChannelsLast)}};
   save_safetensors(dir.file("s.safetensors"), tensors);
   expect_equal(tensors, load_safetensors(dir.file("s.safetensors")));
 }
 
 TEST(Safetensors, BytesOnDiskFollowTheFormat) {
   TempDir dir;
-  save_safetensors(dir.file("b.safetensors"),
-                   {{"h", torch::tensor({1.0}, torch::kHalf)}, {"x", torch::tensor({1.0f, -2.0f})}});
+  save_safetensors(dir.file("b.safetensors"), {{"h", torch::tensor({1.0}, torch::kHalf)},
+                                               {"x", torch::tensor({1.0f, -2.0f})}});
   const std::string bytes = read_bytes(dir.file("b.safetensors"));
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
@@ -105,26 +106,31 @@ TEST(Safetensors, WriterRefusesBadInputAndLeavesNoFile) {
     }
     return "(no error)";
   };
-  EXPECT_THAT(error_of({{"a", torch::ones(1)}, {"a", torch::ones(1)}}), HasSubstr("'a' appears twice"));
+  EXPECT_THAT(error_of({{"a", torch::ones(1)}, {"a", torch::ones(1)}}),
+              HasSubstr("'a' appears twice"));
   EXPECT_THAT(error_of({{"", torch::ones(1)}}), HasSubstr("empty name"));
   EXPECT_THAT(error_of({{"__metadata__", torch::ones(1)}}), HasSubstr("reserved"));
   EXPECT_THAT(error_of({{"u", at::Tensor()}}), HasSubstr("'u' is undefined"));
-  EXPECT_THAT(error_of({{"c", torch::ones(2, torch::kComplexFloat)}}), HasSubstr("'c' has dtype ComplexFloat"));
+  EXPECT_THAT(error_of({{"c", torch::ones(2, torch::kComplexFloat)}}),
+              HasSubstr("'c' has dtype ComplexFloat"));
   EXPECT_THAT(error_of({{std::string("bad\xff"), torch::ones(1)}}), HasSubstr("not valid UTF-8"));
   EXPECT_THAT(error_of({{"a", torch::ones(1)}}), HasSubstr("(no error)"));
-  EXPECT_THROW(save_safetensors(dir.file("missing/dir/x.safetensors"), {{"a", torch::ones(1)}}), Error);
+  EXPECT_THROW(save_safetensors(dir.file("missing/dir/x.safetensors"), {{"a", torch::ones(1)}}),
+               Error);
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), {}), 1);
 }
 
 TEST(Safetensors, ReaderByNameAndIntoExistingTensors) {
   TempDir dir;
   const std::string path = dir.file("r.safetensors");
-  save_safetensors(path, {{"w", torch::arange(6, torch::kFloat).reshape({2, 3})}, {"n", torch::tensor({5L})}});
+  save_safetensors(
+      path, {{"w", torch::arange(6, torch::kFloat).reshape({2, 3})}, {"n", torch::tensor({5L})}});
   const SafetensorsReader reader(path);
   EXPECT_EQ(reader.names(), (std::vector<std::string>{"n", "w"})) << "8-byte elements first";
   EXPECT_EQ(reader.dtype("n"), at::kLong);
   EXPECT_EQ(reader.shape("w"), (std::vector<int64_t>{2, 3}));
-  EXPECT_THAT([&] { reader.read("nope"); }, ::testing::ThrowsMessage<Error>(HasSubstr("tensor 'nope': not in the file")));
+  EXPECT_THAT([&] { reader.read("nope"); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("tensor 'nope': not in the file")));
 
   // Into a parameter: values land, no autograd history, version bumped.
   auto parameter = torch::zeros({2, 3}).requires_grad_(true);
@@ -141,9 +147,12 @@ TEST(Safetensors, ReaderByNameAndIntoExistingTensors) {
   reader.read_into("w", transposed);
   EXPECT_TRUE(torch::equal(wide, torch::arange(6, torch::kFloat).reshape({2, 3}).t()));
 
-  EXPECT_THAT(reader.mismatch("w", torch::zeros({3, 2})),
-              HasSubstr("'" + path + "': tensor 'w': is F32 [2, 3] in the file but the destination is F32 [3, 2]"));
-  EXPECT_THAT(reader.mismatch("w", torch::zeros({2, 3}, torch::kDouble)), HasSubstr("destination is F64 [2, 3]"));
+  EXPECT_THAT(
+      reader.mismatch("w", torch::zeros({3, 2})),
+      HasSubstr("'" + path +
+                "': tensor 'w': is F32 [2, 3] in the file but the destination is F32 [3, 2]"));
+  EXPECT_THAT(reader.mismatch("w", torch::zeros({2, 3}, torch::kDouble)),
+              HasSubstr("destination is F64 [2, 3]"));
   EXPECT_THROW(reader.read_into("w", torch::zeros({6})), Error);
 }
 
@@ -154,25 +163,34 @@ TEST(Safetensors, DtypesLibTorchLacksAndBadBoolBytes) {
                          R"("b":{"dtype":"BOOL","shape":[2],"data_offsets":[2,4]}})",
                          std::string("\1\0\1\2", 4)));
   const SafetensorsReader reader(dir.file("u.safetensors"));
-  EXPECT_THAT([&] { reader.read("u"); }, ::testing::ThrowsMessage<Error>(HasSubstr("tensor 'u': dtype U16 has no LibTorch")));
-  EXPECT_THAT([&] { reader.read("b"); }, ::testing::ThrowsMessage<Error>(HasSubstr("tensor 'b': BOOL data holds bytes other than 0 and 1")));
+  EXPECT_THAT([&] { reader.read("u"); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("tensor 'u': dtype U16 has no LibTorch")));
+  EXPECT_THAT([&] { reader.read("b"); },
+              ::testing::ThrowsMessage<Error>(
+                  HasSubstr("tensor 'b': BOOL data holds bytes other than 0 and 1")));
 }
 
 // Whole-file reads of thousands of damaged files: only accelerate::Error.
 TEST(Safetensors, RandomMutationsOfWholeFilesOnlyThrowError) {
   TempDir dir;
   const std::string good = dir.file("good.safetensors");
-  save_safetensors(good, {{"layer.weight", torch::randn({3, 4})}, {"layer.bias", torch::randn({3}).to(torch::kBFloat16)},
-                          {"flags", torch::ones({4}, torch::kBool)}, {"steps", torch::tensor({3L})}},
+  save_safetensors(good,
+                   {{"layer.weight", torch::randn({3, 4})},
+                    {"layer.bias", torch::randn({3}).to(torch::kBFloat16)},
+                    {"flags", torch::ones({4}, torch::kBool)},
+                    {"steps", torch::tensor({3L})}},
                    {{"format", "pt"}});
   const std::string path = dir.file("m.safetensors");
   const auto stats = safetensors::testing::run_mutations(
-      read_bytes(good), 0xacce1, std::chrono::seconds(3), 2000, 50000, [&](const std::string& bytes) {
+      read_bytes(good), 0xacce1, std::chrono::seconds(3), 2000, 50000,
+      [&](const std::string& bytes) {
         write_bytes(path, bytes);
-        for (const auto& [name, tensor] : load_safetensors(path)) ASSERT_TRUE(tensor.defined()) << name;
+        for (const auto& [name, tensor] : load_safetensors(path))
+          ASSERT_TRUE(tensor.defined()) << name;
       });
-  std::cout << "mutations: " << stats.tried << " tried, " << stats.accepted << " accepted, " << stats.refused
-            << " refused (" << stats.refused_naming_tensor << " naming a tensor)\n";
+  std::cout << "mutations: " << stats.tried << " tried, " << stats.accepted << " accepted, "
+            << stats.refused << " refused (" << stats.refused_naming_tensor
+            << " naming a tensor)\n";
   EXPECT_GT(stats.refused_naming_tensor, stats.tried / 40);
   EXPECT_GT(stats.refused, stats.tried / 4);
   EXPECT_EQ(stats.other_exceptions, 0u) << stats.first_other;
@@ -203,7 +221,8 @@ TEST(SafetensorsInterop, WeReadPythonFilesExactly) {
   TempDir dir;
   const auto description = safetensors::testing::run_interop({"write", dir.file("p.safetensors")});
   ASSERT_FALSE(description.is_null());
-  EXPECT_NE(description["header_length"].get<uint64_t>() % 8, 0u) << "the Python file is deliberately unpadded";
+  EXPECT_NE(description["header_length"].get<uint64_t>() % 8, 0u)
+      << "the Python file is deliberately unpadded";
   SafetensorsMetadata metadata;
   const auto loaded = load_safetensors(dir.file("p.safetensors"), &metadata);
   EXPECT_EQ(metadata.at("origin"), "python");

@@ -8,7 +8,8 @@
 namespace accelerate::testing {
 
 RunResult run_accelerate(const std::vector<std::string>& args,
-                         const ChildProcess::EnvironmentChanges& changes, std::chrono::milliseconds timeout) {
+                         const ChildProcess::EnvironmentChanges& changes,
+                         std::chrono::milliseconds timeout) {
   std::vector<std::string> argv = {ACCELERATE_CLI_PATH};
   argv.insert(argv.end(), args.begin(), args.end());
   return run_program(argv, changes, timeout);

@@ -39,8 +39,10 @@ TEST(EnvCommand, PrintsEverySectionWithOurVersion) {
   TemporaryFolder home;
   auto result = run_accelerate({"env"}, {{"HF_HOME", home.path()}});
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_NE(result.out.find("Copy-and-paste the text below in your GitHub issue"), std::string::npos);
-  EXPECT_TRUE(has_line(result.out, "- accelerate-cpp version: " + std::string(accelerate::kVersion)))
+  EXPECT_NE(result.out.find("Copy-and-paste the text below in your GitHub issue"),
+            std::string::npos);
+  EXPECT_TRUE(
+      has_line(result.out, "- accelerate-cpp version: " + std::string(accelerate::kVersion)))
       << result.out;
   EXPECT_TRUE(has_line(result.out, "- LibTorch version (built against): " EXPECTED_TORCH_VERSION))
       << result.out;
@@ -90,8 +92,8 @@ TEST(EnvCommand, SaysWhenThereIsNoConfigFile) {
   TemporaryFolder home;
   auto result = run_accelerate({"env"}, {{"HF_HOME", home.path()}});
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_TRUE(has_line(
-      result.out, "- Config file: not found (looked for " + home.path() + "/accelerate/default_config.yaml)"))
+  EXPECT_TRUE(has_line(result.out, "- Config file: not found (looked for " + home.path() +
+                                       "/accelerate/default_config.yaml)"))
       << result.out;
 }
 
@@ -107,10 +109,10 @@ TEST(EnvCommand, ABrokenConfigIsReportedNotFatal) {
 
 TEST(EnvCommand, BadArgumentsAreOneLineErrors) {
   TemporaryFolder folder;
-  for (const auto& args :
-       std::vector<std::vector<std::string>>{{"env", "--config_file", folder.path() + "/missing.yaml"},
-                                             {"env", "--config_file"},
-                                             {"env", "extra"}}) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"env", "--config_file", folder.path() + "/missing.yaml"},
+           {"env", "--config_file"},
+           {"env", "extra"}}) {
     auto result = run_accelerate(args);
     EXPECT_EQ(result.exit_code, 2) << args.back();
     const auto lines = testing::split_lines(result.err);

@@ -90,15 +90,17 @@ TEST(EstimateMemoryCommand, DtypesSelectsRowsInTheGivenOrder) {
 // 4x8 + 8 F16 elements in layer "encoder.a", 2x2 F32 in "encoder.b", and an
 // I64 buffer of 3: 47 parameters; in float32 terms a = 160 bytes, b = 16,
 // pos = 24 (integers keep their size), 200 in all.
-const char* const kHeader = R"({"__metadata__":{"format":"pt"},)"
-                            R"("encoder.a.weight":{"dtype":"F16","shape":[4,8],"data_offsets":[0,64]},)"
-                            R"("encoder.a.bias":{"dtype":"F16","shape":[8],"data_offsets":[64,80]},)"
-                            R"("encoder.b.weight":{"dtype":"F32","shape":[2,2],"data_offsets":[80,96]},)"
-                            R"("pos":{"dtype":"I64","shape":[3],"data_offsets":[96,120]}})";
+const char* const kHeader =
+    R"({"__metadata__":{"format":"pt"},)"
+    R"("encoder.a.weight":{"dtype":"F16","shape":[4,8],"data_offsets":[0,64]},)"
+    R"("encoder.a.bias":{"dtype":"F16","shape":[8],"data_offsets":[64,80]},)"
+    R"("encoder.b.weight":{"dtype":"F32","shape":[2,2],"data_offsets":[80,96]},)"
+    R"("pos":{"dtype":"I64","shape":[3],"data_offsets":[96,120]}})";
 
 void expect_small_model_rows(const testing::RunResult& result) {
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_NE(result.out.find("47 parameters, largest layer 'encoder.a'"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("47 parameters, largest layer 'encoder.a'"), std::string::npos)
+      << result.out;
   const auto rows = table_rows(result.out);
   using Row = std::vector<std::string>;
   ASSERT_EQ(rows.size(), 5u) << result.out;
@@ -152,10 +154,12 @@ void expect_one_line_error(const std::vector<std::string>& args, const std::stri
 
 TEST(EstimateMemoryCommand, BadArgumentsAreOneLineErrors) {
   expect_one_line_error({"estimate-memory"}, "MODEL is missing");
-  expect_one_line_error({"estimate-memory", "seven-billion"}, "'seven-billion' is neither a parameter count");
+  expect_one_line_error({"estimate-memory", "seven-billion"},
+                        "'seven-billion' is neither a parameter count");
   expect_one_line_error({"estimate-memory", "0"}, "'0' is neither");
   expect_one_line_error({"estimate-memory", "1.5"}, "'1.5' is neither");
-  expect_one_line_error({"estimate-memory", "7B", "--dtypes", "float33"}, "unknown dtype 'float33'");
+  expect_one_line_error({"estimate-memory", "7B", "--dtypes", "float33"},
+                        "unknown dtype 'float33'");
   expect_one_line_error({"estimate-memory", "7B", "--dtypes"}, "--dtypes expects at least one");
   expect_one_line_error({"estimate-memory", "7B", "--frobnicate"}, "unknown option '--frobnicate'");
   expect_one_line_error({"estimate-memory", "7B", "8B"}, "one MODEL only");
@@ -173,7 +177,8 @@ TEST(EstimateMemoryCommand, BadFilesAreOneLineErrorsNamingTheFile) {
 
   const std::string pickle = folder.path() + "/pytorch_model.bin";
   write_file(pickle, std::string("\x80\x02}q\x00(X\x06\x00\x00\x00weightq", 19));
-  expect_one_line_error({"estimate-memory", pickle}, "reads .safetensors files and safetensors indexes only");
+  expect_one_line_error({"estimate-memory", pickle},
+                        "reads .safetensors files and safetensors indexes only");
 
   const std::string index = folder.path() + "/model.safetensors.index.json";
   write_file(index, R"({"weight_map":{"w":"missing.safetensors"}})");

@@ -12,22 +12,25 @@ using testing::TemporaryFolder;
 using testing::write_file;
 
 TEST(SystemFacts, OsNameFromOsRelease) {
-  EXPECT_EQ(os_pretty_name("NAME=\"Debian GNU/Linux\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n"),
-            "Debian GNU/Linux 12 (bookworm)");
+  EXPECT_EQ(
+      os_pretty_name("NAME=\"Debian GNU/Linux\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n"),
+      "Debian GNU/Linux 12 (bookworm)");
   EXPECT_EQ(os_pretty_name("NAME=Alpine\nVERSION='3.19'\n"), "Alpine 3.19");
   EXPECT_FALSE(os_pretty_name("").has_value());
 }
 
 TEST(SystemFacts, CpuInfoCountsProcessorsAndKeepsTheFirstFlags) {
   const std::string cpuinfo =
-      "processor\t: 0\nmodel name\t: Test CPU @ 2.00GHz\nflags\t\t: fpu avx avx2 avx512f avx512_bf16 "
+      "processor\t: 0\nmodel name\t: Test CPU @ 2.00GHz\nflags\t\t: fpu avx avx2 avx512f "
+      "avx512_bf16 "
       "amx_bf16 amx_tile\n\n"
       "processor\t: 1\nmodel name\t: Test CPU @ 2.00GHz\nflags\t\t: fpu\n";
   const CpuInfo cpu = parse_cpuinfo(cpuinfo);
   EXPECT_EQ(cpu.model, "Test CPU @ 2.00GHz");
   EXPECT_EQ(cpu.logical_cpus, 2);
-  EXPECT_EQ(notable_cpu_flags(cpu.flags),
-            (std::vector<std::string>{"avx", "avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16"}));
+  EXPECT_EQ(
+      notable_cpu_flags(cpu.flags),
+      (std::vector<std::string>{"avx", "avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16"}));
 }
 
 TEST(SystemFacts, MemTotalInBytes) {
@@ -69,9 +72,9 @@ std::string make_kfd_nodes(const std::string& root) {
                            Node{2, 440, 90010, "aldebaran"}, Node{1, 440, 90010, nullptr}}) {
     const std::string folder = nodes + "/" + std::to_string(node.number);
     ::mkdir(folder.c_str(), 0755);
-    write_file(folder + "/properties", "cpu_cores_count 0\nsimd_count " + std::to_string(node.simd_count) +
-                                           "\ngfx_target_version " +
-                                           std::to_string(node.gfx_target_version) + "\n");
+    write_file(folder + "/properties",
+               "cpu_cores_count 0\nsimd_count " + std::to_string(node.simd_count) +
+                   "\ngfx_target_version " + std::to_string(node.gfx_target_version) + "\n");
     write_file(folder + "/gpu_id", node.simd_count ? "51234\n" : "0\n");
     if (node.name) write_file(folder + "/name", std::string(node.name) + "\n");
   }

@@ -29,7 +29,8 @@ size_t count(const std::string& text, const std::string& what) {
 void expect_success(const RunResult& result, int processes) {
   ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
   EXPECT_NE(result.out.find(kSuccess), std::string::npos) << result.out;
-  EXPECT_NE(result.out.find(std::to_string(processes) + " process(es)"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find(std::to_string(processes) + " process(es)"), std::string::npos)
+      << result.out;
   EXPECT_EQ(count(result.out, "[ok]"), 5u) << result.out;
   EXPECT_EQ(count(result.out, "[FAIL]"), 0u) << result.out;
 }
@@ -38,16 +39,18 @@ void expect_success(const RunResult& result, int processes) {
 // user can change what the test runs.
 TEST(TestCommand, OneCpuProcessWithFlags) {
   TemporaryFolder home;
-  expect_success(run_accelerate({"test", "--cpu", "--num_processes", "1", "--main_process_port", "0"},
-                                {{"HF_HOME", home.path()}}, kJobTimeout),
-                 1);
+  expect_success(
+      run_accelerate({"test", "--cpu", "--num_processes", "1", "--main_process_port", "0"},
+                     {{"HF_HOME", home.path()}}, kJobTimeout),
+      1);
 }
 
 TEST(TestCommand, TwoCpuProcessesWithFlags) {
   TemporaryFolder home;
-  expect_success(run_accelerate({"test", "--cpu", "--num_processes", "2", "--main_process_port", "0"},
-                                {{"HF_HOME", home.path()}}, kJobTimeout),
-                 2);
+  expect_success(
+      run_accelerate({"test", "--cpu", "--num_processes", "2", "--main_process_port", "0"},
+                     {{"HF_HOME", home.path()}}, kJobTimeout),
+      2);
 }
 
 TEST(TestCommand, TwoCpuProcessesFromAConfigFile) {
@@ -56,8 +59,9 @@ TEST(TestCommand, TwoCpuProcessesFromAConfigFile) {
   write_file(config,
              "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\nnum_machines: 1\n"
              "num_processes: 2\nuse_cpu: true\nmain_process_port: 0\n");
-  expect_success(run_accelerate({"test", "--config_file", config}, {{"HF_HOME", folder.path()}}, kJobTimeout),
-                 2);
+  expect_success(
+      run_accelerate({"test", "--config_file", config}, {{"HF_HOME", folder.path()}}, kJobTimeout),
+      2);
 }
 
 // A copy of `accelerate` in a folder of its own, with `sanity` (a script, or
@@ -75,9 +79,11 @@ TEST(TestCommand, MissingSanityProgramFailsClearly) {
   TemporaryFolder folder;
   auto result = testing::run_program({lone_accelerate(folder, ""), "test", "--cpu"});
   EXPECT_EQ(result.exit_code, 1);
-  EXPECT_NE(result.err.find("the sanity program accelerate-sanity-check was not found"), std::string::npos)
+  EXPECT_NE(result.err.find("the sanity program accelerate-sanity-check was not found"),
+            std::string::npos)
       << result.err;
-  EXPECT_NE(result.err.find(folder.path() + "/accelerate-sanity-check"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find(folder.path() + "/accelerate-sanity-check"), std::string::npos)
+      << result.err;
   EXPECT_EQ(result.out.find(kSuccess), std::string::npos);
 }
 
@@ -85,9 +91,9 @@ TEST(TestCommand, AFailingCheckFailsTheTest) {
   TemporaryFolder folder;
   const std::string accelerate =
       lone_accelerate(folder, "#!/bin/sh\necho '  [FAIL] all-reduce (sum, mean, max)'\nexit 1\n");
-  auto result =
-      testing::run_program({accelerate, "test", "--cpu", "--num_processes", "1", "--main_process_port", "0"},
-                           {{"HF_HOME", folder.path()}});
+  auto result = testing::run_program(
+      {accelerate, "test", "--cpu", "--num_processes", "1", "--main_process_port", "0"},
+      {{"HF_HOME", folder.path()}});
   EXPECT_EQ(result.exit_code, 1) << result.out << result.err;
   EXPECT_NE(result.out.find("[FAIL] all-reduce"), std::string::npos) << result.out;
   EXPECT_NE(result.err.find("Test failed: the sanity program or its launch exited with code 1"),
@@ -112,11 +118,12 @@ TEST(TestCommand, RunsTheSanityProgramFromTheInstalledLibexecFolder) {
   ::mkdir((prefix.path() + "/libexec/accelerate").c_str(), 0755);
   std::ifstream in(ACCELERATE_CLI_PATH, std::ios::binary);
   write_file(prefix.path() + "/bin/accelerate",
-             std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()), true);
+             std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()),
+             true);
   write_file(prefix.path() + "/libexec/accelerate/" + kSanityProgramName,
              "#!/bin/sh\necho 'installed sanity program ran'\n", true);
-  auto result = testing::run_program({prefix.path() + "/bin/accelerate", "test", "--cpu", "--num_processes",
-                                      "1", "--main_process_port", "0"},
+  auto result = testing::run_program({prefix.path() + "/bin/accelerate", "test", "--cpu",
+                                      "--num_processes", "1", "--main_process_port", "0"},
                                      {{"HF_HOME", prefix.path()}});
   EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
   EXPECT_NE(result.out.find("installed sanity program ran"), std::string::npos) << result.out;

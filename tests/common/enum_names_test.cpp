@@ -29,14 +29,15 @@ using detail::NameCase;
 
 enum class Colour { kRed = 1, kGreen = 2, kBlue = 7 };
 
-constexpr EnumName<Colour> kColourNames[] = {
-    {Colour::kRed, "RED", {"1"}}, {Colour::kGreen, "GREEN", {"GRUEN", "2"}}, {Colour::kBlue, "BLUE"}};
+constexpr EnumName<Colour> kColourNames[] = {{Colour::kRed, "RED", {"1"}},
+                                             {Colour::kGreen, "GREEN", {"GRUEN", "2"}},
+                                             {Colour::kBlue, "BLUE"}};
 
 // Usable in constant expressions, so each table is checked where it is written.
 static_assert(detail::names_are_distinct(kColourNames));
 static_assert(detail::parse_enum(kColourNames, "gruen", NameCase::kAnyCase) == Colour::kGreen);
-static_assert(detail::same_values(kColourNames,
-                                  std::array<Colour, 3>{Colour::kRed, Colour::kGreen, Colour::kBlue}));
+static_assert(detail::same_values(kColourNames, std::array<Colour, 3>{Colour::kRed, Colour::kGreen,
+                                                                      Colour::kBlue}));
 
 TEST(EnumNames, ToStringWritesTheNameOrTheCallersFallback) {
   EXPECT_STREQ(detail::enum_name(kColourNames, Colour::kGreen, "?"), "GREEN");
@@ -67,7 +68,8 @@ TEST(EnumNames, AnyCaseParsingFoldsAsciiLettersOnly) {
 
 TEST(EnumNames, DistinctnessCatchesARepeatedValueOrSpelling) {
   constexpr EnumName<Colour> kValueTwice[] = {{Colour::kRed, "RED"}, {Colour::kRed, "CRIMSON"}};
-  constexpr EnumName<Colour> kNameTwiceInTwoCases[] = {{Colour::kRed, "RED"}, {Colour::kBlue, "red"}};
+  constexpr EnumName<Colour> kNameTwiceInTwoCases[] = {{Colour::kRed, "RED"},
+                                                       {Colour::kBlue, "red"}};
   constexpr EnumName<Colour> kAliasIsAnotherName[] = {{Colour::kRed, "RED"},
                                                       {Colour::kBlue, "BLUE", {"Red"}}};
   constexpr EnumName<Colour> kAliasTwice[] = {{Colour::kRed, "RED", {"1"}},
@@ -83,9 +85,12 @@ TEST(EnumNames, DistinctnessCatchesARepeatedValueOrSpelling) {
 
 TEST(EnumNames, SameValuesMeansTheSameOrderToo) {
   using Three = std::array<Colour, 3>;
-  EXPECT_TRUE(detail::same_values(kColourNames, Three{Colour::kRed, Colour::kGreen, Colour::kBlue}));
-  EXPECT_FALSE(detail::same_values(kColourNames, Three{Colour::kGreen, Colour::kRed, Colour::kBlue}));
-  EXPECT_FALSE(detail::same_values(kColourNames, std::array<Colour, 2>{Colour::kRed, Colour::kGreen}));
+  EXPECT_TRUE(
+      detail::same_values(kColourNames, Three{Colour::kRed, Colour::kGreen, Colour::kBlue}));
+  EXPECT_FALSE(
+      detail::same_values(kColourNames, Three{Colour::kGreen, Colour::kRed, Colour::kBlue}));
+  EXPECT_FALSE(
+      detail::same_values(kColourNames, std::array<Colour, 2>{Colour::kRed, Colour::kGreen}));
 }
 
 // ---- Every value of every public torch-free enum, read back from its name ----
@@ -97,8 +102,8 @@ TEST(EnumRoundTrip, MixedPrecision) {
 }
 
 TEST(EnumRoundTrip, LogLevel) {
-  for (LogLevel value :
-       {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarning, LogLevel::kError, LogLevel::kCritical}) {
+  for (LogLevel value : {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarning, LogLevel::kError,
+                         LogLevel::kCritical}) {
     EXPECT_EQ(parse_log_level(std::string_view(to_string(value))), value) << to_string(value);
     // Python's number for the level is accepted too.
     EXPECT_EQ(parse_log_level(std::to_string(static_cast<int>(value))), value);
@@ -106,8 +111,9 @@ TEST(EnumRoundTrip, LogLevel) {
 }
 
 TEST(EnumRoundTrip, DistributedType) {
-  for (DistributedType value : {DistributedType::kNo, DistributedType::kMultiCpu, DistributedType::kMultiGpu,
-                                DistributedType::kDeepSpeed, DistributedType::kFsdp}) {
+  for (DistributedType value :
+       {DistributedType::kNo, DistributedType::kMultiCpu, DistributedType::kMultiGpu,
+        DistributedType::kDeepSpeed, DistributedType::kFsdp}) {
     EXPECT_EQ(parse_distributed_type(to_string(value)), value) << to_string(value);
   }
 }
@@ -115,10 +121,11 @@ TEST(EnumRoundTrip, DistributedType) {
 // The plugins' enums are parsed by their settings (the FSDP_* and
 // ACCELERATE_DEEPSPEED_* variables), which also write them.
 template <class E>
-void expect_setting_round_trips(const settings::Setting<E>& setting, std::initializer_list<E> values) {
+void expect_setting_round_trips(const settings::Setting<E>& setting,
+                                std::initializer_list<E> values) {
   for (E value : values) {
-    EXPECT_EQ(setting.try_parse(to_string(value)), value) << setting.variable() << " "
-                                                          << to_string(value);
+    EXPECT_EQ(setting.try_parse(to_string(value)), value)
+        << setting.variable() << " " << to_string(value);
     Environment env;
     setting.write(env, value);
     EXPECT_EQ(setting.read(env), value) << setting.variable() << " " << to_string(value);
@@ -126,17 +133,18 @@ void expect_setting_round_trips(const settings::Setting<E>& setting, std::initia
 }
 
 TEST(EnumRoundTrip, PluginEnums) {
-  expect_setting_round_trips(settings::kOffloadOptimizerDevice, {OffloadDevice::kNone, OffloadDevice::kCpu});
+  expect_setting_round_trips(settings::kOffloadOptimizerDevice,
+                             {OffloadDevice::kNone, OffloadDevice::kCpu});
   expect_setting_round_trips(settings::kFsdpShardingStrategy,
                              {FsdpShardingStrategy::kFullShard, FsdpShardingStrategy::kShardGradOp,
                               FsdpShardingStrategy::kNoShard, FsdpShardingStrategy::kHybridShard,
                               FsdpShardingStrategy::kHybridShardZero2});
   expect_setting_round_trips(settings::kFsdpAutoWrapPolicy,
-                             {FsdpAutoWrapPolicy::kTransformerBasedWrap, FsdpAutoWrapPolicy::kSizeBasedWrap,
-                              FsdpAutoWrapPolicy::kNoWrap});
-  expect_setting_round_trips(settings::kFsdpBackwardPrefetch,
-                             {FsdpBackwardPrefetch::kBackwardPre, FsdpBackwardPrefetch::kBackwardPost,
-                              FsdpBackwardPrefetch::kNoPrefetch});
+                             {FsdpAutoWrapPolicy::kTransformerBasedWrap,
+                              FsdpAutoWrapPolicy::kSizeBasedWrap, FsdpAutoWrapPolicy::kNoWrap});
+  expect_setting_round_trips(settings::kFsdpBackwardPrefetch, {FsdpBackwardPrefetch::kBackwardPre,
+                                                               FsdpBackwardPrefetch::kBackwardPost,
+                                                               FsdpBackwardPrefetch::kNoPrefetch});
   expect_setting_round_trips(settings::kFsdpStateDictType,
                              {FsdpStateDictType::kFullStateDict, FsdpStateDictType::kLocalStateDict,
                               FsdpStateDictType::kShardedStateDict});
@@ -156,9 +164,9 @@ void expect_distinct_names(std::initializer_list<E> values, const std::string& f
 
 TEST(EnumRoundTrip, WrittenOnlyEnumsHaveOneNameEach) {
   expect_distinct_names({Backend::kNone, Backend::kGloo, Backend::kNccl}, "?");
-  expect_distinct_names(
-      {LaunchSource::kSingleProcess, LaunchSource::kTorchrun, LaunchSource::kMpi, LaunchSource::kSlurm},
-      "unknown");
+  expect_distinct_names({LaunchSource::kSingleProcess, LaunchSource::kTorchrun, LaunchSource::kMpi,
+                         LaunchSource::kSlurm},
+                        "unknown");
   expect_distinct_names({MallocTuningResult::kApplied, MallocTuningResult::kLeftToEnvironment,
                          MallocTuningResult::kUnsupported},
                         "unknown");

@@ -47,12 +47,14 @@ TEST(SettingValues, GivenValuesHideTheEnvironmentBelowAndAreTheOnlyOnesWritten) 
   EXPECT_FALSE(kDebugMode.origin(values).has_value());
   Environment written;
   values.write_to(written);
-  EXPECT_EQ(written, (Environment{{"ACCELERATE_MIXED_PRECISION", "fp16"}, {"ACCELERATE_DEBUG_MODE", ""}}));
+  EXPECT_EQ(written,
+            (Environment{{"ACCELERATE_MIXED_PRECISION", "fp16"}, {"ACCELERATE_DEBUG_MODE", ""}}));
 }
 
 TEST(SettingValues, ABadValueIsRefusedNamingWhereItWasWritten) {
   LayeredValues values(Environment{});
-  values.set(kZeroStage.variable(), {"5", Origin::config_key("deepspeed_config.zero_stage", "c.yaml", 7)});
+  values.set(kZeroStage.variable(),
+             {"5", Origin::config_key("deepspeed_config.zero_stage", "c.yaml", 7)});
   try {
     kZeroStage.read(values);
     ADD_FAILURE() << "no error";
@@ -65,7 +67,8 @@ TEST(SettingValues, ABadValueIsRefusedNamingWhereItWasWritten) {
   try {
     kZeroStage.read(env);
   } catch (const ConfigError& error) {
-    EXPECT_EQ(std::string(error.what()), "ACCELERATE_DEEPSPEED_ZERO_STAGE expects 0, 1, 2 or 3, got '5'");
+    EXPECT_EQ(std::string(error.what()),
+              "ACCELERATE_DEEPSPEED_ZERO_STAGE expects 0, 1, 2 or 3, got '5'");
   }
 }
 

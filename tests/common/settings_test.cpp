@@ -34,8 +34,8 @@ std::string read_error(const Setting<T>& setting, const std::string& text) {
 // The one format, with the variable and the value the user wrote.
 template <class T>
 void expect_refused(const Setting<T>& setting, const std::string& text) {
-  EXPECT_EQ(read_error(setting, text),
-            std::string(setting.variable()) + " expects " + setting.about.expected + ", got '" + text + "'")
+  EXPECT_EQ(read_error(setting, text), std::string(setting.variable()) + " expects " +
+                                           setting.about.expected + ", got '" + text + "'")
       << setting.variable() << "=" << text;
 }
 
@@ -69,9 +69,11 @@ TEST(Settings, TheUsersTableListsEverySetting) {
 // reader or writer with rules of its own.
 TEST(Settings, OnlyTheContractSpellsAnAccelerateVariable) {
   for (const char* tree : {"/src", "/include"}) {
-    for (const auto& entry : std::filesystem::recursive_directory_iterator(std::string(ACCELERATE_SOURCE_DIR) + tree)) {
+    for (const auto& entry :
+         std::filesystem::recursive_directory_iterator(std::string(ACCELERATE_SOURCE_DIR) + tree)) {
       const auto extension = entry.path().extension();
-      if ((extension != ".cpp" && extension != ".h") || entry.path().filename() == "settings.cpp") continue;
+      if ((extension != ".cpp" && extension != ".h") || entry.path().filename() == "settings.cpp")
+        continue;
       std::ifstream file(entry.path());
       int line_number = 0;
       for (std::string line; std::getline(file, line);) {
@@ -114,12 +116,15 @@ TEST(Settings, MixedPrecision) {
 
 TEST(Settings, GradientAccumulationSteps) {
   EXPECT_EQ(kGradientAccumulationSteps.read({{"ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "4"}}), 4);
-  EXPECT_EQ(kGradientAccumulationSteps.read({{"ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "1000000"}}), 1000000);
+  EXPECT_EQ(
+      kGradientAccumulationSteps.read({{"ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "1000000"}}),
+      1000000);
   for (const char* bad : {"0", "-2", "4x", " 4", "+4", "1e3", "1000001", "99999999999999999999"}) {
     expect_refused(kGradientAccumulationSteps, bad);
   }
-  EXPECT_EQ(read_error(kGradientAccumulationSteps, "0"),
-            "ACCELERATE_GRADIENT_ACCUMULATION_STEPS expects a whole number from 1 to 1000000, got '0'");
+  EXPECT_EQ(
+      read_error(kGradientAccumulationSteps, "0"),
+      "ACCELERATE_GRADIENT_ACCUMULATION_STEPS expects a whole number from 1 to 1000000, got '0'");
 }
 
 TEST(Settings, Booleans) {
@@ -138,7 +143,9 @@ TEST(Settings, Booleans) {
 }
 
 TEST(Settings, TimeoutInSeconds) {
-  const auto read = [](const std::string& text) { return kTimeout.read({{"ACCELERATE_TIMEOUT", text}}); };
+  const auto read = [](const std::string& text) {
+    return kTimeout.read({{"ACCELERATE_TIMEOUT", text}});
+  };
   EXPECT_EQ(read("300"), milliseconds(300000));
   EXPECT_EQ(read("2.5"), milliseconds(2500));
   EXPECT_EQ(read(".5"), milliseconds(500));
@@ -164,8 +171,9 @@ TEST(Settings, LogLevel) {
     parse_log_level("LOUD", "LoggerOptions");
     ADD_FAILURE() << "no error";
   } catch (const ConfigError& error) {
-    EXPECT_EQ(std::string(error.what()),
-              "LoggerOptions expects a log level (DEBUG, INFO, WARNING, ERROR or CRITICAL), got 'LOUD'");
+    EXPECT_EQ(
+        std::string(error.what()),
+        "LoggerOptions expects a log level (DEBUG, INFO, WARNING, ERROR or CRITICAL), got 'LOUD'");
   }
 }
 
@@ -375,7 +383,8 @@ TEST(NumberText, WholeNumbersAreStrict) {
   EXPECT_EQ(parse_integer("-3"), -3);
   EXPECT_EQ(parse_integer("007"), 7);
   EXPECT_EQ(parse_integer("9223372036854775807"), 9223372036854775807LL);
-  for (const char* bad : {"", "-", "+4", " 4", "4 ", "4x", "0x10", "1e3", "1.0", "9223372036854775808"}) {
+  for (const char* bad :
+       {"", "-", "+4", " 4", "4 ", "4x", "0x10", "1e3", "1.0", "9223372036854775808"}) {
     EXPECT_FALSE(parse_integer(bad).has_value()) << "'" << bad << "'";
   }
   EXPECT_EQ(detail::parse_integer_in("5", 1, 5), 5);

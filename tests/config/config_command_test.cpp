@@ -20,11 +20,14 @@ RunResult shell(const std::string& command) { return run_program({"/bin/sh", "-c
 TEST(ConfigCommand, TypedAnswersOnAPipeWriteTheFile) {
   TemporaryFolder folder;
   const std::string path = folder.path() + "/sub/dir/config.yaml";
-  RunResult result = shell("printf '" + std::string(kPipedAnswers) + "' | " + kCli + " config --config_file " + path);
+  RunResult result = shell("printf '" + std::string(kPipedAnswers) + "' | " + kCli +
+                           " config --config_file " + path);
   ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
-  EXPECT_NE(result.out.find("Which type of machine are you using?\n  [0] No distributed training\n  [1] multi-CPU\n"
-                            "  [2] multi-GPU\n"),
-            std::string::npos)
+  EXPECT_NE(
+      result.out.find(
+          "Which type of machine are you using?\n  [0] No distributed training\n  [1] multi-CPU\n"
+          "  [2] multi-GPU\n"),
+      std::string::npos)
       << result.out;
   EXPECT_NE(result.out.find("accelerate configuration saved at " + path), std::string::npos);
   EXPECT_EQ(read_file(path), kExpectedMultiGpu);
@@ -36,7 +39,8 @@ TEST(ConfigCommand, InputEndingEarlyFailsWithOneLineAndWritesNothing) {
   RunResult result = shell("printf '0\\n2\\n' | " + kCli + " config --config_file " + path);
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_EQ(result.err,
-            "accelerate config: error: stdin ended before this question was answered: How many different machines will "
+            "accelerate config: error: stdin ended before this question was answered: How many "
+            "different machines will "
             "you use (use more than 1 for multi-node training)? [1]:\n");
   EXPECT_NE(::access(path.c_str(), F_OK), 0);
 }
@@ -47,16 +51,20 @@ TEST(ConfigCommand, WrittenFileReadsBackWithPyYamlExactly) {
   }
   TemporaryFolder folder;
   const std::string path = folder.path() + "/config.yaml";
-  ASSERT_EQ(shell("printf '" + std::string(kPipedAnswers) + "' | " + kCli + " config --config_file " + path).exit_code, 0);
+  ASSERT_EQ(shell("printf '" + std::string(kPipedAnswers) + "' | " + kCli +
+                  " config --config_file " + path)
+                .exit_code,
+            0);
   // Accelerate loads with safe_load and writes with safe_dump: same text back.
-  RunResult check = run_program({"/usr/bin/python3", "-c",
-                                 "import sys, yaml\n"
-                                 "text = open(sys.argv[1]).read()\n"
-                                 "data = yaml.safe_load(text)\n"
-                                 "assert data['distributed_type'] == 'MULTI_GPU' and data['num_processes'] == 2\n"
-                                 "assert data['downcast_bf16'] == 'no' and data['gpu_ids'] == '0,1'\n"
-                                 "sys.exit(0 if yaml.safe_dump(data) == text else 3)\n",
-                                 path});
+  RunResult check =
+      run_program({"/usr/bin/python3", "-c",
+                   "import sys, yaml\n"
+                   "text = open(sys.argv[1]).read()\n"
+                   "data = yaml.safe_load(text)\n"
+                   "assert data['distributed_type'] == 'MULTI_GPU' and data['num_processes'] == 2\n"
+                   "assert data['downcast_bf16'] == 'no' and data['gpu_ids'] == '0,1'\n"
+                   "sys.exit(0 if yaml.safe_dump(data) == text else 3)\n",
+                   path});
   EXPECT_EQ(check.exit_code, 0) << check.err;
 }
 
@@ -64,16 +72,20 @@ TEST(ConfigCommand, AJsonPathGetsJsonAsAccelerateWritesIt) {
   if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "/usr/bin/python3 is not installed";
   TemporaryFolder folder;
   const std::string path = folder.path() + "/config.json";
-  ASSERT_EQ(shell("printf '" + std::string(kPipedAnswers) + "' | " + kCli + " config --config_file " + path).exit_code, 0);
+  ASSERT_EQ(shell("printf '" + std::string(kPipedAnswers) + "' | " + kCli +
+                  " config --config_file " + path)
+                .exit_code,
+            0);
   // Accelerate reads a .json config with json.load and writes it with
   // json.dumps(indent=2, sort_keys=True) + newline.
-  RunResult check = run_program({"/usr/bin/python3", "-c",
-                                 "import json, sys\n"
-                                 "text = open(sys.argv[1]).read()\n"
-                                 "data = json.loads(text)\n"
-                                 "assert data['num_processes'] == 2 and data['gpu_ids'] == '0,1' and data['debug'] is True\n"
-                                 "sys.exit(0 if json.dumps(data, indent=2, sort_keys=True) + '\\n' == text else 3)\n",
-                                 path});
+  RunResult check = run_program(
+      {"/usr/bin/python3", "-c",
+       "import json, sys\n"
+       "text = open(sys.argv[1]).read()\n"
+       "data = json.loads(text)\n"
+       "assert data['num_processes'] == 2 and data['gpu_ids'] == '0,1' and data['debug'] is True\n"
+       "sys.exit(0 if json.dumps(data, indent=2, sort_keys=True) + '\\n' == text else 3)\n",
+       path});
   EXPECT_EQ(check.exit_code, 0) << check.err;
 }
 
@@ -82,8 +94,9 @@ TEST(ConfigCommand, DeepSpeedAnswersWriteAFileAccelerateAndOurLauncherRead) {
   const std::string path = folder.path() + "/ds.yaml";
   // Multi-GPU, 1 machine, no debug, DeepSpeed without a JSON file, stage 1,
   // 2 accumulation steps, no clipping, no zero.Init, 2 GPUs, bf16.
-  RunResult written = shell("printf '0\\n2\\n1\\nno\\nyes\\nno\\n1\\n2\\nno\\nno\\n2\\nbf16\\n' | " +
-                            kCli + " config --config_file " + path);
+  RunResult written =
+      shell("printf '0\\n2\\n1\\nno\\nyes\\nno\\n1\\n2\\nno\\nno\\n2\\nbf16\\n' | " + kCli +
+            " config --config_file " + path);
   ASSERT_EQ(written.exit_code, 0) << written.err << written.out;
   const std::string text = read_file(path);
   EXPECT_NE(
@@ -141,7 +154,8 @@ TEST(ConfigCommand, AccelerateDeepSpeedFileWithAJsonFileLaunches) {
 TEST(ConfigCommand, DefaultWritesToHfHomeAndRefusesToOverwrite) {
   TemporaryFolder folder;
   const std::string path = folder.path() + "/accelerate/default_config.yaml";
-  const testing::ChildProcess::EnvironmentChanges env = {{"HF_HOME", folder.path()}, {"CUDA_VISIBLE_DEVICES", ""}};
+  const testing::ChildProcess::EnvironmentChanges env = {{"HF_HOME", folder.path()},
+                                                         {"CUDA_VISIBLE_DEVICES", ""}};
   RunResult first = run_program({kCli, "config", "default", "--mixed_precision", "bf16"}, env);
   ASSERT_EQ(first.exit_code, 0) << first.err;
   EXPECT_EQ(first.out, "accelerate configuration saved at " + path + "\n");
@@ -151,22 +165,26 @@ TEST(ConfigCommand, DefaultWritesToHfHomeAndRefusesToOverwrite) {
 
   RunResult second = run_program({kCli, "config", "default"}, env);
   EXPECT_EQ(second.exit_code, 1);
-  EXPECT_EQ(second.err, "accelerate config: error: a config file already exists at " + path +
-                            "; not overwriting it (edit it with 'accelerate config', refresh it with 'accelerate "
-                            "config update', or pass another --config_file)\n");
+  EXPECT_EQ(
+      second.err,
+      "accelerate config: error: a config file already exists at " + path +
+          "; not overwriting it (edit it with 'accelerate config', refresh it with 'accelerate "
+          "config update', or pass another --config_file)\n");
   EXPECT_EQ(read_file(path), written);
 }
 
 TEST(ConfigCommand, UpdateKeepsValuesAndFillsCurrentKeys) {
   TemporaryFolder folder;
   const std::string path = folder.path() + "/old.yaml";
-  std::ofstream(path) << "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\nfp16: true\n"
-                         "num_processes: 3\nuse_cpu: true\nmain_process_port: 29999\n";
+  std::ofstream(path)
+      << "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\nfp16: true\n"
+         "num_processes: 3\nuse_cpu: true\nmain_process_port: 29999\n";
   RunResult result = run_program({kCli, "config", "update", "--config-file=" + path});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const std::string text = read_file(path);
-  for (const char* line : {"distributed_type: MULTI_CPU\n", "num_processes: 3\n", "main_process_port: 29999\n",
-                           "mixed_precision: fp16\n", "use_cpu: true\n", "debug: false\n", "tpu_env: []\n"}) {
+  for (const char* line :
+       {"distributed_type: MULTI_CPU\n", "num_processes: 3\n", "main_process_port: 29999\n",
+        "mixed_precision: fp16\n", "use_cpu: true\n", "debug: false\n", "tpu_env: []\n"}) {
     EXPECT_NE(text.find(line), std::string::npos) << line << " missing from\n" << text;
   }
   EXPECT_EQ(text.find("fp16: true"), std::string::npos) << text;
@@ -178,10 +196,13 @@ TEST(ConfigCommand, UpdateOfABadOrMissingFileFailsWithOneLine) {
   std::ofstream(path) << "distributed_type: MULTI_CPU\nnum_process: 3\n";
   RunResult bad = run_program({kCli, "config", "update", "--config_file", path});
   EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_EQ(bad.err, "accelerate config: error: " + path +
-                         ":2: unknown key 'num_process' (did you mean 'num_processes'?); see 'Config file' in "
-                         "docs/cli.md for the keys\n");
-  RunResult missing = run_program({kCli, "config", "update", "--config_file", folder.path() + "/none.yaml"});
+  EXPECT_EQ(
+      bad.err,
+      "accelerate config: error: " + path +
+          ":2: unknown key 'num_process' (did you mean 'num_processes'?); see 'Config file' in "
+          "docs/cli.md for the keys\n");
+  RunResult missing =
+      run_program({kCli, "config", "update", "--config_file", folder.path() + "/none.yaml"});
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("no config file to update"), std::string::npos);
 }
@@ -189,10 +210,13 @@ TEST(ConfigCommand, UpdateOfABadOrMissingFileFailsWithOneLine) {
 TEST(ConfigCommand, BadArgumentsAreUsageErrors) {
   RunResult result = run_program({kCli, "config", "--bogus"});
   EXPECT_EQ(result.exit_code, 2);
-  EXPECT_EQ(result.err, "accelerate config: error: unknown argument '--bogus'; see 'accelerate config --help'\n");
+  EXPECT_EQ(
+      result.err,
+      "accelerate config: error: unknown argument '--bogus'; see 'accelerate config --help'\n");
   RunResult precision = run_program({kCli, "config", "default", "--mixed_precision", "fp8"});
   EXPECT_EQ(precision.exit_code, 2);
-  EXPECT_NE(precision.err.find("--mixed_precision expects one of no, bf16, fp16, got 'fp8'"), std::string::npos);
+  EXPECT_NE(precision.err.find("--mixed_precision expects one of no, bf16, fp16, got 'fp8'"),
+            std::string::npos);
 }
 
 TEST(ConfigCommand, HelpIsListedAndPrinted) {
@@ -200,7 +224,8 @@ TEST(ConfigCommand, HelpIsListedAndPrinted) {
   EXPECT_NE(top.out.find("  config "), std::string::npos) << top.out;
   RunResult help = run_program({kCli, "config", "--help"});
   EXPECT_EQ(help.exit_code, 0);
-  EXPECT_NE(help.out.find("accelerate config default [--config_file PATH] [--mixed_precision no|fp16|bf16]"),
+  EXPECT_NE(help.out.find(
+                "accelerate config default [--config_file PATH] [--mixed_precision no|fp16|bf16]"),
             std::string::npos)
       << help.out;
 }

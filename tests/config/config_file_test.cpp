@@ -44,7 +44,8 @@ std::string load_error(const std::string& text) {
 }
 
 bool mentions(const std::vector<std::string>& notes, const std::string& text) {
-  return std::any_of(notes.begin(), notes.end(), [&](const std::string& n) { return n.find(text) != std::string::npos; });
+  return std::any_of(notes.begin(), notes.end(),
+                     [&](const std::string& n) { return n.find(text) != std::string::npos; });
 }
 
 TEST(ConfigFixtures, SeedExampleGivesTwoGpuProcessesFromTheFile) {
@@ -147,7 +148,8 @@ TEST(ConfigFixtures, OldDynamoBackendKeyIsReportedWhenOn) {
   Applied a = apply_fixture("hf_0_17_dynamo_on.yaml");
   EXPECT_TRUE(a.options.cpu);
   ASSERT_EQ(a.notes.size(), 1u);
-  EXPECT_NE(a.notes[0].find(":3: dynamo_backend is ignored: torch dynamo"), std::string::npos) << a.notes[0];
+  EXPECT_NE(a.notes[0].find(":3: dynamo_backend is ignored: torch dynamo"), std::string::npos)
+      << a.notes[0];
 }
 
 TEST(ConfigPrecedence, FlagsWinOverTheFile) {
@@ -178,7 +180,8 @@ TEST(ConfigPrecedence, CpuFlagReplacesTheFilesMultiGpu) {
 }
 
 TEST(ConfigApply, NumProcessesMinusOneMeansUnset) {
-  ConfigFile file = parse_config_text("distributed_type: MULTI_CPU\nnum_processes: -1\nuse_cpu: true\n", "f.yaml");
+  ConfigFile file = parse_config_text(
+      "distributed_type: MULTI_CPU\nnum_processes: -1\nuse_cpu: true\n", "f.yaml");
   LaunchOptions options;
   apply_config_file(file, options);
   EXPECT_EQ(options.source_of("num_processes"), OptionSource::kDefault);
@@ -192,24 +195,31 @@ TEST(ConfigApply, BadValueFailsThroughTheFlagRowNamingFileLineAndKey) {
     apply_config_file(file, options);
     FAIL() << "expected an error";
   } catch (const launcher::UsageError& error) {
-    EXPECT_STREQ(error.what(), "f.yaml:2: key 'num_processes' expects a whole number from 1 to 1000000, got '0'");
+    EXPECT_STREQ(error.what(),
+                 "f.yaml:2: key 'num_processes' expects a whole number from 1 to 1000000, got '0'");
   }
 }
 
 TEST(ConfigErrors, UnknownKeyNamesFileLineKeyAndSuggestion) {
   EXPECT_EQ(load_error("distributed_type: NO\nnum_proceses: 2\nfoo: 1\n"),
-            "my.yaml:2: unknown key 'num_proceses' (did you mean 'num_processes'?); also unknown: 'foo' (line 3); "
+            "my.yaml:2: unknown key 'num_proceses' (did you mean 'num_processes'?); also unknown: "
+            "'foo' (line 3); "
             "see 'Config file' in docs/cli.md for the keys");
 }
 
 TEST(ConfigErrors, WrongTypesNameKeyAndLine) {
-  EXPECT_EQ(load_error("num_processes: two\n"), "my.yaml:1: key 'num_processes' expects a whole number, got 'two'");
-  EXPECT_EQ(load_error("debug: false\nuse_cpu: maybe\n"), "my.yaml:2: key 'use_cpu' expects true or false, got 'maybe'");
+  EXPECT_EQ(load_error("num_processes: two\n"),
+            "my.yaml:1: key 'num_processes' expects a whole number, got 'two'");
+  EXPECT_EQ(load_error("debug: false\nuse_cpu: maybe\n"),
+            "my.yaml:2: key 'use_cpu' expects true or false, got 'maybe'");
   EXPECT_EQ(load_error("deepspeed_config: 3\n"),
             "my.yaml:1: key 'deepspeed_config' expects a mapping of keys (a section), got '3'");
-  EXPECT_EQ(load_error("tpu_env: {a: 1}\n"), "my.yaml:1: key 'tpu_env' expects a list, got a mapping");
-  EXPECT_EQ(load_error("main_process_ip: [1, 2]\n"), "my.yaml:1: key 'main_process_ip' expects a single value, got a list");
-  EXPECT_EQ(load_error("machine_rank: null\n"), "my.yaml:1: key 'machine_rank' expects a whole number, got null");
+  EXPECT_EQ(load_error("tpu_env: {a: 1}\n"),
+            "my.yaml:1: key 'tpu_env' expects a list, got a mapping");
+  EXPECT_EQ(load_error("main_process_ip: [1, 2]\n"),
+            "my.yaml:1: key 'main_process_ip' expects a single value, got a list");
+  EXPECT_EQ(load_error("machine_rank: null\n"),
+            "my.yaml:1: key 'machine_rank' expects a whole number, got null");
 }
 
 TEST(ConfigErrors, DistributedTypesWeCannotRunAreClearErrors) {
@@ -221,24 +231,29 @@ TEST(ConfigErrors, DistributedTypesWeCannotRunAreClearErrors) {
             "(no error)");  // ZeRO (config_sharding_test.cpp)
   EXPECT_EQ(load_error("distributed_type: FSDP\n"), "(no error)");
   for (const char* type : {"TPU", "MULTI_NPU", "MEGATRON_LM"}) {
-    EXPECT_NE(load_error(std::string("distributed_type: ") + type + "\n").find("which accelerate-cpp cannot run"),
+    EXPECT_NE(load_error(std::string("distributed_type: ") + type + "\n")
+                  .find("which accelerate-cpp cannot run"),
               std::string::npos)
         << type;
   }
-  EXPECT_NE(load_error("distributed_type: QUANTUM\n").find("unknown value 'QUANTUM'"), std::string::npos);
+  EXPECT_NE(load_error("distributed_type: QUANTUM\n").find("unknown value 'QUANTUM'"),
+            std::string::npos);
 }
 
 TEST(ConfigErrors, SageMakerIsReportedBeforeItsUnknownKeys) {
   EXPECT_EQ(load_error("ec2_instance_type: ml.p3.2xlarge\ncompute_environment: AMAZON_SAGEMAKER\n"),
-            "my.yaml:2: key 'compute_environment' is AMAZON_SAGEMAKER: Amazon SageMaker is not supported by "
+            "my.yaml:2: key 'compute_environment' is AMAZON_SAGEMAKER: Amazon SageMaker is not "
+            "supported by "
             "accelerate-cpp (only LOCAL_MACHINE)");
 }
 
 TEST(ConfigErrors, Fp8SyntaxDuplicatesAndEmptyFiles) {
-  EXPECT_NE(load_error("mixed_precision: fp8\n").find("my.yaml:1: key 'mixed_precision' is fp8"), std::string::npos);
+  EXPECT_NE(load_error("mixed_precision: fp8\n").find("my.yaml:1: key 'mixed_precision' is fp8"),
+            std::string::npos);
   EXPECT_EQ(load_error("debug: true\ndebug: false\n"), "my.yaml:2: key 'debug' appears twice");
   EXPECT_EQ(load_error("debug: true\nnum_processes: [1\nuse_cpu: true\n").rfind("my.yaml:", 0), 0u);
-  EXPECT_NE(load_error("debug: true\nnum_processes: [1\n").find("not valid YAML"), std::string::npos);
+  EXPECT_NE(load_error("debug: true\nnum_processes: [1\n").find("not valid YAML"),
+            std::string::npos);
   EXPECT_NE(load_error("").find("my.yaml:1: the file is empty"), std::string::npos);
   EXPECT_NE(load_error("- a\n- b\n").find("expected a mapping of config keys"), std::string::npos);
 }
@@ -263,19 +278,24 @@ TEST(ConfigErrors, MissingFilesAndFoldersAreNamed) {
     load_config_file("/nonexistent/config.yaml");
     FAIL() << "expected an error";
   } catch (const ConfigFileError& error) {
-    EXPECT_STREQ(error.what(), "/nonexistent/config.yaml: cannot read the config file: No such file or directory");
+    EXPECT_STREQ(
+        error.what(),
+        "/nonexistent/config.yaml: cannot read the config file: No such file or directory");
   }
   testing::TemporaryFolder folder;
   EXPECT_THROW(load_config_file(folder.path()), ConfigFileError);
 }
 
 TEST(ConfigLocation, DefaultFileFollowsHfHomeThenXdgCacheHome) {
-  EXPECT_EQ(default_config_file({{"HF_HOME", "/data/hf"}, {"XDG_CACHE_HOME", "/x"}, {"HOME", "/home/u"}}),
-            "/data/hf/accelerate/default_config.yaml");
+  EXPECT_EQ(
+      default_config_file({{"HF_HOME", "/data/hf"}, {"XDG_CACHE_HOME", "/x"}, {"HOME", "/home/u"}}),
+      "/data/hf/accelerate/default_config.yaml");
   EXPECT_EQ(default_config_file({{"XDG_CACHE_HOME", "/x"}, {"HOME", "/home/u"}}),
             "/x/huggingface/accelerate/default_config.yaml");
-  EXPECT_EQ(default_config_file({{"HOME", "/home/u"}}), "/home/u/.cache/huggingface/accelerate/default_config.yaml");
-  EXPECT_EQ(default_config_file({{"HF_HOME", "~/hf"}, {"HOME", "/home/u"}}), "/home/u/hf/accelerate/default_config.yaml");
+  EXPECT_EQ(default_config_file({{"HOME", "/home/u"}}),
+            "/home/u/.cache/huggingface/accelerate/default_config.yaml");
+  EXPECT_EQ(default_config_file({{"HF_HOME", "~/hf"}, {"HOME", "/home/u"}}),
+            "/home/u/hf/accelerate/default_config.yaml");
 }
 
 TEST(ConfigLocation, ExplicitFileMustExistAndDefaultIsOptional) {

@@ -276,13 +276,13 @@ TEST(ConfigFsdp, CurrentFsdp2FullShardFileIsStage3WithItsWrapPolicy) {
 }
 
 TEST(ConfigFsdp, SizeBasedWrapTakesItsMinimumAndTheOldPrefetchName) {
-  ShardedApply a = apply_sharded(
-      parse_config_text("distributed_type: FSDP\nfsdp_config:\n"
-                        "  fsdp_auto_wrap_policy: SIZE_BASED_WRAP\n"
-                        "  fsdp_backward_prefetch_policy: BACKWARD_POST\n"
-                        "  fsdp_min_num_params: 20000\n"
-                        "  fsdp_sharding_strategy: FULL_SHARD\n",
-                        "f.yaml"));
+  ShardedApply a =
+      apply_sharded(parse_config_text("distributed_type: FSDP\nfsdp_config:\n"
+                                      "  fsdp_auto_wrap_policy: SIZE_BASED_WRAP\n"
+                                      "  fsdp_backward_prefetch_policy: BACKWARD_POST\n"
+                                      "  fsdp_min_num_params: 20000\n"
+                                      "  fsdp_sharding_strategy: FULL_SHARD\n",
+                                      "f.yaml"));
   EXPECT_EQ(a.options.fsdp_auto_wrap_policy, FsdpAutoWrapPolicy::kSizeBasedWrap);
   EXPECT_EQ(a.options.fsdp_min_num_params, 20000);
   EXPECT_EQ(a.options.source_of("fsdp_min_num_params"), OptionSource::kConfigFile);
@@ -331,15 +331,15 @@ TEST(ConfigFsdp, FullShardWithoutLayerClassesIsRefusedBeforeAnythingStarts) {
     EXPECT_EQ(error.what(),
               std::string(CONFIG_FIXTURES_DIR) +
                   "/hf_fsdp_full_shard.yaml:7: key 'fsdp_config.fsdp_auto_wrap_policy': "
-                 "FSDP auto wrap policy TRANSFORMER_BASED_WRAP needs the class names of the "
-                 "model's blocks: set fsdp_transformer_layer_cls_to_wrap (e.g. Block), or use "
-                 "SIZE_BASED_WRAP or NO_WRAP");
+                  "FSDP auto wrap policy TRANSFORMER_BASED_WRAP needs the class names of the "
+                  "model's blocks: set fsdp_transformer_layer_cls_to_wrap (e.g. Block), or use "
+                  "SIZE_BASED_WRAP or NO_WRAP");
   }
   // HYBRID_SHARD (4) runs: sharded within each machine, replicated across them.
   EXPECT_NO_THROW(launcher::check_sharded_training(
-      apply_sharded(parse_config_text(
-                        "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: 4\n",
-                        "f.yaml"))
+      apply_sharded(
+          parse_config_text("distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: 4\n",
+                            "f.yaml"))
           .options,
       {}));
 }

@@ -22,7 +22,8 @@ class Tmux {
     // One server per session: a new session on the socket of one that is
     // still shutting down fails ("server exited unexpectedly").
     static int sessions = 0;
-    socket_ = "accelerate-config-test-" + std::to_string(::getpid()) + "-" + std::to_string(++sessions);
+    socket_ =
+        "accelerate-config-test-" + std::to_string(::getpid()) + "-" + std::to_string(++sessions);
     RunResult started = run({"new-session", "-d", "-s", "q", "-x", "120", "-y", "50", command});
     ok_ = started.exit_code == 0;
     error_ = started.err;
@@ -59,14 +60,16 @@ class Tmux {
 
 TEST(ConfigTerminal, ArrowKeysAndTypedAnswersWriteTheFile) {
   const std::string tmux = find_on_path("tmux");
-  if (tmux.empty()) GTEST_SKIP() << "tmux is not installed; the terminal questionnaire test needs it";
+  if (tmux.empty())
+    GTEST_SKIP() << "tmux is not installed; the terminal questionnaire test needs it";
   TemporaryFolder folder;
   const std::string path = folder.path() + "/config.yaml";
-  Tmux session(tmux, "stty -g > " + folder.path() + "/before; " + kCli + " config --config_file " + path +
-                         "; echo EXIT=$?; stty -g > " + folder.path() + "/after; sleep 60");
+  Tmux session(tmux, "stty -g > " + folder.path() + "/before; " + kCli + " config --config_file " +
+                         path + "; echo EXIT=$?; stty -g > " + folder.path() + "/after; sleep 60");
   ASSERT_TRUE(session.ok()) << session.error();
 
-  ASSERT_TRUE(session.wait_for("In which compute environment are you running?")) << session.screen();
+  ASSERT_TRUE(session.wait_for("In which compute environment are you running?"))
+      << session.screen();
   EXPECT_NE(session.screen().find(" > This machine"), std::string::npos) << session.screen();
   session.keys({"Enter"});
   ASSERT_TRUE(session.wait_for("Which type of machine are you using?")) << session.screen();
@@ -93,7 +96,8 @@ TEST(ConfigTerminal, ArrowKeysAndTypedAnswersWriteTheFile) {
 
   const std::string screen = session.screen();
   // Each menu is replaced by its answer once chosen.
-  EXPECT_NE(screen.find("Which type of machine are you using?\n  multi-GPU\n"), std::string::npos) << screen;
+  EXPECT_NE(screen.find("Which type of machine are you using?\n  multi-GPU\n"), std::string::npos)
+      << screen;
   EXPECT_EQ(screen.find("No distributed training"), std::string::npos) << screen;
   EXPECT_EQ(read_file(path), kExpectedMultiGpu);
   ASSERT_TRUE(testing::wait_for_file(folder.path() + "/after", std::chrono::seconds(10)));
@@ -103,21 +107,23 @@ TEST(ConfigTerminal, ArrowKeysAndTypedAnswersWriteTheFile) {
 
 TEST(ConfigTerminal, CtrlCInAMenuRestoresTheTerminal) {
   const std::string tmux = find_on_path("tmux");
-  if (tmux.empty()) GTEST_SKIP() << "tmux is not installed; the terminal questionnaire test needs it";
+  if (tmux.empty())
+    GTEST_SKIP() << "tmux is not installed; the terminal questionnaire test needs it";
   TemporaryFolder folder;
   const std::string path = folder.path() + "/config.yaml";
   // The trap keeps the pane's shell alive after Ctrl-C (a shell without one
   // exits with its child), so it can report the exit code and the terminal.
   Tmux session(tmux, "trap 'echo trapped' INT; stty -g > " + folder.path() + "/before; " + kCli +
-                         " config --config_file " + path + "; echo EXIT=$?; stty -g > " + folder.path() +
-                         "/after; sleep 60");
+                         " config --config_file " + path + "; echo EXIT=$?; stty -g > " +
+                         folder.path() + "/after; sleep 60");
   ASSERT_TRUE(session.ok()) << session.error();
   ASSERT_TRUE(session.wait_for(" > This machine")) << session.screen();
   session.keys({"C-c"});
   ASSERT_TRUE(session.wait_for("EXIT=130")) << session.screen();
   ASSERT_TRUE(testing::wait_for_file(folder.path() + "/after", std::chrono::seconds(10)));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // stty finishes its line
-  EXPECT_EQ(read_file(folder.path() + "/after"), read_file(folder.path() + "/before"));  // echo and line mode back
+  EXPECT_EQ(read_file(folder.path() + "/after"),
+            read_file(folder.path() + "/before"));  // echo and line mode back
   EXPECT_NE(::access(path.c_str(), F_OK), 0);
 }
 

@@ -5,9 +5,9 @@
 #include <sstream>
 
 #include "accelerate/errors.h"
+#include "config/config_file.h"
 #include "config/config_files.h"
 #include "config/config_yaml.h"
-#include "config/config_file.h"
 #include "config/questionnaire.h"
 
 namespace accelerate::config {
@@ -43,7 +43,8 @@ TEST(ConfigYaml, JsonIsWhatJsonDumpsWritesWithIndentTwoAndSortedKeys) {
   root["mpirun_config"]["mpirun_hostfile"] = string_node("/h \"x\"");
   EXPECT_EQ(to_config_json(root),
             "{\n  \"distributed_type\": \"NO\",\n  \"gpu_ids\": \"0\",\n  \"mpirun_config\": {\n"
-            "    \"mpirun_hostfile\": \"/h \\\"x\\\"\"\n  },\n  \"num_processes\": 2,\n  \"tpu_env\": [],\n"
+            "    \"mpirun_hostfile\": \"/h \\\"x\\\"\"\n  },\n  \"num_processes\": 2,\n  "
+            "\"tpu_env\": [],\n"
             "  \"use_cpu\": false\n}\n");
   // And it loads here as well (JSON is YAML).
   EXPECT_EQ(parse_config_text(to_config_json(root), "c.json").find("distributed_type")->text, "NO");
@@ -72,7 +73,8 @@ TEST(ConfigDefault, MatchesAcceleratesBasicConfigPerGpuCount) {
   EXPECT_NE(four.find("distributed_type: MULTI_GPU\n"), std::string::npos);
   EXPECT_NE(four.find("num_processes: 4\n"), std::string::npos);
   EXPECT_NE(four.find("use_cpu: false\n"), std::string::npos);
-  EXPECT_NE(to_config_yaml(default_config_node("no", 1)).find("use_cpu: false\n"), std::string::npos);
+  EXPECT_NE(to_config_yaml(default_config_node("no", 1)).find("use_cpu: false\n"),
+            std::string::npos);
 }
 
 TEST(ConfigUpdate, OldFileGetsCurrentKeysAndKeepsItsValues) {
@@ -110,7 +112,8 @@ TEST(ConfigUpdate, OldFileGetsCurrentKeysAndKeepsItsValues) {
 
 TEST(ConfigUpdate, NormalisesSpellingsAndTranslatesDynamoBackend) {
   const std::string text = to_config_yaml(updated_config_node(
-      "distributed_type: NO\nuse_cpu: yes\ndynamo_backend: INDUCTOR\nmixed_precision: BF16\n", "f"));
+      "distributed_type: NO\nuse_cpu: yes\ndynamo_backend: INDUCTOR\nmixed_precision: BF16\n",
+      "f"));
   EXPECT_NE(text.find("distributed_type: 'NO'\n"), std::string::npos) << text;
   EXPECT_NE(text.find("use_cpu: true\n"), std::string::npos) << text;
   EXPECT_NE(text.find("dynamo_config:\n  dynamo_backend: INDUCTOR\n"), std::string::npos) << text;
@@ -120,7 +123,8 @@ TEST(ConfigUpdate, NormalisesSpellingsAndTranslatesDynamoBackend) {
 }
 
 TEST(ConfigUpdate, AnUpdatedFileIsAlreadyCurrent) {
-  const std::string once = to_config_yaml(updated_config_node("distributed_type: MULTI_CPU\nnum_processes: 3\n", "f"));
+  const std::string once =
+      to_config_yaml(updated_config_node("distributed_type: MULTI_CPU\nnum_processes: 3\n", "f"));
   EXPECT_NE(once.find("distributed_type: MULTI_CPU\n"), std::string::npos);
   EXPECT_EQ(to_config_yaml(updated_config_node(once, "f")), once);
 }
@@ -166,7 +170,8 @@ TEST(Questionnaire, MultiNodeGpuAnswers) {
   EXPECT_EQ(a.num_processes, 8);
   EXPECT_EQ(a.gpu_ids, "0,1");
   EXPECT_EQ(a.mixed_precision, "bf16");
-  EXPECT_NE(transcript.find("What is the rank of this machine?\n  [0] 0\n  [1] 1\n"), std::string::npos);
+  EXPECT_NE(transcript.find("What is the rank of this machine?\n  [0] 0\n  [1] 1\n"),
+            std::string::npos);
   EXPECT_NE(transcript.find("static rendezvous"), std::string::npos);
 }
 
@@ -253,8 +258,7 @@ TEST(Questionnaire, DeepSpeedWithAJsonFileAsksNoMore) {
   // Multi-GPU on two machines: the DeepSpeed keys come from the file, the
   // file's fp16/bf16 replace mixed precision, and the launcher is "standard".
   // zero.Init is asked with a file too (yes here), as in Accelerate.
-  ClusterAnswers a =
-      answer("0\n2\n2\n0\n10.0.0.1\n\n\nno\nyes\nyes\n/cfg/zero2.json\nyes\n4\n");
+  ClusterAnswers a = answer("0\n2\n2\n0\n10.0.0.1\n\n\nno\nyes\nyes\n/cfg/zero2.json\nyes\n4\n");
   EXPECT_EQ(a.distributed_type, "DEEPSPEED");
   const std::string text = to_config_yaml(to_config_node(a));
   EXPECT_NE(text.find("deepspeed_config:\n  deepspeed_config_file: /cfg/zero2.json\n"
@@ -274,9 +278,8 @@ TEST(Questionnaire, FsdpAsksAcceleratesQuestions) {
   // (entry 0, TRANSFORMER_BASED_WRAP) and the class names (an empty answer
   // and one without a name are asked again), FULL_STATE_DICT (entry 0), no
   // CPU RAM efficient loading, and then no module-state broadcast (FSDP 1).
-  ClusterAnswers v1 = answer(
-      "0\n2\n1\nno\nno\nyes\n0\n\nyes\n0\n\n, ,\nBlock,Mlp\n0\nno\nno\n2\n\n",
-      &transcript);
+  ClusterAnswers v1 =
+      answer("0\n2\n1\nno\nno\nyes\n0\n\nyes\n0\n\n, ,\nBlock,Mlp\n0\nno\nno\n2\n\n", &transcript);
   EXPECT_EQ(v1.distributed_type, "FSDP");
   ASSERT_TRUE(v1.fsdp.has_value());
   EXPECT_EQ(v1.fsdp->version, 1);
@@ -391,8 +394,10 @@ TEST(Questionnaire, EndOfInputIsAClearError) {
     answer("0\n2\n");
     FAIL() << "expected an error";
   } catch (const ConfigError& error) {
-    EXPECT_NE(std::string(error.what()).find("stdin ended before this question was answered: How many different machines"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(error.what())
+            .find("stdin ended before this question was answered: How many different machines"),
+        std::string::npos)
         << error.what();
   }
 }

@@ -125,7 +125,8 @@ TEST(BatchSharding, BatchSizesWithAndWithoutEvenBatches) {
 }
 
 TEST(BatchSharding, OneProcessNeverPads) {
-  EXPECT_EQ(shard({10, 4, false, true, false, 1}, 0), (Batches{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9}}));
+  EXPECT_EQ(shard({10, 4, false, true, false, 1}, 0),
+            (Batches{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9}}));
   EXPECT_EQ(shard({10, 4, true, true, false, 1}, 0), (Batches{{0, 1, 2, 3}, {4, 5, 6, 7}}));
   EXPECT_EQ(padded_last_step_samples(10, BatchSharding().batch_size(4)), 0u);
 }
@@ -145,8 +146,9 @@ TEST(BatchSharding, RemainderCountsRealSamplesOfAPaddedLastStep) {
   EXPECT_EQ(padded_last_step_samples(22, BatchSharding(sharding).drop_last(true)), 0u);
   EXPECT_EQ(padded_last_step_samples(22, BatchSharding(sharding).even_batches(false)), 0u);
   // Accelerate 0.22 answered 1 here (#2007); nothing was padded, so 0.
-  EXPECT_EQ(padded_last_step_samples(21, BatchSharding().batch_size(5).num_processes(2).drop_last(true)),
-            0u);
+  EXPECT_EQ(
+      padded_last_step_samples(21, BatchSharding().batch_size(5).num_processes(2).drop_last(true)),
+      0u);
 }
 
 // Every combination against the oracles, and the invariants gather_for_metrics
@@ -156,7 +158,8 @@ TEST(BatchSharding, AgreesWithTheOraclesEverywhere) {
     for (size_t batch = 1; batch <= 5; ++batch) {
       for (size_t length = 0; length <= 45; ++length) {
         for (int flags = 0; flags < 8; ++flags) {
-          Case c{length, batch * (flags & 4 ? processes : 1), (flags & 1) != 0, (flags & 2) != 0,
+          Case c{length,           batch * (flags & 4 ? processes : 1),
+                 (flags & 1) != 0, (flags & 2) != 0,
                  (flags & 4) != 0, processes};
           const auto sharding = BatchSharding()
                                     .batch_size(c.batch_size)

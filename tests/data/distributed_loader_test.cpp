@@ -133,8 +133,9 @@ TEST(DistributedLoader, ShardsLikeTheReferenceInEveryMode) {
 TEST(DistributedLoader, SplitBatchesRejectAnIndivisibleBatchSize) {
   run_ranks(2, [](Communicator& comm) {
     DataLoader loader(IndexDataset(10), DataLoaderOptions(3));
-    EXPECT_THROW(loader.configure_sharding(borrow(comm), DataLoaderConfiguration().split_batches(true)),
-                 ConfigError);
+    EXPECT_THROW(
+        loader.configure_sharding(borrow(comm), DataLoaderConfiguration().split_batches(true)),
+        ConfigError);
   });
 }
 

@@ -33,9 +33,7 @@ class MnistFiles : public ::testing::Test {
 
   std::string path(const std::string& name) const { return (root_ / name).string(); }
 
-  void truncate(const std::string& name, size_t bytes) {
-    fs::resize_file(path(name), bytes);
-  }
+  void truncate(const std::string& name, size_t bytes) { fs::resize_file(path(name), bytes); }
 
   std::string error_for(MnistSplit split = MnistSplit::kTrain) const {
     try {

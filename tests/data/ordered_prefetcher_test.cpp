@@ -17,8 +17,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Claims 0..count-1; job i returns i after a pseudo-random pause.
-OrderedPrefetcher::Claim counting(size_t count, std::atomic<size_t>* claimed,
-                                  std::chrono::microseconds max_pause = std::chrono::microseconds(300)) {
+OrderedPrefetcher::Claim counting(
+    size_t count, std::atomic<size_t>* claimed,
+    std::chrono::microseconds max_pause = std::chrono::microseconds(300)) {
   auto next = std::make_shared<size_t>(0);
   return [=]() -> std::optional<OrderedPrefetcher::Job> {
     if (*next == count) return std::nullopt;
@@ -32,7 +33,9 @@ OrderedPrefetcher::Claim counting(size_t count, std::atomic<size_t>* claimed,
   };
 }
 
-size_t value_of(const OrderedPrefetcher::Result& result) { return *static_cast<size_t*>(result.get()); }
+size_t value_of(const OrderedPrefetcher::Result& result) {
+  return *static_cast<size_t*>(result.get());
+}
 
 TEST(OrderedPrefetcher, DeliversInClaimOrderWhateverTheWorkers) {
   for (size_t workers : {0, 1, 3, 8}) {
@@ -95,7 +98,8 @@ TEST(OrderedPrefetcher, AFailingClaimFailsAfterEarlierResults) {
               [value] { return std::shared_ptr<void>(std::make_shared<size_t>(value)); });
         },
         workers, 4);
-    for (size_t expected = 0; expected < 3; ++expected) ASSERT_EQ(value_of(prefetcher.next()), expected);
+    for (size_t expected = 0; expected < 3; ++expected)
+      ASSERT_EQ(value_of(prefetcher.next()), expected);
     EXPECT_THROW(prefetcher.next(), std::runtime_error);
     EXPECT_FALSE(prefetcher.next());
   }

@@ -25,9 +25,9 @@ struct DatasetProbe {
   std::atomic<size_t> in_flight{0};
   std::atomic<size_t> resets{0};
   std::atomic<int64_t> last_epoch{-1};
-  std::atomic<int64_t> fail_at{-1};       // get/next of this index throws
-  std::atomic<bool> fail_once{false};     // ...only the first time
-  std::chrono::microseconds pause{0};     // per example
+  std::atomic<int64_t> fail_at{-1};    // get/next of this index throws
+  std::atomic<bool> fail_once{false};  // ...only the first time
+  std::chrono::microseconds pause{0};  // per example
 };
 
 inline Example index_example(size_t index) {

@@ -140,7 +140,8 @@ TEST_P(OnRanks, BroadcastFromLastRank) {
     auto mine = torch::full({2, 2}, comm.rank(), torch::kBFloat16);
     auto got = accelerate::broadcast(comm, mine, n - 1);
     EXPECT_TRUE(torch::equal(got, torch::full({2, 2}, n - 1, torch::kBFloat16)));
-    auto word = accelerate::broadcast_object(comm, std::string("from ") + std::to_string(comm.rank()), n - 1);
+    auto word = accelerate::broadcast_object(
+        comm, std::string("from ") + std::to_string(comm.rank()), n - 1);
     EXPECT_EQ(word, "from " + std::to_string(n - 1));
   });
 }
@@ -150,10 +151,14 @@ INSTANTIATE_TEST_SUITE_P(Ranks, OnRanks, ::testing::Values(1, 2, 3));
 TEST(Reduce, SumMeanMaxOnTwoRanks) {
   run_ranks(2, [](Communicator& comm) {
     auto mine = comm.rank() == 0 ? torch::tensor({1.0, 2.0}) : torch::tensor({3.0, 4.0});
-    EXPECT_TRUE(torch::equal(accelerate::reduce(comm, mine, ReduceOp::kSum), torch::tensor({4.0, 6.0})));
-    EXPECT_TRUE(torch::equal(accelerate::reduce(comm, mine, ReduceOp::kMean), torch::tensor({2.0, 3.0})));
-    EXPECT_TRUE(torch::equal(accelerate::reduce(comm, mine, ReduceOp::kMax), torch::tensor({3.0, 4.0})));
-    EXPECT_TRUE(torch::equal(accelerate::reduce(comm, mine, ReduceOp::kSum, 0.5), torch::tensor({2.0, 3.0})));
+    EXPECT_TRUE(
+        torch::equal(accelerate::reduce(comm, mine, ReduceOp::kSum), torch::tensor({4.0, 6.0})));
+    EXPECT_TRUE(
+        torch::equal(accelerate::reduce(comm, mine, ReduceOp::kMean), torch::tensor({2.0, 3.0})));
+    EXPECT_TRUE(
+        torch::equal(accelerate::reduce(comm, mine, ReduceOp::kMax), torch::tensor({3.0, 4.0})));
+    EXPECT_TRUE(torch::equal(accelerate::reduce(comm, mine, ReduceOp::kSum, 0.5),
+                             torch::tensor({2.0, 3.0})));
     // The input is not modified.
     EXPECT_EQ(mine[0].item<double>(), comm.rank() == 0 ? 1.0 : 3.0);
   });
@@ -188,20 +193,24 @@ namespace {
 // not the process's: the loopback interface works, and an interface that
 // does not exist fails the connection, so the name is really used.
 TEST(GlooInterface, TheJobsGlooSocketIfnameChoosesTheDevice) {
-  EXPECT_EQ(accelerate::JobState::from_environment({{"GLOO_SOCKET_IFNAME", "lo"}}).gloo_socket_ifname, "lo");
+  EXPECT_EQ(
+      accelerate::JobState::from_environment({{"GLOO_SOCKET_IFNAME", "lo"}}).gloo_socket_ifname,
+      "lo");
   EXPECT_EQ(accelerate::JobState::from_environment({}).gloo_socket_ifname, "");
   const auto job_on = [](const std::string& ifname) {
     return [ifname](int rank) {
-      accelerate::JobState job = accelerate::testing::thread_rank_job(rank, 2, std::chrono::seconds(10));
+      accelerate::JobState job =
+          accelerate::testing::thread_rank_job(rank, 2, std::chrono::seconds(10));
       job.gloo_socket_ifname = ifname;
       return job;
     };
   };
-  accelerate::testing::run_ranks_of_jobs(2, job_on("lo"), [](int, std::shared_ptr<accelerate::Communicator> comm) {
-    at::Tensor t = at::ones({3});
-    comm->all_reduce(t, accelerate::ReduceOp::kSum);
-    EXPECT_TRUE(at::equal(t, at::full({3}, 2.0)));
-  });
+  accelerate::testing::run_ranks_of_jobs(2, job_on("lo"),
+                                         [](int, std::shared_ptr<accelerate::Communicator> comm) {
+                                           at::Tensor t = at::ones({3});
+                                           comm->all_reduce(t, accelerate::ReduceOp::kSum);
+                                           EXPECT_TRUE(at::equal(t, at::full({3}, 2.0)));
+                                         });
   std::string failure;
   try {
     const std::string path = accelerate::testing::fresh_store_path();

@@ -34,36 +34,47 @@ std::string message_of(const std::function<void()>& fn) {
 TEST(DebugMode, MismatchedReduceShapesListEveryRank) {
   RankOptions options;
   options.debug = true;
-  run_ranks(2, [](Communicator& comm) {
-    auto mine = torch::ones({comm.rank() == 0 ? 3 : 5});
-    auto message = message_of([&] { accelerate::reduce(comm, mine); });
-    EXPECT_THAT(message, HasSubstr("rank 0 reduce Float[3]"));
-    EXPECT_THAT(message, HasSubstr("rank 1 reduce Float[5]"));
-  }, options);
+  run_ranks(
+      2,
+      [](Communicator& comm) {
+        auto mine = torch::ones({comm.rank() == 0 ? 3 : 5});
+        auto message = message_of([&] { accelerate::reduce(comm, mine); });
+        EXPECT_THAT(message, HasSubstr("rank 0 reduce Float[3]"));
+        EXPECT_THAT(message, HasSubstr("rank 1 reduce Float[5]"));
+      },
+      options);
 }
 
 TEST(DebugMode, MismatchedBroadcastShapesFailOnEveryRank) {
   RankOptions options;
   options.debug = true;
-  run_ranks(3, [](Communicator& comm) {
-    auto mine = torch::ones({2, comm.rank() == 2 ? 4 : 2});
-    auto message = message_of([&] { accelerate::broadcast(comm, mine); });
-    EXPECT_THAT(message, HasSubstr("rank 2 broadcast Float[2, 4]"));
-  }, options);
+  run_ranks(
+      3,
+      [](Communicator& comm) {
+        auto mine = torch::ones({2, comm.rank() == 2 ? 4 : 2});
+        auto message = message_of([&] { accelerate::broadcast(comm, mine); });
+        EXPECT_THAT(message, HasSubstr("rank 2 broadcast Float[2, 4]"));
+      },
+      options);
 }
 
 TEST(DebugMode, DifferentCollectivesAreNamed) {
   RankOptions options;
   options.debug = true;
-  run_ranks(2, [](Communicator& comm) {
-    auto mine = torch::ones({2});
-    auto message = message_of([&] {
-      if (comm.rank() == 0) accelerate::reduce(comm, mine);
-      else accelerate::broadcast(comm, mine);
-    });
-    EXPECT_THAT(message, HasSubstr("rank 0 reduce"));
-    EXPECT_THAT(message, HasSubstr("rank 1 broadcast"));
-  }, options);
+  run_ranks(
+      2,
+      [](Communicator& comm) {
+        auto mine = torch::ones({2});
+        auto message = message_of([&] {
+          if (comm.rank() == 0)
+            accelerate::reduce(comm, mine);
+          else
+            accelerate::broadcast(comm, mine);
+        });
+        EXPECT_THAT(message, HasSubstr("rank 0 reduce"));
+        EXPECT_THAT(message, HasSubstr("rank 1 broadcast"));
+      },
+      options);
 }
 
 TEST(Gather, MismatchedTrailingDimsAreAnErrorEvenWithoutDebugMode) {
@@ -83,19 +94,22 @@ TEST(Timeout, MissingRankIsNamedWithinTheTimeout) {
   std::mutex mutex;
   std::string message;
   double elapsed = 0;
-  run_ranks(2, [&](Communicator& comm) {
-    if (comm.rank() == 1) {
-      // Stays connected but never calls the barrier.
-      rank0_finished.wait();
-      return;
-    }
-    auto start = std::chrono::steady_clock::now();
-    auto text = message_of([&] { comm.barrier(); });
-    std::lock_guard<std::mutex> lock(mutex);
-    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    message = text;
-    rank0_done.set_value();
-  }, options);
+  run_ranks(
+      2,
+      [&](Communicator& comm) {
+        if (comm.rank() == 1) {
+          // Stays connected but never calls the barrier.
+          rank0_finished.wait();
+          return;
+        }
+        auto start = std::chrono::steady_clock::now();
+        auto text = message_of([&] { comm.barrier(); });
+        std::lock_guard<std::mutex> lock(mutex);
+        elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        message = text;
+        rank0_done.set_value();
+      },
+      options);
   EXPECT_THAT(message, HasSubstr("rank 0: barrier"));
   EXPECT_THAT(message, HasSubstr("never arrived"));
   EXPECT_THAT(message, HasSubstr(": 1"));

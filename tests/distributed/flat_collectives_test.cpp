@@ -6,8 +6,8 @@
 // with the rank-ordered sum computed locally.
 #include <torch/torch.h>
 
-#include <gtest/gtest.h>
 #include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include <functional>
 #include <string>

@@ -46,7 +46,8 @@ void run_two_machines(const std::function<void(Communicator&)>& body,
 // The members' contributions added in group-rank order.
 at::Tensor group_sum(const std::vector<int>& job_ranks, int64_t numel) {
   at::Tensor sum = contribution(job_ranks[0], numel, at::kFloat);
-  for (std::size_t i = 1; i < job_ranks.size(); ++i) sum = sum + contribution(job_ranks[i], numel, at::kFloat);
+  for (std::size_t i = 1; i < job_ranks.size(); ++i)
+    sum = sum + contribution(job_ranks[i], numel, at::kFloat);
   return sum;
 }
 
@@ -80,7 +81,8 @@ TEST(ProcessGroups, MachineGroupsSumInSharedMemoryAndReplicaGroupsOverGloo) {
     EXPECT_FALSE(replicas->sums_cpu_tensors_in_shared_memory());
 
     const int64_t numel = 1000;
-    const std::vector<int> machine_members = me < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3};
+    const std::vector<int> machine_members =
+        me < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3};
     const std::vector<int> replica_members{me % 2, me % 2 + 2};
     at::Tensor in_machine = contribution(me, numel, at::kFloat);
     machine->all_reduce(in_machine, ReduceOp::kSum);
@@ -92,10 +94,13 @@ TEST(ProcessGroups, MachineGroupsSumInSharedMemoryAndReplicaGroupsOverGloo) {
     // Sharded training's collectives in a group: shard r of the members' sum.
     at::Tensor shard = at::empty({numel / 2});
     machine->reduce_scatter_sum(contribution(me, numel, at::kFloat), shard);
-    EXPECT_TRUE(at::equal(shard, group_sum(machine_members, numel).narrow(0, machine->rank() * numel / 2, numel / 2)));
+    EXPECT_TRUE(at::equal(
+        shard,
+        group_sum(machine_members, numel).narrow(0, machine->rank() * numel / 2, numel / 2)));
     at::Tensor gathered = at::empty({numel});
     replicas->all_gather_into(at::full({numel / 2}, static_cast<float>(me)), gathered);
-    EXPECT_TRUE(at::equal(gathered.narrow(0, numel / 2, numel / 2), at::full({numel / 2}, static_cast<float>(me % 2 + 2))));
+    EXPECT_TRUE(at::equal(gathered.narrow(0, numel / 2, numel / 2),
+                          at::full({numel / 2}, static_cast<float>(me % 2 + 2))));
 
     at::Tensor value = at::full({3}, static_cast<float>(me));
     replicas->broadcast(value, 1);  // group rank 1: job rank 2 or 3
@@ -132,11 +137,16 @@ TEST(ProcessGroups, GroupsOfGroupsAndProcessesOutsideAGroup) {
 TEST(ProcessGroups, GroupsMadeInAnotherOrderAreNamedOnEveryProcess) {
   run_two_machines([](Communicator& world) {
     // Ranks 0 and 1 make {0, 1} first, ranks 2 and 3 make {2, 3} first.
-    const std::vector<int> first = world.rank() < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3};
+    const std::vector<int> first =
+        world.rank() < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3};
     const std::string message = distributed_error_of([&] { world.new_group(first); });
-    EXPECT_THAT(message, HasSubstr("rank " + std::to_string(world.rank()) + ": process group #1 (ranks "));
-    EXPECT_THAT(message, HasSubstr(world.rank() < 2 ? "this process asked for ranks 0, 1 but rank 2 asked for ranks 2, 3"
-                                                    : "this process asked for ranks 2, 3 but rank 0 asked for ranks 0, 1"));
+    EXPECT_THAT(message,
+                HasSubstr("rank " + std::to_string(world.rank()) + ": process group #1 (ranks "));
+    EXPECT_THAT(
+        message,
+        HasSubstr(world.rank() < 2
+                      ? "this process asked for ranks 0, 1 but rank 2 asked for ranks 2, 3"
+                      : "this process asked for ranks 2, 3 but rank 0 asked for ranks 0, 1"));
     EXPECT_THAT(message, HasSubstr("in the same order"));
   });
 }
@@ -157,9 +167,11 @@ TEST(ProcessGroups, AFailedCollectiveInAGroupNamesProcessesAsTheJobNumbersThem) 
         auto machine = world.split({{0, 1}, {2, 3}});
         if (world.rank() != 2) return;  // rank 3 never joins the sum
         at::Tensor value = at::ones({4});
-        const std::string message = distributed_error_of([&] { machine->all_reduce(value, ReduceOp::kMax); });
+        const std::string message =
+            distributed_error_of([&] { machine->all_reduce(value, ReduceOp::kMax); });
         EXPECT_THAT(message, HasSubstr("rank 2: all_reduce(max) in process group #2 (ranks 2, 3)"));
-        EXPECT_THAT(message, HasSubstr("peers that never arrived (exited, hung, or busy elsewhere): 3"));
+        EXPECT_THAT(message,
+                    HasSubstr("peers that never arrived (exited, hung, or busy elsewhere): 3"));
       },
       std::chrono::seconds(2));
 }
@@ -175,9 +187,17 @@ TEST(ProcessGroups, BadListsAreTheSameErrorOnEveryProcess) {
       return "(no error)";
     };
     EXPECT_EQ(error_of([&] { world.new_group({}); }), "new_group: the list of ranks is empty");
-    EXPECT_EQ(error_of([&] { world.new_group({0, 4}); }), "new_group: rank 4 is not in this communicator (ranks 0..3)");
-    EXPECT_EQ(error_of([&] { world.new_group({1, 1}); }), "new_group: rank 1 is listed twice (1, 1)");
-    EXPECT_EQ(error_of([&] { world.split({{0, 1}, {1, 2, 3}}); }),
+    EXPECT_EQ(error_of([&] {
+                world.new_group({0, 4});
+              }),
+              "new_group: rank 4 is not in this communicator (ranks 0..3)");
+    EXPECT_EQ(error_of([&] {
+                world.new_group({1, 1});
+              }),
+              "new_group: rank 1 is listed twice (1, 1)");
+    EXPECT_EQ(error_of([&] {
+                world.split({{0, 1}, {1, 2, 3}});
+              }),
               "split: rank 1 is in 2 groups of the partition; each process must be in exactly one");
     // None of them numbered a group: the next one still agrees everywhere.
     auto all = world.new_group({0, 1, 2, 3});

@@ -61,17 +61,17 @@ TEST_P(LaunchedCollectives, ReferenceValuesHoldOnEveryRank) {
                              {}, 60s);
   ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
   for (int r = 0; r < n; ++r) {
-    EXPECT_THAT(result.out, HasSubstr("[rank" + std::to_string(r) + "]: rank " +
-                                      std::to_string(r) + ": collectives ok (rank " +
-                                      std::to_string(r) + "/" + std::to_string(n)));
+    EXPECT_THAT(result.out,
+                HasSubstr("[rank" + std::to_string(r) + "]: rank " + std::to_string(r) +
+                          ": collectives ok (rank " + std::to_string(r) + "/" + std::to_string(n)));
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, LaunchedCollectives, ::testing::Values(2, 3));
 
 TEST(HelloDistributed, TwoProcessesComputePiOnce) {
-  auto result = run_launcher({"launch", "--cpu", "--num_processes", "2", "--main_process_port",
-                              "0", HELLO_DISTRIBUTED_PATH},
+  auto result = run_launcher({"launch", "--cpu", "--num_processes", "2", "--main_process_port", "0",
+                              HELLO_DISTRIBUTED_PATH},
                              {}, 60s);
   ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
   EXPECT_THAT(result.out, HasSubstr("[rank0]: pi ~= 3.14159265"));
@@ -147,7 +147,8 @@ TEST(Rendezvous, BadVariablesAreOneLineErrors) {
       {{{"RANK", "2"}, {"WORLD_SIZE", "2"}}, "RANK=2"},
       {{{"RANK", "0"}, {"WORLD_SIZE", "two"}}, "WORLD_SIZE expects a whole number, got 'two'"},
       {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}, "MASTER_PORT=70000"},
-      {{{"ACCELERATE_TIMEOUT", "-1"}}, "ACCELERATE_TIMEOUT expects a positive number of seconds (e.g. 300 or 2.5), got '-1'"},
+      {{{"ACCELERATE_TIMEOUT", "-1"}},
+       "ACCELERATE_TIMEOUT expects a positive number of seconds (e.g. 300 or 2.5), got '-1'"},
   };
   for (const auto& c : cases) {
     auto result = run_program({kProbe, "connect"}, c.env, 10s);

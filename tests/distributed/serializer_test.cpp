@@ -7,8 +7,8 @@
 namespace {
 
 TEST(Serializer, RoundTripsNestedValues) {
-  std::map<std::string, std::vector<std::pair<int, double>>> value{
-      {"a", {{1, 0.5}, {2, -3.25}}}, {"b", {}}};
+  std::map<std::string, std::vector<std::pair<int, double>>> value{{"a", {{1, 0.5}, {2, -3.25}}},
+                                                                   {"b", {}}};
   auto bytes = accelerate::serialize(value);
   EXPECT_EQ(accelerate::deserialize<decltype(value)>(bytes), value);
   std::optional<std::string> none;
@@ -22,7 +22,8 @@ TEST(Serializer, RoundTripsTensors) {
   auto back = accelerate::deserialize<at::Tensor>(accelerate::serialize(at::Tensor(t)));
   EXPECT_TRUE(torch::equal(back, t));
   auto b = torch::ones({2}, torch::kBFloat16);
-  EXPECT_TRUE(torch::equal(accelerate::deserialize<at::Tensor>(accelerate::serialize(at::Tensor(b))), b));
+  EXPECT_TRUE(
+      torch::equal(accelerate::deserialize<at::Tensor>(accelerate::serialize(at::Tensor(b))), b));
 }
 
 TEST(Serializer, TruncatedOrMismatchedBytesAreErrorsNotCrashes) {

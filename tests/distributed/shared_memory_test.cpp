@@ -7,8 +7,8 @@
 // rendezvous_test.cpp.
 #include <torch/torch.h>
 
-#include <gtest/gtest.h>
 #include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,9 +22,9 @@
 
 #include "accelerate/errors.h"
 #include "common/shared_memory_names.h"
+#include "distributed/rank_contributions.h"
 #include "distributed/shared_memory_collectives.h"
 #include "distributed/shared_memory_segment.h"
-#include "distributed/rank_contributions.h"
 #include "support/thread_ranks.h"
 
 using accelerate::Communicator;
@@ -52,8 +52,7 @@ TEST_P(SharedMemorySum, EqualsTheRankOrderedSumBitwiseAtEverySize) {
   const int world = std::get<0>(GetParam());
   const at::ScalarType dtype = std::get<1>(GetParam());
   const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
-  const std::vector<int64_t> sizes = {0, 1, world - 1, 5, 1000, 4099,
-                                      kMultiPieceBytes / element};
+  const std::vector<int64_t> sizes = {0, 1, world - 1, 5, 1000, 4099, kMultiPieceBytes / element};
   run_ranks(world, [&](Communicator& comm) {
     ASSERT_TRUE(comm.sums_cpu_tensors_in_shared_memory());
     for (int64_t numel : sizes) {
@@ -112,12 +111,15 @@ TEST(SharedMemory, MatchesGlooBitwiseOnTwoRanks) {
   for (bool shared : {false, true}) {
     RankOptions options;
     options.shared_memory_all_reduce = shared;
-    run_ranks(2, [&](Communicator& comm) {
-      EXPECT_EQ(comm.sums_cpu_tensors_in_shared_memory(), shared);
-      at::Tensor mine = contribution(comm.rank(), 100003, at::kFloat);
-      comm.all_reduce_sum_async(mine, "test sum").wait();
-      if (comm.rank() == 0) results[shared ? 1 : 0].push_back(mine);
-    }, options);
+    run_ranks(
+        2,
+        [&](Communicator& comm) {
+          EXPECT_EQ(comm.sums_cpu_tensors_in_shared_memory(), shared);
+          at::Tensor mine = contribution(comm.rank(), 100003, at::kFloat);
+          comm.all_reduce_sum_async(mine, "test sum").wait();
+          if (comm.rank() == 0) results[shared ? 1 : 0].push_back(mine);
+        },
+        options);
   }
   ASSERT_EQ(results[0].size(), 1u);
   ASSERT_EQ(results[1].size(), 1u);
@@ -179,8 +181,8 @@ TEST(SharedMemory, TensorsCutDifferentlyAreAnErrorNotAMixedSum) {
   std::atomic<int> failures{0};
   run_ranks(2, [&](Communicator& comm) {
     const int64_t piece = static_cast<int64_t>(8 << 20) / 4;  // float elements per slot
-    std::vector<int64_t> sizes = comm.rank() == 0 ? std::vector<int64_t>{piece + 5}
-                                                  : std::vector<int64_t>{piece, 5};
+    std::vector<int64_t> sizes =
+        comm.rank() == 0 ? std::vector<int64_t>{piece + 5} : std::vector<int64_t>{piece, 5};
     try {
       for (int64_t size : sizes) {
         at::Tensor mine = at::ones({size}, at::kFloat);
@@ -188,7 +190,8 @@ TEST(SharedMemory, TensorsCutDifferentlyAreAnErrorNotAMixedSum) {
       }
       ADD_FAILURE() << "rank " << comm.rank() << " summed tensors cut differently";
     } catch (const DistributedError& error) {
-      EXPECT_THAT(error.what(), HasSubstr("sums " + std::to_string(piece + (comm.rank() == 0 ? 0 : 5))));
+      EXPECT_THAT(error.what(),
+                  HasSubstr("sums " + std::to_string(piece + (comm.rank() == 0 ? 0 : 5))));
       ++failures;
     }
   });
@@ -201,24 +204,28 @@ TEST(SharedMemory, RankThatClosedItsCommunicatorIsNamedAtOnce) {
   RankOptions options;
   options.timeout = std::chrono::seconds(60);
   std::atomic<bool> rank0_done{false};
-  run_rank_communicators(2, [&](std::shared_ptr<Communicator> comm) {
-    if (comm->rank() == 1) {
-      comm.reset();
-      while (!rank0_done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      return;
-    }
-    at::Tensor mine = at::ones({64}, at::kFloat);
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      comm->all_reduce_sum_async(mine, "gradient bucket 0").wait();
-      ADD_FAILURE() << "the sum finished without rank 1";
-    } catch (const DistributedError& error) {
-      EXPECT_THAT(error.what(),
-                  HasSubstr("rank 1 failed or closed its communicator before gradient bucket 0"));
-    }
-    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
-    rank0_done = true;
-  }, options);
+  run_rank_communicators(
+      2,
+      [&](std::shared_ptr<Communicator> comm) {
+        if (comm->rank() == 1) {
+          comm.reset();
+          while (!rank0_done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          return;
+        }
+        at::Tensor mine = at::ones({64}, at::kFloat);
+        const auto start = std::chrono::steady_clock::now();
+        try {
+          comm->all_reduce_sum_async(mine, "gradient bucket 0").wait();
+          ADD_FAILURE() << "the sum finished without rank 1";
+        } catch (const DistributedError& error) {
+          EXPECT_THAT(
+              error.what(),
+              HasSubstr("rank 1 failed or closed its communicator before gradient bucket 0"));
+        }
+        EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+        rank0_done = true;
+      },
+      options);
 }
 
 // One rank turned it off: every rank falls back to Gloo at once, none waits.
@@ -253,31 +260,34 @@ TEST(SharedMemory, AbsentRankIsNamedWithinTheTimeout) {
   RankOptions options;
   options.timeout = std::chrono::seconds(2);
   std::atomic<bool> rank0_done{false};
-  run_ranks(2, [&](Communicator& comm) {
-    if (comm.rank() == 1) {  // alive, but never sums
-      while (!rank0_done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      return;
-    }
-    at::Tensor mine = at::ones({64}, at::kFloat);
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      comm.all_reduce_sum_async(mine, "gradient bucket 3").wait();
-      ADD_FAILURE() << "the sum finished without rank 1";
-    } catch (const DistributedError& error) {
-      EXPECT_THAT(error.what(), HasSubstr("rank 1 did not reach gradient bucket 3 within 2"));
-    }
-    const auto elapsed = std::chrono::steady_clock::now() - start;
-    EXPECT_GE(elapsed, std::chrono::seconds(2));
-    EXPECT_LT(elapsed, std::chrono::seconds(10));  // the timeout plus the diagnosis window
-    rank0_done = true;
-  }, options);
+  run_ranks(
+      2,
+      [&](Communicator& comm) {
+        if (comm.rank() == 1) {  // alive, but never sums
+          while (!rank0_done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          return;
+        }
+        at::Tensor mine = at::ones({64}, at::kFloat);
+        const auto start = std::chrono::steady_clock::now();
+        try {
+          comm.all_reduce_sum_async(mine, "gradient bucket 3").wait();
+          ADD_FAILURE() << "the sum finished without rank 1";
+        } catch (const DistributedError& error) {
+          EXPECT_THAT(error.what(), HasSubstr("rank 1 did not reach gradient bucket 3 within 2"));
+        }
+        const auto elapsed = std::chrono::steady_clock::now() - start;
+        EXPECT_GE(elapsed, std::chrono::seconds(2));
+        EXPECT_LT(elapsed, std::chrono::seconds(10));  // the timeout plus the diagnosis window
+        rank0_done = true;
+      },
+      options);
 }
 
 TEST(SharedMemory, OffWhenAskedAndTheNameNeverOutlivesSetUp) {
   RankOptions off;
   off.shared_memory_all_reduce = false;
-  run_ranks(2, [](Communicator& comm) { EXPECT_FALSE(comm.sums_cpu_tensors_in_shared_memory()); },
-            off);
+  run_ranks(
+      2, [](Communicator& comm) { EXPECT_FALSE(comm.sums_cpu_tensors_in_shared_memory()); }, off);
   run_ranks(3, [](Communicator& comm) {
     EXPECT_TRUE(comm.sums_cpu_tensors_in_shared_memory());
     comm.barrier();  // every rank has finished setting up

@@ -90,8 +90,7 @@ TEST(ExampleFlags, TheLastValueOfARepeatedFlagWins) {
 }
 
 TEST(ExampleFlags, SwitchesTakeNoValueOrAnExplicitTrueOrFalse) {
-  for (const auto& [words, expected] :
-       std::vector<std::pair<std::vector<std::string>, bool>>{
+  for (const auto& [words, expected] : std::vector<std::pair<std::vector<std::string>, bool>>{
            {{"--fast"}, true},
            {{"--fast", "--count", "1"}, true},
            {{"--fast=false"}, false},
@@ -134,7 +133,8 @@ TEST(ExampleFlags, EveryMalformedInputIsOneMessageNamingTheFlag) {
   EXPECT_EQ(error_of({"--seed", "-1"}), "--seed expects a non-negative integer, got '-1'");
   EXPECT_EQ(error_of({"--rate", "fast"}), "--rate expects a number, got 'fast'");
   EXPECT_EQ(error_of({"--rate", "inf"}), "--rate expects a number, got 'inf'");
-  EXPECT_EQ(error_of({"--mode", "sometimes"}), "--mode expects no, steps or epoch, got 'sometimes'");
+  EXPECT_EQ(error_of({"--mode", "sometimes"}),
+            "--mode expects no, steps or epoch, got 'sometimes'");
 }
 
 TEST(ExampleFlags, TheUsageListsEveryFlagWithItsDefault) {
@@ -145,7 +145,8 @@ TEST(ExampleFlags, TheUsageListsEveryFlagWithItsDefault) {
                                 "[--seed INT] [--rate FLOAT] [--fast] [--mode no|steps|epoch] "
                                 "[-h]\n"));
   EXPECT_THAT(usage, HasSubstr("\nAbout the program.\n"));
-  EXPECT_THAT(usage, HasSubstr("\nflags:\n  --text DIR             some text (default: default)\n"));
+  EXPECT_THAT(usage,
+              HasSubstr("\nflags:\n  --text DIR             some text (default: default)\n"));
   EXPECT_THAT(usage, HasSubstr("  --count INT            a count (default: 3)\n"));
   EXPECT_THAT(usage, HasSubstr("  --rate FLOAT           a rate (default: 0.001)\n"));
   EXPECT_THAT(usage, HasSubstr("  --fast                 a switch\n"));
@@ -163,7 +164,7 @@ TEST(ExampleFlags, AFlagDeclaredTwiceIsAProgrammingError) {
 // The programs. `flags`: every flag the program accepted before the shared
 // parser, by the names scripts, benches and tests pass.
 struct Program {
-  std::string name;     // as its usage and errors name it
+  std::string name;  // as its usage and errors name it
   std::string path;
   std::vector<std::string> command;  // words before the flags ("generate")
   std::vector<std::string> flags;
@@ -186,13 +187,37 @@ std::vector<Program> programs() {
       {"gpt",
        GPT_PATH,
        {},
-       {"data_dir", "preset", "vocab_size", "block_size", "dropout", "max_eval_samples",
-        "output_dir", "per_device_train_batch_size", "per_device_eval_batch_size",
-        "gradient_accumulation_steps", "learning_rate", "weight_decay", "max_grad_norm",
-        "num_train_epochs", "max_steps", "lr_scheduler_type", "warmup_steps", "warmup_ratio",
-        "logging_steps", "eval_strategy", "eval_steps", "save_strategy", "save_steps",
-        "save_total_limit", "resume_from_checkpoint", "seed", "bf16", "fp16",
-        "gradient_checkpointing", "report_to", "dataloader_num_workers"},
+       {"data_dir",
+        "preset",
+        "vocab_size",
+        "block_size",
+        "dropout",
+        "max_eval_samples",
+        "output_dir",
+        "per_device_train_batch_size",
+        "per_device_eval_batch_size",
+        "gradient_accumulation_steps",
+        "learning_rate",
+        "weight_decay",
+        "max_grad_norm",
+        "num_train_epochs",
+        "max_steps",
+        "lr_scheduler_type",
+        "warmup_steps",
+        "warmup_ratio",
+        "logging_steps",
+        "eval_strategy",
+        "eval_steps",
+        "save_strategy",
+        "save_steps",
+        "save_total_limit",
+        "resume_from_checkpoint",
+        "seed",
+        "bf16",
+        "fp16",
+        "gradient_checkpointing",
+        "report_to",
+        "dataloader_num_workers"},
        {"--eval_strategy", "sometimes"}},
       {"gpt generate",
        GPT_PATH,
@@ -244,8 +269,8 @@ TEST_P(ExampleProgram, ABadValueIsOneErrorLineNamingTheFlagAndExitCodeTwo) {
   EXPECT_EQ(result.out, "");
   const auto lines = split_lines(result.err);
   ASSERT_EQ(lines.size(), 1u) << result.err;
-  EXPECT_THAT(lines[0], StartsWith(program.name + ": error: " + program.bad_value[0].substr(
-                                                                    0, program.bad_value[0].find('='))));
+  EXPECT_THAT(lines[0], StartsWith(program.name + ": error: " +
+                                   program.bad_value[0].substr(0, program.bad_value[0].find('='))));
   EXPECT_THAT(lines[0], HasSubstr("'" + program.name + " --help' lists the flags"));
 }
 
@@ -262,9 +287,10 @@ INSTANTIATE_TEST_SUITE_P(Examples, ExampleProgram, ::testing::ValuesIn(programs(
 // from the main process only (the MNIST programs' accuracy lines are checked
 // the same way by mnist_accuracy.sh on their 2-process runs).
 TEST(ExampleOutput, TwoProcessesPrintTheResultOnce) {
-  const auto result = run_launcher({"launch", "--cpu", "--num_processes", "2", "--main_process_port",
-                                    "0", HELLO_DISTRIBUTED_PATH, "--intervals=1000"},
-                                   {}, 60s);
+  const auto result =
+      run_launcher({"launch", "--cpu", "--num_processes", "2", "--main_process_port", "0",
+                    HELLO_DISTRIBUTED_PATH, "--intervals=1000"},
+                   {}, 60s);
   ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
   int results = 0;
   for (const auto& line : split_lines(result.out)) {

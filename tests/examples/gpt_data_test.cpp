@@ -22,13 +22,13 @@
 #include <thread>
 #include <vector>
 
-#include "generate.h"
-#include "gpt_model.h"
-#include "token_data.h"
 #include "accelerate/bpe_tokenizer.h"
 #include "accelerate/data_loader.h"
 #include "accelerate/errors.h"
+#include "generate.h"
+#include "gpt_model.h"
 #include "support/temp_dir.h"
+#include "token_data.h"
 
 namespace gpt_data_test {
 

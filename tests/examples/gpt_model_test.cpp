@@ -10,9 +10,9 @@
 #include <filesystem>
 #include <string>
 
-#include "gpt_model.h"
 #include "accelerate/errors.h"
 #include "accelerate/safetensors.h"
+#include "gpt_model.h"
 #include "support/process_runner.h"
 #include "support/temp_dir.h"
 

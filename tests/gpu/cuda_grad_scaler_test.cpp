@@ -41,7 +41,8 @@ struct Problem {
 
   void backward(GradScaler& scaler, const std::vector<float>& c1, const std::vector<float>& c2) {
     optimizer.zero_grad();
-    auto loss = (w1 * torch::tensor(c1).to(device)).sum() + (w2 * torch::tensor(c2).to(device)).sum();
+    auto loss =
+        (w1 * torch::tensor(c1).to(device)).sum() + (w2 * torch::tensor(c2).to(device)).sum();
     scaler.scale(loss).backward();
   }
 
@@ -59,11 +60,11 @@ struct Step {
 // float32 (large coefficients times a large scale).
 std::vector<Step> steps() {
   return {
-      {{0.25f, -0.5f, 1.0f}, {2.0f, -4.0f}},  {{1e-3f, 2e-3f, -3e-3f}, {0.5f, 0.5f}},
-      {{kInf, 1.0f, 1.0f}, {1.0f, 1.0f}},     {{1.0f, 1.0f, 1.0f}, {kNan, 1.0f}},
+      {{0.25f, -0.5f, 1.0f}, {2.0f, -4.0f}},   {{1e-3f, 2e-3f, -3e-3f}, {0.5f, 0.5f}},
+      {{kInf, 1.0f, 1.0f}, {1.0f, 1.0f}},      {{1.0f, 1.0f, 1.0f}, {kNan, 1.0f}},
       {{0.125f, 0.0f, -0.125f}, {1.0f, 2.0f}}, {{3.0f, 3.0f, 3.0f}, {3.0f, 3.0f}},
-      {{1e36f, 1.0f, 1.0f}, {1.0f, 1.0f}},    {{-kInf, kNan, 1.0f}, {1.0f, 1.0f}},
-      {{0.5f, 0.5f, 0.5f}, {0.5f, 0.5f}},     {{1e-7f, -1e-7f, 0.0f}, {7.0f, -7.0f}},
+      {{1e36f, 1.0f, 1.0f}, {1.0f, 1.0f}},     {{-kInf, kNan, 1.0f}, {1.0f, 1.0f}},
+      {{0.5f, 0.5f, 0.5f}, {0.5f, 0.5f}},      {{1e-7f, -1e-7f, 0.0f}, {7.0f, -7.0f}},
   };
 }
 
@@ -78,8 +79,10 @@ void expect_same_run(const GradScalerOptions& options, bool unscale_explicitly) 
     if (unscale_explicitly) {  // as before clipping
       on_gpu.unscale_(gpu.optimizer);
       on_cpu.unscale_(cpu.optimizer);
-      EXPECT_TRUE(same_values(gpu.w1.grad(), cpu.w1.grad())) << gpu.w1.grad().cpu() << cpu.w1.grad();
-      EXPECT_TRUE(same_values(gpu.w2.grad(), cpu.w2.grad())) << gpu.w2.grad().cpu() << cpu.w2.grad();
+      EXPECT_TRUE(same_values(gpu.w1.grad(), cpu.w1.grad()))
+          << gpu.w1.grad().cpu() << cpu.w1.grad();
+      EXPECT_TRUE(same_values(gpu.w2.grad(), cpu.w2.grad()))
+          << gpu.w2.grad().cpu() << cpu.w2.grad();
     }
     const bool gpu_stepped = on_gpu.step(gpu.optimizer);
     const bool cpu_stepped = on_cpu.step(cpu.optimizer);
@@ -143,7 +146,8 @@ TEST(CudaGradScaler, MixedDeviceOptimizerCombinesBothPathsFindings) {
   c10::DeviceGuard on_device(cuda_device(0));
   torch::Tensor on_gpu = torch::tensor({1.0f, 2.0f}).to(cuda_device(0)).requires_grad_(true);
   torch::Tensor on_cpu = torch::tensor({3.0f}).requires_grad_(true);
-  torch::optim::SGD optimizer(std::vector<torch::Tensor>{on_gpu, on_cpu}, torch::optim::SGDOptions(1.0));
+  torch::optim::SGD optimizer(std::vector<torch::Tensor>{on_gpu, on_cpu},
+                              torch::optim::SGDOptions(1.0));
   GradScaler scaler(GradScalerOptions().init_scale(8.0));
   for (float cpu_coefficient : {kInf, 2.0f}) {
     SCOPED_TRACE("cpu coefficient " + std::to_string(cpu_coefficient));

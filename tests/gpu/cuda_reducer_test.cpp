@@ -134,15 +134,15 @@ TEST_P(CudaReducer, GradientsEqualTheSingleProcessAverage) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Layouts, CudaReducer,
-    ::testing::Combine(::testing::Values(kOneBucket, kEveryParameterAlone), ::testing::Bool(),
-                       ::testing::Bool()),
-    [](const ::testing::TestParamInfo<Case>& info) {
-      return std::string(std::get<0>(info.param).name) +
-             (std::get<1>(info.param) ? "_views" : "_copies") +
-             (std::get<2>(info.param) ? "_branch_on_rank0" : "_branch_everywhere");
-    });
+INSTANTIATE_TEST_SUITE_P(Layouts, CudaReducer,
+                         ::testing::Combine(::testing::Values(kOneBucket, kEveryParameterAlone),
+                                            ::testing::Bool(), ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return std::string(std::get<0>(info.param).name) +
+                                  (std::get<1>(info.param) ? "_views" : "_copies") +
+                                  (std::get<2>(info.param) ? "_branch_on_rank0"
+                                                           : "_branch_everywhere");
+                         });
 
 // DDP's compression hooks on NCCL: bf16 needs a backend that sums bf16, which
 // only NCCL is (Gloo refuses it). Each rank divides by W and rounds to the

@@ -53,13 +53,15 @@ struct Recipe {
 };
 
 AcceleratorOptions options_for(const Recipe& recipe) {
-  DeepSpeedPlugin plugin = DeepSpeedPlugin().zero_stage(recipe.stage).gradient_clipping(std::nullopt);
+  DeepSpeedPlugin plugin =
+      DeepSpeedPlugin().zero_stage(recipe.stage).gradient_clipping(std::nullopt);
   if (recipe.offload != Offload::kNone) plugin.offload_optimizer_device(OffloadDevice::kCpu);
   if (recipe.offload == Offload::kParameters) plugin.offload_param_device(OffloadDevice::kCpu);
   // Small buckets: several per model, so shards and their host copies are
   // many and of different sizes.
   return AcceleratorOptions()
-      .ddp_options(accelerate::GradientSyncOptions().bucket_cap_mb(0.002).first_bucket_cap_mb(0.0005))
+      .ddp_options(
+          accelerate::GradientSyncOptions().bucket_cap_mb(0.002).first_bucket_cap_mb(0.0005))
       .deepspeed_plugin(plugin);
 }
 

@@ -42,27 +42,27 @@ inline c10::Device cuda_device(int index) { return c10::Device(c10::kCUDA, index
 
 // GTEST_SKIP returns from the test body, so these are macros, used first
 // thing in a TEST. The reasons are the ones the GPU run's script greps for.
-#define ACCELERATE_GPU_REQUIRE_CUDA()                                          \
-  do {                                                                         \
-    if (::accelerate::testing::cuda_device_count() < 1) {                      \
-      GTEST_SKIP() << "no CUDA device";                                        \
-    }                                                                          \
+#define ACCELERATE_GPU_REQUIRE_CUDA()                     \
+  do {                                                    \
+    if (::accelerate::testing::cuda_device_count() < 1) { \
+      GTEST_SKIP() << "no CUDA device";                   \
+    }                                                     \
   } while (0)
 
-#define ACCELERATE_GPU_REQUIRE_NCCL()                                          \
-  do {                                                                         \
-    ACCELERATE_GPU_REQUIRE_CUDA();                                             \
-    if (!::accelerate::compat::kHasNccl) {                                     \
-      GTEST_SKIP() << "this LibTorch has no NCCL";                             \
-    }                                                                          \
+#define ACCELERATE_GPU_REQUIRE_NCCL()              \
+  do {                                             \
+    ACCELERATE_GPU_REQUIRE_CUDA();                 \
+    if (!::accelerate::compat::kHasNccl) {         \
+      GTEST_SKIP() << "this LibTorch has no NCCL"; \
+    }                                              \
   } while (0)
 
-#define ACCELERATE_GPU_REQUIRE_GPUS(n)                                         \
-  do {                                                                         \
-    ACCELERATE_GPU_REQUIRE_NCCL();                                             \
-    if (::accelerate::testing::cuda_device_count() < (n)) {                    \
-      GTEST_SKIP() << "needs " #n " GPUs";                                     \
-    }                                                                          \
+#define ACCELERATE_GPU_REQUIRE_GPUS(n)                      \
+  do {                                                      \
+    ACCELERATE_GPU_REQUIRE_NCCL();                          \
+    if (::accelerate::testing::cuda_device_count() < (n)) { \
+      GTEST_SKIP() << "needs " #n " GPUs";                  \
+    }                                                       \
   } while (0)
 
 namespace accelerate {
@@ -120,7 +120,9 @@ inline bool same_values(const at::Tensor& a, const at::Tensor& b) {
   if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()) return false;
   const at::Tensor x = a.cpu(), y = b.cpu();
   if (!at::equal(at::isnan(x), at::isnan(y))) return false;
-  const auto no_nan = [](const at::Tensor& t) { return at::where(at::isnan(t), at::zeros_like(t), t); };
+  const auto no_nan = [](const at::Tensor& t) {
+    return at::where(at::isnan(t), at::zeros_like(t), t);
+  };
   return at::equal(no_nan(x), no_nan(y));
 }
 

@@ -9,8 +9,8 @@
 // process group is built here through the same compat::make_nccl the
 // Communicator uses, and the same four calls the library makes on it
 // (allreduce, allgather, _reduce_scatter_base, _allgather_base) are checked.
-#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/torch.h>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
 
 #include <gtest/gtest.h>
 
@@ -61,7 +61,8 @@ TEST(NcclCommunicator, AllReduceSumsMeanMaxAndBf16OnEveryGpu) {
     at::Tensor bf16 = contribution_of(rank, 64, at::kBFloat16, device);
     comm->all_reduce(bf16, ReduceOp::kSum);
     EXPECT_EQ(bf16.scalar_type(), at::kBFloat16);
-    EXPECT_TRUE(at::equal(bf16.cpu().to(at::kFloat), at::arange(64, at::kFloat) * rank_weight_sum(world)));
+    EXPECT_TRUE(
+        at::equal(bf16.cpu().to(at::kFloat), at::arange(64, at::kFloat) * rank_weight_sum(world)));
 
     // The reducer's asynchronous form.
     at::Tensor async = contribution_of(rank, n, at::kFloat, device);
@@ -84,7 +85,8 @@ TEST(NcclCommunicator, ReduceScatterAndAllGatherOfFlatBuffers) {
     at::Tensor shard = at::full({shard_numel}, -1.0f, at::TensorOptions().device(device));
     comm->reduce_scatter_sum(buffer, shard);
     const at::Tensor expected_shard =
-        at::arange(rank * shard_numel, (rank + 1) * shard_numel, at::kFloat) * rank_weight_sum(world);
+        at::arange(rank * shard_numel, (rank + 1) * shard_numel, at::kFloat) *
+        rank_weight_sum(world);
     EXPECT_TRUE(at::equal(shard.cpu(), expected_shard)) << "rank " << rank;
 
     // The same with the shard a view of the buffer (how ZeRO calls it).
@@ -99,7 +101,8 @@ TEST(NcclCommunicator, ReduceScatterAndAllGatherOfFlatBuffers) {
     at::Tensor gathered = at::zeros({numel}, mine.options());
     comm->all_gather_into(mine, gathered);
     std::vector<at::Tensor> rows;
-    for (int r = 0; r < world; ++r) rows.push_back(at::full({shard_numel}, int64_t{100} + r, at::kLong));
+    for (int r = 0; r < world; ++r)
+      rows.push_back(at::full({shard_numel}, int64_t{100} + r, at::kLong));
     EXPECT_TRUE(at::equal(gathered.cpu(), at::cat(rows)));
 
     at::Tensor gathered_async = at::zeros({numel}, mine.options());
@@ -121,7 +124,8 @@ TEST(NcclCommunicator, GathersAndBroadcastsTensorsOfAnyShape) {
     for (int r = 0; r < world; ++r) {
       EXPECT_EQ(all[r].device(), device);
       EXPECT_EQ(all[r].scalar_type(), at::kHalf);
-      EXPECT_TRUE(at::equal(all[r].cpu(), at::arange(6, at::kFloat).reshape({2, 3}).add(10 * r).to(at::kHalf)));
+      EXPECT_TRUE(at::equal(all[r].cpu(),
+                            at::arange(6, at::kFloat).reshape({2, 3}).add(10 * r).to(at::kHalf)));
     }
     at::Tensor value = at::full({5}, static_cast<float>(rank), at::TensorOptions().device(device));
     comm->broadcast(value, world - 1);

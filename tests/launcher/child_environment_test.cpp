@@ -7,16 +7,17 @@
 
 #include "launcher/child_environment.h"
 #include "launcher/launch_errors.h"
-#include "launcher/output_relay.h"
-#include "support/launcher_process.h"
-#include "launcher/program_resolution.h"
 #include "launcher/launch_test_support.h"
+#include "launcher/output_relay.h"
+#include "launcher/program_resolution.h"
+#include "support/launcher_process.h"
 
 namespace accelerate::launcher {
 namespace {
 
 TEST(LaunchChildEnvironment, TwoRanksGetTorchrunVariables) {
-  LaunchOptions options = resolved({"--cpu", "--num_processes", "2", "--main_process_port", "29601", "p"});
+  LaunchOptions options =
+      resolved({"--cpu", "--num_processes", "2", "--main_process_port", "29601", "p"});
   Environment parent = {{"HOME", "/home/me"}, {"RANK", "stale"}};
   for (int local_rank = 0; local_rank < 2; ++local_rank) {
     Environment env = build_child_environment(options, local_rank, parent, 8);
@@ -43,8 +44,8 @@ TEST(LaunchChildEnvironment, TwoRanksGetTorchrunVariables) {
 
 TEST(LaunchChildEnvironment, ThreeRanksOnTheSecondMachine) {
   // --num_processes counts the whole job: 6 over 2 machines is 3 here.
-  LaunchOptions options = resolved({"--num_processes", "6", "--num_machines", "2", "--machine_rank", "1",
-                                    "--main_process_ip", "10.1.2.3", "p"});
+  LaunchOptions options = resolved({"--num_processes", "6", "--num_machines", "2", "--machine_rank",
+                                    "1", "--main_process_ip", "10.1.2.3", "p"});
   const char* expected_ranks[] = {"3", "4", "5"};
   for (int local_rank = 0; local_rank < 3; ++local_rank) {
     Environment env = build_child_environment(options, local_rank, {}, 2);
@@ -73,7 +74,8 @@ TEST(LaunchChildEnvironment, UserThreadSettingsAreKeptUnlessTheFlagIsGiven) {
   Environment parent = {{"OMP_NUM_THREADS", "7"}};
   Environment kept = build_child_environment(resolved({"--num_processes", "2", "p"}), 0, parent, 8);
   EXPECT_EQ(kept.at("OMP_NUM_THREADS"), "7");
-  EXPECT_EQ(kept.at("OPENBLAS_NUM_THREADS"), "1");  // not set by the user: OpenBLAS's pool stays at 1
+  EXPECT_EQ(kept.at("OPENBLAS_NUM_THREADS"),
+            "1");  // not set by the user: OpenBLAS's pool stays at 1
 
   parent["OPENBLAS_NUM_THREADS"] = "2";
   kept = build_child_environment(resolved({"--num_processes", "2", "p"}), 0, parent, 8);
@@ -94,8 +96,10 @@ TEST(LaunchChildEnvironment, OpenMpThreadsWaitPassivelyUnlessTheUserChose) {
     std::vector<std::string> args = {"--num_processes", "1"};
     if (*flags) args.insert(args.end(), {flags, "2"});
     args.push_back("p");
-    EXPECT_EQ(build_child_environment(resolved(args), 0, {}, 2).at("OMP_WAIT_POLICY"), "PASSIVE") << flags;
-    EXPECT_EQ(build_child_environment(resolved(args), 0, {{"OMP_WAIT_POLICY", "active"}}, 2).at("OMP_WAIT_POLICY"),
+    EXPECT_EQ(build_child_environment(resolved(args), 0, {}, 2).at("OMP_WAIT_POLICY"), "PASSIVE")
+        << flags;
+    EXPECT_EQ(build_child_environment(resolved(args), 0, {{"OMP_WAIT_POLICY", "active"}}, 2)
+                  .at("OMP_WAIT_POLICY"),
               "active")
         << flags;
   }
@@ -106,9 +110,10 @@ TEST(LaunchChildEnvironment, OpenMpThreadsWaitPassivelyUnlessTheUserChose) {
 }
 
 TEST(LaunchChildEnvironment, FlagsBecomeAccelerateVariables) {
-  LaunchOptions options = resolved({"--mixed_precision", "fp16", "--gradient_accumulation_steps", "4",
-                                    "--debug", "p"});
-  Environment env = build_child_environment(options, 0, {{"ACCELERATE_MIXED_PRECISION", "bf16"}}, 4);
+  LaunchOptions options =
+      resolved({"--mixed_precision", "fp16", "--gradient_accumulation_steps", "4", "--debug", "p"});
+  Environment env =
+      build_child_environment(options, 0, {{"ACCELERATE_MIXED_PRECISION", "bf16"}}, 4);
   EXPECT_EQ(env.at("ACCELERATE_MIXED_PRECISION"), "fp16");  // the flag beats the shell
   EXPECT_EQ(env.at("ACCELERATE_GRADIENT_ACCUMULATION_STEPS"), "4");
   EXPECT_EQ(env.at("ACCELERATE_DEBUG_MODE"), "true");
@@ -123,12 +128,14 @@ TEST(LaunchChildEnvironment, PythonProgramsAreUnbuffered) {
   EXPECT_EQ(build_child_environment(resolved({"train.py"}), 0, {}, 4).at("PYTHONUNBUFFERED"), "1");
   EXPECT_EQ(build_child_environment(resolved({"-m", "pkg"}), 0, {}, 4).at("PYTHONUNBUFFERED"), "1");
   EXPECT_EQ(build_child_environment(resolved({"./train"}), 0, {}, 4).count("PYTHONUNBUFFERED"), 0u);
-  EXPECT_EQ(build_child_environment(resolved({"--no_python", "x.py"}), 0, {}, 4).count("PYTHONUNBUFFERED"),
+  EXPECT_EQ(build_child_environment(resolved({"--no_python", "x.py"}), 0, {}, 4)
+                .count("PYTHONUNBUFFERED"),
             0u);
 }
 
 TEST(LaunchChildEnvironment, EnvpStringsAreKeyEqualsValue) {
-  EXPECT_EQ(to_envp_strings({{"A", "1"}, {"B", "x=y"}}), (std::vector<std::string>{"A=1", "B=x=y"}));
+  EXPECT_EQ(to_envp_strings({{"A", "1"}, {"B", "x=y"}}),
+            (std::vector<std::string>{"A=1", "B=x=y"}));
 }
 
 TEST(LaunchOutputRelay, CompleteLinesGetThePrefixAndPartialOnesWait) {
@@ -185,8 +192,9 @@ TEST_F(LaunchProgramResolution, BareNamesAreLookedUpOnPath) {
 TEST_F(LaunchProgramResolution, PathsMustBeExecutableFiles) {
   std::string plain = write_file("plain", 0644);
   Environment env = {{"PATH", "/usr/bin:/bin"}};
-  EXPECT_EQ(failure_of(parse_launch_arguments({plain}).options, env),
-            "program '" + plain + "' is not executable (chmod +x it, or put its interpreter first)");
+  EXPECT_EQ(
+      failure_of(parse_launch_arguments({plain}).options, env),
+      "program '" + plain + "' is not executable (chmod +x it, or put its interpreter first)");
   EXPECT_EQ(failure_of(parse_launch_arguments({folder_.path() + "/missing"}).options, env),
             "program '" + folder_.path() + "/missing' not found (no such file)");
   EXPECT_EQ(failure_of(parse_launch_arguments({folder_.path()}).options, env),
@@ -197,15 +205,17 @@ TEST_F(LaunchProgramResolution, PythonScriptsAndModulesRunWithPython3) {
   std::string python = write_file("python3", 0755);
   std::string script = write_file("train.py", 0644);  // scripts need not be executable
   Environment env = {{"PATH", folder_.path()}};
-  ResolvedCommand command = resolve_command(parse_launch_arguments({script, "--lr", "1"}).options, env);
+  ResolvedCommand command =
+      resolve_command(parse_launch_arguments({script, "--lr", "1"}).options, env);
   EXPECT_EQ(command.executable, python);
   EXPECT_EQ(command.argv, (std::vector<std::string>{"python3", script, "--lr", "1"}));
 
   command = resolve_command(parse_launch_arguments({"-m", "pkg.train", "x"}).options, env);
   EXPECT_EQ(command.argv, (std::vector<std::string>{"python3", "-m", "pkg.train", "x"}));
 
-  EXPECT_EQ(failure_of(parse_launch_arguments({"--no_python", script}).options, env),
-            "program '" + script + "' is not executable (chmod +x it, or put its interpreter first)");
+  EXPECT_EQ(
+      failure_of(parse_launch_arguments({"--no_python", script}).options, env),
+      "program '" + script + "' is not executable (chmod +x it, or put its interpreter first)");
   EXPECT_EQ(failure_of(parse_launch_arguments({script}).options, {{"PATH", "/nonexistent"}}),
             "python3 not found on PATH; it is needed to run the Python script '" + script +
                 "' (install Python, or pass --no_python to run the file as a program)");

@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "support/launcher_process.h"
 #include "launcher/launch_test_support.h"
+#include "support/launcher_process.h"
 
 namespace accelerate::launcher {
 namespace {
@@ -16,7 +16,6 @@ using testing::run_launcher;
 using testing::RunResult;
 using testing::split_lines;
 using testing::TemporaryFolder;
-
 
 // A config file as Accelerate's users have it, on the CPU with 3 processes.
 const char* kConfig =
@@ -54,7 +53,8 @@ class LaunchConfigFile : public ::testing::Test {
 };
 
 TEST_F(LaunchConfigFile, FlagsWinOverTheDefaultFileWhichWinsOverDefaults) {
-  RunResult result = run_launcher({"launch", "--dry_run", "--num_processes", "2", kProbe, "exit", "0"}, env());
+  RunResult result =
+      run_launcher({"launch", "--dry_run", "--num_processes", "2", kProbe, "exit", "0"}, env());
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_TRUE(listed(result, "config_file = " + default_file() + " (default)")) << result.out;
   EXPECT_TRUE(listed(result, "num_processes = 2 (flag)")) << result.out;
@@ -73,7 +73,8 @@ TEST_F(LaunchConfigFile, APickedPortIsListedAsPickedNotAsTheFlag) {
     const std::string prefix = "  main_process_port = ";
     const std::string suffix = " (picked: a free port)";
     if (line.rfind(prefix, 0) != 0 || line.size() <= prefix.size() + suffix.size()) continue;
-    const std::string port = line.substr(prefix.size(), line.size() - prefix.size() - suffix.size());
+    const std::string port =
+        line.substr(prefix.size(), line.size() - prefix.size() - suffix.size());
     found = line.compare(line.size() - suffix.size(), suffix.size(), suffix) == 0 &&
             port.find_first_not_of("0123456789") == std::string::npos && std::stoi(port) > 0;
   }
@@ -82,15 +83,17 @@ TEST_F(LaunchConfigFile, APickedPortIsListedAsPickedNotAsTheFlag) {
 
 TEST_F(LaunchConfigFile, AnExplicitFileReplacesTheDefaultOne) {
   const std::string other = folder_.path() + "/other.yaml";
-  std::ofstream(other) << "distributed_type: MULTI_CPU\nuse_cpu: true\nnum_processes: 2\nmixed_precision: fp16\n";
-  RunResult result = run_launcher({"launch", "--dry-run", "--config-file", other, kProbe, "exit", "0"}, env());
+  std::ofstream(other)
+      << "distributed_type: MULTI_CPU\nuse_cpu: true\nnum_processes: 2\nmixed_precision: fp16\n";
+  RunResult result =
+      run_launcher({"launch", "--dry-run", "--config-file", other, kProbe, "exit", "0"}, env());
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_TRUE(listed(result, "config_file = " + other + " (flag)")) << result.out;
   EXPECT_TRUE(listed(result, "mixed_precision = fp16 (config file)")) << result.out;
   EXPECT_TRUE(listed(result, "num_processes = 2 (config file)"));
 
-  RunResult missing = run_launcher({"launch", "--config_file", folder_.path() + "/nope.yaml", kProbe, "exit", "0"},
-                                   env());
+  RunResult missing = run_launcher(
+      {"launch", "--config_file", folder_.path() + "/nope.yaml", kProbe, "exit", "0"}, env());
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_EQ(split_lines(missing.err).size(), 1u) << missing.err;
   EXPECT_NE(missing.err.find("nope.yaml"), std::string::npos) << missing.err;
@@ -101,15 +104,18 @@ TEST_F(LaunchConfigFile, AFileThatCannotBeUsedIsAUsageErrorOfOneLine) {
   std::ofstream(bad) << "distributed_type: MULTI_CPU\nnum_process: 3\n";
   RunResult result = run_launcher({"launch", "--config_file", bad, kProbe, "exit", "0"}, env());
   EXPECT_EQ(result.exit_code, 2);
-  EXPECT_EQ(result.err, "accelerate launch: error: " + bad +
-                            ":2: unknown key 'num_process' (did you mean 'num_processes'?); see 'Config file' in "
-                            "docs/cli.md for the keys\n");
+  EXPECT_EQ(
+      result.err,
+      "accelerate launch: error: " + bad +
+          ":2: unknown key 'num_process' (did you mean 'num_processes'?); see 'Config file' in "
+          "docs/cli.md for the keys\n");
 }
 
 TEST_F(LaunchConfigFile, RanksRunWithTheFileSettings) {
-  RunResult result = run_launcher({"launch", "-q", "--main_process_port", "0", kProbe, "env", "WORLD_SIZE",
-                                   "ACCELERATE_MIXED_PRECISION", "ACCELERATE_USE_CPU"},
-                                  env());
+  RunResult result =
+      run_launcher({"launch", "-q", "--main_process_port", "0", kProbe, "env", "WORLD_SIZE",
+                    "ACCELERATE_MIXED_PRECISION", "ACCELERATE_USE_CPU"},
+                   env());
   ASSERT_EQ(result.exit_code, 0) << result.err;
   for (int rank = 0; rank < 3; ++rank) {
     const std::string prefix = "[rank" + std::to_string(rank) + "]: ";

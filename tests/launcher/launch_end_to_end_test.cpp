@@ -8,15 +8,15 @@
 #include <regex>
 #include <set>
 
-#include "support/launcher_process.h"
 #include "launcher/launch_test_support.h"
+#include "support/launcher_process.h"
 
 namespace accelerate::launcher {
 namespace {
 
+using testing::free_loopback_port;
 using testing::run_launcher;
 using testing::RunResult;
-using testing::free_loopback_port;
 using testing::split_lines;
 
 // Values printed by `launch_probe env`, per prefixed rank: "[rank1]: RANK=1".
@@ -29,9 +29,10 @@ std::string value_for(const std::string& out, const std::string& prefix, const s
 
 TEST(LaunchEndToEnd, CpuWithTwoProcessesReallyStartsTwoRanks) {
   const int port = free_loopback_port();
-  RunResult result = run_launcher({"launch", "--cpu", "--num_processes", "2", "--main_process_port",
-                                   std::to_string(port), "-q", kProbe, "env", "RANK", "LOCAL_RANK",
-                                   "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "ACCELERATE_USE_CPU"});
+  RunResult result =
+      run_launcher({"launch", "--cpu", "--num_processes", "2", "--main_process_port",
+                    std::to_string(port), "-q", kProbe, "env", "RANK", "LOCAL_RANK", "WORLD_SIZE",
+                    "MASTER_ADDR", "MASTER_PORT", "ACCELERATE_USE_CPU"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_EQ(result.err, "");  // -q: no launcher lines
   std::set<std::string> pids;
@@ -50,7 +51,8 @@ TEST(LaunchEndToEnd, CpuWithTwoProcessesReallyStartsTwoRanks) {
 }
 
 TEST(LaunchEndToEnd, ThreeRanksEachPrefixTheirOwnLines) {
-  RunResult result = run_launcher(cpu_job(3, {kProbe, "env", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"}));
+  RunResult result =
+      run_launcher(cpu_job(3, {kProbe, "env", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"}));
   ASSERT_EQ(result.exit_code, 0) << result.err;
   for (int rank = 0; rank < 3; ++rank) {
     std::string prefix = "[rank" + std::to_string(rank) + "]: ";
@@ -102,17 +104,19 @@ TEST(LaunchEndToEnd, OneProcessHasNoPrefixAndAFinalPartialLineIsFlushed) {
 }
 
 TEST(LaunchEndToEnd, ProgramArgumentsPassThroughUntouched) {
-  RunResult result = run_launcher(cpu_job(1, {kProbe, "args", "--num_processes", "9", "-q", "--", "a b"}));
+  RunResult result =
+      run_launcher(cpu_job(1, {kProbe, "args", "--num_processes", "9", "-q", "--", "a b"}));
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_EQ(result.out, "--num_processes\n9\n-q\n--\na b\n");
 }
 
 TEST(LaunchEndToEnd, LauncherFlagsReachTheRanksAsVariables) {
   RunResult result = run_launcher(
-      {"launch", "--cpu", "--num-processes=2", "--main_process_port=0", "-q", "--mixed_precision=bf16",
-       "--debug", "--gradient_accumulation_steps", "4", "--num_cpu_threads_per_process", "1", kProbe, "env",
-       "ACCELERATE_MIXED_PRECISION", "ACCELERATE_DEBUG_MODE", "ACCELERATE_GRADIENT_ACCUMULATION_STEPS",
-       "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MASTER_PORT"});
+      {"launch", "--cpu", "--num-processes=2", "--main_process_port=0", "-q",
+       "--mixed_precision=bf16", "--debug", "--gradient_accumulation_steps", "4",
+       "--num_cpu_threads_per_process", "1", kProbe, "env", "ACCELERATE_MIXED_PRECISION",
+       "ACCELERATE_DEBUG_MODE", "ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "OMP_NUM_THREADS",
+       "OPENBLAS_NUM_THREADS", "MASTER_PORT"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   for (const std::string prefix : {"[rank0]: ", "[rank1]: "}) {
     EXPECT_EQ(value_for(result.out, prefix, "ACCELERATE_MIXED_PRECISION"), "bf16");
@@ -128,16 +132,18 @@ TEST(LaunchEndToEnd, LauncherFlagsReachTheRanksAsVariables) {
 }
 
 TEST(LaunchEndToEnd, UserThreadSettingIsKept) {
-  RunResult result = run_launcher(cpu_job(2, {kProbe, "env", "OMP_NUM_THREADS"}), {{"OMP_NUM_THREADS", "5"}});
+  RunResult result =
+      run_launcher(cpu_job(2, {kProbe, "env", "OMP_NUM_THREADS"}), {{"OMP_NUM_THREADS", "5"}});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_EQ(value_for(result.out, "[rank1]: ", "OMP_NUM_THREADS"), "5");
 }
 
 TEST(LaunchEndToEnd, InformationalLineUnlessQuiet) {
-  RunResult result = run_launcher({"launch", "--cpu", "--num_processes", "2", "--main_process_port", "0",
-                                   kProbe, "exit", "0"});
+  RunResult result = run_launcher(
+      {"launch", "--cpu", "--num_processes", "2", "--main_process_port", "0", kProbe, "exit", "0"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_EQ(result.err.rfind("accelerate launch: starting 2 process(es), ranks 0-1 of 2 on cpu", 0), 0u)
+  EXPECT_EQ(result.err.rfind("accelerate launch: starting 2 process(es), ranks 0-1 of 2 on cpu", 0),
+            0u)
       << result.err;
   EXPECT_EQ(split_lines(result.err).size(), 1u);
 }

@@ -16,9 +16,9 @@
 #include <thread>
 
 #include "common/shared_memory_names.h"
-#include "support/launcher_process.h"
-#include "launcher/program_resolution.h"
 #include "launcher/launch_test_support.h"
+#include "launcher/program_resolution.h"
+#include "support/launcher_process.h"
 
 namespace accelerate::launcher {
 namespace {
@@ -51,7 +51,8 @@ TEST(LaunchFailure, FailingRankStopsTheOthersAndItsCodeIsTheExitCode) {
   auto lines = split_lines(result.err);
   ASSERT_EQ(lines.size(), 1u) << result.err;
   EXPECT_EQ(lines[0].rfind("accelerate launch: rank 1 (pid ", 0), 0u) << lines[0];
-  EXPECT_NE(lines[0].find(") failed with exit code 3; stopped the other 1 rank(s)"), std::string::npos)
+  EXPECT_NE(lines[0].find(") failed with exit code 3; stopped the other 1 rank(s)"),
+            std::string::npos)
       << lines[0];
   // The sleeping rank 0 was stopped by SIGTERM, well before its 30 s sleep
   // and before the grace period would have escalated to SIGKILL.
@@ -110,7 +111,8 @@ TEST(LaunchSignals, SigtermStopsEveryRankAndExitsWith143) {
   LauncherProcess launcher(cpu_job(3, {kProbe, "sleep", folder.path()}));
   std::vector<pid_t> ranks;
   for (int rank = 0; rank < 3; ++rank) {
-    ASSERT_TRUE(wait_for_file(rank_pid_file(folder, rank), 5s)) << "rank " << rank << " never started";
+    ASSERT_TRUE(wait_for_file(rank_pid_file(folder, rank), 5s))
+        << "rank " << rank << " never started";
     ranks.push_back(read_pid_file(rank_pid_file(folder, rank)));
   }
   kill(launcher.pid(), SIGTERM);
@@ -118,7 +120,8 @@ TEST(LaunchSignals, SigtermStopsEveryRankAndExitsWith143) {
   EXPECT_FALSE(result.timed_out);
   EXPECT_EQ(result.exit_code, 143);
   EXPECT_LT(result.elapsed, 5s);  // the ranks obey SIGTERM: no grace period needed
-  for (pid_t pid : ranks) EXPECT_TRUE(wait_until_gone(pid, 1s)) << "rank pid " << pid << " survived";
+  for (pid_t pid : ranks)
+    EXPECT_TRUE(wait_until_gone(pid, 1s)) << "rank pid " << pid << " survived";
 }
 
 TEST(LaunchSignals, SigintIsForwardedAndGivesExitCode130) {
@@ -176,7 +179,8 @@ TEST(LaunchSignals, RanksDieWithASigkilledLauncher) {
   LauncherProcess launcher(cpu_job(2, {kProbe, "sleep", folder.path()}));
   ASSERT_TRUE(wait_for_file(rank_pid_file(folder, 0), 5s));
   ASSERT_TRUE(wait_for_file(rank_pid_file(folder, 1), 5s));
-  std::vector<pid_t> ranks = {read_pid_file(rank_pid_file(folder, 0)), read_pid_file(rank_pid_file(folder, 1))};
+  std::vector<pid_t> ranks = {read_pid_file(rank_pid_file(folder, 0)),
+                              read_pid_file(rank_pid_file(folder, 1))};
   kill(launcher.pid(), SIGKILL);
   EXPECT_EQ(launcher.wait(5s).exit_code, 128 + SIGKILL);
   for (pid_t rank : ranks) {
@@ -201,9 +205,10 @@ TEST(LaunchSignals, RanksDieWithASigkilledLauncher) {
 TEST(LaunchErrors, MissingProgramIsOneLineBeforeAnythingStarts) {
   RunResult result = run_launcher({"launch", "--cpu", "no_such_program_for_accelerate_test"});
   EXPECT_EQ(result.exit_code, 1);
-  EXPECT_EQ(result.err,
-            "accelerate launch: error: program 'no_such_program_for_accelerate_test' not found (not a "
-            "file and not on PATH)\n");
+  EXPECT_EQ(
+      result.err,
+      "accelerate launch: error: program 'no_such_program_for_accelerate_test' not found (not a "
+      "file and not on PATH)\n");
   EXPECT_EQ(result.out, "");
 }
 
@@ -229,8 +234,8 @@ TEST(LaunchErrors, PortInUseIsNamedBeforeAnyRankStarts) {
   getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
   const std::string port = std::to_string(ntohs(address.sin_port));
 
-  RunResult result = run_launcher({"launch", "--cpu", "--num_processes", "2", "--main_process_port", port,
-                                   kProbe, "env", "RANK"});
+  RunResult result = run_launcher({"launch", "--cpu", "--num_processes", "2", "--main_process_port",
+                                   port, kProbe, "env", "RANK"});
   close(listener);
   EXPECT_EQ(result.exit_code, 1);
   expect_one_error_line(result, "accelerate launch: error: port " + port + " is already in use");
@@ -241,11 +246,14 @@ TEST(LaunchErrors, PortInUseIsNamedBeforeAnyRankStarts) {
 TEST(LaunchErrors, UsageErrorsExitWith2) {
   RunResult unknown = run_launcher({"launch", "--num_proceses", "2", kProbe});
   EXPECT_EQ(unknown.exit_code, 2);
-  expect_one_error_line(unknown, "accelerate launch: error: unknown flag '--num_proceses'; did you mean "
-                                 "--num_processes?");
+  expect_one_error_line(unknown,
+                        "accelerate launch: error: unknown flag '--num_proceses'; did you mean "
+                        "--num_processes?");
   RunResult bad_value = run_launcher({"launch", "--num_processes", "0", kProbe});
   EXPECT_EQ(bad_value.exit_code, 2);
-  expect_one_error_line(bad_value, "accelerate launch: error: --num_processes expects a whole number from 1 to 1000000");
+  expect_one_error_line(
+      bad_value,
+      "accelerate launch: error: --num_processes expects a whole number from 1 to 1000000");
   RunResult subcommand = run_launcher({"lunch"});
   EXPECT_EQ(subcommand.exit_code, 2);
   expect_one_error_line(subcommand, "accelerate: error: unknown command 'lunch'");
@@ -272,7 +280,8 @@ TEST(LaunchPython, PyScriptRunsWithPython3) {
   }
   TemporaryFolder folder;
   std::string script = folder.path() + "/print_rank.py";
-  std::ofstream(script) << "import os\nprint('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'])\n";
+  std::ofstream(script)
+      << "import os\nprint('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'])\n";
   RunResult result = run_launcher(cpu_job(2, {script}));
   ASSERT_EQ(result.exit_code, 0) << result.err;
   auto lines = split_lines(result.out);
@@ -286,9 +295,10 @@ TEST(LaunchPython, ModuleRunsWithPython3DashM) {
   }
   TemporaryFolder folder;
   std::ofstream(folder.path() + "/rank_module.py")
-      << "import os, sys\nprint(os.environ['LOCAL_RANK'], os.environ['PYTHONUNBUFFERED'], sys.argv[1:])\n";
-  RunResult result =
-      run_launcher(cpu_job(1, {"-m", "rank_module", "--flag", "x"}), {{"PYTHONPATH", folder.path()}});
+      << "import os, sys\nprint(os.environ['LOCAL_RANK'], os.environ['PYTHONUNBUFFERED'], "
+         "sys.argv[1:])\n";
+  RunResult result = run_launcher(cpu_job(1, {"-m", "rank_module", "--flag", "x"}),
+                                  {{"PYTHONPATH", folder.path()}});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_EQ(result.out, "0 1 ['--flag', 'x']\n");
 }

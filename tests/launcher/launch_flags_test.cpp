@@ -7,8 +7,8 @@
 #include "launcher/child_environment.h"
 #include "launcher/launch_errors.h"
 #include "launcher/launch_options.h"
-#include "launcher/slurm_defaults.h"
 #include "launcher/launch_test_support.h"
+#include "launcher/slurm_defaults.h"
 
 namespace accelerate::launcher {
 namespace {
@@ -115,22 +115,26 @@ TEST(LaunchFlags, BadValuesSayWhatToChange) {
             "--tee chooses what goes to the log files: give --log_dir DIR too");
   EXPECT_EQ(usage_error_of({"--cpu", "--multi_gpu", "p"}),
             "--cpu and --multi_gpu conflict: choose CPU processes (--cpu) or one process per GPU");
-  EXPECT_EQ(usage_error_of({"--multi_gpu", "p"}),
-            "--multi_gpu: no NVIDIA GPU is visible on this machine; use --cpu --num_processes N to run N "
-            "processes on the CPU");
-  EXPECT_EQ(usage_error_of({"--mpirun_hostfile", "h", "--num_machines", "2", "--main_process_ip", "10.0.0.1",
-                            "p"}),
-            "--mpirun_hostfile starts the processes of every machine from here; drop --num_machines (the "
-            "hostfile lists the machines) and run one launcher only");
+  EXPECT_EQ(
+      usage_error_of({"--multi_gpu", "p"}),
+      "--multi_gpu: no NVIDIA GPU is visible on this machine; use --cpu --num_processes N to run N "
+      "processes on the CPU");
+  EXPECT_EQ(
+      usage_error_of(
+          {"--mpirun_hostfile", "h", "--num_machines", "2", "--main_process_ip", "10.0.0.1", "p"}),
+      "--mpirun_hostfile starts the processes of every machine from here; drop --num_machines (the "
+      "hostfile lists the machines) and run one launcher only");
 }
 
 TEST(LaunchFlags, NumProcessesCountsEveryMachine) {
-  EXPECT_EQ(usage_error_of({"--num_processes", "5", "--num_machines", "2", "--main_process_ip", "10.0.0.1",
-                            "p"}),
-            "--num_processes 5 is not divisible by --num_machines 2: it counts the processes of all "
-            "machines, and every machine starts the same number; use e.g. --num_processes 4 for 2 per machine");
-  LaunchOptions options = parse({"--num_processes", "4", "--num_machines", "2", "--machine_rank", "1",
-                                 "--main_process_ip", "10.0.0.1", "p"});
+  EXPECT_EQ(
+      usage_error_of(
+          {"--num_processes", "5", "--num_machines", "2", "--main_process_ip", "10.0.0.1", "p"}),
+      "--num_processes 5 is not divisible by --num_machines 2: it counts the processes of all "
+      "machines, and every machine starts the same number; use e.g. --num_processes 4 for 2 per "
+      "machine");
+  LaunchOptions options = parse({"--num_processes", "4", "--num_machines", "2", "--machine_rank",
+                                 "1", "--main_process_ip", "10.0.0.1", "p"});
   resolve_launch_options(options, MachineFacts{});
   EXPECT_EQ(options.local_processes(), 2);
   EXPECT_EQ(global_rank(options, 0), 2);
@@ -164,7 +168,8 @@ TEST(LaunchFlags, GpuIdsBecomeCudaVisibleDevicesAndPickTheProcessCount) {
 TEST(LaunchFlags, GpuIdsAlsoReplaceAnInheritedHipVisibleDevices) {
   LaunchOptions two = parse({"--gpu_ids", "1,3", "p"});
   resolve_launch_options(two, MachineFacts{8, 8});
-  const Environment amd_parent = {{"ROCR_VISIBLE_DEVICES", "0,1,2,3"}, {"HIP_VISIBLE_DEVICES", "0,1,2,3"}};
+  const Environment amd_parent = {{"ROCR_VISIBLE_DEVICES", "0,1,2,3"},
+                                  {"HIP_VISIBLE_DEVICES", "0,1,2,3"}};
   const Environment child = build_child_environment(two, 0, amd_parent, 8);
   EXPECT_EQ(child.at("HIP_VISIBLE_DEVICES"), "1,3");
   EXPECT_EQ(child.at("CUDA_VISIBLE_DEVICES"), "1,3");
@@ -187,7 +192,8 @@ TEST(LaunchFlags, RestartCountAndRendezvousTimeoutReachTheRanks) {
 
 // What --config_file does with a file's values (src/launcher/config_application.h):
 // each goes through the table row, only onto options still at their default.
-void apply_like_a_config_file(LaunchOptions& options, const std::map<std::string, std::string>& values) {
+void apply_like_a_config_file(LaunchOptions& options,
+                              const std::map<std::string, std::string>& values) {
   for (const auto& [key, value] : values) {
     if (options.source_of(key) != OptionSource::kDefault) continue;
     find_launch_flag(key)->apply(options, "file:1: key '" + key + "'", value);
@@ -198,12 +204,13 @@ void apply_like_a_config_file(LaunchOptions& options, const std::map<std::string
 TEST(LaunchFlags, PrecedenceIsFlagThenSlurmThenConfigFileThenDefault) {
   // Each option set by some of the layers (precedence: docs/launching.md).
   LaunchOptions options = parse({"--num_processes", "4", "--main_process_port", "1111", "p"});
-  Environment slurm = {{"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "0"}, {"SLURM_NNODES", "2"},
-                       {"SLURM_NTASKS", "2"},    {"SLURM_NODEID", "1"},  {"SLURM_JOB_NODELIST", "node[07-08]"}};
+  Environment slurm = {{"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "0"},
+                       {"SLURM_NNODES", "2"},    {"SLURM_NTASKS", "2"},
+                       {"SLURM_NODEID", "1"},    {"SLURM_JOB_NODELIST", "node[07-08]"}};
   apply_slurm_defaults(options, slurm);
-  apply_like_a_config_file(options, {{"num_processes", "8"},    // flag wins
+  apply_like_a_config_file(options, {{"num_processes", "8"},  // flag wins
                                      {"main_process_port", "2222"},
-                                     {"num_machines", "1"},     // Slurm wins
+                                     {"num_machines", "1"},        // Slurm wins
                                      {"mixed_precision", "bf16"},  // file wins over the default
                                      {"debug", "false"}});
   apply_slurm_port(options, slurm);  // a port the flag (or file) gave stays
@@ -211,8 +218,9 @@ TEST(LaunchFlags, PrecedenceIsFlagThenSlurmThenConfigFileThenDefault) {
   auto lines = describe_effective_settings(options);
   for (const char* expected :
        {"num_processes = 4 (flag)", "main_process_port = 1111 (flag)", "num_machines = 2 (slurm)",
-        "machine_rank = 1 (slurm)", "main_process_ip = node07 (slurm)", "mixed_precision = bf16 (config file)",
-        "debug = false (config file)", "gradient_accumulation_steps = (unset) (default)"}) {
+        "machine_rank = 1 (slurm)", "main_process_ip = node07 (slurm)",
+        "mixed_precision = bf16 (config file)", "debug = false (config file)",
+        "gradient_accumulation_steps = (unset) (default)"}) {
     EXPECT_NE(std::find(lines.begin(), lines.end(), expected), lines.end()) << expected;
   }
 }
@@ -221,15 +229,19 @@ TEST(LaunchSlurm, StepValuesFillWhatFlagsLeaveOpen) {
   EXPECT_EQ(slurm_default_port({{"SLURM_JOB_ID", "123456"}}), 23456);
   EXPECT_EQ(slurm_default_port({}), std::nullopt);
 
-  Environment step = {{"SLURM_JOB_ID", "77"},           {"SLURM_STEP_ID", "0"},
-                      {"SLURM_STEP_NUM_NODES", "3"},     {"SLURM_STEP_NUM_TASKS", "3"},
-                      {"SLURM_NODEID", "2"},             {"SLURM_STEP_NODELIST", "gpu[3-5]"},
-                      {"SLURM_JOB_NODELIST", "gpu[1-9]"}, {"SLURM_NNODES", "9"}};
+  Environment step = {{"SLURM_JOB_ID", "77"},
+                      {"SLURM_STEP_ID", "0"},
+                      {"SLURM_STEP_NUM_NODES", "3"},
+                      {"SLURM_STEP_NUM_TASKS", "3"},
+                      {"SLURM_NODEID", "2"},
+                      {"SLURM_STEP_NODELIST", "gpu[3-5]"},
+                      {"SLURM_JOB_NODELIST", "gpu[1-9]"},
+                      {"SLURM_NNODES", "9"}};
   LaunchOptions options = parse({"--machine_rank", "0", "p"});
   EXPECT_TRUE(apply_slurm_defaults(options, step).empty());
   apply_slurm_port(options, step);
-  EXPECT_EQ(options.num_machines, 3);         // the step's nodes, not the job's
-  EXPECT_EQ(options.machine_rank, 0);         // the flag wins
+  EXPECT_EQ(options.num_machines, 3);          // the step's nodes, not the job's
+  EXPECT_EQ(options.machine_rank, 0);          // the flag wins
   EXPECT_EQ(options.main_process_ip, "gpu3");  // the step's first node
   EXPECT_EQ(options.main_process_port, 20077);
 
@@ -240,9 +252,10 @@ TEST(LaunchSlurm, StepValuesFillWhatFlagsLeaveOpen) {
     apply_slurm_defaults(too_many, two_per_node);
     ADD_FAILURE() << "no error";
   } catch (const UsageError& error) {
-    EXPECT_EQ(std::string(error.what()).rfind("srun started 6 copies of accelerate launch on 3 node(s) "
-                                              "(SLURM_STEP_NUM_TASKS); start exactly one per node",
-                                              0),
+    EXPECT_EQ(std::string(error.what())
+                  .rfind("srun started 6 copies of accelerate launch on 3 node(s) "
+                         "(SLURM_STEP_NUM_TASKS); start exactly one per node",
+                         0),
               0u)
         << error.what();
   }

@@ -7,27 +7,26 @@
 
 #include "launcher/launch_errors.h"
 #include "launcher/launch_options.h"
-#include "launcher/port_check.h"
 #include "launcher/launch_test_support.h"
+#include "launcher/port_check.h"
 #include "support/process_runner.h"
 
 namespace accelerate::launcher {
 namespace {
 
 TEST(LaunchOptions, BothSpellingsAndBothValueForms) {
-  for (const auto& args : std::vector<std::vector<std::string>>{
-           {"--num_processes", "3", "prog"},
-           {"--num-processes", "3", "prog"},
-           {"--num_processes=3", "prog"},
-           {"--num-processes=3", "prog"}}) {
+  for (const auto& args : std::vector<std::vector<std::string>>{{"--num_processes", "3", "prog"},
+                                                                {"--num-processes", "3", "prog"},
+                                                                {"--num_processes=3", "prog"},
+                                                                {"--num-processes=3", "prog"}}) {
     LaunchOptions options = parse(args);
     EXPECT_EQ(options.num_processes, 3) << args[0];
     EXPECT_EQ(options.source_of("num_processes"), OptionSource::kFlag);
     EXPECT_EQ(options.program, "prog");
   }
-  LaunchOptions options =
-      parse({"--main-process-port=1234", "--mixed_precision", "bf16", "--gradient-accumulation-steps=4",
-             "--num_cpu_threads_per_process", "2", "--cpu", "--debug", "-q", "prog"});
+  LaunchOptions options = parse({"--main-process-port=1234", "--mixed_precision", "bf16",
+                                 "--gradient-accumulation-steps=4", "--num_cpu_threads_per_process",
+                                 "2", "--cpu", "--debug", "-q", "prog"});
   EXPECT_EQ(options.main_process_port, 1234);
   EXPECT_EQ(options.mixed_precision, accelerate::MixedPrecision::kBF16);
   EXPECT_EQ(options.gradient_accumulation_steps, 4);
@@ -49,7 +48,8 @@ TEST(LaunchOptions, DefaultsAreRecordedAsDefaults) {
   EXPECT_FALSE(options.mixed_precision.has_value());
   auto lines = describe_effective_settings(options);
   EXPECT_NE(std::find(lines.begin(), lines.end(), "cpu = true (flag)"), lines.end());
-  EXPECT_NE(std::find(lines.begin(), lines.end(), "main_process_port = 29500 (default)"), lines.end());
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "main_process_port = 29500 (default)"),
+            lines.end());
 }
 
 TEST(LaunchOptions, FlagsStopAtProgramAndTheRestIsUntouched) {
@@ -80,8 +80,9 @@ TEST(LaunchOptions, BadValuesNameTheFlagAndTheExpectation) {
             "--num-processes expects a whole number from 1 to 1000000, got 'two'");
   EXPECT_EQ(usage_error_of({"--num_processes", "2x", "p"}),
             "--num_processes expects a whole number from 1 to 1000000, got '2x'");
-  EXPECT_EQ(usage_error_of({"--main_process_port", "70000", "p"}),
-            "--main_process_port expects a port number 1..65535 (or 0 for any free port), got '70000'");
+  EXPECT_EQ(
+      usage_error_of({"--main_process_port", "70000", "p"}),
+      "--main_process_port expects a port number 1..65535 (or 0 for any free port), got '70000'");
   EXPECT_EQ(usage_error_of({"--mixed_precision", "fp8", "p"}),
             "--mixed_precision expects one of no, bf16, fp16, got 'fp8'");
   EXPECT_EQ(usage_error_of({"--gradient_accumulation_steps", "-1", "p"}),
@@ -96,18 +97,22 @@ TEST(LaunchOptions, BadValuesNameTheFlagAndTheExpectation) {
 
 TEST(LaunchOptions, UnknownFlagSuggestsTheClosestOne) {
   std::string message = usage_error_of({"--num_process", "2", "p"});
-  EXPECT_EQ(message.rfind("unknown flag '--num_process'; did you mean --num_processes?", 0), 0u) << message;
+  EXPECT_EQ(message.rfind("unknown flag '--num_process'; did you mean --num_processes?", 0), 0u)
+      << message;
   message = usage_error_of({"--frobnicate", "p"});
-  EXPECT_EQ(message.rfind("unknown flag '--frobnicate'; see 'accelerate launch --help'", 0), 0u) << message;
+  EXPECT_EQ(message.rfind("unknown flag '--frobnicate'; see 'accelerate launch --help'", 0), 0u)
+      << message;
   EXPECT_EQ(usage_error_of({"-z", "p"}).rfind("unknown flag '-z'", 0), 0u);
 }
 
 TEST(LaunchOptions, MachineRankMustBeBelowMachineCount) {
-  EXPECT_EQ(usage_error_of({"--num_machines", "2", "--machine_rank", "2", "--main_process_ip", "10.0.0.1", "p"}),
+  EXPECT_EQ(usage_error_of({"--num_machines", "2", "--machine_rank", "2", "--main_process_ip",
+                            "10.0.0.1", "p"}),
             "--machine_rank 2 is out of range for --num_machines 2 (machine ranks are 0..1)");
   EXPECT_EQ(usage_error_of({"--machine_rank", "1", "p"}),
             "--machine_rank 1 is out of range for --num_machines 1 (machine ranks are 0..0)");
-  EXPECT_EQ(usage_error_of({"--num_machines", "2", "--machine_rank", "1", "--main_process_ip", "10.0.0.1", "p"}),
+  EXPECT_EQ(usage_error_of({"--num_machines", "2", "--machine_rank", "1", "--main_process_ip",
+                            "10.0.0.1", "p"}),
             "(no error)");
 }
 
@@ -115,8 +120,8 @@ TEST(LaunchOptions, SeveralMachinesNeedAnAddressAndAFixedPort) {
   EXPECT_EQ(usage_error_of({"--num_machines", "2", "p"}),
             "--main_process_ip is required when --num_machines is 2: give the address of machine "
             "rank 0, reachable from every machine");
-  EXPECT_EQ(usage_error_of({"--num_machines", "2", "--main_process_ip", "10.0.0.1", "--main_process_port",
-                            "0", "p"}),
+  EXPECT_EQ(usage_error_of({"--num_machines", "2", "--main_process_ip", "10.0.0.1",
+                            "--main_process_port", "0", "p"}),
             "--main_process_port 0 (pick a free port) works only with one machine; with "
             "--num_machines 2 give every machine the same fixed port");
   EXPECT_EQ(usage_error_of({"--main_process_port", "0", "p"}), "(no error)");

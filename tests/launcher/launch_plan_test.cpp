@@ -8,8 +8,8 @@
 
 #include "launcher/launch_errors.h"
 #include "launcher/launch_plan.h"
-#include "support/process_runner.h"
 #include "launcher/launch_test_support.h"
+#include "support/process_runner.h"
 
 namespace accelerate::launcher {
 namespace {
@@ -28,8 +28,9 @@ bool has(const std::vector<std::string>& items, const std::string& item) {
 }
 
 TEST(LaunchPlan, OneCommandPerLocalRankWithLogFilesPerAttempt) {
-  LaunchOptions options = resolved({"--num_processes", "4", "--num_machines", "2", "--machine_rank", "1",
-                                    "--main_process_ip", "10.0.0.1", "--log_dir", "/logs", "--tee", "1", "p"});
+  LaunchOptions options =
+      resolved({"--num_processes", "4", "--num_machines", "2", "--machine_rank", "1",
+                "--main_process_ip", "10.0.0.1", "--log_dir", "/logs", "--tee", "1", "p"});
   SupervisorSettings settings = plan_attempt(inputs_for(options), 2);
   ASSERT_EQ(settings.ranks.size(), 2u);
   EXPECT_TRUE(settings.prefix_output);
@@ -43,7 +44,8 @@ TEST(LaunchPlan, OneCommandPerLocalRankWithLogFilesPerAttempt) {
 
 TEST(LaunchPlan, LogFoldersAreCreated) {
   testing::TemporaryFolder folder;
-  LaunchOptions options = resolved({"--num_processes", "2", "--log_dir", folder.path() + "/a/b", "p"});
+  LaunchOptions options =
+      resolved({"--num_processes", "2", "--log_dir", folder.path() + "/a/b", "p"});
   SupervisorSettings settings = plan_attempt(inputs_for(options), 0);
   EXPECT_EQ(settings.ranks[0].stderr_log, folder.path() + "/a/b/attempt_0/rank_0/stderr.log");
   prepare_log_folders(settings);
@@ -58,7 +60,8 @@ TEST(LaunchPlan, DryRunListsSourcesAndShellReadyCommands) {
   LaunchOptions options = resolved({"--num_processes", "2", "--debug", "p"});
   PlanInputs inputs = inputs_for(options);
   inputs.program.argv = {"/opt/train", "it's", "a b"};
-  std::string report = describe_plan(options, {"a note"}, plan_attempt(inputs, 0), inputs.environment);
+  std::string report =
+      describe_plan(options, {"a note"}, plan_attempt(inputs, 0), inputs.environment);
   EXPECT_NE(report.find("  num_processes = 2 (flag)\n"), std::string::npos) << report;
   EXPECT_NE(report.find("  num_machines = 1 (default)\n"), std::string::npos);
   EXPECT_NE(report.find("note: a note\n"), std::string::npos);
@@ -102,7 +105,8 @@ TEST(LaunchMpirun, OneMpirunCarriesTheSettingsButNoTopology) {
             (std::vector<std::string>{"mpirun", "--hostfile", "hosts", "-np", "4"}));
   EXPECT_TRUE(has(argv, "--allow-run-as-root"));
   EXPECT_TRUE(has(argv, "--oversubscribe"));  // 4 processes, 2 slots
-  for (const char* exported : {"MASTER_ADDR", "MASTER_PORT", "ACCELERATE_USE_CPU", "OMP_NUM_THREADS"}) {
+  for (const char* exported :
+       {"MASTER_ADDR", "MASTER_PORT", "ACCELERATE_USE_CPU", "OMP_NUM_THREADS"}) {
     auto it = std::find(argv.begin(), argv.end(), exported);
     ASSERT_NE(it, argv.end()) << exported;
     EXPECT_EQ(*(it - 1), "-x");

@@ -46,9 +46,9 @@ void expect_origins(const std::string& section, const std::string& name,
   LaunchOptions from_file;
   const std::string type = section == "deepspeed_config" ? "DEEPSPEED" : "FSDP";
   launcher::apply_config_file(
-      config::parse_config_text("distributed_type: " + type + "\n" + section + ":\n  " + name +
-                                    ": " + value + "\n",
-                                "c.yaml"),
+      config::parse_config_text(
+          "distributed_type: " + type + "\n" + section + ":\n  " + name + ": " + value + "\n",
+          "c.yaml"),
       from_file);
   const auto given = launch_setting_values(from_file, Environment()).find(setting.variable());
   ASSERT_TRUE(given.has_value());
@@ -56,8 +56,9 @@ void expect_origins(const std::string& section, const std::string& name,
 }
 
 template <class T>
-void expect_one_row(const std::string& section, const std::string& name, const settings::Setting<T>& setting,
-                    const char* metavar, const char* yaml_type) {
+void expect_one_row(const std::string& section, const std::string& name,
+                    const settings::Setting<T>& setting, const char* metavar,
+                    const char* yaml_type) {
   SCOPED_TRACE(section + "." + name);
   const FlagSpec* flag = find_launch_flag(name);
   ASSERT_NE(flag, nullptr) << "no --" << name;
@@ -92,7 +93,7 @@ TEST(LaunchSettingRows, EveryShardingSettingsFlagKeyVariableAndHelpComeFromOneRo
   const char* const B = config::to_string(config::KeyType::kBool);
   int rows = 0;
 #define ACCELERATE_EXPECT_ROW(section, name, Type, setting, metavar, yaml) \
-  expect_one_row<Type>(#section, #name, settings::setting, metavar, yaml);   \
+  expect_one_row<Type>(#section, #name, settings::setting, metavar, yaml); \
   ++rows;
   ACCELERATE_SHARDING_LAUNCH_SETTINGS(ACCELERATE_EXPECT_ROW)
 #undef ACCELERATE_EXPECT_ROW

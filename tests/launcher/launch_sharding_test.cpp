@@ -201,12 +201,12 @@ TEST(LaunchSharding, WhatTheRanksWouldRefuseIsRefusedFirst) {
   EXPECT_EQ(sharding_refusal({"--use_fsdp", "--fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP",
                               "--fsdp_transformer_layer_cls_to_wrap", "Block", "p"}),
             "(no error)");
-  EXPECT_EQ(sharding_refusal({"--use_fsdp", "--fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP",
-                              "p"}),
-            "--fsdp_auto_wrap_policy: FSDP auto wrap policy TRANSFORMER_BASED_WRAP needs the "
-            "class names of the model's "
-            "blocks: set fsdp_transformer_layer_cls_to_wrap (e.g. Block), or use SIZE_BASED_WRAP "
-            "or NO_WRAP");
+  EXPECT_EQ(
+      sharding_refusal({"--use_fsdp", "--fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP", "p"}),
+      "--fsdp_auto_wrap_policy: FSDP auto wrap policy TRANSFORMER_BASED_WRAP needs the "
+      "class names of the model's "
+      "blocks: set fsdp_transformer_layer_cls_to_wrap (e.g. Block), or use SIZE_BASED_WRAP "
+      "or NO_WRAP");
   // FSDP 2 without resharding is stage 2: it has no units, so needs no classes.
   EXPECT_EQ(sharding_refusal({"--use_fsdp", "--fsdp_version", "2", "--fsdp_reshard_after_forward",
                               "false", "--fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP", "p"}),
@@ -285,8 +285,7 @@ TEST(LaunchSharding, RefusalsExitWithTwoAndOneLine) {
        {std::vector<std::string>{"launch", "--config_file", config, kProbe, "exit", "0"},
         std::vector<std::string>{"launch", "--cpu", "--use_deepspeed", "--offload_param_device",
                                  "nvme", kProbe},
-        std::vector<std::string>{"launch", "--cpu", "--use_deepspeed", "--zero_stage", "5",
-                                 kProbe},
+        std::vector<std::string>{"launch", "--cpu", "--use_deepspeed", "--zero_stage", "5", kProbe},
         std::vector<std::string>{"launch", "--cpu", "--use_fsdp", "--fsdp_auto_wrap_policy",
                                  "TRANSFORMER_BASED_WRAP", kProbe, "exit", "0"}}) {
     RunResult result = run_launcher(args, {{"SLURM_JOB_ID", std::nullopt}});
@@ -303,7 +302,8 @@ TEST(LaunchSharding, RefusalsExitWithTwoAndOneLine) {
 namespace accelerate::launcher {
 namespace {
 
-std::string cpu_refusal(const std::vector<std::string>& args, const Environment& launcher_env = {}) {
+std::string cpu_refusal(const std::vector<std::string>& args,
+                        const Environment& launcher_env = {}) {
   try {
     check_sharded_training(resolved(args), launcher_env, /*cpu_job=*/true);
   } catch (const UsageError& error) {
@@ -317,22 +317,26 @@ std::string cpu_refusal(const std::vector<std::string>& args, const Environment&
 TEST(LaunchSharding, Fp16OnACpuJobIsRefusedNamingWhatAskedForIt) {
   TemporaryFolder folder;
   const std::string path = write_deepspeed_json(folder, "true");
-  EXPECT_EQ(cpu_refusal({"--use_deepspeed", "--deepspeed_config_file", path, "p"}),
-            path + ": fp16.enabled true asks for fp16 mixed precision, which needs a CUDA device, but this "
-                   "job runs on the CPU (no GPU is visible on this machine); use bf16 there (set "
-                   "fp16.enabled to false or \"auto\")");
+  EXPECT_EQ(
+      cpu_refusal({"--use_deepspeed", "--deepspeed_config_file", path, "p"}),
+      path +
+          ": fp16.enabled true asks for fp16 mixed precision, which needs a CUDA device, but this "
+          "job runs on the CPU (no GPU is visible on this machine); use bf16 there (set "
+          "fp16.enabled to false or \"auto\")");
   EXPECT_EQ(cpu_refusal({"--cpu", "--mixed_precision", "fp16", "p"}),
-            "--mixed_precision fp16 asks for fp16 mixed precision, which needs a CUDA device, but this job "
+            "--mixed_precision fp16 asks for fp16 mixed precision, which needs a CUDA device, but "
+            "this job "
             "runs on the CPU (--cpu); use bf16 there");
-  EXPECT_EQ(cpu_refusal({"p"}, {{"ACCELERATE_MIXED_PRECISION", "fp16"}}).rfind(
-                "ACCELERATE_MIXED_PRECISION=fp16 in the environment asks for fp16", 0),
+  EXPECT_EQ(cpu_refusal({"p"}, {{"ACCELERATE_MIXED_PRECISION", "fp16"}})
+                .rfind("ACCELERATE_MIXED_PRECISION=fp16 in the environment asks for fp16", 0),
             0u);
   // What can run passes: bf16, the file's "auto" without fp16, and fp16 on a GPU job.
   EXPECT_EQ(cpu_refusal({"--mixed_precision", "bf16", "p"}), "(no error)");
   EXPECT_EQ(cpu_refusal({"--use_deepspeed", "--deepspeed_config_file",
                          write_deepspeed_json(folder, "\"auto\""), "p"}),
             "(no error)");
-  EXPECT_EQ(sharding_refusal({"--use_deepspeed", "--deepspeed_config_file", path, "p"}), "(no error)");
+  EXPECT_EQ(sharding_refusal({"--use_deepspeed", "--deepspeed_config_file", path, "p"}),
+            "(no error)");
 }
 
 TEST(LaunchSharding, Fp16FromAConfigFileOnACpuJobStopsBeforeAnyProcessStarts) {
@@ -344,9 +348,11 @@ TEST(LaunchSharding, Fp16FromAConfigFileOnACpuJobStopsBeforeAnyProcessStarts) {
   EXPECT_EQ(result.exit_code, 2);
   ASSERT_EQ(split_lines(result.err).size(), 1u) << result.err;
   // The key and line that asked for fp16, and the key and line that made it a CPU job.
-  EXPECT_EQ(result.err, "accelerate launch: error: mixed_precision: fp16 (" + config +
-                            ":1) asks for fp16 mixed precision, which needs a CUDA device, but this job "
-                            "runs on the CPU (" + config + ":3: key 'use_cpu'); use bf16 there\n");
+  EXPECT_EQ(result.err,
+            "accelerate launch: error: mixed_precision: fp16 (" + config +
+                ":1) asks for fp16 mixed precision, which needs a CUDA device, but this job "
+                "runs on the CPU (" +
+                config + ":3: key 'use_cpu'); use bf16 there\n");
   EXPECT_EQ(result.out, "");
 }
 
@@ -360,11 +366,13 @@ TEST(LaunchSharding, ADryRunShowsTheFp16RefusalAsANote) {
   TemporaryFolder folder;
   const std::string path = write_deepspeed_json(folder, "true");
   std::vector<std::string> notes;
-  EXPECT_NO_THROW(notes = check_sharded_training(
-                      resolved({"--dry_run", "--use_deepspeed", "--deepspeed_config_file", path, "p"}), {},
-                      /*cpu_job=*/true));
+  EXPECT_NO_THROW(
+      notes = check_sharded_training(
+          resolved({"--dry_run", "--use_deepspeed", "--deepspeed_config_file", path, "p"}), {},
+          /*cpu_job=*/true));
   ASSERT_EQ(notes.size(), 1u);
-  EXPECT_EQ(notes[0].rfind(path + ": fp16.enabled true asks for fp16 mixed precision", 0), 0u) << notes[0];
+  EXPECT_EQ(notes[0].rfind(path + ": fp16.enabled true asks for fp16 mixed precision", 0), 0u)
+      << notes[0];
   EXPECT_NE(notes[0].find("(a launch stops here)"), std::string::npos) << notes[0];
 }
 

@@ -17,8 +17,9 @@ inline const std::string kProbe = LAUNCH_PROBE_PATH;
 // `flags`, then `program`.
 inline std::vector<std::string> cpu_job(int ranks, const std::vector<std::string>& flags,
                                         const std::vector<std::string>& program) {
-  std::vector<std::string> args = {"launch", "--cpu", "--num_processes", std::to_string(ranks),
-                                   "--main_process_port", "0", "-q"};
+  std::vector<std::string> args = {
+      "launch", "--cpu", "--num_processes", std::to_string(ranks), "--main_process_port",
+      "0",      "-q"};
   args.insert(args.end(), flags.begin(), flags.end());
   args.insert(args.end(), program.begin(), program.end());
   return args;
@@ -27,7 +28,9 @@ inline std::vector<std::string> cpu_job(int ranks, const std::vector<std::string
   return cpu_job(ranks, {}, program);
 }
 
-inline LaunchOptions parse(const std::vector<std::string>& args) { return parse_launch_arguments(args).options; }
+inline LaunchOptions parse(const std::vector<std::string>& args) {
+  return parse_launch_arguments(args).options;
+}
 
 // Parsed and resolved for a machine with no GPU.
 inline LaunchOptions resolved(const std::vector<std::string>& args) {
@@ -37,7 +40,8 @@ inline LaunchOptions resolved(const std::vector<std::string>& args) {
 }
 
 // The message of the UsageError that parsing (and resolving) `args` throws.
-inline std::string usage_error_of(const std::vector<std::string>& args, const MachineFacts& facts = {}) {
+inline std::string usage_error_of(const std::vector<std::string>& args,
+                                  const MachineFacts& facts = {}) {
   try {
     LaunchOptions options = parse(args);
     resolve_launch_options(options, facts);

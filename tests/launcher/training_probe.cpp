@@ -19,7 +19,8 @@ using accelerate::testing::regression_data;
 
 std::string describe(const torch::nn::Linear& model) {
   char text[96];
-  std::snprintf(text, sizeof(text), "a=%.6f b=%.6f", model->weight.item<double>(), model->bias.item<double>());
+  std::snprintf(text, sizeof(text), "a=%.6f b=%.6f", model->weight.item<double>(),
+                model->bias.item<double>());
   return text;
 }
 
@@ -43,7 +44,8 @@ int main() try {
   accelerate::Accelerator accelerator;
   const int n = accelerator.num_processes();
   auto model = accelerate::testing::fresh_regression_model();
-  accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
+  accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(),
+                                                     torch::optim::SGDOptions(0.1));
   accelerate::DataLoader loader(regression_data(32 * n), accelerate::DataLoaderOptions(8));
   accelerator.prepare(model, optimizer, loader);
   for (int epoch = 0; epoch < 3; ++epoch) {

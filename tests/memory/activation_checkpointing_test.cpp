@@ -6,8 +6,8 @@
 // the parameters' gradients as without checkpointing.
 #include <torch/torch.h>
 
-#include <gtest/gtest.h>
 #include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include <mutex>
 #include <set>

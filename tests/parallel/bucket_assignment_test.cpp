@@ -45,7 +45,6 @@ std::vector<torch::Tensor> six_parameters() {
           parameter_of_bytes(256),      parameter_of_bytes(2 * kMiB), parameter_of_bytes(64)};
 }
 
-
 TEST(BucketAssignment, ReverseOrderWithSmallFirstBucketAndCaps) {
   // Reverse order p5 p4 p3 p2 p1 p0. First cap 1 MiB: p5 (64 B) fits, p4
   // (2 MiB) would not. Then 5 MiB caps: p4+p3, then p2+p1 (p0 would make

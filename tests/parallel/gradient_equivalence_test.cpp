@@ -30,7 +30,6 @@ using namespace accelerate::testing;
 
 namespace {
 
-
 struct BucketCase {
   const char* name;
   double first_cap_mb;
@@ -96,73 +95,78 @@ TEST_P(MatchesBlockingAllReduce, OverSeveralSteps) {
   rank_options.shared_memory_all_reduce = transport == Transport::kSharedMemory;
   torch::set_num_threads(1);
   std::vector<int64_t> worst_ulps(world, 0);
-  run_ranks(world, [&](Communicator& comm) {
-    const int rank = comm.rank();
-    ASSERT_EQ(comm.sums_cpu_tensors_in_shared_memory(), transport == Transport::kSharedMemory);
-    BranchyNet net;
-    BranchyNet reference;
-    GradientReducer reducer(borrow(comm), net->parameters(),
-                            GradientSyncOptions()
-                                .first_bucket_cap_mb(buckets.first_cap_mb)
-                                .bucket_cap_mb(buckets.cap_mb)
-                                .gradient_as_bucket_view(views));
-    ASSERT_EQ(static_cast<int>(reducer.buckets().size()), buckets.expected_buckets);
-    for (int step = 0; step < 3; ++step) {
-      clear_grads_as(storage, *net);
-      clear_grads(*reference);
-      branchy_loss(net, rank, step, uses_branch(branch, rank)).backward();
-      reducer.finalize_backward();
-      branchy_loss(reference, rank, step, uses_branch(branch, rank)).backward();
-      auto expected = blocking_average(comm, reference->parameters());
-      auto magnitude = blocking_magnitude(comm, reference->parameters());
-      auto got = net->parameters();
-      for (size_t i = 0; i < got.size(); ++i) {
-        SCOPED_TRACE("rank " + std::to_string(rank) + " step " + std::to_string(step) +
-                     " parameter " + std::to_string(i));
-        if (!expected[i].defined()) {  // the frozen layer
-          EXPECT_FALSE(got[i].grad().defined());
-          continue;
+  run_ranks(
+      world,
+      [&](Communicator& comm) {
+        const int rank = comm.rank();
+        ASSERT_EQ(comm.sums_cpu_tensors_in_shared_memory(), transport == Transport::kSharedMemory);
+        BranchyNet net;
+        BranchyNet reference;
+        GradientReducer reducer(borrow(comm), net->parameters(),
+                                GradientSyncOptions()
+                                    .first_bucket_cap_mb(buckets.first_cap_mb)
+                                    .bucket_cap_mb(buckets.cap_mb)
+                                    .gradient_as_bucket_view(views));
+        ASSERT_EQ(static_cast<int>(reducer.buckets().size()), buckets.expected_buckets);
+        for (int step = 0; step < 3; ++step) {
+          clear_grads_as(storage, *net);
+          clear_grads(*reference);
+          branchy_loss(net, rank, step, uses_branch(branch, rank)).backward();
+          reducer.finalize_backward();
+          branchy_loss(reference, rank, step, uses_branch(branch, rank)).backward();
+          auto expected = blocking_average(comm, reference->parameters());
+          auto magnitude = blocking_magnitude(comm, reference->parameters());
+          auto got = net->parameters();
+          for (size_t i = 0; i < got.size(); ++i) {
+            SCOPED_TRACE("rank " + std::to_string(rank) + " step " + std::to_string(step) +
+                         " parameter " + std::to_string(i));
+            if (!expected[i].defined()) {  // the frozen layer
+              EXPECT_FALSE(got[i].grad().defined());
+              continue;
+            }
+            ASSERT_TRUE(got[i].grad().defined());
+            const int64_t ulps = max_ulp_distance(got[i].grad(), expected[i]);
+            worst_ulps[rank] = std::max(worst_ulps[rank], ulps);
+            // A bucket holding one parameter is the per-tensor all-reduce itself;
+            // shared memory adds in rank order wherever an element lies.
+            const bool same_additions = world == 2 || buckets.expected_buckets == 8 ||
+                                        transport == Transport::kSharedMemory;
+            if (same_additions) {
+              EXPECT_TRUE(torch::equal(got[i].grad(), expected[i])) << ulps << " ulps apart";
+            } else {
+              const double u = 1.0 / (1 << 24);
+              auto bound =
+                  magnitude[i].mul(2.0 * (world - 1) * u / world) + expected[i].abs().mul(u);
+              auto excess =
+                  (got[i].grad() - expected[i]).abs().to(torch::kDouble) - bound.to(torch::kDouble);
+              EXPECT_LE(excess.max().item<double>(), 0.0) << ulps << " ulps apart";
+            }
+            // Whatever the order of additions, every rank holds the same bits.
+            for (const auto& theirs : comm.all_gather_same_shape(got[i].grad())) {
+              EXPECT_TRUE(torch::equal(theirs, got[i].grad()));
+            }
+          }
         }
-        ASSERT_TRUE(got[i].grad().defined());
-        const int64_t ulps = max_ulp_distance(got[i].grad(), expected[i]);
-        worst_ulps[rank] = std::max(worst_ulps[rank], ulps);
-        // A bucket holding one parameter is the per-tensor all-reduce itself;
-        // shared memory adds in rank order wherever an element lies.
-        const bool same_additions =
-            world == 2 || buckets.expected_buckets == 8 || transport == Transport::kSharedMemory;
-        if (same_additions) {
-          EXPECT_TRUE(torch::equal(got[i].grad(), expected[i])) << ulps << " ulps apart";
-        } else {
-          const double u = 1.0 / (1 << 24);
-          auto bound = magnitude[i].mul(2.0 * (world - 1) * u / world) + expected[i].abs().mul(u);
-          auto excess =
-              (got[i].grad() - expected[i]).abs().to(torch::kDouble) - bound.to(torch::kDouble);
-          EXPECT_LE(excess.max().item<double>(), 0.0) << ulps << " ulps apart";
+        // With one bucket, views make every synced .grad a slice of one buffer.
+        if (buckets.expected_buckets == 1) {
+          const auto params = net->parameters();
+          const at::Tensor& head = params.back().grad();
+          for (const auto& p : params) {
+            if (!p.requires_grad() || p.is_same(params.back())) continue;
+            EXPECT_EQ(p.grad().is_alias_of(head), views) << "shape " << p.sizes();
+          }
         }
-        // Whatever the order of additions, every rank holds the same bits.
-        for (const auto& theirs : comm.all_gather_same_shape(got[i].grad())) {
-          EXPECT_TRUE(torch::equal(theirs, got[i].grad()));
+        const auto stats = reducer.last_step_stats();
+        EXPECT_EQ(stats.synced_steps, 3);
+        if (branch == Branch::kEverywhere) {
+          // The frozen layer holds nothing back: every bucket starts in backward.
+          EXPECT_EQ(stats.buckets_launched_during_backward, stats.bucket_count);
         }
-      }
-    }
-    // With one bucket, views make every synced .grad a slice of one buffer.
-    if (buckets.expected_buckets == 1) {
-      const auto params = net->parameters();
-      const at::Tensor& head = params.back().grad();
-      for (const auto& p : params) {
-        if (!p.requires_grad() || p.is_same(params.back())) continue;
-        EXPECT_EQ(p.grad().is_alias_of(head), views) << "shape " << p.sizes();
-      }
-    }
-    const auto stats = reducer.last_step_stats();
-    EXPECT_EQ(stats.synced_steps, 3);
-    if (branch == Branch::kEverywhere) {
-      // The frozen layer holds nothing back: every bucket starts in backward.
-      EXPECT_EQ(stats.buckets_launched_during_backward, stats.bucket_count);
-    }
-  }, rank_options);
+      },
+      rank_options);
   std::cout << "[ measured ] world " << world << " " << buckets.name << " " << name_of(branch)
-            << " " << name_of(transport) << ": largest distance from the per-tensor oracle " << worst_ulps[0] << " ulp\n";
+            << " " << name_of(transport) << ": largest distance from the per-tensor oracle "
+            << worst_ulps[0] << " ulp\n";
 }
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {

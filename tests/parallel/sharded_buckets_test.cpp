@@ -11,8 +11,8 @@
 
 #include "accelerate/gradient_reducer.h"
 #include "parallel/parallel_test_support.h"
-#include "support/thread_ranks.h"
 #include "parallel/sharded_gradients.h"
+#include "support/thread_ranks.h"
 
 namespace sharded_buckets_test {
 
@@ -40,7 +40,8 @@ std::vector<torch::Tensor> shards_after(Communicator& comm, int no_sync_steps, b
   }
   reducer.set_sync_enabled(true);
   if (begin) {
-    for (std::size_t b = 0; b < reducer.buckets().size(); ++b) accelerate::detail::ShardedGradients::begin_bucket_gradients(reducer, b);
+    for (std::size_t b = 0; b < reducer.buckets().size(); ++b)
+      accelerate::detail::ShardedGradients::begin_bucket_gradients(reducer, b);
   }
   branchy_loss(net, comm.rank(), no_sync_steps, true).backward();
   reducer.finalize_backward();

@@ -16,7 +16,6 @@ using namespace accelerate::testing;
 
 namespace {
 
-
 bool same_on_every_rank(Communicator& comm, const torch::Tensor& t) {
   for (const auto& theirs : comm.all_gather_same_shape(t)) {
     if (!torch::equal(theirs, t)) return false;

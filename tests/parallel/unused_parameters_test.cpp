@@ -18,7 +18,6 @@ using namespace accelerate::testing;
 
 namespace {
 
-
 // Every parameter alone: the branch's buckets sit in the middle of the order.
 GradientSyncOptions one_parameter_per_bucket() {
   return GradientSyncOptions().first_bucket_cap_mb(1e-9).bucket_cap_mb(1e-9);

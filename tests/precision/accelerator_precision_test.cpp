@@ -21,11 +21,15 @@ using accelerate::AutocastOptions;
 using accelerate::Communicator;
 using accelerate::MixedPrecision;
 
-AcceleratorOptions bf16() { return AcceleratorOptions().mixed_precision(MixedPrecision::kBF16).cpu(true); }
+AcceleratorOptions bf16() {
+  return AcceleratorOptions().mixed_precision(MixedPrecision::kBF16).cpu(true);
+}
 // Loss scaling without autocast: the fp16 machinery on a CPU.
 AcceleratorOptions fp16_scaling_only() {
-  return AcceleratorOptions().mixed_precision(MixedPrecision::kFP16).cpu(true).autocast_kwargs(
-      AutocastOptions().enabled(false));
+  return AcceleratorOptions()
+      .mixed_precision(MixedPrecision::kFP16)
+      .cpu(true)
+      .autocast_kwargs(AutocastOptions().enabled(false));
 }
 
 torch::nn::Linear fresh_model(int64_t in = 4, int64_t out = 3) {
@@ -83,7 +87,8 @@ TEST(AcceleratorPrecision, Bf16BackwardMatchesAPlainBackwardAndStepsAreSeen) {
   }
   auto x = torch::randn({5, 4});
   Accelerator accelerator(bf16());
-  accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(), torch::optim::SGDOptions(0.5));
+  accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(),
+                                                     torch::optim::SGDOptions(0.5));
   accelerator.prepare(model, optimizer);
 
   auto before = model->forward(x);
@@ -112,16 +117,20 @@ TEST(AcceleratorPrecision, Fp16IsRefusedOnTheCpuWithAutocast) {
     Accelerator accelerator(AcceleratorOptions().mixed_precision(MixedPrecision::kFP16).cpu(true));
     FAIL() << "fp16 autocast on the CPU was accepted";
   } catch (const accelerate::ConfigError& error) {
-    EXPECT_NE(std::string(error.what()).find("needs a CUDA device"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("needs a CUDA device"), std::string::npos)
+        << error.what();
   }
   EXPECT_FALSE(accelerate::autocast_enabled(torch::kCPU));
   // The launcher's variable is read through the same contract as the flag.
   try {
     Accelerator accelerator(
-        AcceleratorOptions().environment(accelerate::Environment{{"ACCELERATE_MIXED_PRECISION", "fp8"}}).cpu(true));
+        AcceleratorOptions()
+            .environment(accelerate::Environment{{"ACCELERATE_MIXED_PRECISION", "fp8"}})
+            .cpu(true));
     FAIL() << "ACCELERATE_MIXED_PRECISION=fp8 was accepted";
   } catch (const accelerate::ConfigError& error) {
-    EXPECT_STREQ(error.what(), "ACCELERATE_MIXED_PRECISION expects one of no, bf16, fp16, got 'fp8'");
+    EXPECT_STREQ(error.what(),
+                 "ACCELERATE_MIXED_PRECISION expects one of no, bf16, fp16, got 'fp8'");
   }
 }
 
@@ -143,16 +152,18 @@ struct Trained {
   double final_scale = 0;
 };
 
-Trained train_regression(std::shared_ptr<Communicator> comm, AcceleratorOptions options,
-                         int steps, int overflow_step, double clip = 0) {
+Trained train_regression(std::shared_ptr<Communicator> comm, AcceleratorOptions options, int steps,
+                         int overflow_step, double clip = 0) {
   Accelerator accelerator(comm, options);
   auto model = accelerate::testing::fresh_regression_model();
-  accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
+  accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(),
+                                                     torch::optim::SGDOptions(0.1));
   accelerate::Scheduler<torch::optim::StepLR> scheduler(optimizer, /*step_size=*/1, /*gamma=*/0.5);
   accelerator.prepare(model, optimizer, scheduler);
   Trained result;
   for (int step = 0; step < steps; ++step) {
-    auto x = torch::arange(4, torch::kFloat).reshape({4, 1}) + 4.0 * accelerator.process_index() + step;
+    auto x =
+        torch::arange(4, torch::kFloat).reshape({4, 1}) + 4.0 * accelerator.process_index() + step;
     auto loss = torch::mse_loss(model->forward(x), 2.0 * x + 1.0);
     if (step == overflow_step && accelerator.process_index() == accelerator.num_processes() - 1) {
       loss = loss * std::numeric_limits<float>::infinity();
@@ -182,7 +193,8 @@ TEST(AcceleratorPrecision, Fp16LossScalingIsExactAndSkipsOverflowOnEveryRank) {
     });
     for (int rank = 0; rank < world; ++rank) {
       const Trained& got = scaled[rank];
-      EXPECT_EQ(got.skipped, (std::vector<bool>{false, false, true, false, false})) << "rank " << rank;
+      EXPECT_EQ(got.skipped, (std::vector<bool>{false, false, true, false, false}))
+          << "rank " << rank;
       // StepLR halves per real step, and holds at the skipped one.
       // (LibTorch's StepLR changes the rate from its second step() on.)
       const std::vector<double> lrs = {0.1, 0.05, 0.05, 0.025, 0.0125};
@@ -194,12 +206,14 @@ TEST(AcceleratorPrecision, Fp16LossScalingIsExactAndSkipsOverflowOnEveryRank) {
     accelerate::testing::run_rank_communicators(world, [&](std::shared_ptr<Communicator> comm) {
       Accelerator accelerator(comm, AcceleratorOptions().cpu(true));
       auto model = accelerate::testing::fresh_regression_model();
-      accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
+      accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(),
+                                                         torch::optim::SGDOptions(0.1));
       accelerate::Scheduler<torch::optim::StepLR> scheduler(optimizer, 1, 0.5);
       accelerator.prepare(model, optimizer, scheduler);
       for (int step = 0; step < 5; ++step) {
         if (step == 2) continue;
-        auto x = torch::arange(4, torch::kFloat).reshape({4, 1}) + 4.0 * accelerator.process_index() + step;
+        auto x = torch::arange(4, torch::kFloat).reshape({4, 1}) +
+                 4.0 * accelerator.process_index() + step;
         accelerator.backward(torch::mse_loss(model->forward(x), 2.0 * x + 1.0));
         optimizer.step();
         scheduler.step();
@@ -244,7 +258,8 @@ Line train_line_bf16(std::shared_ptr<Communicator> comm, int64_t samples, size_t
                      MixedPrecision precision) {
   Accelerator accelerator(comm, AcceleratorOptions().mixed_precision(precision));
   auto model = accelerate::testing::fresh_regression_model();
-  accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
+  accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(),
+                                                     torch::optim::SGDOptions(0.1));
   accelerate::DataLoader loader(accelerate::testing::regression_data(samples),
                                 accelerate::DataLoaderOptions(batch));
   accelerator.prepare(model, optimizer, loader);
@@ -274,7 +289,8 @@ TEST(AcceleratorPrecision, Bf16TwoRanksMatchOneRankWithinTolerance) {
     EXPECT_TRUE(torch::equal(rank.weight, two[0].weight)) << "ranks diverged";
     EXPECT_TRUE(torch::allclose(rank.weight, one[0].weight, /*rtol=*/1e-2, /*atol=*/0))
         << rank.weight << " vs " << one[0].weight;
-    EXPECT_TRUE(torch::allclose(rank.bias, one[0].bias, 1e-2, 0)) << rank.bias << " vs " << one[0].bias;
+    EXPECT_TRUE(torch::allclose(rank.bias, one[0].bias, 1e-2, 0))
+        << rank.bias << " vs " << one[0].bias;
   }
   // bf16 really ran: the result is not fp32's.
   EXPECT_FALSE(torch::equal(one[0].weight, fp32[0].weight));

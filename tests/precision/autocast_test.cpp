@@ -125,9 +125,7 @@ TEST(Autocast, CacheHoldsCastWeightsUntilTheOutermostExit) {
       linear->weight.add_(1.0);
     }
     stale = linear->forward(x);
-    {
-      AutocastGuard inner(torch::kCPU, torch::kBFloat16);
-    }
+    { AutocastGuard inner(torch::kCPU, torch::kBFloat16); }
     after_inner_exit = linear->forward(x);
   }
   {
@@ -177,7 +175,8 @@ TEST(Autocast, RefusesFp16OnCpuAndOtherDtypes) {
   EXPECT_FALSE(accelerate::autocast_enabled(torch::kCPU)) << "a refused guard left state behind";
   EXPECT_EQ(accelerate::mixed_precision_dtype(accelerate::MixedPrecision::kBF16), torch::kBFloat16);
   EXPECT_EQ(accelerate::mixed_precision_dtype(accelerate::MixedPrecision::kFP16), torch::kHalf);
-  EXPECT_THROW(accelerate::mixed_precision_dtype(accelerate::MixedPrecision::kNo), accelerate::ConfigError);
+  EXPECT_THROW(accelerate::mixed_precision_dtype(accelerate::MixedPrecision::kNo),
+               accelerate::ConfigError);
 }
 
 }  // namespace

@@ -66,7 +66,8 @@ TEST(MixedPrecisionSync, Fp16HookSendsHalfPrecisionAveragesOfFloat32Gradients) {
     EXPECT_TRUE(torch::allclose(compressed[rank], plain[rank], /*rtol=*/1e-3, /*atol=*/0))
         << compressed[rank] << " vs " << plain[rank];
     // ...and every value is an fp16 number: it travelled as fp16.
-    EXPECT_TRUE(torch::equal(compressed[rank], compressed[rank].to(torch::kHalf).to(torch::kFloat)));
+    EXPECT_TRUE(
+        torch::equal(compressed[rank], compressed[rank].to(torch::kHalf).to(torch::kFloat)));
     EXPECT_FALSE(torch::equal(compressed[rank], plain[rank]));
     EXPECT_TRUE(torch::equal(compressed[rank], compressed[0])) << "ranks disagree";
   }
@@ -89,7 +90,8 @@ TEST(MixedPrecisionSync, Bf16HookIsRefusedOnGloo) {
 
 TEST(MixedPrecisionSync, HooksDoNothingOnOneProcess) {
   accelerate::testing::run_rank_communicators(1, [&](std::shared_ptr<Communicator> comm) {
-    auto got = synced_gradient(comm, torch::kFloat, GradientSyncOptions().comm_hook(CommHook::kBf16));
+    auto got =
+        synced_gradient(comm, torch::kFloat, GradientSyncOptions().comm_hook(CommHook::kBf16));
     EXPECT_TRUE(torch::equal(got, rank_gradient(0).to(torch::kFloat)));
   });
 }

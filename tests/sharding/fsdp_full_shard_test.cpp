@@ -7,8 +7,8 @@
 // Ranks are threads with real collectives.
 #include <torch/torch.h>
 
-#include <gtest/gtest.h>
 #include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include <ATen/CPUGeneratorImpl.h>
 

@@ -43,16 +43,17 @@ struct HybridRun {
   FsdpShardingStrategy strategy = FsdpShardingStrategy::kHybridShard;
   int world = 4;
   int per_machine = 2;
-  int steps = 6;            // in all; a resumed run skips the saved ones
-  int save_after = -1;      // save_state after this many steps (-1: never)
-  bool resume = false;      // load_state(checkpoint) first
+  int steps = 6;        // in all; a resumed run skips the saved ones
+  int save_after = -1;  // save_state after this many steps (-1: never)
+  bool resume = false;  // load_state(checkpoint) first
   std::string checkpoint;
-  std::string save_to;      // with resume: save_state here right after loading
+  std::string save_to;  // with resume: save_state here right after loading
 };
 
 AcceleratorOptions options_for(const HybridRun& run) {
   return AcceleratorOptions()
-      .ddp_options(accelerate::GradientSyncOptions().bucket_cap_mb(0.002).first_bucket_cap_mb(0.0005))
+      .ddp_options(
+          accelerate::GradientSyncOptions().bucket_cap_mb(0.002).first_bucket_cap_mb(0.0005))
       .fsdp_plugin(FullyShardedDataParallelPlugin()
                        .sharding_strategy(run.strategy)
                        .auto_wrap_policy(FsdpAutoWrapPolicy::kTransformerBasedWrap)
@@ -78,7 +79,8 @@ std::vector<std::vector<at::Tensor>> train(const HybridRun& run) {
         BlockStack model;
         accelerate::Optimizer<torch::optim::AdamW> optimizer(model->parameters(),
                                                              torch::optim::AdamWOptions(0.01));
-        accelerate::DataLoader loader(accelerate::testing::zero_data(240), accelerate::DataLoaderOptions(4));
+        accelerate::DataLoader loader(accelerate::testing::zero_data(240),
+                                      accelerate::DataLoaderOptions(4));
         accelerator.prepare(model, optimizer, loader);
         int step = 0;
         if (run.resume) {
@@ -97,12 +99,14 @@ std::vector<std::vector<at::Tensor>> train(const HybridRun& run) {
             if (step == run.steps) break;
           }
         }
-        weights[static_cast<std::size_t>(rank)] = accelerate::testing::whole_weights(accelerator, *model);
+        weights[static_cast<std::size_t>(rank)] =
+            accelerate::testing::whole_weights(accelerator, *model);
       });
   return weights;
 }
 
-void expect_bitwise(const std::vector<std::vector<at::Tensor>>& got, const std::vector<at::Tensor>& want) {
+void expect_bitwise(const std::vector<std::vector<at::Tensor>>& got,
+                    const std::vector<at::Tensor>& want) {
   for (std::size_t r = 0; r < got.size(); ++r) {
     ASSERT_EQ(got[r].size(), want.size()) << "rank " << r;
     for (std::size_t i = 0; i < want.size(); ++i) {
@@ -115,15 +119,16 @@ void expect_bitwise(const std::vector<std::vector<at::Tensor>>& got, const std::
 std::map<std::string, at::Tensor> whole_optimizer_state(const std::string& folder) {
   const accelerate::checkpoint::CheckpointFiles files(folder);
   std::map<std::string, at::Tensor> state;
-  for (auto& [name, tensor] :
-       accelerate::load_safetensors(accelerate::checkpoint::CheckpointFiles::tensors_beside(files.optimizer(0)))) {
+  for (auto& [name, tensor] : accelerate::load_safetensors(
+           accelerate::checkpoint::CheckpointFiles::tensors_beside(files.optimizer(0)))) {
     state[name] = tensor;
   }
   return state;
 }
 
 TEST(HybridCheckpoint, OneCopyIsSavedAndAResumedRunEndsBitwiseWhereTheUninterruptedOneDoes) {
-  for (FsdpShardingStrategy strategy : {FsdpShardingStrategy::kHybridShard, FsdpShardingStrategy::kHybridShardZero2}) {
+  for (FsdpShardingStrategy strategy :
+       {FsdpShardingStrategy::kHybridShard, FsdpShardingStrategy::kHybridShardZero2}) {
     SCOPED_TRACE(accelerate::to_string(strategy));
     accelerate::testing::TempDir folder("hybrid-checkpoint");
     HybridRun whole;
@@ -135,11 +140,13 @@ TEST(HybridCheckpoint, OneCopyIsSavedAndAResumedRunEndsBitwiseWhereTheUninterrup
     train(saving);
 
     // One copy of the shards, from the first machine's two processes.
-    const accelerate::CheckpointMetadata metadata = accelerate::read_checkpoint_metadata(saving.checkpoint);
+    const accelerate::CheckpointMetadata metadata =
+        accelerate::read_checkpoint_metadata(saving.checkpoint);
     EXPECT_EQ(metadata.world_size, 4);
     EXPECT_EQ(metadata.shard_world_size, 2);
     const accelerate::checkpoint::CheckpointFiles files(saving.checkpoint);
-    const bool pieces = strategy == FsdpShardingStrategy::kHybridShard;  // stage 3's sharded state dict
+    const bool pieces =
+        strategy == FsdpShardingStrategy::kHybridShard;  // stage 3's sharded state dict
     for (int rank = 0; rank < 4; ++rank) {
       SCOPED_TRACE("rank " + std::to_string(rank));
       EXPECT_EQ(fs::exists(files.optimizer_shard(0, rank)), rank < 2);

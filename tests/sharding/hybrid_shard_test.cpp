@@ -48,7 +48,7 @@ constexpr int kWorld = 4;
 struct Recipe {
   std::optional<FsdpShardingStrategy> strategy;  // none: data parallelism
   int per_machine = 2;                           // processes per machine
-  double clip = 1.0;  // plain SGD on this model diverges without it
+  double clip = 1.0;                             // plain SGD on this model diverges without it
   int accumulation = 1;
 };
 
@@ -64,7 +64,8 @@ JobState job_of(int rank, int per_machine) {
 
 AcceleratorOptions options_for(const Recipe& recipe) {
   AcceleratorOptions options;
-  options.ddp_options(accelerate::GradientSyncOptions().bucket_cap_mb(0.002).first_bucket_cap_mb(0.0005));
+  options.ddp_options(
+      accelerate::GradientSyncOptions().bucket_cap_mb(0.002).first_bucket_cap_mb(0.0005));
   options.gradient_accumulation_steps(recipe.accumulation);
   if (recipe.strategy) {
     options.fsdp_plugin(FullyShardedDataParallelPlugin()
@@ -83,11 +84,13 @@ std::vector<std::vector<at::Tensor>> train(const Recipe& recipe) {
       [&](int rank, std::shared_ptr<Communicator> comm) {
         Accelerator accelerator(std::move(comm), options_for(recipe));
         BlockStack model;
-        accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(), torch::optim::SGDOptions(0.01));
+        accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(),
+                                                           torch::optim::SGDOptions(0.01));
         accelerate::DataLoader loader(zero_data(64), accelerate::DataLoaderOptions(8));
         accelerator.prepare(model, optimizer, loader);
         accelerate::testing::train_epochs(accelerator, model, optimizer, loader, recipe.clip);
-        weights[static_cast<std::size_t>(rank)] = accelerate::testing::whole_weights(accelerator, *model);
+        weights[static_cast<std::size_t>(rank)] =
+            accelerate::testing::whole_weights(accelerator, *model);
       });
   return weights;
 }
@@ -97,13 +100,15 @@ void expect_close(const std::vector<std::vector<at::Tensor>>& got,
                   const std::vector<std::vector<at::Tensor>>& want, double tolerance) {
   BlockStack initial;
   ASSERT_FALSE(want[0].empty());
-  ASSERT_FALSE(at::allclose(want[0][0], initial->parameters()[0])) << "training did not move the weights";
+  ASSERT_FALSE(at::allclose(want[0][0], initial->parameters()[0]))
+      << "training did not move the weights";
   for (std::size_t r = 0; r < got.size(); ++r) {
     ASSERT_EQ(got[r].size(), want[0].size()) << "rank " << r;
     for (std::size_t i = 0; i < got[r].size(); ++i) {
       const double difference = (got[r][i] - want[0][i]).abs().max().item<double>();
       if (tolerance == 0) {
-        EXPECT_TRUE(at::equal(got[r][i], want[0][i])) << "rank " << r << " tensor " << i << ": " << difference;
+        EXPECT_TRUE(at::equal(got[r][i], want[0][i]))
+            << "rank " << r << " tensor " << i << ": " << difference;
       } else {
         EXPECT_LE(difference, tolerance) << "rank " << r << " tensor " << i;
       }
@@ -151,14 +156,18 @@ TEST(HybridShard, SaveModelWritesTheWholeModelOnce) {
       [&](int rank, std::shared_ptr<Communicator> comm) {
         Accelerator accelerator(std::move(comm), options_for({FsdpShardingStrategy::kHybridShard}));
         BlockStack model;
-        accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(), torch::optim::SGDOptions(0.01));
+        accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(),
+                                                           torch::optim::SGDOptions(0.01));
         accelerator.prepare(model, optimizer);
         accelerator.save_model(*model, folder.path() + "/model");
-        weights[static_cast<std::size_t>(rank)] = accelerate::testing::whole_weights(accelerator, *model);
+        weights[static_cast<std::size_t>(rank)] =
+            accelerate::testing::whole_weights(accelerator, *model);
       });
-  const accelerate::NamedTensors saved = accelerate::load_safetensors(folder.path() + "/model/model.safetensors");
+  const accelerate::NamedTensors saved =
+      accelerate::load_safetensors(folder.path() + "/model/model.safetensors");
   ASSERT_EQ(saved.size(), weights[0].size());
-  for (std::size_t i = 0; i < saved.size(); ++i) EXPECT_TRUE(at::equal(saved[i].second, weights[0][i]));
+  for (std::size_t i = 0; i < saved.size(); ++i)
+    EXPECT_TRUE(at::equal(saved[i].second, weights[0][i]));
 }
 
 }  // namespace hybrid_shard_test

@@ -195,10 +195,13 @@ TEST(PluginFromEnvironment, FullShardIsStage3AndHybridStrategiesAreStages3And2) 
                 .zero_stage(),
             3);
   // Sharded within each machine, replicated across machines (the engine's groups).
-  EXPECT_EQ(plugin_for({{"ACCELERATE_USE_FSDP", "true"}, {"FSDP_SHARDING_STRATEGY", "HYBRID_SHARD"}})
-                .zero_stage(),
-            3);
-  EXPECT_EQ(plugin_for({{"ACCELERATE_USE_FSDP", "true"}, {"FSDP_SHARDING_STRATEGY", "5"}}).zero_stage(), 2);
+  EXPECT_EQ(
+      plugin_for({{"ACCELERATE_USE_FSDP", "true"}, {"FSDP_SHARDING_STRATEGY", "HYBRID_SHARD"}})
+          .zero_stage(),
+      3);
+  EXPECT_EQ(
+      plugin_for({{"ACCELERATE_USE_FSDP", "true"}, {"FSDP_SHARDING_STRATEGY", "5"}}).zero_stage(),
+      2);
 }
 
 TEST(PluginFromEnvironment, ReshardAfterForwardMustFitTheFsdpVersion) {
@@ -256,7 +259,8 @@ TEST(PluginFromEnvironment, CpuRamEfficientLoadingNeedsSyncModuleStates) {
                                   {"FSDP_SYNC_MODULE_STATES", "no"}});
     ADD_FAILURE() << "no error";
   } catch (const ConfigError& error) {
-    EXPECT_EQ(error.what(), "FSDP_CPU_RAM_EFFICIENT_LOADING, FSDP_SYNC_MODULE_STATES: " + forbidden);
+    EXPECT_EQ(error.what(),
+              "FSDP_CPU_RAM_EFFICIENT_LOADING, FSDP_SYNC_MODULE_STATES: " + forbidden);
   }
   try {
     zero_plugin_of(

@@ -7,8 +7,8 @@
 // shards. Ranks are threads with real collectives.
 #include <torch/torch.h>
 
-#include <gtest/gtest.h>
 #include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "accelerate/accelerator.h"
+#include "accelerate/errors.h"
 #include "accelerate/fsdp_plugin.h"
 #include "accelerate/safetensors.h"
-#include "accelerate/errors.h"
 #include "compat/memory_compat.h"
 #include "parallel/storage_release.h"
 #include "sharding/zero_test_model.h"

@@ -7,8 +7,8 @@
 // where a bound is given.
 #include <torch/torch.h>
 
-#include <gtest/gtest.h>
 #include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include <ATen/CPUGeneratorImpl.h>
 

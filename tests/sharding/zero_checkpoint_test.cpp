@@ -4,8 +4,8 @@
 // threads with real collectives sharing one checkpoint folder.
 #include <torch/torch.h>
 
-#include <gtest/gtest.h>
 #include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include <filesystem>
 #include <map>

@@ -5,8 +5,8 @@
 // threads with real collectives; every process must fail the same way.
 #include <torch/torch.h>
 
-#include <gtest/gtest.h>
 #include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include <fstream>
 #include <string>

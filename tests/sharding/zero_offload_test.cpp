@@ -7,8 +7,8 @@
 // CPU memory. Ranks are threads with real collectives.
 #include <torch/torch.h>
 
-#include <gtest/gtest.h>
 #include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include <string>
 #include <unordered_set>

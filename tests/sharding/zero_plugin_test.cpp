@@ -5,8 +5,8 @@
 // one-line refusals. Ranks are threads with real collectives.
 #include <torch/torch.h>
 
-#include <gtest/gtest.h>
 #include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
@@ -342,8 +342,9 @@ TEST(ZeroPlugin, FsdpOffloadAndPrefetchOnACpuJobAreAcceptedAndSaySo) {
                               .state_dict_type(accelerate::FsdpStateDictType::kShardedStateDict)));
   });
   const std::string err = ::testing::internal::GetCapturedStderr();
-  EXPECT_THAT(err, HasSubstr("accelerate: note: FSDP cpu_offload changes nothing in a CPU-only "
-                             "job: the parameters and the optimizer state are in CPU memory already\n"));
+  EXPECT_THAT(err,
+              HasSubstr("accelerate: note: FSDP cpu_offload changes nothing in a CPU-only "
+                        "job: the parameters and the optimizer state are in CPU memory already\n"));
   // Gathers are always prefetched: asking for it changes nothing and says nothing.
   EXPECT_THAT(err, ::testing::Not(HasSubstr("prefetch")));
   const auto plain = on_two_ranks([&](auto comm) {

@@ -7,8 +7,8 @@
 // double where LibTorch's clip sums per-parameter norms in float.
 #include <torch/torch.h>
 
-#include <gtest/gtest.h>
 #include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include <ATen/CPUGeneratorImpl.h>
 

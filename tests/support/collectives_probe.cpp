@@ -33,10 +33,11 @@ void check_collectives(accelerate::Communicator& comm) {
   std::vector<int> expected_ranks;
   for (int q = 0; q < n; ++q) expected_ranks.push_back(q);
   assert_true(accelerate::gather_object(comm, std::vector<int>{r}) == expected_ranks,
-          "gather_object([rank]) = [0..N-1]");
+              "gather_object([rank]) = [0..N-1]");
 
   auto padded = accelerate::pad_across_processes(comm, at::ones({r == 0 ? n + 1 : n}, at::kInt));
-  assert_true(padded.size(0) == n + 1 && padded.scalar_type() == at::kInt, "pad to N+1, dtype kept");
+  assert_true(padded.size(0) == n + 1 && padded.scalar_type() == at::kInt,
+              "pad to N+1, dtype kept");
   if (r != 0) assert_true(padded[n].item<int>() == 0, "padded ranks end in 0");
 
   auto mine = at::arange(2, at::kFloat) + 1 + 2 * r;  // rank 0 [1,2], rank 1 [3,4], ...

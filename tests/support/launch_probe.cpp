@@ -115,7 +115,8 @@ int lines_mode(int count) {
   std::string err;
   const std::string filler(100, 'x');
   for (int i = 0; i < count; ++i) {
-    out += "rank " + std::to_string(rank()) + " line " + std::to_string(i) + " " + filler + " end\n";
+    out +=
+        "rank " + std::to_string(rank()) + " line " + std::to_string(i) + " " + filler + " end\n";
     err += "rank " + std::to_string(rank()) + " err " + std::to_string(i) + "\n";
   }
   // Odd-sized chunks cut lines in the middle: the launcher must reassemble.

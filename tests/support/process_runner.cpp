@@ -21,7 +21,8 @@
 
 namespace accelerate::testing {
 
-ChildProcess::ChildProcess(const std::vector<std::string>& argv_strings_in, const EnvironmentChanges& changes) {
+ChildProcess::ChildProcess(const std::vector<std::string>& argv_strings_in,
+                           const EnvironmentChanges& changes) {
   Environment env = current_environment();
   for (const auto& [key, value] : changes) {
     if (value) {
@@ -172,4 +173,3 @@ int free_loopback_port() {
 }
 
 }  // namespace accelerate::testing
-

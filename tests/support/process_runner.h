@@ -14,8 +14,8 @@
 namespace accelerate::testing {
 
 struct RunResult {
-  int exit_code = -1;        // 128+N when the launcher died of signal N
-  bool timed_out = false;    // it was SIGKILLed by the test
+  int exit_code = -1;      // 128+N when the launcher died of signal N
+  bool timed_out = false;  // it was SIGKILLed by the test
   std::string out;
   std::string err;
   std::chrono::milliseconds elapsed{0};
@@ -27,7 +27,8 @@ class ChildProcess {
  public:
   using EnvironmentChanges = std::map<std::string, std::optional<std::string>>;
 
-  explicit ChildProcess(const std::vector<std::string>& argv, const EnvironmentChanges& changes = {});
+  explicit ChildProcess(const std::vector<std::string>& argv,
+                        const EnvironmentChanges& changes = {});
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;

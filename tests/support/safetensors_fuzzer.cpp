@@ -16,7 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (header_size > size - 8) return 0;  // read_header refuses these before parsing
   try {
     accelerate::safetensors::parse_header(
-        std::string(reinterpret_cast<const char*>(data) + 8, header_size), size - 8 - header_size, "fuzz");
+        std::string(reinterpret_cast<const char*>(data) + 8, header_size), size - 8 - header_size,
+        "fuzz");
   } catch (const accelerate::Error&) {
   }
   return 0;

@@ -38,8 +38,8 @@ inline JobState thread_rank_job(int rank, int world_size,
 
 inline std::string fresh_store_path() {
   static std::atomic<int> counter{0};
-  std::string path = "/tmp/accelerate-test-store-" + std::to_string(getpid()) + "-" +
-                     std::to_string(counter++);
+  std::string path =
+      "/tmp/accelerate-test-store-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
   ::unlink(path.c_str());
   return path;
 }
@@ -76,9 +76,9 @@ inline void run_ranks_of_jobs(int world_size, const std::function<JobState(int)>
 }
 
 // Calls body(comm) on `world_size` Gloo (or shared-memory) thread ranks.
-inline void run_rank_communicators(
-    int world_size, const std::function<void(std::shared_ptr<Communicator>)>& body,
-    RankOptions options = {}) {
+inline void run_rank_communicators(int world_size,
+                                   const std::function<void(std::shared_ptr<Communicator>)>& body,
+                                   RankOptions options = {}) {
   run_ranks_of_jobs(
       world_size,
       [&](int rank) {

@@ -18,10 +18,9 @@ int main(int argc, char** argv) {
   }
   const std::string mode = argv[2];
   const int steps = std::atoi(argv[3]);
-  accelerate::Trackers trackers(accelerate::TrackingOptions()
-                                    .log_with({"all"})
-                                    .logging_dir(argv[1])
-                                    .flush_secs(mode == "flush" ? 600 : 0));
+  accelerate::Trackers trackers(
+      accelerate::TrackingOptions().log_with({"all"}).logging_dir(argv[1]).flush_secs(
+          mode == "flush" ? 600 : 0));
   trackers.init_trackers("crash", {{"lr", 0.5}});
   for (int step = 0; step < 2 * steps; ++step) {
     if (mode == "flush" && step == steps) trackers.flush();

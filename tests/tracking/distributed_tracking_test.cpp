@@ -16,10 +16,8 @@ TEST(DistributedTracking, OnlyTheMainProcessWritesFiles) {
   testing::run_ranks(2, [&](Communicator& comm) {
     // Each rank writes into its own logging_dir, so a stray writer shows up.
     const std::string dir = shared.path() + "/rank" + std::to_string(comm.rank());
-    Trackers trackers(TrackingOptions()
-                          .log_with({"all"})
-                          .logging_dir(dir)
-                          .is_main_process(comm.job().is_main_process()));
+    Trackers trackers(TrackingOptions().log_with({"all"}).logging_dir(dir).is_main_process(
+        comm.job().is_main_process()));
     trackers.init_trackers("run", {{"world_size", comm.world_size()}});
     for (int step = 0; step < 3; ++step) trackers.log({{"loss", 1.0 / (step + 1)}}, step);
     trackers.get_tracker("jsonl").flush();  // the blank tracker elsewhere

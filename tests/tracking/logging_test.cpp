@@ -30,7 +30,8 @@ LoggerOptions quiet_env(std::ostream& out) {
 
 TEST(Logger, LevelComesFromAccelerateLogLevel) {
   std::ostringstream out;
-  auto logger = get_logger("t", quiet_env(out).environment(Environment{{"ACCELERATE_LOG_LEVEL", "warning"}}));
+  auto logger =
+      get_logger("t", quiet_env(out).environment(Environment{{"ACCELERATE_LOG_LEVEL", "warning"}}));
   EXPECT_EQ(logger.level(), LogLevel::kWarning);
   logger.info("hidden");
   logger.warning("shown");
@@ -44,8 +45,9 @@ TEST(Logger, LevelComesFromAccelerateLogLevel) {
 TEST(Logger, DefaultLevelIsInfoAndOptionsOverrideTheEnvironment) {
   std::ostringstream out;
   EXPECT_EQ(get_logger("t", quiet_env(out)).level(), LogLevel::kInfo);
-  auto logger = get_logger(
-      "t", quiet_env(out).environment(Environment{{"ACCELERATE_LOG_LEVEL", "ERROR"}}).level(LogLevel::kDebug));
+  auto logger = get_logger("t", quiet_env(out)
+                                    .environment(Environment{{"ACCELERATE_LOG_LEVEL", "ERROR"}})
+                                    .level(LogLevel::kDebug));
   EXPECT_EQ(logger.level(), LogLevel::kDebug);
   EXPECT_EQ(parse_log_level("10", "x"), LogLevel::kDebug);
   EXPECT_EQ(parse_log_level("Critical", "x"), LogLevel::kCritical);
@@ -58,25 +60,30 @@ TEST(Logger, BadLevelIsAConfigErrorNamingTheVariable) {
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& error) {
     EXPECT_EQ(std::string(error.what()),
-              "ACCELERATE_LOG_LEVEL expects a log level (DEBUG, INFO, WARNING, ERROR or CRITICAL), got 'loud'");
+              "ACCELERATE_LOG_LEVEL expects a log level (DEBUG, INFO, WARNING, ERROR or CRITICAL), "
+              "got 'loud'");
   }
 }
 
 TEST(Logger, LineHasTimeLevelNameAndRankInMultiProcessRuns) {
   std::ostringstream out;
   const std::regex single("\\[\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d\\] INFO train: hello");
-  EXPECT_TRUE(std::regex_match(get_logger("train", quiet_env(out)).format(LogLevel::kInfo, "hello"), single));
+  EXPECT_TRUE(std::regex_match(get_logger("train", quiet_env(out)).format(LogLevel::kInfo, "hello"),
+                               single));
   const std::string multi =
       get_logger("train", quiet_env(out).job(rank_of(1, 4))).format(LogLevel::kInfo, "hello");
-  EXPECT_TRUE(std::regex_match(multi, std::regex("\\[.*\\] INFO train \\[rank 1/4\\]: hello"))) << multi;
+  EXPECT_TRUE(std::regex_match(multi, std::regex("\\[.*\\] INFO train \\[rank 1/4\\]: hello")))
+      << multi;
 }
 
 TEST(Logger, RankFromTheEnvironmentByDefault) {
   std::ostringstream out;
-  auto logger = get_logger("t", quiet_env(out).environment(Environment{
-                                     {"RANK", "2"}, {"WORLD_SIZE", "3"}, {"LOCAL_RANK", "0"},
-                                     {"LOCAL_WORLD_SIZE", "1"}, {"MASTER_ADDR", "127.0.0.1"},
-                                     {"MASTER_PORT", "29500"}}));
+  auto logger = get_logger("t", quiet_env(out).environment(Environment{{"RANK", "2"},
+                                                                       {"WORLD_SIZE", "3"},
+                                                                       {"LOCAL_RANK", "0"},
+                                                                       {"LOCAL_WORLD_SIZE", "1"},
+                                                                       {"MASTER_ADDR", "127.0.0.1"},
+                                                                       {"MASTER_PORT", "29500"}}));
   EXPECT_EQ(logger.job().rank, 2);
   logger.info("only on rank 0");
   EXPECT_EQ(out.str(), "");
@@ -106,7 +113,8 @@ TEST(Logger, InOrderWithoutACommunicatorIsAnErrorInMultiProcessRuns) {
 TEST(Logger, InOrderLinesComeInRankOrderAcrossRealRanks) {
   std::ostringstream shared;  // written by one rank at a time (barriers)
   testing::run_rank_communicators(3, [&](std::shared_ptr<Communicator> comm) {
-    auto logger = get_logger("t", LoggerOptions().communicator(comm).stream(&shared).environment(Environment{}));
+    auto logger = get_logger(
+        "t", LoggerOptions().communicator(comm).stream(&shared).environment(Environment{}));
     // Higher ranks arrive first: without barriers the lines would come reversed.
     std::this_thread::sleep_for(std::chrono::milliseconds(60 * (2 - comm->rank())));
     for (int round = 0; round < 2; ++round) {

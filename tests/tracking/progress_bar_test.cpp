@@ -37,7 +37,8 @@ TEST(ProgressFormat, WithoutATotalItCounts) {
   s.n = 7;
   s.elapsed_secs = 2;
   s.postfix = {{"loss", 2.5}, {"epoch", 3}, {"phase", "warmup"}};
-  EXPECT_EQ(format_progress(s), "train: 7batch [00:02, 3.50batch/s, loss=2.5, epoch=3, phase=warmup]");
+  EXPECT_EQ(format_progress(s),
+            "train: 7batch [00:02, 3.50batch/s, loss=2.5, epoch=3, phase=warmup]");
 }
 
 TEST(ProgressFormat, SlowLoopsShowSecondsPerIterationAndUnknownRatesAQuestionMark) {
@@ -59,7 +60,11 @@ TEST(ProgressFormat, Durations) {
 }
 
 ProgressBarOptions to(std::ostream& out) {
-  return ProgressBarOptions().stream(&out).terminal(true).local_main_process(true).ncols(60)
+  return ProgressBarOptions()
+      .stream(&out)
+      .terminal(true)
+      .local_main_process(true)
+      .ncols(60)
       .min_interval_secs(0);
 }
 
@@ -197,7 +202,8 @@ TEST(ProgressBar, ColumnsComeFromTheOptionsEnvironment) {
   }
   const std::string text = out.str();
   ASSERT_FALSE(text.empty());
-  for (size_t start = 0, end; (end = text.find_first_of("\r\n", start + 1)) != std::string::npos; start = end) {
+  for (size_t start = 0, end; (end = text.find_first_of("\r\n", start + 1)) != std::string::npos;
+       start = end) {
     EXPECT_LE(end - start - 1, 29u) << text;
   }
 }

@@ -28,7 +28,8 @@ TEST(TensorBoard, EventFileHoldsExactlyWhatWasLogged) {
   TempDir dir;
   {
     Trackers trackers(TrackingOptions().log_with({"tensorboard"}).logging_dir(dir.path()));
-    trackers.init_trackers("tb", {{"lr", 0.001}, {"optimizer", "adamw"}, {"amp", true}, {"epochs", 3}});
+    trackers.init_trackers("tb",
+                           {{"lr", 0.001}, {"optimizer", "adamw"}, {"amp", true}, {"epochs", 3}});
     trackers.log({{"loss", 0.1}, {"acc", 0.875}, {"epoch", 2}, {"note", "hello world"}}, 5);
     trackers.log({{"loss", 1e-7}}, 6);
     trackers.end_training();
@@ -41,12 +42,10 @@ TEST(TensorBoard, EventFileHoldsExactlyWhatWasLogged) {
       "event 0 file_version brain.Event:2\n"
       "event 0 hparams_start _hparams_/session_start_info 0 1 amp=bool:true epochs=number:" +
       double_bits(3.0) + " lr=number:" + double_bits(0.001) + " optimizer=string:adamw\n" +
-      "event 5 scalar acc " + float_bits(0.875f) + "\n" +
-      "event 5 scalar epoch " + float_bits(2.0f) + "\n" +
-      "event 5 scalar loss " + float_bits(0.1f) + "\n" +
-      "event 5 text note text 2 7 0 [\"hello world\"]\n" +
-      "event 6 scalar loss " + float_bits(1e-7f) + "\n" +
-      "event 0 hparams_end _hparams_/session_end_info 0 1\n";
+      "event 5 scalar acc " + float_bits(0.875f) + "\n" + "event 5 scalar epoch " +
+      float_bits(2.0f) + "\n" + "event 5 scalar loss " + float_bits(0.1f) + "\n" +
+      "event 5 text note text 2 7 0 [\"hello world\"]\n" + "event 6 scalar loss " +
+      float_bits(1e-7f) + "\n" + "event 0 hparams_end _hparams_/session_end_info 0 1\n";
   EXPECT_EQ(result.output, expected);
 }
 
@@ -84,15 +83,18 @@ TEST(TensorBoard, TwoWritersInOneSecondGetTwoFiles) {
   Trackers second(TrackingOptions().log_with({"tensorboard"}).logging_dir(dir.path()));
   first.init_trackers("p");
   second.init_trackers("p");
-  const std::string a = dynamic_cast<TensorBoardTracker&>(first.get_tracker("tensorboard")).event_file();
-  const std::string b = dynamic_cast<TensorBoardTracker&>(second.get_tracker("tensorboard")).event_file();
+  const std::string a =
+      dynamic_cast<TensorBoardTracker&>(first.get_tracker("tensorboard")).event_file();
+  const std::string b =
+      dynamic_cast<TensorBoardTracker&>(second.get_tracker("tensorboard")).event_file();
   EXPECT_NE(a, b);
   EXPECT_EQ(event_files(dir.path() + "/p").size(), 2u);
 }
 
 TEST(TensorBoard, AddTextAndFlushWithoutEndTraining) {
   TempDir dir;
-  Trackers trackers(TrackingOptions().log_with({"tensorboard"}).logging_dir(dir.path()).flush_secs(600));
+  Trackers trackers(
+      TrackingOptions().log_with({"tensorboard"}).logging_dir(dir.path()).flush_secs(600));
   trackers.init_trackers("p");  // no config: no hparams events
   auto& tracker = dynamic_cast<TensorBoardTracker&>(trackers.get_tracker("tensorboard"));
   tracker.add_text("samples", "a *markdown* line", 9);
@@ -118,7 +120,8 @@ TEST(TensorBoard, ReaderKeepsCompleteFramesOfATornFile) {
   const std::string frame = tracking::tfrecord_frame(std::string(40, 'x'));
   std::ofstream(file, std::ios::app | std::ios::binary) << frame.substr(0, 17);
   ACCELERATE_READ_EVENTS_OR_SKIP(result, file);
-  EXPECT_NE(result.output.find("frames 4\npartial_tail_bytes 17\ncrc_errors 0\n"), std::string::npos)
+  EXPECT_NE(result.output.find("frames 4\npartial_tail_bytes 17\ncrc_errors 0\n"),
+            std::string::npos)
       << result.output;
   EXPECT_NE(result.output.find("event 2 scalar loss " + float_bits(2.0f)), std::string::npos);
 }

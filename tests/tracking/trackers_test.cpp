@@ -4,8 +4,8 @@
 
 #include <chrono>
 #include <cmath>
-#include <functional>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "accelerate/errors.h"
@@ -37,7 +37,9 @@ class RecordingTracker : public GeneralTracker {
       : name_(std::move(name)), main_only_(main_only) {}
   std::string name() const override { return name_; }
   bool main_process_only() const override { return main_only_; }
-  void start(const TrackerRun& run) override { calls.push_back("start " + run.project_name + " " + run.run_dir); }
+  void start(const TrackerRun& run) override {
+    calls.push_back("start " + run.project_name + " " + run.run_dir);
+  }
   void store_init_configuration(const TrackerConfig& config) override {
     calls.push_back("config " + std::to_string(config.size()));
   }
@@ -101,13 +103,15 @@ TEST(Trackers, JsonlFileHoldsConfigThenOneObjectPerLog) {
     trackers.end_training();
   }
   const std::string path = dir.path() + "/run/metrics.jsonl";
-  EXPECT_EQ(mask_wall_times(read_text(path)),
-            "{\"wall_time\":T,\"config\":{\"amp\":false,\"epochs\":3,\"lr\":0.001,\"model\":\"mlp\"}}\n"
-            "{\"step\":3,\"wall_time\":T,\"values\":{\"loss\":0.5,\"note\":\"x \\\"quoted\\\"\"}}\n"
-            "{\"step\":4,\"wall_time\":T,\"values\":{\"bad\":null,\"loss\":0.25}}\n");
+  EXPECT_EQ(
+      mask_wall_times(read_text(path)),
+      "{\"wall_time\":T,\"config\":{\"amp\":false,\"epochs\":3,\"lr\":0.001,\"model\":\"mlp\"}}\n"
+      "{\"step\":3,\"wall_time\":T,\"values\":{\"loss\":0.5,\"note\":\"x \\\"quoted\\\"\"}}\n"
+      "{\"step\":4,\"wall_time\":T,\"values\":{\"bad\":null,\"loss\":0.25}}\n");
   // Every line is valid JSON for an independent parser.
-  auto parsed = testing::run_command(testing::python() +
-                                     " -c 'import json,sys; [json.loads(l) for l in open(sys.argv[1])]' " + path);
+  auto parsed = testing::run_command(
+      testing::python() + " -c 'import json,sys; [json.loads(l) for l in open(sys.argv[1])]' " +
+      path);
   EXPECT_EQ(parsed.status, 0) << parsed.output;
 }
 
@@ -157,7 +161,8 @@ TEST(Trackers, UserTrackerGetsTheWholeLifecycle) {
   TempDir dir;
   auto mine = std::make_shared<RecordingTracker>("mine");
   {
-    Trackers trackers(TrackingOptions().log_with({"mine"}).trackers({mine}).logging_dir(dir.path()));
+    Trackers trackers(
+        TrackingOptions().log_with({"mine"}).trackers({mine}).logging_dir(dir.path()));
     trackers.init_trackers("proj", {{"lr", 0.1}});
     trackers.log({{"loss", 0.5}}, 1);
     trackers.flush();
@@ -166,15 +171,16 @@ TEST(Trackers, UserTrackerGetsTheWholeLifecycle) {
     trackers.end_training();  // idempotent
     EXPECT_THROW(trackers.log({{"loss", 1}}, 2), Error);
   }
-  EXPECT_EQ(mine->calls, (std::vector<std::string>{"start proj " + dir.path() + "/proj",
-                                                   "config 1", "log 1 loss=0.5", "flush",
-                                                   "finish"}));
+  EXPECT_EQ(mine->calls, (std::vector<std::string>{"start proj " + dir.path() + "/proj", "config 1",
+                                                   "log 1 loss=0.5", "flush", "finish"}));
 }
 
 TEST(Trackers, CallOrderMistakesAreErrors) {
   TempDir dir;
   Trackers trackers(TrackingOptions().log_with({"jsonl"}).logging_dir(dir.path()));
-  EXPECT_EQ(error_of([&] { trackers.log({{"a", 1}}); }),
+  EXPECT_EQ(error_of([&] {
+              trackers.log({{"a", 1}});
+            }),
             "log() before init_trackers(): call init_trackers(project_name) first");
   EXPECT_THROW(trackers.init_trackers(""), ConfigError);
   trackers.init_trackers("p");

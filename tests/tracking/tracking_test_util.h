@@ -62,7 +62,8 @@ inline CommandResult run_command(const std::string& command) {
   FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
   if (!pipe) return result;
   char buffer[4096];
-  for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0;) result.output.append(buffer, n);
+  for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0;)
+    result.output.append(buffer, n);
   const int raw = ::pclose(pipe);
   result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
   return result;
@@ -74,10 +75,9 @@ inline CommandResult read_events(const std::string& file) {
   return run_command(python() + " " TRACKING_TEST_DIR "/../support/read_events.py '" + file + "'");
 }
 
-#define ACCELERATE_READ_EVENTS_OR_SKIP(result, file)                              \
-  const ::accelerate::testing::CommandResult result =                           \
-      ::accelerate::testing::read_events(file);                                 \
-  if (result.status == 77) GTEST_SKIP() << "protoc or python3-protobuf missing"; \
+#define ACCELERATE_READ_EVENTS_OR_SKIP(result, file)                                            \
+  const ::accelerate::testing::CommandResult result = ::accelerate::testing::read_events(file); \
+  if (result.status == 77) GTEST_SKIP() << "protoc or python3-protobuf missing";                \
   ASSERT_EQ(result.status, 0) << result.output
 
 inline std::string float_bits(float value) {

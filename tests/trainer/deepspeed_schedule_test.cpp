@@ -4,8 +4,8 @@
 // and after each step() call, and the settings they refuse.
 #include <torch/torch.h>
 
-#include <gtest/gtest.h>
 #include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>

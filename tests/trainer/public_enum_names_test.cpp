@@ -18,21 +18,23 @@ namespace accelerate {
 namespace {
 
 TEST(PublicEnumNames, SchedulerTypeRoundTrips) {
-  for (SchedulerType value : {SchedulerType::kLinear, SchedulerType::kCosine, SchedulerType::kConstant,
-                              SchedulerType::kConstantWithWarmup}) {
+  for (SchedulerType value : {SchedulerType::kLinear, SchedulerType::kCosine,
+                              SchedulerType::kConstant, SchedulerType::kConstantWithWarmup}) {
     EXPECT_EQ(parse_scheduler_type(to_string(value)), value) << to_string(value);
   }
 }
 
 TEST(PublicEnumNames, DeepSpeedScheduleTypeRoundTrips) {
-  for (DeepSpeedScheduleType value : {DeepSpeedScheduleType::kWarmupLR, DeepSpeedScheduleType::kWarmupDecayLR,
-                                      DeepSpeedScheduleType::kWarmupCosineLR}) {
+  for (DeepSpeedScheduleType value :
+       {DeepSpeedScheduleType::kWarmupLR, DeepSpeedScheduleType::kWarmupDecayLR,
+        DeepSpeedScheduleType::kWarmupCosineLR}) {
     EXPECT_EQ(parse_deepspeed_schedule_type(to_string(value)), value) << to_string(value);
   }
 }
 
 TEST(PublicEnumNames, IntervalStrategyRoundTrips) {
-  for (IntervalStrategy value : {IntervalStrategy::kNo, IntervalStrategy::kSteps, IntervalStrategy::kEpoch}) {
+  for (IntervalStrategy value :
+       {IntervalStrategy::kNo, IntervalStrategy::kSteps, IntervalStrategy::kEpoch}) {
     EXPECT_EQ(parse_interval_strategy(to_string(value)), value) << to_string(value);
   }
 }
@@ -50,11 +52,12 @@ void expect_written_names_distinct(std::initializer_list<E> values, const std::s
 }
 
 TEST(PublicEnumNames, WrittenOnlyEnumsHaveOneNameEach) {
-  expect_written_names_distinct({ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin}, "?");
-  expect_written_names_distinct({CheckpointStage::kStaged, CheckpointStage::kFilesWritten,
-                                 CheckpointStage::kMetadataWritten, CheckpointStage::kRenamed,
-                                 CheckpointStage::kPruned},
-                                "unknown");
+  expect_written_names_distinct({ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin},
+                                "?");
+  expect_written_names_distinct(
+      {CheckpointStage::kStaged, CheckpointStage::kFilesWritten, CheckpointStage::kMetadataWritten,
+       CheckpointStage::kRenamed, CheckpointStage::kPruned},
+      "unknown");
   EXPECT_STREQ(to_string(static_cast<CheckpointStage>(99)), "unknown");
 }
 

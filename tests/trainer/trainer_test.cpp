@@ -325,10 +325,10 @@ TEST(Trainer, ModelInitTrainsAsAModelBuiltBeforehandAlsoBuiltEmptyUnderFullShard
   EXPECT_EQ(built_empty, std::vector<int>({0, 0}));
   const Params empty = on_two_ranks([&](auto comm) {
     // FULL_SHARD without units (NO_WRAP): Net calls its layers directly.
-    return with_init(accelerate::AcceleratorOptions().fsdp_plugin(
-                         accelerate::FullyShardedDataParallelPlugin().cpu_ram_efficient_loading(
-                             true)),
-                     comm);
+    return with_init(
+        accelerate::AcceleratorOptions().fsdp_plugin(
+            accelerate::FullyShardedDataParallelPlugin().cpu_ram_efficient_loading(true)),
+        comm);
   });
   EXPECT_EQ(built_empty, std::vector<int>({0, 1})) << "process 1 should build it empty";
   ASSERT_EQ(empty.size(), built.size());

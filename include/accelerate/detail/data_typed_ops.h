@@ -84,8 +84,8 @@ struct is_serializable<std::map<K, V>>
     : std::integral_constant<bool, is_serializable<K>::value && is_serializable<V>::value> {};
 template <class Data, class Target>
 struct is_serializable<torch::data::Example<Data, Target>>
-    : std::integral_constant<bool, is_serializable<Data>::value &&
-                                       is_serializable<Target>::value> {};
+    : std::integral_constant<bool, is_serializable<Data>::value && is_serializable<Target>::value> {
+};
 template <class Data>
 struct is_serializable<torch::data::Example<Data, torch::data::example::NoTarget>>
     : is_serializable<Data> {};

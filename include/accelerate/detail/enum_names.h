@@ -38,12 +38,15 @@ struct EnumName {
 // comparing; the names are ASCII, so no locale is involved).
 enum class NameCase { kExact, kAnyCase };
 
-constexpr char upper_ascii(char c) { return c >= 'a' && c <= 'z' ? static_cast<char>(c - 'a' + 'A') : c; }
+constexpr char upper_ascii(char c) {
+  return c >= 'a' && c <= 'z' ? static_cast<char>(c - 'a' + 'A') : c;
+}
 
 constexpr bool same_spelling(std::string_view a, std::string_view b, NameCase match) {
   if (a.size() != b.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i) {
-    if (match == NameCase::kExact ? a[i] != b[i] : upper_ascii(a[i]) != upper_ascii(b[i])) return false;
+    if (match == NameCase::kExact ? a[i] != b[i] : upper_ascii(a[i]) != upper_ascii(b[i]))
+      return false;
   }
   return true;
 }
@@ -61,7 +64,8 @@ constexpr const char* enum_name(const EnumName<E> (&names)[N], E value, const ch
 // The value whose name or alias `text` is, or nullopt. Callers turn nullopt
 // into their own message; this never throws.
 template <class E, std::size_t N>
-constexpr std::optional<E> parse_enum(const EnumName<E> (&names)[N], std::string_view text, NameCase match) {
+constexpr std::optional<E> parse_enum(const EnumName<E> (&names)[N], std::string_view text,
+                                      NameCase match) {
   for (const EnumName<E>& row : names) {
     if (same_spelling(row.name, text, match)) return row.value;
     for (const char* alias : row.aliases) {
