@@ -22,11 +22,6 @@ std::string lower(std::string_view text) {
   return out;
 }
 
-std::optional<int> parse_count(std::string_view text) {
-  const auto value = detail::parse_integer_in(text, 1, kMaxCount);
-  return value ? std::optional<int>(static_cast<int>(*value)) : std::nullopt;
-}
-
 std::optional<int> parse_restart_count(std::string_view text) {
   const auto value = detail::parse_integer_in(text, 0, kMaxCount);
   return value ? std::optional<int>(static_cast<int>(*value)) : std::nullopt;
@@ -106,7 +101,6 @@ std::optional<milliseconds> parse_timeout(std::string_view text) {
   return milliseconds(*millis);
 }
 
-std::string format_int(const int& value) { return std::to_string(value); }
 // As Accelerate's launcher writes it (str() of a Python float): "1.0".
 std::string format_number(const double& value) { return detail::python_float_text(value); }
 std::string format_offload_device(const OffloadDevice& value) { return to_string(value); }
@@ -118,7 +112,6 @@ std::string format_int64(const int64_t& value) { return std::to_string(value); }
 std::string format_auto_wrap_policy(const FsdpAutoWrapPolicy& value) { return to_string(value); }
 std::string format_backward_prefetch(const FsdpBackwardPrefetch& value) { return to_string(value); }
 std::string format_state_dict_type(const FsdpStateDictType& value) { return to_string(value); }
-std::string format_bool(const bool& value) { return value ? "true" : "false"; }
 std::string format_mixed_precision(const MixedPrecision& value) { return to_string(value); }
 std::string format_log_level(const LogLevel& value) { return to_string(value); }
 // Whole seconds when exact, else seconds with the milliseconds ("2.5").
@@ -133,12 +126,17 @@ std::string format_timeout(const milliseconds& value) {
   return text;
 }
 
-constexpr const char* kCountExpectation = "a whole number from 1 to 1000000";
-constexpr const char* kBoolExpectation = "true or false (or 1/0, yes/no)";
 constexpr const char* kOffloadExpectation =
     "none or cpu (nvme offloading is not supported by accelerate-cpp)";
 
 }  // namespace
+
+std::optional<int> parse_count(std::string_view text) {
+  const auto value = detail::parse_integer_in(text, 1, kMaxCount);
+  return value ? std::optional<int>(static_cast<int>(*value)) : std::nullopt;
+}
+std::string format_int(const int& value) { return std::to_string(value); }
+std::string format_bool(const bool& value) { return value ? "true" : "false"; }
 
 std::string bad_value_message(std::string_view subject, std::string_view expected,
                               std::string_view text) {
@@ -459,42 +457,5 @@ const Setting<std::string> kOmpWaitPolicy{
     "PASSIVE",
     parse_wait_policy,
     format_text};
-
-const std::vector<Description>& all() {
-  static const std::vector<Description> descriptions = {kMixedPrecision.about,
-                                                        kGradientAccumulationSteps.about,
-                                                        kUseCpu.about,
-                                                        kDebugMode.about,
-                                                        kTimeout.about,
-                                                        kLogLevel.about,
-                                                        kSharedMemoryAllReduce.about,
-                                                        kOffloadOnCpuJob.about,
-                                                        kRestartCount.about,
-                                                        kOmpNumThreads.about,
-                                                        kOpenblasNumThreads.about,
-                                                        kOmpWaitPolicy.about,
-                                                        kUseDeepSpeed.about,
-                                                        kZeroStage.about,
-                                                        kDeepSpeedConfigFile.about,
-                                                        kGradientClipping.about,
-                                                        kOffloadOptimizerDevice.about,
-                                                        kOffloadParamDevice.about,
-                                                        kZero3Init.about,
-                                                        kZero3Save16BitModel.about,
-                                                        kUseFsdp.about,
-                                                        kFsdpShardingStrategy.about,
-                                                        kFsdpReshardAfterForward.about,
-                                                        kFsdpVersion.about,
-                                                        kFsdpAutoWrapPolicy.about,
-                                                        kFsdpTransformerClsToWrap.about,
-                                                        kFsdpMinNumParams.about,
-                                                        kFsdpBackwardPrefetch.about,
-                                                        kFsdpForwardPrefetch.about,
-                                                        kFsdpOffloadParams.about,
-                                                        kFsdpStateDictType.about,
-                                                        kFsdpCpuRamEfficientLoading.about,
-                                                        kFsdpSyncModuleStates.about};
-  return descriptions;
-}
 
 }  // namespace accelerate::settings

@@ -119,6 +119,14 @@ extern const Setting<int> kOmpNumThreads;          // OMP_NUM_THREADS
 extern const Setting<int> kOpenblasNumThreads;     // OPENBLAS_NUM_THREADS
 extern const Setting<std::string> kOmpWaitPolicy;  // OMP_WAIT_POLICY
 
+// ---- Parallelism sizes (Accelerate 1.x's ParallelismConfig) ---------------
+// (parallelism_settings.cpp; read by resolve_sharding_settings)
+extern const Setting<bool> kUseParallelismConfig;       // ACCELERATE_USE_PARALLELISM_CONFIG
+extern const Setting<int> kParallelismDpReplicateSize;  // PARALLELISM_CONFIG_DP_REPLICATE_SIZE
+extern const Setting<int> kParallelismDpShardSize;      // PARALLELISM_CONFIG_DP_SHARD_SIZE
+extern const Setting<int> kParallelismTpSize;           // PARALLELISM_CONFIG_TP_SIZE
+extern const Setting<int> kParallelismCpSize;           // PARALLELISM_CONFIG_CP_SIZE
+
 // Every setting above, in that order.
 const std::vector<Description>& all();
 
@@ -132,5 +140,12 @@ std::string count_expectation();
 // Booleans as Accelerate's environment writes and reads them: true/false,
 // 1/0, yes/no, any case.
 std::optional<bool> parse_bool(std::string_view text);
+// For the files that define settings: counts (1 to kMaxCount) and the
+// texts the launcher writes for ints and booleans.
+std::optional<int> parse_count(std::string_view text);
+std::string format_int(const int& value);
+std::string format_bool(const bool& value);
+constexpr const char* kCountExpectation = "a whole number from 1 to 1000000";
+constexpr const char* kBoolExpectation = "true or false (or 1/0, yes/no)";
 
 }  // namespace accelerate::settings

@@ -10,8 +10,9 @@
 // Setting in settings.cpp.
 //
 // X(section, name, Type, setting, metavar, yaml):
-//   section  deepspeed_config or fsdp_config: the config file's section, and
-//            which switch (--use_deepspeed / --use_fsdp) puts the row in use
+//   section  deepspeed_config, fsdp_config or parallelism_config: the config
+//            file's section, and which switch (--use_deepspeed / --use_fsdp /
+//            --use_parallelism_config) puts the row in use
 //   name     the flag, the key in the section, the LaunchOptions field
 //   Type     the value's type (LaunchOptions holds std::optional<Type>)
 //   setting  the Setting in accelerate::settings
@@ -53,7 +54,12 @@
     "TYPE", S)                                                                                    \
   X(fsdp_config, fsdp_cpu_ram_efficient_loading, bool, kFsdpCpuRamEfficientLoading, "true|false", \
     B)                                                                                            \
-  X(fsdp_config, fsdp_sync_module_states, bool, kFsdpSyncModuleStates, "true|false", B)
+  X(fsdp_config, fsdp_sync_module_states, bool, kFsdpSyncModuleStates, "true|false", B)           \
+  X(parallelism_config, parallelism_config_dp_replicate_size, int, kParallelismDpReplicateSize,   \
+    "N", I)                                                                                       \
+  X(parallelism_config, parallelism_config_dp_shard_size, int, kParallelismDpShardSize, "N", I)   \
+  X(parallelism_config, parallelism_config_tp_size, int, kParallelismTpSize, "N", I)              \
+  X(parallelism_config, parallelism_config_cp_size, int, kParallelismCpSize, "N", I)
 
 namespace accelerate::settings {
 

@@ -14,6 +14,7 @@ target_sources(accelerate_common PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/log_level.cpp
   ${CMAKE_CURRENT_LIST_DIR}/malloc_tuning.cpp
   ${CMAKE_CURRENT_LIST_DIR}/mixed_precision.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/parallelism_settings.cpp
   ${CMAKE_CURRENT_LIST_DIR}/setting_values.cpp
   ${CMAKE_CURRENT_LIST_DIR}/settings.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shared_memory_names.cpp

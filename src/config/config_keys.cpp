@@ -33,6 +33,8 @@ const std::vector<KeySpec> kKeys = {
     // Sharded training (ZeRO); their keys are in kSectionKeys.
     {"deepspeed_config", M, kUse, true, nullptr, nullptr},
     {"fsdp_config", M, kUse, true, nullptr, nullptr},
+    // Accelerate 1.x's ParallelismConfig sizes (hybrid sharding).
+    {"parallelism_config", M, kUse, true, nullptr, nullptr},
     // Features we don't have. Accelerate writes most of them in every file,
     // set to "off", so only a value that asks for something gets a note.
     {"tp_config", M, kIgn, true, "tensor parallelism is not supported by accelerate-cpp", nullptr},
@@ -41,8 +43,6 @@ const std::vector<KeySpec> kKeys = {
     {"ipex_config", M, kIgn, true, "Intel Extension for PyTorch is not supported by accelerate-cpp",
      nullptr},
     {"fp8_config", M, kIgn, true, "FP8 training is not supported by accelerate-cpp", nullptr},
-    {"parallelism_config", M, kIgn, true, "N-D parallelism is not supported by accelerate-cpp",
-     nullptr},
     {"dynamo_config", M, kIgn, true, "torch dynamo (torch.compile) is not used by accelerate-cpp",
      nullptr},
     {"enable_cpu_affinity", B, kIgn, false, "NUMA CPU affinity is not supported by accelerate-cpp",
@@ -72,6 +72,8 @@ const std::vector<KeySpec> kKeys = {
 // (launcher/sharding_check.cpp), or by the ranks (fsdp_offload_params on
 // CUDA).
 // The reasons complete "accelerate-cpp ignores <keys> (<reason>)".
+constexpr const char* kNoSequenceParallelism =
+    "sequence parallelism (Ulysses) is not supported by accelerate-cpp yet";
 constexpr const char* kLauncher =
     "it runs one launcher per machine, as Accelerate's standard launcher does";
 constexpr const char* kIgnoredModules = "every parameter is sharded, none is left out";
@@ -100,6 +102,16 @@ const std::vector<KeySpec> kSectionKeys = {
     {"fsdp_config.fsdp_backward_prefetch_policy", S, kUse, true, nullptr, nullptr},
     // PyTorch FSDP's own detail, which changes nothing here.
     {"fsdp_config.fsdp_use_orig_params", B, kIgn, true, nullptr, nullptr},
+    // Sequence and context parallelism's details (their sizes are settings,
+    // refused above 1).
+    {"parallelism_config.parallelism_config_sp_size", I, kIgn, true, kNoSequenceParallelism, "1"},
+    {"parallelism_config.parallelism_config_sp_backend", S, kIgn, true, nullptr, nullptr},
+    {"parallelism_config.parallelism_config_sp_seq_length_is_variable", B, kIgn, true, nullptr,
+     nullptr},
+    {"parallelism_config.parallelism_config_sp_attn_implementation", S, kIgn, true, nullptr,
+     nullptr},
+    {"parallelism_config.parallelism_config_cp_comm_strategy", S, kIgn, true, nullptr, nullptr},
+    {"parallelism_config.parallelism_config_cp_backend", S, kIgn, true, nullptr, nullptr},
 };
 
 // The name closest to a misspelled one, or "": beyond about a third of the

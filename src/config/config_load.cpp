@@ -235,7 +235,9 @@ struct Loader {
         has_mixed_precision = true;
       }
       if (entry.key == "mpirun_config" && node.IsMap()) split_mpirun_config(node, file);
-      if ((entry.key == "deepspeed_config" || entry.key == "fsdp_config") && node.IsMap()) {
+      if ((entry.key == "deepspeed_config" || entry.key == "fsdp_config" ||
+           entry.key == "parallelism_config") &&
+          node.IsMap()) {
         split_sharding_section(entry.key, node, file);
       }
       if (entry.key == "gpu_ids" && lower(entry.text) == "all") entry.text = "all";

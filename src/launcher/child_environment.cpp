@@ -23,7 +23,11 @@ void give_sharding_settings(const LaunchOptions& o, settings::LayeredValues& val
   const std::optional<bool> yes(true);
   if (o.use_deepspeed) give(values, o, "use_deepspeed", settings::kUseDeepSpeed, yes);
   if (o.use_fsdp) give(values, o, "use_fsdp", settings::kUseFsdp, yes);
+  if (o.use_parallelism_config) {
+    give(values, o, "use_parallelism_config", settings::kUseParallelismConfig, yes);
+  }
   const auto in_use = [&](const std::string& section) {
+    if (section == "parallelism_config") return o.use_parallelism_config;
     return section == "deepspeed_config" ? o.use_deepspeed : o.use_fsdp;
   };
 #define ACCELERATE_GIVE_SETTING(section, name, Type, setting, metavar, yaml) \

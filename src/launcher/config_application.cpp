@@ -134,6 +134,21 @@ class Applier {
       copy_section("fsdp_config", "fsdp_backward_prefetch_policy", "fsdp_backward_prefetch");
       list_ignored("fsdp_config");
     }
+    parallelism_section();
+  }
+
+  // Accelerate 1.x's parallelism_config: a section that sets any size puts
+  // the sizes in use (as its launcher's --use_parallelism_config), unless a
+  // flag already gave them.
+  void parallelism_section() {
+    const ConfigValue* section = file_.find("parallelism_config");
+    if (section == nullptr || section->is_off || section->is_null) return;
+    if (!set_by_flag("use_parallelism_config")) set("use_parallelism_config", *section, "true");
+    if (!options_.use_parallelism_config) return;
+    for (const std::string& key : settings::sharding_setting_names("parallelism_config")) {
+      copy_section("parallelism_config", key, key);
+    }
+    list_ignored("parallelism_config");
   }
 
   void ignored() {

@@ -237,6 +237,9 @@ const std::vector<FlagSpec>& flags() {
           "use_fsdp", 0, use_fsdp,
           "shard the training state with ZeRO, chosen by FSDP's names (FULL_SHARD, SHARD_GRAD_OP, "
           "NO_SHARD)"),
+      ACCELERATE_SWITCH("use_parallelism_config", 0, use_parallelism_config,
+                        "apply the parallelism_config sizes below (dp_replicate_size x "
+                        "dp_shard_size: hybrid sharding with FSDP)"),
 #define ACCELERATE_SHARDING_FLAG(section, name, Type, setting, metavar, yaml)  \
   {#name,                                                                      \
    0,                                                                          \

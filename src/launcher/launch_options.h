@@ -65,6 +65,7 @@ struct LaunchOptions {
   // was given.
   bool use_deepspeed = false;
   bool use_fsdp = false;
+  bool use_parallelism_config = false;  // the parallelism_config sizes below apply
   // One std::optional per row of common/sharding_launch_settings.h
   // (zero_stage, deepspeed_config_file ("none" is stored as nullopt), ...,
   // fsdp_sync_module_states).

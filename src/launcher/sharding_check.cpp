@@ -4,6 +4,7 @@
 #include "common/sharding_launch_settings.h"
 #include "launcher/child_environment.h"
 #include "launcher/launch_errors.h"
+#include "sharding/parallelism_sizes.h"
 #include "sharding/plugin_from_environment.h"
 
 namespace accelerate::launcher {
@@ -68,6 +69,12 @@ std::vector<std::string> check_sharded_training(const LaunchOptions& options,
         "FSDP is not in use (give --use_fsdp, or distributed_type: FSDP in the config file)",
         notes);
   }
+  if (!options.use_parallelism_config) {
+    note_unused_flags(options, settings::sharding_setting_names("parallelism_config"),
+                      "the parallelism sizes are not in use (give --use_parallelism_config, or a "
+                      "parallelism_config section in the config file)",
+                      notes);
+  }
   // What the ranks will read: the values this launch gives them, in front of
   // the launcher's own environment (so an exported ACCELERATE_USE_DEEPSPEED
   // counts too), each with where it was written.
@@ -75,9 +82,12 @@ std::vector<std::string> check_sharded_training(const LaunchOptions& options,
   try {
     std::optional<sharding::DeepSpeedConfig> file;
     const auto plugin = sharding::deepspeed_plugin_from_settings(values, nullptr, &file);
+    // The parallelism sizes must fit the job (and FSDP must be in use to shard).
+    sharding::parallelism_sizes(values, options.num_processes,
+                                settings::kUseFsdp.read_or_default(values));
     if (plugin) {
-      sharding::check_zero_stage(
-          *plugin);  // the Accelerator's judgement, before any process starts
+      // The Accelerator's judgement, before any process starts.
+      sharding::check_zero_stage(*plugin);
       // Accelerate refuses a --mixed_precision the JSON file's fp16/bf16 contradicts.
       if (auto precision = settings::kMixedPrecision.read(values); file && precision) {
         sharding::check_mixed_precision(*file, *precision);

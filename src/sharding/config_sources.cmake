@@ -7,5 +7,7 @@ target_sources(accelerate_common PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/deepspeed_config.cpp
   ${CMAKE_CURRENT_LIST_DIR}/deepspeed_config_resolve.cpp
   ${CMAKE_CURRENT_LIST_DIR}/json_input.cpp
+  # Accelerate 1.x's ParallelismConfig sizes (dp_replicate_size x dp_shard_size).
+  ${CMAKE_CURRENT_LIST_DIR}/parallelism_sizes.cpp
   # The DeepSpeedPlugin a launched program gets from its environment.
   ${CMAKE_CURRENT_LIST_DIR}/plugin_from_environment.cpp)

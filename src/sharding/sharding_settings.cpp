@@ -6,6 +6,7 @@
 #include "accelerate/errors.h"
 #include "accelerate/fsdp_plugin.h"
 #include "common/settings.h"
+#include "sharding/parallelism_sizes.h"
 #include "sharding/plugin_from_environment.h"
 
 namespace accelerate::sharding {
@@ -88,9 +89,8 @@ Offload offload_for(const DeepSpeedPlugin& plugin,
 void print_notes(const ShardingSettings& settings, bool from_fsdp,
                  const std::vector<std::string>& precision_notes) {
   if (settings.hybrid_shard_size > 0) {
-    std::cerr << "accelerate: note: hybrid sharding: each machine's " << settings.hybrid_shard_size
-              << " processes shard the model, the machines replicate it; save_state and "
-                 "load_state are not supported with it yet (save_model is)\n";
+    std::cerr << "accelerate: note: hybrid sharding: groups of " << settings.hybrid_shard_size
+              << " consecutive processes shard the model, and the groups replicate it\n";
   }
   if (settings.weights_from_main_process) {
     std::cerr << "accelerate: note: "
@@ -116,6 +116,11 @@ std::optional<ShardingSettings> resolve_sharding_settings(const AcceleratorOptio
                                                           MixedPrecision mixed_precision) {
   ShardingSettings settings;
   std::optional<FullyShardedDataParallelPlugin> fsdp = options.fsdp_plugin();
+  // Accelerate 1.x's parallelism sizes, judged as the launcher judged them.
+  const bool fsdp_in_use =
+      fsdp.has_value() || (!options.deepspeed_plugin() && settings::kUseFsdp.read_or_default(env));
+  const std::optional<ParallelismSizes> sizes =
+      parallelism_sizes(settings::EnvironmentValues(env), job.world_size, fsdp_in_use);
   if (options.deepspeed_plugin() && fsdp) {
     throw ConfigError(
         "AcceleratorOptions sets both deepspeed_plugin and fsdp_plugin; choose one (they select "
@@ -161,10 +166,23 @@ std::optional<ShardingSettings> resolve_sharding_settings(const AcceleratorOptio
   // which launchers number consecutively), replicate across machines.
   // On one machine that is FULL_SHARD (or SHARD_GRAD_OP); with one process
   // per machine, nothing is sharded: data parallelism.
-  if (fsdp && is_hybrid(fsdp->sharding_strategy()) && job.local_world_size < job.world_size) {
+  if (fsdp && is_hybrid(fsdp->sharding_strategy()) && !sizes &&
+      job.local_world_size < job.world_size) {
     if (job.local_world_size == 1) settings.stage = ZeroStage::kDataParallel;
     if (job.local_world_size > 1) settings.hybrid_shard_size = job.local_world_size;
     settings.weights_from_main_process = false;  // every group starts from whole weights
+  }
+  // Accelerate 1.x's sizes decide the groups: dp_shard_size consecutive ranks.
+  if (fsdp && sizes) {
+    if (settings.stage == ZeroStage::kDataParallel) {
+      throw ConfigError("parallelism_config: dp_shard_size " + std::to_string(sizes->dp_shard) +
+                        " shards the model but the FSDP strategy is NO_SHARD; use FULL_SHARD or "
+                        "SHARD_GRAD_OP");
+    }
+    if (sizes->dp_shard < job.world_size) {
+      settings.hybrid_shard_size = sizes->dp_shard;
+      settings.weights_from_main_process = false;
+    }
   }
   settings.mixed_precision = mixed_precision;
   std::vector<std::string> notes;

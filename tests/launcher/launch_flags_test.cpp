@@ -74,6 +74,11 @@ const std::vector<FlagCase> kEveryFlag = {
     {{"--fsdp_state_dict_type", "FULL_STATE_DICT"}, "fsdp_state_dict_type", "FULL_STATE_DICT"},
     {{"--fsdp_cpu_ram_efficient_loading", "True"}, "fsdp_cpu_ram_efficient_loading", "true"},
     {{"--fsdp_sync_module_states", "0"}, "fsdp_sync_module_states", "false"},
+    {{"--use_parallelism_config"}, "use_parallelism_config", "true"},
+    {{"--parallelism_config_dp_replicate_size", "2"}, "parallelism_config_dp_replicate_size", "2"},
+    {{"--parallelism_config_dp_shard_size", "4"}, "parallelism_config_dp_shard_size", "4"},
+    {{"--parallelism_config_tp_size", "1"}, "parallelism_config_tp_size", "1"},
+    {{"--parallelism_config_cp_size", "1"}, "parallelism_config_cp_size", "1"},
 };
 
 TEST(LaunchFlags, EveryFlagInBothSpellings) {

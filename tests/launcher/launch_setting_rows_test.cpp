@@ -31,10 +31,23 @@ std::string sample_text(const settings::Setting<T>& setting) {
 
 // The value the launcher gives the ranks remembers where it was written:
 // the flag as the user spelled it, or the config file's key and line.
+// The switch that puts a section's rows in use, and the distributed_type a
+// config file names for it ("" for parallelism_config, which needs none).
+std::string switch_of(const std::string& section) {
+  if (section == "parallelism_config") return "--use_parallelism_config";
+  return section == "deepspeed_config" ? "--use_deepspeed" : "--use_fsdp";
+}
+
+void set_switch(LaunchOptions& options, const std::string& section, bool on) {
+  options.use_deepspeed = on && section == "deepspeed_config";
+  options.use_fsdp = on && section == "fsdp_config";
+  options.use_parallelism_config = on && section == "parallelism_config";
+}
+
 template <class T>
 void expect_origins(const std::string& section, const std::string& name,
                     const settings::Setting<T>& setting, const std::string& value) {
-  const std::string kind = section == "deepspeed_config" ? "--use_deepspeed" : "--use_fsdp";
+  const std::string kind = switch_of(section);
   std::string dashed = "--" + name;
   std::replace(dashed.begin(), dashed.end(), '_', '-');
   const LaunchOptions flagged = parse_launch_arguments({kind, dashed, value, "p"}).options;
@@ -73,8 +86,7 @@ void expect_one_row(const std::string& section, const std::string& name,
   EXPECT_STREQ(config::to_string(key->type), yaml_type);
   // A value given by the flag reaches the ranks under the setting's variable.
   LaunchOptions options;
-  options.use_deepspeed = section == "deepspeed_config";
-  options.use_fsdp = section == "fsdp_config";
+  set_switch(options, section, true);
   const std::string value = sample_text(setting);
   flag->apply(options, "--" + name, value);
   EXPECT_EQ(flag->show(options), value);
@@ -82,7 +94,7 @@ void expect_one_row(const std::string& section, const std::string& name,
   ASSERT_EQ(env.count(setting.variable()), 1u) << setting.variable();
   EXPECT_EQ(env.at(setting.variable()), value);
   // ...and only while its kind of sharding is in use.
-  options.use_deepspeed = options.use_fsdp = false;
+  set_switch(options, section, false);
   EXPECT_EQ(build_child_environment(options, 0, Environment(), 1).count(setting.variable()), 0u);
   expect_origins(section, name, setting, value);
 }
@@ -100,6 +112,7 @@ TEST(LaunchSettingRows, EveryShardingSettingsFlagKeyVariableAndHelpComeFromOneRo
   EXPECT_EQ(rows, static_cast<int>(settings::sharding_launch_settings().size()));
   EXPECT_EQ(settings::sharding_setting_names("deepspeed_config").size(), 7u);
   EXPECT_EQ(settings::sharding_setting_names("fsdp_config").size(), 12u);
+  EXPECT_EQ(settings::sharding_setting_names("parallelism_config").size(), 4u);
 }
 
 }  // namespace

@@ -50,6 +50,10 @@ struct Recipe {
   int per_machine = 2;                           // processes per machine
   double clip = 1.0;                             // plain SGD on this model diverges without it
   int accumulation = 1;
+  // Accelerate 1.x's sizes (PARALLELISM_CONFIG_*), as `accelerate launch`
+  // gives them: dp_replicate_size x dp_shard_size; 0: not given.
+  int dp_replicate = 0;
+  int dp_shard = 0;
 };
 
 // Rank r of the four, on machine r / per_machine.
@@ -67,6 +71,12 @@ AcceleratorOptions options_for(const Recipe& recipe) {
   options.ddp_options(
       accelerate::GradientSyncOptions().bucket_cap_mb(0.002).first_bucket_cap_mb(0.0005));
   options.gradient_accumulation_steps(recipe.accumulation);
+  if (recipe.dp_shard > 0) {
+    options.environment(accelerate::Environment{
+        {"ACCELERATE_USE_PARALLELISM_CONFIG", "true"},
+        {"PARALLELISM_CONFIG_DP_REPLICATE_SIZE", std::to_string(recipe.dp_replicate)},
+        {"PARALLELISM_CONFIG_DP_SHARD_SIZE", std::to_string(recipe.dp_shard)}});
+  }
   if (recipe.strategy) {
     options.fsdp_plugin(FullyShardedDataParallelPlugin()
                             .sharding_strategy(*recipe.strategy)
@@ -146,6 +156,18 @@ TEST(HybridShard, OnOneMachineItIsFullShardAndWithOneProcessPerMachineDataParall
   expect_close(train(one_machine), train({FsdpShardingStrategy::kFullShard, 4}), 0);
   Recipe one_per_machine{FsdpShardingStrategy::kHybridShard, /*per_machine=*/1};
   expect_close(train(one_per_machine), train({std::nullopt, 1}), 0);
+}
+
+// dp_replicate_size 2 x dp_shard_size 2 makes the same groups on one
+// machine of four as HYBRID_SHARD on two machines of two: the same sums in
+// the same order (each pair's, then the two pairs'), so bitwise the same.
+TEST(HybridShard, ParallelismSizesTwoByTwoAreHybridShardingOnOneMachine) {
+  Recipe sizes{FsdpShardingStrategy::kFullShard, /*per_machine=*/4};
+  sizes.dp_replicate = 2;
+  sizes.dp_shard = 2;
+  const auto by_sizes = train(sizes);
+  expect_replicas_agree(by_sizes);
+  expect_close(by_sizes, train({FsdpShardingStrategy::kHybridShard, 2}), 0);
 }
 
 TEST(HybridShard, SaveModelWritesTheWholeModelOnce) {

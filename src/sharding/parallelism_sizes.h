@@ -1,0 +1,32 @@
+// Accelerate 1.x's ParallelismConfig sizes as a job reads them: data
+// parallel replicas x shards (dp_replicate_size x dp_shard_size), from the
+// PARALLELISM_CONFIG_* values `accelerate launch` gives (flags, or the
+// config file's parallelism_config section). With FSDP, dp_shard_size below
+// the job's processes is hybrid sharding: shard groups of dp_shard_size
+// consecutive ranks, replicated dp_replicate_size times (docs/sharding.md).
+// LibTorch-free: the launcher judges the sizes before any process starts,
+// with the same function the ranks use.
+#pragma once
+
+#include <optional>
+
+#include "common/setting_values.h"
+
+namespace accelerate::sharding {
+
+struct ParallelismSizes {
+  int dp_replicate = 1;
+  int dp_shard = 1;
+};
+
+// The sizes when ACCELERATE_USE_PARALLELISM_CONFIG is true, else nullopt.
+// Like Accelerate, sizes left at 1 everywhere mean data parallelism over
+// every process. ConfigError (one line, naming where each deciding value
+// was written) for tp_size or cp_size above 1, a product other than
+// `world_size`, dp_shard_size above 1 without FSDP (`fsdp` false: nothing
+// would shard), and, with FSDP, dp_shard_size 1 with several replicas (that
+// is data parallelism: Accelerate refuses it too).
+std::optional<ParallelismSizes> parallelism_sizes(const settings::SettingValues& values,
+                                                  int world_size, bool fsdp);
+
+}  // namespace accelerate::sharding
