@@ -6,48 +6,28 @@
 
 #include <c10/core/ScalarType.h>
 
+#include "accelerate/detail/enum_names.h"
+
 namespace accelerate::safetensors {
+
+// The dtypes both have, each name written once (names LibTorch has no type
+// for, U16, U32, U64, F8_*, are not here).
+inline constexpr detail::EnumName<c10::ScalarType> kDtypeNames[] = {
+    {c10::ScalarType::Double, "F64"}, {c10::ScalarType::Float, "F32"},
+    {c10::ScalarType::Half, "F16"},   {c10::ScalarType::BFloat16, "BF16"},
+    {c10::ScalarType::Long, "I64"},   {c10::ScalarType::Int, "I32"},
+    {c10::ScalarType::Short, "I16"},  {c10::ScalarType::Char, "I8"},
+    {c10::ScalarType::Byte, "U8"},    {c10::ScalarType::Bool, "BOOL"}};
+static_assert(detail::names_are_distinct(kDtypeNames));
 
 // nullptr when safetensors has no name for `type` (complex, quantized, ...).
 inline const char* dtype_name(c10::ScalarType type) {
-  switch (type) {
-    case c10::ScalarType::Double:
-      return "F64";
-    case c10::ScalarType::Float:
-      return "F32";
-    case c10::ScalarType::Half:
-      return "F16";
-    case c10::ScalarType::BFloat16:
-      return "BF16";
-    case c10::ScalarType::Long:
-      return "I64";
-    case c10::ScalarType::Int:
-      return "I32";
-    case c10::ScalarType::Short:
-      return "I16";
-    case c10::ScalarType::Char:
-      return "I8";
-    case c10::ScalarType::Byte:
-      return "U8";
-    case c10::ScalarType::Bool:
-      return "BOOL";
-    default:
-      return nullptr;
-  }
+  return detail::enum_name(kDtypeNames, type, nullptr);
 }
 
-// std::nullopt for names LibTorch has no type for (U16, U32, U64, F8_*).
+// std::nullopt for names LibTorch has no type for.
 inline std::optional<c10::ScalarType> scalar_type(const std::string& name) {
-  static const std::pair<const char*, c10::ScalarType> kTypes[] = {
-      {"F64", c10::ScalarType::Double}, {"F32", c10::ScalarType::Float},
-      {"F16", c10::ScalarType::Half},   {"BF16", c10::ScalarType::BFloat16},
-      {"I64", c10::ScalarType::Long},   {"I32", c10::ScalarType::Int},
-      {"I16", c10::ScalarType::Short},  {"I8", c10::ScalarType::Char},
-      {"U8", c10::ScalarType::Byte},    {"BOOL", c10::ScalarType::Bool}};
-  for (const auto& [text, type] : kTypes) {
-    if (name == text) return type;
-  }
-  return std::nullopt;
+  return detail::parse_enum(kDtypeNames, name, detail::NameCase::kExact);
 }
 
 }  // namespace accelerate::safetensors

@@ -3,7 +3,8 @@
 # (10.233.7.1 and 10.233.7.2), each running one `accelerate launch` with two
 # ranks of a real 4-rank job (static rendezvous on machine 0): first the
 # collectives, then a training run whose result must equal 4 local ranks' and
-# one process's. Also checks, before anything starts, that a main address
+# one process's, then the same run under FSDP's HYBRID_SHARD (sharded within
+# each machine, replicated across them). Also checks, before anything starts, that a main address
 # with no route is one clear error. Exit 77 (skipped) where namespaces cannot
 # be created.
 #   multinode_netns_test.sh ACCELERATE COLLECTIVES_PROBE TRAINING_PROBE
@@ -105,3 +106,16 @@ echo "$multi / $reference" | awk '{
   d1 = a[2] - ra[2]; d2 = b[2] - rb[2]; if (d1 < 0) d1 = -d1; if (d2 < 0) d2 = -d2;
   exit !(d1 < 1e-5 && d2 < 1e-5) }' || fail "the 2-machine result '$multi' differs from one process: '$reference'"
 echo "ok: training on 2 machines x 2 ranks = 4 local ranks = one process ($multi)"
+
+# 4. Hybrid sharding (FSDP's HYBRID_SHARD): each machine's 2 ranks shard the
+# model, the machines replicate it; the result is one process's (to 1e-5).
+two_machines 29520 --use_fsdp --fsdp_sharding_strategy HYBRID_SHARD "$TRAINING"
+grep -q "note: hybrid sharding: groups of 2 consecutive processes" "$WORK/m0" ||
+  fail "HYBRID_SHARD did not make a shard group of each machine"
+hybrid=$(grep -o 'trained a=[-0-9.]* b=[-0-9.]* on 4 ranks' "$WORK/m0")
+[ -n "$hybrid" ] || fail "HYBRID_SHARD printed no result"
+echo "$hybrid / $reference" | awk '{
+  split($2, a, "="); split($3, b, "="); split($9, ra, "="); split($10, rb, "=");
+  d1 = a[2] - ra[2]; d2 = b[2] - rb[2]; if (d1 < 0) d1 = -d1; if (d2 < 0) d2 = -d2;
+  exit !(d1 < 1e-5 && d2 < 1e-5) }' || fail "HYBRID_SHARD gave '$hybrid', one process '$reference'"
+echo "ok: HYBRID_SHARD on 2 machines x 2 ranks = one process ($hybrid)"

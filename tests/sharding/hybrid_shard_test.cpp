@@ -20,6 +20,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "accelerate/accelerator.h"
@@ -54,6 +55,10 @@ struct Recipe {
   // gives them: dp_replicate_size x dp_shard_size; 0: not given.
   int dp_replicate = 0;
   int dp_shard = 0;
+  bool bf16 = false;
+  // FSDP's cpu_offload, with its host copies made on this CPU job too
+  // (ACCELERATE_OFFLOAD_ON_CPU_JOB).
+  bool offload = false;
 };
 
 // Rank r of the four, on machine r / per_machine.
@@ -71,19 +76,38 @@ AcceleratorOptions options_for(const Recipe& recipe) {
   options.ddp_options(
       accelerate::GradientSyncOptions().bucket_cap_mb(0.002).first_bucket_cap_mb(0.0005));
   options.gradient_accumulation_steps(recipe.accumulation);
+  accelerate::Environment env;
   if (recipe.dp_shard > 0) {
-    options.environment(accelerate::Environment{
-        {"ACCELERATE_USE_PARALLELISM_CONFIG", "true"},
-        {"PARALLELISM_CONFIG_DP_REPLICATE_SIZE", std::to_string(recipe.dp_replicate)},
-        {"PARALLELISM_CONFIG_DP_SHARD_SIZE", std::to_string(recipe.dp_shard)}});
+    env["ACCELERATE_USE_PARALLELISM_CONFIG"] = "true";
+    env["PARALLELISM_CONFIG_DP_REPLICATE_SIZE"] = std::to_string(recipe.dp_replicate);
+    env["PARALLELISM_CONFIG_DP_SHARD_SIZE"] = std::to_string(recipe.dp_shard);
   }
+  if (recipe.offload) env["ACCELERATE_OFFLOAD_ON_CPU_JOB"] = "true";
+  if (!env.empty()) options.environment(env);
+  if (recipe.bf16) options.mixed_precision(accelerate::MixedPrecision::kBF16);
   if (recipe.strategy) {
     options.fsdp_plugin(FullyShardedDataParallelPlugin()
                             .sharding_strategy(*recipe.strategy)
                             .auto_wrap_policy(FsdpAutoWrapPolicy::kTransformerBasedWrap)
-                            .transformer_cls_names_to_wrap({"ResidualBlock"}));
+                            .transformer_cls_names_to_wrap({"ResidualBlock"})
+                            .cpu_offload(recipe.offload));
   }
   return options;
+}
+
+// Whether the optimizer steps memory of the model's own parameters (the
+// shards in place); with offloading it steps host copies instead.
+bool steps_model_memory(torch::optim::Optimizer& optimizer, torch::nn::Module& model) {
+  std::unordered_set<const void*> model_memory;
+  for (const auto& p : model.parameters()) {
+    if (p.storage().nbytes() > 0) model_memory.insert(p.storage().data());
+  }
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) {
+      if (model_memory.count(p.storage().data()) > 0) return true;
+    }
+  }
+  return false;
 }
 
 // Each rank's whole weights after training.
@@ -98,6 +122,9 @@ std::vector<std::vector<at::Tensor>> train(const Recipe& recipe) {
                                                            torch::optim::SGDOptions(0.01));
         accelerate::DataLoader loader(zero_data(64), accelerate::DataLoaderOptions(8));
         accelerator.prepare(model, optimizer, loader);
+        if (recipe.strategy) {
+          EXPECT_EQ(steps_model_memory(optimizer, *model), !recipe.offload) << "rank " << rank;
+        }
         accelerate::testing::train_epochs(accelerator, model, optimizer, loader, recipe.clip);
         weights[static_cast<std::size_t>(rank)] =
             accelerate::testing::whole_weights(accelerator, *model);
@@ -156,6 +183,24 @@ TEST(HybridShard, OnOneMachineItIsFullShardAndWithOneProcessPerMachineDataParall
   expect_close(train(one_machine), train({FsdpShardingStrategy::kFullShard, 4}), 0);
   Recipe one_per_machine{FsdpShardingStrategy::kHybridShard, /*per_machine=*/1};
   expect_close(train(one_per_machine), train({std::nullopt, 1}), 0);
+}
+
+// bf16 autocast: the same computations as full sharding but for the order
+// of the gradient sums (fp32 gradients), so the same bound. Offloading: the
+// optimizer steps host copies of the same shards with the same kernels,
+// bitwise what the on-device step gives.
+TEST(HybridShard, Bf16AndCpuOffloadTrainAsWithoutHybridShardingAndWithoutOffload) {
+  Recipe bf16{FsdpShardingStrategy::kHybridShard};
+  bf16.bf16 = true;
+  const auto hybrid_bf16 = train(bf16);
+  expect_replicas_agree(hybrid_bf16);
+  Recipe full_bf16 = bf16;
+  full_bf16.strategy = FsdpShardingStrategy::kFullShard;
+  expect_close(hybrid_bf16, train(full_bf16), 1e-5);
+
+  Recipe offload{FsdpShardingStrategy::kHybridShard};
+  offload.offload = true;
+  expect_close(train(offload), train({FsdpShardingStrategy::kHybridShard}), 0);
 }
 
 // dp_replicate_size 2 x dp_shard_size 2 makes the same groups on one
