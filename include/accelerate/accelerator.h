@@ -122,8 +122,8 @@ class Accelerator {
   // Resumes mid-epoch: the loader's next pass starts at batch num_batches.
   template <class Loader>
   Loader& skip_first_batches(Loader& loader, size_t num_batches) {
-    static_cast<DataLoaderBase&>(loader).skip_first_batches(
-        num_batches);  // accelerate::DataLoader only
+    // accelerate::DataLoader only.
+    static_cast<DataLoaderBase&>(loader).skip_first_batches(num_batches);
     return loader;
   }
   template <class Model>
