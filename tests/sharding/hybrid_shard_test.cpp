@@ -95,21 +95,6 @@ AcceleratorOptions options_for(const Recipe& recipe) {
   return options;
 }
 
-// Whether the optimizer steps memory of the model's own parameters (the
-// shards in place); with offloading it steps host copies instead.
-bool steps_model_memory(torch::optim::Optimizer& optimizer, torch::nn::Module& model) {
-  std::unordered_set<const void*> model_memory;
-  for (const auto& p : model.parameters()) {
-    if (p.storage().nbytes() > 0) model_memory.insert(p.storage().data());
-  }
-  for (const auto& group : optimizer.param_groups()) {
-    for (const auto& p : group.params()) {
-      if (model_memory.count(p.storage().data()) > 0) return true;
-    }
-  }
-  return false;
-}
-
 // Each rank's whole weights after training.
 std::vector<std::vector<at::Tensor>> train(const Recipe& recipe) {
   std::vector<std::vector<at::Tensor>> weights(kWorld);
@@ -123,7 +108,9 @@ std::vector<std::vector<at::Tensor>> train(const Recipe& recipe) {
         accelerate::DataLoader loader(zero_data(64), accelerate::DataLoaderOptions(8));
         accelerator.prepare(model, optimizer, loader);
         if (recipe.strategy) {
-          EXPECT_EQ(steps_model_memory(optimizer, *model), !recipe.offload) << "rank " << rank;
+          EXPECT_EQ(accelerate::testing::optimizer_steps_model_memory(optimizer, *model),
+                    !recipe.offload)
+              << "rank " << rank;
         }
         accelerate::testing::train_epochs(accelerator, model, optimizer, loader, recipe.clip);
         weights[static_cast<std::size_t>(rank)] =

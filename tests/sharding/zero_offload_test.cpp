@@ -82,19 +82,6 @@ struct Outcome {
   at::Tensor eval_no_grad;
 };
 
-bool shares_memory(torch::optim::Optimizer& optimizer, torch::nn::Module& model) {
-  std::unordered_set<const void*> model_memory;
-  for (const auto& p : model.parameters()) {
-    if (p.storage().nbytes() > 0) model_memory.insert(p.storage().data());
-  }
-  for (const auto& group : optimizer.param_groups()) {
-    for (const auto& p : group.params()) {
-      if (model_memory.count(p.storage().data()) > 0) return true;
-    }
-  }
-  return false;
-}
-
 Outcome train(std::shared_ptr<Communicator> comm, const Recipe& recipe) {
   Accelerator accelerator(std::move(comm), options_for(recipe));
   BlockStack model{nullptr};
@@ -108,7 +95,8 @@ Outcome train(std::shared_ptr<Communicator> comm, const Recipe& recipe) {
   accelerate::DataLoader loader(zero_data(96), accelerate::DataLoaderOptions(8));
   accelerator.prepare(model, optimizer, loader);
   Outcome outcome;
-  outcome.optimizer_steps_model_memory = shares_memory(optimizer, *model);
+  outcome.optimizer_steps_model_memory =
+      accelerate::testing::optimizer_steps_model_memory(optimizer, *model);
   accelerate::testing::train_epochs(accelerator, model, optimizer, loader, recipe.clip);
   outcome.units_released = accelerate::testing::all_released(model->blocks->parameters());
   model->eval();

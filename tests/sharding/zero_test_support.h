@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <unordered_set>
 #include <vector>
 
 #include <torch/torch.h>
@@ -55,6 +56,22 @@ void train_epochs(Accelerator& accelerator, Model& model, Optimizer& optimizer, 
       optimizer.zero_grad();
     }
   }
+}
+
+// Whether `optimizer` steps memory of `model`'s own parameters (ZeRO steps
+// the shards in place); with CPU offloading it steps host copies instead.
+inline bool optimizer_steps_model_memory(torch::optim::Optimizer& optimizer,
+                                         torch::nn::Module& model) {
+  std::unordered_set<const void*> model_memory;
+  for (const auto& p : model.parameters()) {
+    if (p.storage().nbytes() > 0) model_memory.insert(p.storage().data());
+  }
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) {
+      if (model_memory.count(p.storage().data()) > 0) return true;
+    }
+  }
+  return false;
 }
 
 // Whether every one of `parameters` is without memory (a freed stage-3 unit).
