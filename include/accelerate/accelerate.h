@@ -42,6 +42,7 @@
 #include "accelerate/model_saving.h"
 #include "accelerate/object_serializer.h"
 #include "accelerate/optimizer.h"
+#include "accelerate/parallelism_config.h"
 #include "accelerate/process_control.h"
 #include "accelerate/progress_bar.h"
 #include "accelerate/project_configuration.h"

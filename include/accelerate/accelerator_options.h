@@ -27,6 +27,7 @@
 #include "accelerate/gradient_reducer.h"
 #include "accelerate/job_state.h"
 #include "accelerate/mixed_precision.h"
+#include "accelerate/parallelism_config.h"
 #include "accelerate/project_configuration.h"
 #include "accelerate/tracking.h"
 
@@ -77,6 +78,10 @@ struct AcceleratorOptions {
   // with units from the auto wrap policy. Setting both plugins is a
   // ConfigError.
   ACCELERATE_ARG(std::optional<FullyShardedDataParallelPlugin>, fsdp_plugin);
+  // Replicas x shards (parallelism_config.h): with fsdp_plugin, hybrid
+  // sharding when dp_shard_size is below the job's processes; unset: the
+  // sizes `accelerate launch` gives (PARALLELISM_CONFIG_*), if any.
+  ACCELERATE_ARG(std::optional<ParallelismConfig>, parallelism_config);
   // InitProcessGroupKwargs (backend, timeout) and debug mode.
   ACCELERATE_ARG(JobOptions, job_options);
   // Step schedulers together with optimizers (Accelerate's

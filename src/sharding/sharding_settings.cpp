@@ -85,6 +85,28 @@ Offload offload_for(const DeepSpeedPlugin& plugin,
   return offload;
 }
 
+// The parallelism sizes the job runs with: AcceleratorOptions'
+// parallelism_config when set (each named as its field in messages), else
+// what `accelerate launch` put in the environment.
+settings::LayeredValues parallelism_values(const AcceleratorOptions& options,
+                                           const Environment& env) {
+  settings::LayeredValues values(env);
+  const std::optional<ParallelismConfig>& config = options.parallelism_config();
+  if (!config) return values;
+  const auto give = [&](const settings::Setting<int>& setting, const char* field, int size) {
+    values.set(
+        setting.variable(),
+        {std::to_string(size), settings::Origin::flag(std::string("ParallelismConfig::") + field)});
+  };
+  values.set(settings::kUseParallelismConfig.variable(),
+             {"true", settings::Origin::flag("AcceleratorOptions::parallelism_config")});
+  give(settings::kParallelismDpReplicateSize, "dp_replicate_size", config->dp_replicate_size());
+  give(settings::kParallelismDpShardSize, "dp_shard_size", config->dp_shard_size());
+  give(settings::kParallelismTpSize, "tp_size", config->tp_size());
+  give(settings::kParallelismCpSize, "cp_size", config->cp_size());
+  return values;
+}
+
 // The main process's notes about what the settings will do.
 void print_notes(const ShardingSettings& settings, bool from_fsdp,
                  const std::vector<std::string>& precision_notes) {
@@ -120,7 +142,7 @@ std::optional<ShardingSettings> resolve_sharding_settings(const AcceleratorOptio
   const bool fsdp_in_use =
       fsdp.has_value() || (!options.deepspeed_plugin() && settings::kUseFsdp.read_or_default(env));
   const std::optional<ParallelismSizes> sizes =
-      parallelism_sizes(settings::EnvironmentValues(env), job.world_size, fsdp_in_use);
+      parallelism_sizes(parallelism_values(options, env), job.world_size, fsdp_in_use);
   if (options.deepspeed_plugin() && fsdp) {
     throw ConfigError(
         "AcceleratorOptions sets both deepspeed_plugin and fsdp_plugin; choose one (they select "

@@ -55,6 +55,7 @@ struct Recipe {
   // gives them: dp_replicate_size x dp_shard_size; 0: not given.
   int dp_replicate = 0;
   int dp_shard = 0;
+  bool sizes_in_options = false;  // AcceleratorOptions::parallelism_config, not the variables
   bool bf16 = false;
   // FSDP's cpu_offload, with its host copies made on this CPU job too
   // (ACCELERATE_OFFLOAD_ON_CPU_JOB).
@@ -77,7 +78,11 @@ AcceleratorOptions options_for(const Recipe& recipe) {
       accelerate::GradientSyncOptions().bucket_cap_mb(0.002).first_bucket_cap_mb(0.0005));
   options.gradient_accumulation_steps(recipe.accumulation);
   accelerate::Environment env;
-  if (recipe.dp_shard > 0) {
+  if (recipe.dp_shard > 0 && recipe.sizes_in_options) {
+    options.parallelism_config(accelerate::ParallelismConfig()
+                                   .dp_replicate_size(recipe.dp_replicate)
+                                   .dp_shard_size(recipe.dp_shard));
+  } else if (recipe.dp_shard > 0) {
     env["ACCELERATE_USE_PARALLELISM_CONFIG"] = "true";
     env["PARALLELISM_CONFIG_DP_REPLICATE_SIZE"] = std::to_string(recipe.dp_replicate);
     env["PARALLELISM_CONFIG_DP_SHARD_SIZE"] = std::to_string(recipe.dp_shard);
@@ -200,6 +205,33 @@ TEST(HybridShard, ParallelismSizesTwoByTwoAreHybridShardingOnOneMachine) {
   const auto by_sizes = train(sizes);
   expect_replicas_agree(by_sizes);
   expect_close(by_sizes, train({FsdpShardingStrategy::kHybridShard, 2}), 0);
+  // The same sizes from the program's own options.
+  sizes.sizes_in_options = true;
+  expect_close(train(sizes), by_sizes, 0);
+}
+
+TEST(HybridShard, ParallelismSizesThatDoNotFitTheJobAreRefusedOnEveryProcess) {
+  std::vector<std::string> errors(kWorld);
+  accelerate::testing::run_ranks_of_jobs(
+      kWorld, [](int rank) { return job_of(rank, 4); },
+      [&](int rank, std::shared_ptr<Communicator> comm) {
+        try {
+          Accelerator accelerator(
+              std::move(comm),
+              AcceleratorOptions()
+                  .fsdp_plugin(FullyShardedDataParallelPlugin())
+                  .parallelism_config(
+                      accelerate::ParallelismConfig().dp_replicate_size(3).dp_shard_size(2)));
+        } catch (const accelerate::ConfigError& error) {
+          errors[static_cast<std::size_t>(rank)] = error.what();
+        }
+      });
+  for (const std::string& error : errors) {
+    EXPECT_EQ(error,
+              "parallelism_config: dp_replicate_size 3 x dp_shard_size 2 is 6 processes, but the "
+              "job has 4 (ParallelismConfig::dp_replicate_size, ParallelismConfig::dp_shard_size, "
+              "ParallelismConfig::tp_size, ParallelismConfig::cp_size)");
+  }
 }
 
 TEST(HybridShard, SaveModelWritesTheWholeModelOnce) {

@@ -1,0 +1,32 @@
+// Accelerate 1.x's ParallelismConfig: how the processes of a job divide
+// into copies of the model (dp_replicate_size) and the processes each copy
+// is sharded over (dp_shard_size). With an FSDP plugin, dp_shard_size below
+// the job's processes is hybrid sharding: shard groups of dp_shard_size
+// consecutive ranks, replicated dp_replicate_size times (docs/sharding.md,
+// "Hybrid sharding"):
+//
+//   Accelerator accelerator(AcceleratorOptions()
+//       .fsdp_plugin(FullyShardedDataParallelPlugin())
+//       .parallelism_config(ParallelismConfig().dp_replicate_size(2).dp_shard_size(4)));
+//
+// The product of the sizes must be the job's processes (all sizes 1: data
+// parallelism over every process, as in Accelerate); dp_shard_size above 1
+// needs the FSDP plugin; tp_size and cp_size (tensor and context
+// parallelism) are accepted only as 1. Anything else is a ConfigError when
+// the Accelerator is built, naming the sizes. `accelerate launch` passes
+// the same sizes as PARALLELISM_CONFIG_* (docs/launching.md); sizes set here
+// replace those.
+#pragma once
+
+#include "accelerate/arg.h"
+
+namespace accelerate {
+
+struct ParallelismConfig {
+  ACCELERATE_ARG(int, dp_replicate_size) = 1;
+  ACCELERATE_ARG(int, dp_shard_size) = 1;
+  ACCELERATE_ARG(int, tp_size) = 1;
+  ACCELERATE_ARG(int, cp_size) = 1;
+};
+
+}  // namespace accelerate
