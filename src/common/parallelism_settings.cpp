@@ -1,5 +1,5 @@
 // Accelerate 1.x's ParallelismConfig sizes, as its launcher passes them to
-// the ranks (PARALLELISM_CONFIG_*), and the list of every setting.
+// the ranks (PARALLELISM_CONFIG_*).
 // dp_replicate_size x dp_shard_size processes: shard groups of dp_shard_size
 // consecutive ranks, replicated dp_replicate_size times (hybrid sharding,
 // docs/sharding.md); tp_size and cp_size are read so that a value above 1 is
@@ -48,47 +48,5 @@ const Setting<int> kParallelismCpSize{
     1,
     parse_count,
     format_int};
-
-const std::vector<Description>& all() {
-  static const std::vector<Description> descriptions = {kMixedPrecision.about,
-                                                        kGradientAccumulationSteps.about,
-                                                        kUseCpu.about,
-                                                        kDebugMode.about,
-                                                        kTimeout.about,
-                                                        kLogLevel.about,
-                                                        kSharedMemoryAllReduce.about,
-                                                        kOffloadOnCpuJob.about,
-                                                        kRestartCount.about,
-                                                        kOmpNumThreads.about,
-                                                        kOpenblasNumThreads.about,
-                                                        kOmpWaitPolicy.about,
-                                                        kUseDeepSpeed.about,
-                                                        kZeroStage.about,
-                                                        kDeepSpeedConfigFile.about,
-                                                        kGradientClipping.about,
-                                                        kOffloadOptimizerDevice.about,
-                                                        kOffloadParamDevice.about,
-                                                        kZero3Init.about,
-                                                        kZero3Save16BitModel.about,
-                                                        kUseFsdp.about,
-                                                        kFsdpShardingStrategy.about,
-                                                        kFsdpReshardAfterForward.about,
-                                                        kFsdpVersion.about,
-                                                        kFsdpAutoWrapPolicy.about,
-                                                        kFsdpTransformerClsToWrap.about,
-                                                        kFsdpMinNumParams.about,
-                                                        kFsdpBackwardPrefetch.about,
-                                                        kFsdpForwardPrefetch.about,
-                                                        kFsdpOffloadParams.about,
-                                                        kFsdpStateDictType.about,
-                                                        kFsdpCpuRamEfficientLoading.about,
-                                                        kFsdpSyncModuleStates.about,
-                                                        kUseParallelismConfig.about,
-                                                        kParallelismDpReplicateSize.about,
-                                                        kParallelismDpShardSize.about,
-                                                        kParallelismTpSize.about,
-                                                        kParallelismCpSize.about};
-  return descriptions;
-}
 
 }  // namespace accelerate::settings

@@ -33,12 +33,11 @@ struct Origin {
   static Origin flag(std::string spelled);
   static Origin config_key(std::string key, std::string file, int line);
 
-  // What a "<subject> expects ..., got '...'" message names:
-  // "ACCELERATE_DEEPSPEED_ZERO_STAGE", "--zero_stage",
-  // "cfg.yaml:7: key 'deepspeed_config.zero_stage'".
+  // What a "<subject> expects ..., got '...'" message names: the
+  // variable's name, "--zero_stage", "cfg.yaml:7: key 'deepspeed_config.zero_stage'".
   std::string subject() const;
   // The value and its place, for a message about a value that parsed but
-  // cannot run: "ACCELERATE_MIXED_PRECISION=fp16 in the environment",
+  // cannot run: "<VARIABLE>=fp16 in the environment",
   // "--mixed_precision fp16", "mixed_precision: fp16 (cfg.yaml:3)".
   std::string describe(std::string_view text) const;
 };

@@ -17,6 +17,7 @@ target_sources(accelerate_common PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/parallelism_settings.cpp
   ${CMAKE_CURRENT_LIST_DIR}/setting_values.cpp
   ${CMAKE_CURRENT_LIST_DIR}/settings.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/settings_list.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shared_memory_names.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sharding_launch_settings.cpp
   ${CMAKE_CURRENT_LIST_DIR}/slurm_lists.cpp

@@ -190,6 +190,21 @@ void GradientReducer::State::warn_once_about_unused() {
 // find_unused_parameters: which synced parameters got a gradient on at least
 // one process since the last sync. Issued after every bucket, in the same
 // order everywhere.
+void GradientReducer::State::sum_shards_across_replicas() {
+  std::vector<PendingCollective> sums;
+  for (BucketProgress& bucket : progress) {
+    at::Tensor& group_sum = bucket.arriving.defined() ? bucket.arriving : bucket.shard;
+    // A dtype the backend cannot sum (bf16 on Gloo) goes through the
+    // blocking all-reduce, which sums a widened copy.
+    if (replicas->reduces_natively(group_sum.scalar_type(), group_sum.device())) {
+      sums.push_back(replicas->all_reduce_sum_async(group_sum, "gradient shard (replicas)"));
+    } else {
+      replicas->all_reduce(group_sum, ReduceOp::kSum);
+    }
+  }
+  for (PendingCollective& sum : sums) sum.wait();
+}
+
 PendingCollective GradientReducer::State::start_usage_exchange(at::Tensor* usage) {
   *usage = at::zeros({static_cast<std::int64_t>(slots.size())}, at::kFloat);
   float* data = usage->data_ptr<float>();
@@ -233,26 +248,20 @@ void GradientReducer::State::finalize_step() {
 
   c10::NoGradGuard no_grad;
   const float* used_anywhere = usage.defined() ? usage.data_ptr<float>() : nullptr;
+  if (replicas && partition == GradientPartition::kSharded) sum_shards_across_replicas();
+  // Hybrid sharding averages over every process of the job: the group's
+  // and its replicas' (set_replica_communicator).
+  const int processes = communicator->world_size() * (replicas ? replicas->world_size() : 1);
   for (std::size_t b = 0; b < buckets.size(); ++b) {
     // SUM, then divide: in place where the grads are the buffer's views,
     // else while copying back (one pass over the gradients either way, and
     // the same arithmetic, so results stay bit-identical).
-    // Hybrid sharding averages over every process of the job: the group's
-    // and, summed after it, its replicas' (set_replica_communicator).
-    const int processes = communicator->world_size() * (replicas ? replicas->world_size() : 1);
     const at::Tensor world = at::scalar_tensor(
         static_cast<double>(processes),
         progress[b].shard.defined() ? progress[b].shard.options() : progress[b].buffer.options());
     if (partition == GradientPartition::kSharded) {
       // Only this process's shard is an average; the rest of the bucket and
       // the parameters' full gradients are not needed any more.
-      if (replicas) {
-        // This group's sum of the shard, plus the other groups' (in the
-        // replicas' rank order, the same on every process).
-        at::Tensor& group_sum =
-            progress[b].arriving.defined() ? progress[b].arriving : progress[b].shard;
-        replicas->all_reduce(group_sum, ReduceOp::kSum);
-      }
       if (progress[b].arriving.defined()) {
         progress[b].shard.add_(progress[b].arriving.div_(world));
         progress[b].arriving = at::Tensor();

@@ -96,6 +96,10 @@ struct GradientReducer::State {
   void launch(std::size_t bucket) REQUIRES(mutex);
   void warn_once_about_unused() REQUIRES(mutex);
   PendingCollective start_usage_exchange(at::Tensor* usage) REQUIRES(mutex);
+  // Hybrid sharding: adds the other groups' sums to each bucket's shard sum
+  // of this step (the shard, or `arriving`), every bucket's all-reduce in
+  // flight at once.
+  void sum_shards_across_replicas() REQUIRES(mutex);
 };
 
 std::string describe_shape(const at::Tensor& tensor);

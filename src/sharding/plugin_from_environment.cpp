@@ -231,11 +231,7 @@ std::optional<DeepSpeedPlugin> deepspeed_plugin_from_settings(
   DeepSpeedPlugin plugin;
   if (fsdp) {
     const FullyShardedDataParallelPlugin fsdp_plugin = *fsdp_plugin_from_settings(values);
-    // Refused naming the value that decided: the strategy, then the units.
-    naming_origins(
-        values,
-        {settings::kFsdpShardingStrategy.variable(), settings::kFsdpReshardAfterForward.variable()},
-        [&] { zero_stage_of(fsdp_plugin.sharding_strategy()); });
+    // What zero_plugin_of can refuse of parsed values: stage 3's units.
     naming_origins(values, {settings::kFsdpAutoWrapPolicy.variable()},
                    [&] { plugin = zero_plugin_of(fsdp_plugin); });
     if (distributed_type != nullptr) *distributed_type = "FSDP";

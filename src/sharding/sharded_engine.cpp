@@ -132,8 +132,8 @@ void ShardedEngine::prepare_model(torch::nn::Module& module,
   if (!distributed) return;
   if (shards_anything()) refuse_optimizers_holding(prepared_optimizers_, module);
   if (groups_.replicas) {
-    // Every group starts from the main process's weights (each group then
-    // spreads its first process's among its members).
+    // Every process starts from the main process's weights and buffers,
+    // broadcast once over the job (the groups then have nothing to spread).
     std::vector<at::Tensor> state = module.parameters(true);
     for (const at::Tensor& buffer : module.buffers(true)) state.push_back(buffer);
     accelerate::detail::broadcast_coalesced(*groups_.job, state);
@@ -142,8 +142,11 @@ void ShardedEngine::prepare_model(torch::nn::Module& module,
   // the shards (ModelShards), so that a process that built its model empty
   // (zero3_init) never holds them whole; the rest travels here.
   const bool stage3 = settings_.stage == ZeroStage::kParameters;
-  GradientReducer* reducer = replicas_.add_model(module, /*broadcast_state=*/!stage3);
-  if (stage3) broadcast_unbucketed_state(*replicas_.communicator(), module, *reducer);
+  const bool spread_in_group = !groups_.replicas;  // else broadcast over the job above
+  GradientReducer* reducer =
+      replicas_.add_model(module, /*broadcast_state=*/!stage3 && spread_in_group);
+  if (stage3 && spread_in_group)
+    broadcast_unbucketed_state(*replicas_.communicator(), module, *reducer);
   if (shards_anything()) shard_model(module, *reducer, /*units_start_free=*/built_empty);
 }
 
