@@ -12,6 +12,7 @@
 #include "accelerate/batch_sharding.h"
 #include "accelerate/checkpointing.h"
 #include "accelerate/collectives.h"
+#include "accelerate/communication_traffic.h"
 #include "accelerate/communicator.h"
 #include "accelerate/data_collate.h"
 #include "accelerate/data_loader.h"

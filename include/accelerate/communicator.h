@@ -19,6 +19,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "accelerate/communication_traffic.h"
 #include "accelerate/job_state.h"
 
 namespace accelerate {
@@ -159,6 +160,14 @@ class Communicator {
   std::shared_ptr<Communicator> split(const std::vector<std::vector<int>>& partition);
   // The rank in the whole job of this communicator's process `rank`.
   int job_rank(int rank) const;
+
+  // ---- Traffic --------------------------------------------------------------
+  // What this process's collectives moved since the job connected (or the
+  // last reset_traffic()), for the job and for every process group of it
+  // this process belongs to, in the order they were made; read from any of
+  // them. Counting costs a lock per collective, never a message.
+  std::vector<GroupTraffic> traffic() const;
+  void reset_traffic();  // every group's counters on this process, to zero
 
   // Opaque; defined in communicator.cpp.
   struct Impl;

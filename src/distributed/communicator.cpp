@@ -60,17 +60,57 @@ void PendingCollective::wait() {
 
 namespace detail {
 
+namespace {
+
+// The machine of every rank of `job` (node_rank), in rank order.
+std::vector<int> machines_of_ranks(compat::Backend& gloo, const JobState& job) {
+  if (job.num_nodes == 1) return std::vector<int>(static_cast<std::size_t>(job.world_size), 0);
+  std::vector<at::Tensor> mine{at::full({1}, job.node_rank, at::kInt)};
+  std::vector<std::vector<at::Tensor>> all(1);
+  for (int r = 0; r < job.world_size; ++r) all[0].push_back(at::empty({1}, at::kInt));
+  gloo.allgather(all, mine)->wait();
+  std::vector<int> nodes;
+  for (const auto& node : all[0]) nodes.push_back(node.item<int>());
+  return nodes;
+}
+
+// Registers `impl`'s counters in `ledger` (or a new ledger, the job's).
+void count_traffic(Communicator::Impl& impl, std::vector<int> nodes, const std::string& label,
+                   std::shared_ptr<TrafficLedger> ledger) {
+  std::vector<int> job_ranks = impl.members;
+  if (job_ranks.empty()) {
+    for (int r = 0; r < impl.job.world_size; ++r) job_ranks.push_back(r);
+  }
+  impl.ledger = ledger ? std::move(ledger) : std::make_shared<TrafficLedger>();
+  impl.traffic = impl.ledger->add(label.empty() ? "job" : label, std::move(job_ranks),
+                                  std::move(nodes), impl.job.rank);
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator::Impl> form_single(JobState job, std::vector<int> members,
+                                                std::string label,
+                                                std::shared_ptr<TrafficLedger> ledger) {
+  auto impl = std::make_unique<Communicator::Impl>();
+  impl->job = std::move(job);
+  impl->members = std::move(members);
+  count_traffic(*impl, {0}, label, std::move(ledger));
+  return impl;
+}
+
 std::unique_ptr<Communicator::Impl> form_groups(JobState job, c10::intrusive_ptr<c10d::Store> store,
                                                 const std::string& gloo_hostname,
-                                                std::vector<int> members, std::string label) {
+                                                std::vector<int> members, std::vector<int> nodes,
+                                                std::string label,
+                                                std::shared_ptr<TrafficLedger> ledger) {
   auto impl = std::make_unique<Communicator::Impl>();
   impl->job = std::move(job);
   impl->store = std::move(store);
   impl->members = std::move(members);
   impl->gloo_hostname = gloo_hostname;
   const JobState& j = impl->job;
-  impl->diagnosis = std::make_shared<detail::FailureDiagnosis>(
-      impl->store, j.rank, j.world_size, j.timeout, impl->members, std::move(label));
+  impl->diagnosis = std::make_shared<detail::FailureDiagnosis>(impl->store, j.rank, j.world_size,
+                                                               j.timeout, impl->members, label);
   try {
     impl->diagnosis->mark_arrived();
     auto gloo_store = c10::make_intrusive<c10d::PrefixStore>("gloo", impl->store);
@@ -82,6 +122,8 @@ std::unique_ptr<Communicator::Impl> form_groups(JobState job, c10::intrusive_ptr
     // the peer's set-up with "connection closed by peer". Nobody leaves
     // before everyone is connected.
     impl->gloo->barrier()->wait();
+    if (nodes.empty()) nodes = machines_of_ranks(*impl->gloo, j);
+    count_traffic(*impl, std::move(nodes), label, std::move(ledger));
     if (j.num_nodes == 1) {
       // Every rank takes part, even one that turned it off, so that all
       // agree (one rank's setting must not leave the others waiting).
@@ -119,7 +161,7 @@ std::unique_ptr<Communicator::Impl> form_job_groups(JobState job,
                                                     const std::string& gloo_hostname) {
   return detail::form_groups(std::move(job),
                              c10::make_intrusive<c10d::PrefixStore>("accelerate", std::move(store)),
-                             gloo_hostname, {}, "");
+                             gloo_hostname, {}, {}, "", nullptr);
 }
 
 std::string gloo_hostname_for(const JobState& job) {
@@ -160,9 +202,8 @@ Communicator::~Communicator() = default;
 
 std::shared_ptr<Communicator> Communicator::connect(const JobState& job) {
   if (job.world_size == 1) {
-    auto impl = std::make_unique<Impl>();
-    impl->job = job;
-    return std::shared_ptr<Communicator>(new Communicator(std::move(impl)));
+    return std::shared_ptr<Communicator>(
+        new Communicator(detail::form_single(job, {}, "", nullptr)));
   }
   auto store = connect_store(job);
   return std::shared_ptr<Communicator>(
@@ -180,6 +221,10 @@ std::shared_ptr<Communicator> Communicator::connect_through_file(const std::stri
 }
 
 const JobState& Communicator::job() const { return impl_->job; }
+
+std::vector<GroupTraffic> Communicator::traffic() const { return impl_->ledger->snapshot(); }
+
+void Communicator::reset_traffic() { impl_->ledger->reset(); }
 
 bool Communicator::sums_cpu_tensors_in_shared_memory() const {
   return impl_->shared_memory != nullptr;
@@ -208,8 +253,10 @@ void Communicator::all_reduce(at::Tensor& tensor, ReduceOp op) {
     }
     const bool sum = op == ReduceOp::kSum || op == ReduceOp::kMean;  // mean: sum, then divide
     if (sum && impl_->sums_in_shared_memory(wire)) {
+      impl_->count_all_reduce(Transport::kSharedMemory, wire);
       impl_->shared_memory->sum_async(wire, "all_reduce")->wait();
     } else {
+      impl_->count_all_reduce(impl_->transport_of(backend), wire);
       c10d::AllreduceOptions options;
       options.reduceOp = op == ReduceOp::kMax   ? c10d::ReduceOp::MAX
                          : op == ReduceOp::kMin ? c10d::ReduceOp::MIN
@@ -237,9 +284,11 @@ PendingCollective Communicator::all_reduce_sum_async(at::Tensor& tensor, const s
   }
   return impl_->start_async(what, [&](PendingCollective::State& state) {
     if (impl_->sums_in_shared_memory(tensor)) {
+      impl_->count_all_reduce(Transport::kSharedMemory, tensor);
       state.shared_memory = impl_->shared_memory->sum_async(tensor, what);
       return;
     }
+    impl_->count_all_reduce(impl_->transport_of(backend), tensor);
     std::vector<at::Tensor> tensors{tensor};
     state.works.push_back(backend.allreduce(tensors, c10d::AllreduceOptions()));
   });
@@ -257,6 +306,10 @@ std::vector<at::Tensor> Communicator::all_gather_same_shape(const at::Tensor& te
     std::vector<at::Tensor> outputs;
     for (int r = 0; r < impl_->job.world_size; ++r) outputs.push_back(at::empty_like(bytes));
     if (bytes.numel() > 0) {
+      // A ring: every other rank's bytes pass through this one once.
+      impl_->traffic->count_ring(TrafficKind::kAllGather, impl_->transport_of(backend),
+                                 static_cast<std::uint64_t>(bytes.numel()) *
+                                     static_cast<std::uint64_t>(impl_->job.world_size - 1));
       std::vector<std::vector<at::Tensor>> output_lists{outputs};
       std::vector<at::Tensor> inputs{bytes};
       backend.allgather(output_lists, inputs)->wait();
@@ -299,6 +352,8 @@ void Communicator::broadcast(at::Tensor& tensor, int from_process) {
     at::Tensor wire = stage_on_host ? tensor.cpu() : tensor.contiguous();
     at::Tensor bytes = wire.reshape({-1}).view(at::kByte);
     if (bytes.numel() > 0) {
+      impl_->traffic->count_broadcast(impl_->transport_of(backend),
+                                      static_cast<std::uint64_t>(bytes.numel()), from_process);
       c10d::BroadcastOptions options;
       options.rootRank = from_process;
       std::vector<at::Tensor> tensors{bytes};

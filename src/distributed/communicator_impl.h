@@ -17,6 +17,7 @@
 #include "compat/c10d_compat.h"
 #include "distributed/failure_diagnosis.h"
 #include "distributed/shared_memory_collectives.h"
+#include "distributed/traffic_ledger.h"
 
 namespace accelerate {
 
@@ -79,6 +80,10 @@ struct Communicator::Impl {
   std::vector<int> members;
   std::string gloo_hostname;         // what Gloo binds to, for this communicator's groups
   std::uint64_t groups_created = 0;  // process groups made from this communicator
+  // Every communicator of the job on this process (shared with the groups
+  // made from this one), and this one's own counters in it.
+  std::shared_ptr<detail::TrafficLedger> ledger;
+  std::shared_ptr<detail::GroupCounters> traffic;
 
   bool single() const { return job.world_size == 1; }
 
@@ -97,6 +102,18 @@ struct Communicator::Impl {
   compat::Backend& backend_for(const at::Tensor& tensor, bool* stage_on_host) {
     *stage_on_host = tensor.is_cuda() && !nccl;
     return (tensor.is_cuda() && nccl) ? *nccl : *gloo;
+  }
+
+  Transport transport_of(const compat::Backend& backend) const {
+    return &backend == gloo.get() ? Transport::kGloo : Transport::kNccl;
+  }
+
+  // A ring all-reduce (Gloo's algorithm; NCCL's for most sizes): a
+  // reduce-scatter then an all-gather, each passing (N-1)/N of the tensor
+  // to the next rank. Shared memory moves as much between processes.
+  void count_all_reduce(Transport transport, const at::Tensor& tensor) {
+    const auto n = static_cast<std::uint64_t>(job.world_size);
+    traffic->count_ring(TrafficKind::kAllReduce, transport, 2 * (n - 1) * tensor.nbytes() / n);
   }
 
   // Runs one collective; any failure becomes a DistributedError that says
@@ -169,12 +186,22 @@ namespace detail {
 
 // Forms the process groups (Gloo; shared memory when every member shares
 // this machine; NCCL for CUDA jobs) of `job` over `store`, a store section
-// of its own. `members` and `label`: for a process group, the job's rank of
-// each member and the group's name in messages (FailureDiagnosis); empty
-// for the whole job. Throws DistributedError naming the ranks missing.
+// of its own. `members`, `nodes` and `label`: for a process group, the
+// job's rank and the machine of each member and the group's name in
+// messages (FailureDiagnosis); empty for the whole job (whose machines are
+// then exchanged when it spans several). Its traffic is counted in
+// `ledger` (null: a new one, the job's). Throws DistributedError naming
+// the ranks missing.
 std::unique_ptr<Communicator::Impl> form_groups(JobState job, c10::intrusive_ptr<c10d::Store> store,
                                                 const std::string& gloo_hostname,
-                                                std::vector<int> members, std::string label);
+                                                std::vector<int> members, std::vector<int> nodes,
+                                                std::string label,
+                                                std::shared_ptr<TrafficLedger> ledger);
+
+// A communicator of one process (a one-process job, or a group of one).
+std::unique_ptr<Communicator::Impl> form_single(JobState job, std::vector<int> members,
+                                                std::string label,
+                                                std::shared_ptr<TrafficLedger> ledger);
 
 }  // namespace detail
 

@@ -50,7 +50,11 @@ PendingCollective Communicator::reduce_scatter_sum_async(const at::Tensor& buffe
   compat::Backend& backend = impl_->backend_for(buffer, &stage_on_host);
   if (stage_on_host) throw Error("reduce_scatter_sum_async: CUDA tensors need NCCL");
   return impl_->start_async(what, [&](PendingCollective::State& state) {
+    const auto shard_bytes = static_cast<std::uint64_t>(shard.nbytes());
+    const auto others = static_cast<std::uint64_t>(world_size() - 1);
     if (&backend != impl_->gloo.get()) {  // NCCL reduce-scatters natively
+      impl_->traffic->count_ring(TrafficKind::kReduceScatter, Transport::kNccl,
+                                 others * shard_bytes);
       c10d::ReduceScatterOptions options;
       options.reduceOp = c10d::ReduceOp::SUM;
       at::Tensor input = buffer;
@@ -58,9 +62,12 @@ PendingCollective Communicator::reduce_scatter_sum_async(const at::Tensor& buffe
       return;
     }
     if (impl_->sums_in_shared_memory(buffer)) {
+      impl_->traffic->count_exchange(TrafficKind::kReduceScatter, Transport::kSharedMemory,
+                                     shard_bytes);
       state.shared_memory = impl_->shared_memory->reduce_scatter_async(buffer, shard, what);
       return;
     }
+    impl_->traffic->count_exchange(TrafficKind::kReduceScatter, Transport::kGloo, shard_bytes);
     // Gloo: every rank sends shard r of its buffer to rank r, then adds
     // what it received in rank order.
     const int world = world_size(), me = rank();
@@ -124,15 +131,21 @@ PendingCollective Communicator::all_gather_into_async(const at::Tensor& shard, a
   compat::Backend& backend = impl_->backend_for(buffer, &stage_on_host);
   if (stage_on_host) throw Error("all_gather_into_async: CUDA tensors need NCCL");
   return impl_->start_async(what, [&](PendingCollective::State& state) {
+    const auto shard_bytes = static_cast<std::uint64_t>(shard.nbytes());
     if (&backend != impl_->gloo.get()) {  // NCCL gathers into one buffer natively
+      impl_->traffic->count_ring(TrafficKind::kAllGather, Transport::kNccl,
+                                 static_cast<std::uint64_t>(world_size() - 1) * shard_bytes);
       at::Tensor input = shard;
       state.works.push_back(backend._allgather_base(buffer, input, c10d::AllgatherOptions()));
       return;
     }
     if (impl_->shared_memory && detail::SharedMemoryCollectives::moves(buffer)) {
+      impl_->traffic->count_exchange(TrafficKind::kAllGather, Transport::kSharedMemory,
+                                     shard_bytes);
       state.shared_memory = impl_->shared_memory->all_gather_async(shard, buffer, what);
       return;
     }
+    impl_->traffic->count_exchange(TrafficKind::kAllGather, Transport::kGloo, shard_bytes);
     // Gloo: this rank's shard to every peer, theirs into their rows.
     const at::Tensor rows = buffer.view({world_size(), -1});
     const at::Tensor source = shard.view({-1});

@@ -131,14 +131,12 @@ std::shared_ptr<Communicator> Communicator::new_group(const std::vector<int>& ra
   JobState job = group_member_job(impl_->job, static_cast<int>(index_in_group), nodes);
   std::unique_ptr<Impl> impl;
   if (job.world_size == 1) {
-    impl = std::make_unique<Impl>();
-    impl->job = std::move(job);
-    impl->members = std::move(job_ranks);
+    impl = detail::form_single(std::move(job), std::move(job_ranks), label, impl_->ledger);
   } else {
     auto store =
         c10::make_intrusive<c10d::PrefixStore>("group" + std::to_string(number), impl_->store);
     impl = detail::form_groups(std::move(job), std::move(store), impl_->gloo_hostname,
-                               std::move(job_ranks), label);
+                               std::move(job_ranks), std::move(nodes), label, impl_->ledger);
   }
   return std::shared_ptr<Communicator>(new Communicator(std::move(impl)));
 }

@@ -16,7 +16,8 @@ target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/shared_buffer_pool.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shared_memory_collectives.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shared_memory_exchange.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/shared_memory_segment.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/shared_memory_segment.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/traffic_ledger.cpp)
 # The shared-memory sums are the inner loop of every same-machine reduction:
 # -O3 vectorizes them (the build type's -O2 leaves them scalar). Each element
 # still adds its sources in rank order, so results are unchanged.

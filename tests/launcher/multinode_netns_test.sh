@@ -15,36 +15,19 @@ TRAINING=${3:-}
 skip() { echo "SKIPPED: $*"; exit 77; }
 fail() { echo "FAILED: $*"; exit 1; }
 
-[ "$(id -u)" = 0 ] || skip "creating network namespaces needs root"
-command -v ip >/dev/null || skip "the ip command (iproute2) is not installed"
 [ -x "$PROBE" ] || skip "collectives_probe was not built ($PROBE)"
+source "$(dirname "$0")/../support/netns_machines.sh"
 
-NS0=accel_m0_$$
-NS1=accel_m1_$$
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() {
   for pid in "${PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null; done
-  # Whatever still runs inside our namespaces was started by this script.
-  for ns in "$NS0" "$NS1"; do
-    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
-  done
-  ip netns del "$NS0" 2>/dev/null
-  ip netns del "$NS1" 2>/dev/null
+  netns_machines_down
   rm -rf "$WORK"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
-
-ip netns add "$NS0" 2>"$WORK/err" || skip "cannot create network namespaces here: $(cat "$WORK/err")"
-ip netns add "$NS1" || skip "cannot create a second network namespace"
-ip link add veth_m0 netns "$NS0" type veth peer name veth_m1 netns "$NS1" 2>"$WORK/err" ||
-  skip "cannot create a veth pair: $(cat "$WORK/err")"
-in0() { ip netns exec "$NS0" "$@"; }
-in1() { ip netns exec "$NS1" "$@"; }
-in0 ip addr add 10.233.7.1/24 dev veth_m0 && in1 ip addr add 10.233.7.2/24 dev veth_m1 || fail "addresses"
-for ns in "$NS0" "$NS1"; do ip netns exec "$ns" ip link set lo up; done
-in0 ip link set veth_m0 up && in1 ip link set veth_m1 up || fail "links up"
+netns_machines_up || skip "$NETNS_WHY"
 
 # 1. An address this machine has no route to: one line, exit 2, nothing runs.
 in1 "$ACCELERATE" launch --cpu --num_processes 4 --num_machines 2 --machine_rank 1 \
