@@ -17,6 +17,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,7 @@ struct Recipe {
   bool bf16 = false;
   bool offload = false;  // offload_param_device cpu, with its copies on this CPU job
   Call call = Call::kUnitForward;
+  bool zero3_init = false;  // built inside zero3_init(): the units start freed
 };
 
 // What one rank ends with.
@@ -69,11 +71,16 @@ std::vector<Outcome> train(const Recipe& recipe) {
         return accelerate::testing::machine_rank_job(rank, kWorld, recipe.per_machine);
       },
       [&](int rank, std::shared_ptr<Communicator> comm) {
-        auto options = accelerate::testing::hpz_options(file, recipe.offload);
+        auto options = accelerate::testing::hpz_options(file, recipe.offload, recipe.zero3_init);
         options.gradient_accumulation_steps(recipe.accumulation);
         if (recipe.bf16) options.mixed_precision(accelerate::MixedPrecision::kBF16);
         Accelerator accelerator(std::move(comm), options);
-        BlockStack model(recipe.call);
+        BlockStack model{nullptr};
+        {
+          std::optional<accelerate::EmptyWeightsGuard> guard;
+          if (recipe.zero3_init) guard.emplace(accelerator.zero3_init());
+          model = BlockStack(recipe.call);
+        }
         accelerate::Optimizer<torch::optim::AdamW> optimizer(model->parameters(),
                                                              torch::optim::AdamWOptions(0.01));
         accelerate::DataLoader loader(accelerate::testing::zero_data(128),
@@ -112,11 +119,12 @@ void expect_bitwise(const std::vector<Outcome>& got, const std::vector<Outcome>&
 }
 
 // The gathers each rank ran, for `recipe` (unit_forward, U unit buckets, S
-// steps of m micro-batches). The units start whole after prepare, so the
-// first forward gathers nothing: 2mS - 1 gathers of each bucket in all.
-// Plain stage 3 runs them all over the job; hpZ runs one a step over the
-// job (the first after the step, which refreshes the copies: the first
-// backward in step 1, the forward after) and the rest within the group.
+// steps of m micro-batches). The units start whole after prepare (unless
+// built inside zero3_init()), so the first forward gathers nothing: 2mS - 1
+// gathers of each bucket in all. Plain stage 3 runs them all over the job;
+// hpZ runs one a step over the job (the first after the step, which
+// refreshes the copies: in step 1 the first backward, or with zero3_init
+// the first forward) and the rest within the group.
 void expect_gathers(const std::vector<Outcome>& outcomes, const Recipe& recipe) {
   const std::int64_t m = recipe.accumulation;
   const std::int64_t steps = kMicroBatches / m;
@@ -124,7 +132,7 @@ void expect_gathers(const std::vector<Outcome>& outcomes, const Recipe& recipe) 
     const Outcome& outcome = outcomes[r];
     const std::int64_t units = outcome.unit_buckets;
     ASSERT_GT(units, 0) << "rank " << r;
-    const std::int64_t all = (2 * m * steps - 1) * units;
+    const std::int64_t all = (2 * m * steps - (recipe.zero3_init ? 0 : 1)) * units;
     if (recipe.hpz == 1) {
       EXPECT_EQ(outcome.counts.primary, all) << "rank " << r;
       EXPECT_EQ(outcome.counts.secondary, 0) << "rank " << r;
@@ -161,6 +169,19 @@ TEST(Hpz, AccumulationAndBf16TrainBitwiseAsPlainStage3) {
   hpz.hpz = 2;
   hpz.accumulation = 2;
   hpz.bf16 = true;
+  Recipe plain = hpz;
+  plain.hpz = 1;
+  const auto with_hpz = train(hpz);
+  expect_bitwise(with_hpz, train(plain));
+  expect_gathers(with_hpz, hpz);
+}
+
+// zero3_init_flag: the units start freed, every process but the main one
+// having built them empty, and their first gather fills the copies.
+TEST(Hpz, UnitsBuiltInsideZero3InitTrainBitwiseAsPlainStage3) {
+  Recipe hpz;
+  hpz.hpz = 2;
+  hpz.zero3_init = true;
   Recipe plain = hpz;
   plain.hpz = 1;
   const auto with_hpz = train(hpz);

@@ -41,10 +41,12 @@ inline std::string write_hpz_config(const std::string& path, int hpz,
 // Options that shard by that file, with the small buckets the ZeRO tests use
 // (several per unit). `offload_copies`: ACCELERATE_OFFLOAD_ON_CPU_JOB, so
 // that offloading copies on this CPU job as on a GPU.
-inline AcceleratorOptions hpz_options(const std::string& config_file, bool offload_copies = false) {
+// `zero3_init`: Accelerate's zero3_init_flag (the units start freed).
+inline AcceleratorOptions hpz_options(const std::string& config_file, bool offload_copies = false,
+                                      bool zero3_init = false) {
   AcceleratorOptions options;
   options.ddp_options(GradientSyncOptions().bucket_cap_mb(0.002).first_bucket_cap_mb(0.0005));
-  options.deepspeed_plugin(DeepSpeedPlugin().hf_ds_config(config_file));
+  options.deepspeed_plugin(DeepSpeedPlugin().hf_ds_config(config_file).zero3_init_flag(zero3_init));
   if (offload_copies) options.environment(Environment{{"ACCELERATE_OFFLOAD_ON_CPU_JOB", "true"}});
   return options;
 }
