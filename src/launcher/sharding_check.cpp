@@ -4,6 +4,7 @@
 #include "common/sharding_launch_settings.h"
 #include "launcher/child_environment.h"
 #include "launcher/launch_errors.h"
+#include "sharding/hpz_partition.h"
 #include "sharding/parallelism_sizes.h"
 #include "sharding/plugin_from_environment.h"
 
@@ -88,6 +89,9 @@ std::vector<std::string> check_sharded_training(const LaunchOptions& options,
     if (plugin) {
       // The Accelerator's judgement, before any process starts.
       sharding::check_zero_stage(*plugin);
+      // ZeRO++ hpZ's groups must fit each machine (the ranks print the notes).
+      sharding::hpz_partition_size(file, plugin->zero_stage(), options.num_processes,
+                                   options.local_processes(), nullptr);
       // Accelerate refuses a --mixed_precision the JSON file's fp16/bf16 contradicts.
       if (auto precision = settings::kMixedPrecision.read(values); file && precision) {
         sharding::check_mixed_precision(*file, *precision);

@@ -7,6 +7,8 @@ target_sources(accelerate_common PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/deepspeed_config.cpp
   ${CMAKE_CURRENT_LIST_DIR}/deepspeed_config_resolve.cpp
   ${CMAKE_CURRENT_LIST_DIR}/json_input.cpp
+  # ZeRO++ hpZ's group size (zero_hpz_partition_size), judged by ranks and launcher alike.
+  ${CMAKE_CURRENT_LIST_DIR}/hpz_partition.cpp
   # Accelerate 1.x's ParallelismConfig sizes (dp_replicate_size x dp_shard_size).
   ${CMAKE_CURRENT_LIST_DIR}/parallelism_sizes.cpp
   # The DeepSpeedPlugin a launched program gets from its environment.

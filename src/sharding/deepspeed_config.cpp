@@ -124,6 +124,7 @@ ZeroSettings parse_zero(const json& value, const std::string& source,
   read_into(r, "sub_group_size", zero.sub_group_size, 0);
   read_into(r, "stage3_gather_16bit_weights_on_model_save",
             zero.stage3_gather_16bit_weights_on_model_save);
+  read_into(r, "zero_hpz_partition_size", zero.zero_hpz_partition_size, 0);
   r.finish();
   return zero;
 }

@@ -90,6 +90,10 @@ struct ZeroSettings {
   int64_t stage3_max_reuse_distance = 1000000000;
   int64_t sub_group_size = 1000000000;
   AutoValue<bool> stage3_gather_16bit_weights_on_model_save;  // absent or "auto": false
+  // ZeRO++ hpZ (stage 3): each group of this many consecutive processes
+  // keeps a secondary copy of the gathered parameters, partitioned among
+  // them; 0 and 1 (DeepSpeed's default): off. DeepSpeed takes no "auto".
+  int64_t zero_hpz_partition_size = 1;
 };
 
 // One entry of optimizer.params or scheduler.params: a number, a flag, a
@@ -169,6 +173,7 @@ struct ResolvedZero {
   int64_t stage3_max_reuse_distance = 0;
   int64_t sub_group_size = 0;
   bool stage3_gather_16bit_weights_on_model_save = false;
+  int64_t zero_hpz_partition_size = 1;
 };
 
 struct ResolvedParamSection {

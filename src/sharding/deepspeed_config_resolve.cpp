@@ -233,6 +233,7 @@ void resolve_zero(const DeepSpeedConfig& config, const ProgramValues& program,
   z.sub_group_size = zero.sub_group_size;
   const auto& gather = zero.stage3_gather_16bit_weights_on_model_save;
   z.stage3_gather_16bit_weights_on_model_save = gather.has_value() && gather.value;
+  z.zero_hpz_partition_size = zero.zero_hpz_partition_size;
 }
 
 // Fills a section's "auto" params from `fill`, which returns nullopt when the

@@ -282,6 +282,14 @@ std::unique_ptr<checkpoint::WeightGroups> ParameterUnits::weight_groups() {
   return std::make_unique<UnitWeights>(state_);
 }
 
+ModelShards* unit_shards(const torch::nn::Module& unit) {
+  const auto children = unit.named_children();
+  const auto* child = children.find(ParameterUnits::kHandleName);
+  const auto* handle = child ? dynamic_cast<const UnitHandle*>(child->get()) : nullptr;
+  const auto state = handle ? handle->state() : nullptr;
+  return state ? state->shards.get() : nullptr;
+}
+
 }  // namespace accelerate::sharding
 
 namespace accelerate::detail {

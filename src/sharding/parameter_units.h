@@ -51,6 +51,11 @@ namespace accelerate::sharding {
 std::vector<int> parameter_units(torch::nn::Module& root,
                                  const std::vector<torch::nn::Module*>& units);
 
+// The ModelShards that gathers the unit module `unit` of a prepared stage-3
+// model, or null for a module that is no such unit (or whose Accelerator is
+// gone): what tests and diagnostics read its gather counts from.
+ModelShards* unit_shards(const torch::nn::Module& unit);
+
 class ParameterUnits {
  public:
   // `units`: the model's unit modules; `unit_of`: parameter_units' answer,

@@ -59,10 +59,39 @@ std::vector<torch::nn::Module*> unit_modules(torch::nn::Module& module, const Un
 
 }  // namespace
 
+namespace {
+
+// Groups of `size` consecutive ranks of `job` (a machine's, as launchers
+// number them, when `size` divides its processes); this process's.
+std::shared_ptr<Communicator> consecutive_groups(Communicator& job, int size) {
+  std::vector<std::vector<int>> groups(static_cast<std::size_t>(job.world_size() / size));
+  for (int rank = 0; rank < job.world_size(); ++rank)
+    groups[static_cast<std::size_t>(rank / size)].push_back(rank);
+  return job.split(groups);
+}
+
+}  // namespace
+
 ShardedEngine::Groups ShardedEngine::form_groups(std::shared_ptr<Communicator> job,
-                                                 int hybrid_shard_size) {
+                                                 const ShardingSettings& settings) {
   const int world = job->world_size();
-  if (hybrid_shard_size <= 1 || hybrid_shard_size >= world) return {job, job, nullptr};
+  const int hpz = settings.hpz_partition_size;
+  if (hpz > 1 && hpz < world && settings.stage == ZeroStage::kParameters) {
+    // resolve_sharding_settings judged the size against the machines.
+    if (world % hpz != 0) {
+      throw ConfigError("ZeRO++ hpZ: groups of " + std::to_string(hpz) +
+                        " processes do not divide the job's " + std::to_string(world));
+    }
+    if (settings.hybrid_shard_size > 1) {
+      throw ConfigError(
+          "ZeRO++ hpZ (zero_hpz_partition_size) and hybrid sharding cannot be "
+          "combined; choose one");
+    }
+    auto secondary = consecutive_groups(*job, hpz);
+    return {job, job, nullptr, std::move(secondary)};
+  }
+  const int hybrid_shard_size = settings.hybrid_shard_size;
+  if (hybrid_shard_size <= 1 || hybrid_shard_size >= world) return {job, job, nullptr, nullptr};
   if (world % hybrid_shard_size != 0) {
     throw ConfigError("hybrid sharding: shard groups of " + std::to_string(hybrid_shard_size) +
                       " processes do not divide the job's " + std::to_string(world) + " processes");
@@ -78,13 +107,13 @@ ShardedEngine::Groups ShardedEngine::form_groups(std::shared_ptr<Communicator> j
   }
   auto shard = job->split(shard_groups);
   auto replicas = job->split(replica_groups);
-  return {std::move(job), std::move(shard), std::move(replicas)};
+  return {std::move(job), std::move(shard), std::move(replicas), nullptr};
 }
 
 ShardedEngine::ShardedEngine(std::shared_ptr<Communicator> communicator, ShardingSettings settings,
                              GradientSyncOptions options, std::shared_ptr<GradScaler> scaler)
     : settings_(std::move(settings)),
-      groups_(form_groups(std::move(communicator), settings_.hybrid_shard_size)),
+      groups_(form_groups(std::move(communicator), settings_)),
       replicas_(groups_.shard, std::move(options)),
       scaler_(std::move(scaler)),
       file_objects_(settings_.file) {}
@@ -167,6 +196,7 @@ void ShardedEngine::shard_model(torch::nn::Module& module, GradientReducer& redu
   auto shards =
       std::make_shared<ModelShards>(communicator, reducer, stage, unit_of,
                                     /*release_units=*/units_start_free, settings_.offload);
+  if (groups_.secondary) shards->keep_secondary_copies(groups_.secondary);
   auto units =
       std::make_unique<ParameterUnits>(shards, found, unit_of, /*reshard_after_forward=*/true,
                                        settings_.prefetch_forward, settings_.prefetch_backward,

@@ -77,16 +77,18 @@ class ShardedEngine : public ParallelEngine {
   std::vector<ShardedOptimizer*> covering(const std::vector<at::Tensor>& parameters) const;
 
   // The processes that shard a model among themselves (`shard`: the whole
-  // job, or under hybrid sharding the group of this process) and, under
-  // hybrid sharding, those holding the same shard in the other groups
-  // (`replicas`, else null).
+  // job, or under hybrid sharding the group of this process), under hybrid
+  // sharding those holding the same shard in the other groups (`replicas`,
+  // else null), and under ZeRO++ hpZ this process's group of
+  // hpz_partition_size consecutive ranks (`secondary`, else null).
   struct Groups {
     std::shared_ptr<Communicator> job;
     std::shared_ptr<Communicator> shard;
     std::shared_ptr<Communicator> replicas;
+    std::shared_ptr<Communicator> secondary;
   };
   // Collective: every process makes the same groups, in the same order.
-  static Groups form_groups(std::shared_ptr<Communicator> job, int hybrid_shard_size);
+  static Groups form_groups(std::shared_ptr<Communicator> job, const ShardingSettings& settings);
 
   ShardingSettings settings_;
   Groups groups_;  // before replicas_, which runs on groups_.shard

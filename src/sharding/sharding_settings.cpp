@@ -6,6 +6,7 @@
 #include "accelerate/errors.h"
 #include "accelerate/fsdp_plugin.h"
 #include "common/settings.h"
+#include "sharding/hpz_partition.h"
 #include "sharding/parallelism_sizes.h"
 #include "sharding/plugin_from_environment.h"
 
@@ -109,10 +110,15 @@ settings::LayeredValues parallelism_values(const AcceleratorOptions& options,
 
 // The main process's notes about what the settings will do.
 void print_notes(const ShardingSettings& settings, bool from_fsdp,
-                 const std::vector<std::string>& precision_notes) {
+                 const std::vector<std::string>& notes) {
   if (settings.hybrid_shard_size > 0) {
     std::cerr << "accelerate: note: hybrid sharding: groups of " << settings.hybrid_shard_size
               << " consecutive processes shard the model, and the groups replicate it\n";
+  }
+  if (settings.hpz_partition_size > 1) {
+    std::cerr << "accelerate: note: ZeRO++ hpZ: each group of " << settings.hpz_partition_size
+              << " consecutive processes keeps a secondary copy of the gathered parameters, and "
+                 "a unit's later gathers until the next step stay within it\n";
   }
   if (settings.weights_from_main_process) {
     std::cerr << "accelerate: note: "
@@ -121,7 +127,7 @@ void print_notes(const ShardingSettings& settings, bool from_fsdp,
                  "process holds its whole weights (every unit must then run through "
                  "unit_forward)\n";
   }
-  for (const auto& note : precision_notes) std::cerr << "accelerate: note: " << note << "\n";
+  for (const auto& note : notes) std::cerr << "accelerate: note: " << note << "\n";
   if (settings.file) {
     for (const auto& key : settings.file->ignored_keys) {
       std::cerr << "accelerate: note: " << settings.file->source << ": " << key
@@ -212,6 +218,12 @@ std::optional<ShardingSettings> resolve_sharding_settings(const AcceleratorOptio
     // The file's fp16/bf16 sections win over the job's mixed_precision.
     settings.mixed_precision = resolve_mixed_precision(*settings.file, mixed_precision, &notes);
     settings.mixed_precision_from_file = settings.mixed_precision != mixed_precision;
+  }
+  // ZeRO++ hpZ: DeepSpeed's config file only (Accelerate has no flag for it).
+  if (settings.distributed_type == DistributedType::kDeepSpeed) {
+    settings.hpz_partition_size =
+        hpz_partition_size(settings.file, static_cast<int>(settings.stage), job.world_size,
+                           job.local_world_size, &notes);
   }
   settings.offload = offload_for(settings.plugin, fsdp, job, env);
   if (job.is_main_process()) print_notes(settings, fsdp.has_value(), notes);

@@ -67,6 +67,12 @@ struct ShardingSettings {
   // (a machine's, unless set) shard the model among themselves, and the
   // groups replicate it. 0: one group, the whole job.
   int hybrid_shard_size = 0;
+  // ZeRO++ hpZ (DeepSpeed's zero_hpz_partition_size, stage 3): after a
+  // unit's gather over the job each process keeps its part of the whole
+  // parameters among each group of this many consecutive ranks (within a
+  // machine), and the unit's later gathers, until the parameters next
+  // change, run within that group. 1: off.
+  int hpz_partition_size = 1;
 
   // The norm DeepSpeed clips every step's gradients to; nullopt: none.
   std::optional<double> clipping() const;

@@ -1,5 +1,6 @@
 #include "sharding/zero_optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -163,6 +164,10 @@ void ModelShards::gather_parameters() {
   for (std::size_t b = 0; b < gathering_.size(); ++b) {
     if (gathering_[b].valid()) gather_bucket(b);  // prefetched: finish it first
   }
+  // Every caller has just changed the shards (a step, a load): hpZ's
+  // copies hold the old parameters, and a gather from them would bring
+  // those back (DeepSpeed's hpZ lost its loss that way).
+  std::fill(secondary_current_.begin(), secondary_current_.end(), 0);
   std::vector<PendingCollective> pending;
   for (std::size_t b = 0; b < buffers_.size(); ++b) {
     if (bucket_released(b)) continue;
@@ -184,6 +189,18 @@ void ModelShards::start_gather(std::size_t b) {
   detail::materialize_storage(buffer,
                               static_cast<std::size_t>(buffer.numel()) * buffer.element_size());
   gathering_.resize(buffers_.size());
+  gathering_primary_.resize(buffers_.size());
+  // Every process decides alike (the same gathers and steps ran on each),
+  // so the collectives stay matched within the job and within each group.
+  const bool secondary = secondary_group_ && secondary_current_[b];
+  gathering_primary_[b] = !secondary;
+  if (secondary) {
+    ++gather_counts_.secondary;
+    gathering_[b] = secondary_group_->all_gather_into_async(
+        secondary_[b], buffer, "ZeRO++ hpZ secondary gather of bucket " + std::to_string(b));
+    return;
+  }
+  ++gather_counts_.primary;
   gathering_[b] = communicator_->all_gather_into_async(
       gather_source(b), buffer, "ZeRO-3 parameter gather of bucket " + std::to_string(b));
 }
@@ -192,11 +209,33 @@ void ModelShards::gather_bucket(std::size_t b) {
   if (b < gathering_.size() && gathering_[b].valid()) {
     gathering_[b].wait();
     gathering_[b] = PendingCollective();
+    if (secondary_group_ && gathering_primary_[b]) keep_secondary(b);
     return;
   }
   if (!bucket_released(b)) return;
   start_gather(b);
   gather_bucket(b);
+}
+
+void ModelShards::keep_secondary_copies(std::shared_ptr<Communicator> group) {
+  if (group && world_size() % group->world_size() != 0) {
+    throw Error("ZeRO++ hpZ: a group of " + std::to_string(group->world_size()) +
+                " processes does not divide the " + std::to_string(world_size()) +
+                " that shard the model");
+  }
+  secondary_group_ = std::move(group);
+  secondary_.assign(buffers_.size(), at::Tensor());
+  secondary_current_.assign(buffers_.size(), 0);
+}
+
+void ModelShards::keep_secondary(std::size_t b) {
+  // The buffer is padded to a multiple of world_size(), so of the group's size.
+  const at::Tensor& buffer = buffers_[b];
+  const std::int64_t numel = buffer.numel() / secondary_group_->world_size();
+  const at::Tensor part = buffer.narrow(0, secondary_group_->rank() * numel, numel);
+  if (!secondary_[b].defined()) secondary_[b] = at::empty_like(part);
+  secondary_[b].copy_(part);
+  secondary_current_[b] = 1;
 }
 
 void ModelShards::release_bucket(std::size_t b) {

@@ -100,6 +100,28 @@ class ModelShards {
   // all-gather without waiting; gather_bucket(b) finishes it.
   void start_gather(std::size_t b);
 
+  // ZeRO++ hpZ (docs/sharding.md): `group` is this process's group of
+  // consecutive ranks (its size divides world_size()). Once a released
+  // bucket's all-gather over communicator() completes, this process keeps
+  // its 1/group-size part of the whole buffer (the secondary copy: elements
+  // [g*m, (g+1)*m) for its rank g in `group`, m = padded numel / group
+  // size), and the bucket's next gathers all-gather those parts within
+  // `group` instead, until gather_parameters() (after every step, and
+  // after a checkpoint loads into the shards) marks every copy stale: the
+  // gather after it runs over communicator() again and refreshes the copy.
+  // The copies are written from the gathered values, so both gathers give
+  // the same bits. Before the first gather; every process of the job calls
+  // it alike.
+  void keep_secondary_copies(std::shared_ptr<Communicator> group);
+  const std::shared_ptr<Communicator>& secondary_group() const { return secondary_group_; }
+  // How many bucket gathers ran over communicator() (primary) and within
+  // the hpZ group (secondary), on this process: for tests and diagnostics.
+  struct GatherCounts {
+    std::int64_t primary = 0;
+    std::int64_t secondary = 0;
+  };
+  const GatherCounts& gather_counts() const { return gather_counts_; }
+
   // Offloading. Whether the optimizer steps bucket b in host memory, and
   // what it steps there: the shard itself (parameters offloaded) or a host
   // copy of it, with the host copy of the gradient shard; else the shard and
@@ -125,6 +147,8 @@ class ModelShards {
   // The tensor bucket b's all-gather starts from: the shard, or its slot of
   // the buffer once the host shard is copied there.
   at::Tensor gather_source(std::size_t b);
+  // hpZ: keeps bucket b's secondary copy from its freshly gathered buffer.
+  void keep_secondary(std::size_t b);
 
   std::shared_ptr<Communicator> communicator_;
   GradientReducer& reducer_;
@@ -132,6 +156,14 @@ class ModelShards {
   std::vector<at::Tensor> buffers_;           // per bucket, padded
   std::vector<at::Tensor> shards_;            // per bucket, this process's part
   std::vector<PendingCollective> gathering_;  // per bucket: start_gather's, until waited for
+  // hpZ, per bucket: the secondary copy (undefined until first kept),
+  // whether it holds the current parameters, and whether the gather in
+  // flight runs over communicator_ (so that its end keeps a copy).
+  std::shared_ptr<Communicator> secondary_group_;
+  std::vector<at::Tensor> secondary_;
+  std::vector<char> secondary_current_;
+  std::vector<char> gathering_primary_;
+  GatherCounts gather_counts_;
   // Offloading, per bucket (undefined where the bucket is not offloaded):
   std::vector<at::Tensor> host_parameters_;  // what the optimizer steps (may be shards_[b])
   std::vector<at::Tensor> host_gradients_;

@@ -247,6 +247,34 @@ TEST(LaunchSharding, MixedPrecisionMustFitTheDeepSpeedFile) {
             0u);
 }
 
+// ZeRO++ hpZ's groups must fit inside a machine: judged with the processes
+// each machine starts (--num_processes / --num_machines), as the ranks judge it.
+TEST(LaunchSharding, HpzGroupsThatDoNotDivideAMachineAreRefusedFirst) {
+  TemporaryFolder folder;
+  const auto write = [&](int stage) {
+    const std::string path = folder.path() + "/zero" + std::to_string(stage) + "_hpz.json";
+    std::ofstream(path) << "{\"zero_optimization\": {\"stage\": " << stage
+                        << ", \"zero_hpz_partition_size\": 4}, "
+                           "\"train_micro_batch_size_per_gpu\": \"auto\"}\n";
+    return path;
+  };
+  const std::string stage3 = write(3);
+  const auto launch = [&](const std::string& path, const std::string& processes,
+                          const std::string& machines) {
+    return sharding_refusal({"--use_deepspeed", "--deepspeed_config_file", path, "--num_processes",
+                             processes, "--num_machines", machines, "--machine_rank", "0",
+                             "--main_process_ip", "10.0.0.1", "p"});
+  };
+  EXPECT_EQ(launch(stage3, "8", "2"), "(no error)");  // groups of 4 on machines of 4
+  EXPECT_EQ(launch(stage3, "4", "2"),
+            stage3 +
+                ": zero_optimization.zero_hpz_partition_size 4 does not divide the 2 processes of "
+                "each machine (the secondary copy of the parameters is partitioned within a "
+                "machine); use a divisor of 2, or 1 for plain stage 3");
+  // Below stage 3 DeepSpeed ignores the key (the ranks note it).
+  EXPECT_EQ(launch(write(2), "4", "2"), "(no error)");
+}
+
 TEST(LaunchSharding, RanksOfADeepSpeedConfigFileGetItsSettings) {
   TemporaryFolder folder;
   const std::string json = write_deepspeed_json(folder, "\"auto\"");
