@@ -197,8 +197,10 @@ std::string centered(const std::string& text, size_t width) {
   return std::string(left, ' ') + text + std::string(width - text.size() - left, ' ');
 }
 
+}  // namespace
+
 // A boxed table, every cell centred; the first line of `cells` is the header.
-std::string render_table(const std::vector<std::vector<std::string>>& cells) {
+std::string render_box_table(const std::vector<std::vector<std::string>>& cells) {
   std::vector<size_t> widths(cells[0].size(), 0);
   for (const auto& line : cells) {
     for (size_t c = 0; c < line.size(); ++c) widths[c] = std::max(widths[c], line[c].size() + 2);
@@ -221,8 +223,6 @@ std::string render_table(const std::vector<std::vector<std::string>>& cells) {
   return out + rule("└", "┴", "┘");
 }
 
-}  // namespace
-
 std::string render_estimate(const std::string& model_name, const ModelSize& size,
                             const std::vector<EstimateRow>& rows) {
   std::vector<std::vector<std::string>> cells = {
@@ -237,7 +237,7 @@ std::string render_estimate(const std::string& model_name, const ModelSize& size
                     "`: " + with_thousands(size.parameters) + " parameters";
   if (size.largest_layer_bytes)
     out += ", largest layer '" + safetensors::printable(size.largest_layer_name) + "'";
-  out += "\n" + render_table(cells);
+  out += "\n" + render_box_table(cells);
   out +=
       "Training using Adam: the largest of weights, gradients, optimizer states and the step "
       "at batch size 1, without activations.\n";
@@ -261,7 +261,7 @@ std::string render_zero_estimate(const std::vector<ZeroEstimateRow>& rows, int p
   }
   return "ZeRO model state per process on " + std::to_string(processes) +
          (processes == 1 ? " process" : " processes") +
-         " (parameters + gradients + Adam states, no activations):\n" + render_table(cells) +
+         " (parameters + gradients + Adam states, no activations):\n" + render_box_table(cells) +
          "Stage 0: data parallel, nothing sharded; stage 1 shards Adam's states; stage 2 also the "
          "gradients. All in the weights' dtype.\n";
 }

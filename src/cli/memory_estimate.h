@@ -81,6 +81,10 @@ std::vector<ZeroEstimateRow> zero_estimate_rows(const ModelSize& size,
 // 4e9 -> "3.73 GB", 16e9 -> "14.9 GB", 1024 -> "1.0 KB", 512 (whole) -> "512 bytes".
 std::string format_bytes(double bytes, bool integral = false);
 
+// A boxed table (the style of Accelerate's), every cell centred; the first
+// line of `cells` is the header.
+std::string render_box_table(const std::vector<std::vector<std::string>>& cells);
+
 // The whole report: a title line, the parameter count and the table.
 std::string render_estimate(const std::string& model_name, const ModelSize& size,
                             const std::vector<EstimateRow>& rows);

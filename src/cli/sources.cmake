@@ -10,6 +10,9 @@ target_sources(accelerate_cli_core PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/test_command.cpp
   ${CMAKE_CURRENT_LIST_DIR}/estimate_memory_command.cpp
   ${CMAKE_CURRENT_LIST_DIR}/memory_estimate.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/training_estimate.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/training_report.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/transformer_shape.cpp
   ${CMAKE_CURRENT_LIST_DIR}/merge_weights.cpp
   ${CMAKE_CURRENT_LIST_DIR}/merge_weights_command.cpp
   ${CMAKE_CURRENT_LIST_DIR}/safetensors_model_size.cpp)

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# `accelerate estimate-memory` against what training allocates (issue 35):
+#
+#   model state  zero_training_bench --gpt small (the GPT example's small
+#                preset, vocab 4096, context 256, fp32 AdamW) counts each
+#                process's parameters, gradients and Adam states between steps
+#                at stages 0-3; estimate-memory gpt-small --zero_stage S
+#                --num_processes N prints its "model state between steps"
+#                (device + host). Goal: within 2%.
+#   activations  gpt_activation_peak_bench (the same preset, one process, the
+#                counting allocator) measures the bytes held after forward and
+#                the peak above the model state at each T, with and without
+#                activation checkpointing; estimate-memory gpt-small --seq_len T
+#                prints the same two figures. Goal: the peak within 10%.
+#
+#   bench/memory/run_estimate_bench.sh [BUILD_DIR]
+#   RANKS=2 SEQ_LENS="256 1024 4096" BATCH=1 bench/memory/run_estimate_bench.sh
+#
+# One table per part, every ratio estimate / measured. T = 4096 needs about
+# 4 GB and a minute on a 2-core machine.
+set -euo pipefail
+build=${1:-build}
+ranks=${RANKS:-2}
+seq_lens=${SEQ_LENS:-256 1024 4096}
+batch=${BATCH:-1}
+accelerate=$build/bin/accelerate
+zero_bench=$(find "$build" -name zero_training_bench -type f -perm -u+x | head -1)
+act_bench=$(find "$build" -name gpt_activation_peak_bench -type f -perm -u+x | head -1)
+for tool in "$accelerate" "$zero_bench" "$act_bench"; do
+  [[ -x $tool ]] || { echo "run_estimate_bench: build accelerate_cli, zero_training_bench and gpt_activation_peak_bench first" >&2; exit 2; }
+done
+
+# Bytes from estimate-memory's table cell ("97.17 MB", powers of 1024).
+to_bytes() {
+  awk -v text="$1" 'BEGIN { split(text, p, " "); u["bytes"] = 1; u["KB"] = 2^10; u["MB"] = 2^20;
+                            u["GB"] = 2^30; u["TB"] = 2^40; printf "%.0f", p[1] * u[p[2]] }'
+}
+# The device and host cells of the row whose first cell starts with $2.
+row_cells() {
+  grep -F "$2" <<<"$1" | head -1 | awk -F'│' '{ gsub(/^ +| +$/, "", $3); gsub(/^ +| +$/, "", $4); print $3 "|" $4 }'
+}
+
+echo "== model state per process: zero_training_bench --gpt small --ranks $ranks vs estimate-memory gpt-small =="
+out=$("$zero_bench" --gpt small --ranks "$ranks" --batch 1 --steps 2 --stages 0,1,2,3)
+printf '%-8s %-7s %16s %16s %8s\n' processes stage measured estimate ratio
+for stage in 0 1 2 3; do
+  measured_mb=$(grep -E "^ranks=$ranks stage $stage  memory" <<<"$out" | sed -E 's/.*state +([0-9.]+) MB.*/\1/')
+  table=$("$accelerate" estimate-memory gpt-small --num_processes "$ranks" --zero_stage "$stage")
+  cells=$(row_cells "$table" "model state between steps")
+  estimate=$(( $(to_bytes "${cells%%|*}") + $(to_bytes "${cells##*|}") ))
+  awk -v n="$ranks" -v s="$stage" -v m="$measured_mb" -v e="$estimate" \
+    'BEGIN { printf "%-8s %-7s %13.2f MB %13.2f MB %8.4f\n", n, s, m, e / 1e6, e / (m * 1e6) }'
+done
+
+echo
+echo "== activations: gpt_activation_peak_bench --preset small --batch $batch vs estimate-memory gpt-small --seq_len T =="
+printf '%-6s %-14s %14s %14s %7s %14s %14s %7s\n' T checkpointing "held meas." "held est." ratio "peak meas." "peak est." ratio
+for t in $seq_lens; do
+  while read -r line; do
+    ckpt=$(awk '{ for (i = 1; i < NF; ++i) if ($i == "checkpointing") print $(i + 1) }' <<<"$line")
+    held=$(awk '{ for (i = 1; i < NF; ++i) if ($i == "held") print $(i + 1) }' <<<"$line")
+    peak=$(awk '{ for (i = 1; i < NF; ++i) if ($i == "peak") print $(i + 1) }' <<<"$line")
+    flags=(--seq_len "$t" --micro_batch_size "$batch" --zero_stage 0)
+    [[ $ckpt == on ]] && flags+=(--activation_checkpointing)
+    table=$("$accelerate" estimate-memory gpt-small "${flags[@]}")
+    est_held=$(to_bytes "$(row_cells "$table" "activations held" | cut -d'|' -f1)")
+    est_peak=$(to_bytes "$(row_cells "$table" "activation peak" | cut -d'|' -f1)")
+    awk -v t="$t" -v c="$ckpt" -v h="$held" -v eh="$est_held" -v p="$peak" -v ep="$est_peak" \
+      'BEGIN { printf "%-6s %-14s %11.2f MB %11.2f MB %7.3f %11.2f MB %11.2f MB %7.3f\n",
+               t, c, h / 1e6, eh / 1e6, eh / h, p / 1e6, ep / 1e6, ep / p }'
+  done < <("$act_bench" --preset small --vocab 4096 --seq_len "$t" --batch "$batch" --steps 1)
+done
