@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -76,47 +77,58 @@ void for_blocks(const BlockFormat& format, bool needs_buffer, const Body& body) 
   });
 }
 
-// One block's fp32 values: the input itself, or converted into `buffer`.
-const float* block_as_float(const at::Tensor& input, std::int64_t first, std::int64_t count,
-                            float* buffer) {
-  switch (input.scalar_type()) {
-    case at::kFloat:
-      return input.data_ptr<float>() + first;
-    case at::kBFloat16:
-      kernels::bf16_to_float(
-          reinterpret_cast<const std::uint16_t*>(input.data_ptr<at::BFloat16>()) + first, count,
-          buffer);
-      return buffer;
-    default:  // kHalf (checked)
-      kernels::half_to_float(
-          reinterpret_cast<const std::uint16_t*>(input.data_ptr<at::Half>()) + first, count,
-          buffer);
-      return buffer;
+// max|x| of a block in fp32, NaN when the block holds a NaN or an inf.
+float block_abs_max(const void* data, at::ScalarType type, std::int64_t first, std::int64_t count) {
+  std::uint32_t bits = 0;
+  if (type == at::kFloat) {
+    bits = kernels::abs_max_bits(static_cast<const float*>(data) + first, count);
+    if (bits >= 0x7f800000u) return std::numeric_limits<float>::quiet_NaN();
+  } else {
+    const std::uint16_t half_bits =
+        kernels::abs_max_bits16(static_cast<const std::uint16_t*>(data) + first, count);
+    if (type == at::kBFloat16) {
+      if (half_bits >= 0x7f80u) return std::numeric_limits<float>::quiet_NaN();
+      bits = std::uint32_t{half_bits} << 16;
+    } else {
+      if (half_bits >= 0x7c00u) return std::numeric_limits<float>::quiet_NaN();
+      return c10::detail::fp16_ieee_to_fp32_value(half_bits);
+    }
   }
+  float amax;
+  std::memcpy(&amax, &bits, sizeof amax);
+  return amax;
 }
 
-void quantize_block(const float* x, std::int64_t count, const BlockFormat& format,
-                    std::uint8_t* scale_at, std::uint8_t* payload_at) {
+void quantize_block(const void* data, at::ScalarType type, std::int64_t first, std::int64_t count,
+                    const BlockFormat& format, std::uint8_t* scale_at, std::uint8_t* payload_at) {
   const float qmax = static_cast<float>(format.qmax());
-  const std::uint32_t largest = kernels::abs_max_bits(x, count);
-  const std::int64_t payload_bytes = format.bits == QuantBits::kInt8 ? count : (count + 1) / 2;
+  const float amax = block_abs_max(data, type, first, count);
   float scale = 0.0f;
-  float amax = 0.0f;
-  std::memcpy(&amax, &largest, sizeof amax);
-  if (largest >= 0x7f800000u) {
+  if (std::isnan(amax) || amax < qmax * FLT_MIN) {
     // NaN or +-inf somewhere: NaN scale, so every element comes back NaN.
-    scale = std::numeric_limits<float>::quiet_NaN();
-    std::memset(payload_at, 0, static_cast<std::size_t>(payload_bytes));
-  } else if (amax < qmax * FLT_MIN) {
-    // Zeros, or too small for a normal scale (and for a finite qmax / amax).
+    // Zeros, or too small for a normal scale (and a finite qmax / amax):
+    // scale 0, exact zeros back.
+    if (std::isnan(amax)) scale = amax;
+    const std::int64_t payload_bytes = format.bits == QuantBits::kInt8 ? count : (count + 1) / 2;
     std::memset(payload_at, 0, static_cast<std::size_t>(payload_bytes));
   } else {
     scale = amax / qmax;
     const float inv = qmax / amax;
-    if (format.bits == QuantBits::kInt8) {
-      kernels::quantize_int8(x, count, inv, reinterpret_cast<std::int8_t*>(payload_at));
+    const bool int8 = format.bits == QuantBits::kInt8;
+    auto* q = reinterpret_cast<std::int8_t*>(payload_at);
+    if (type == at::kFloat) {
+      const float* x = static_cast<const float*>(data) + first;
+      int8 ? kernels::quantize_int8(x, count, inv, q)
+           : kernels::quantize_int4(x, count, inv, payload_at);
     } else {
-      kernels::quantize_int4(x, count, inv, payload_at);
+      const std::uint16_t* x = static_cast<const std::uint16_t*>(data) + first;
+      if (type == at::kBFloat16) {
+        int8 ? kernels::quantize_int8_bf16(x, count, inv, q)
+             : kernels::quantize_int4_bf16(x, count, inv, payload_at);
+      } else {
+        int8 ? kernels::quantize_int8_fp16(x, count, inv, q)
+             : kernels::quantize_int4_fp16(x, count, inv, payload_at);
+      }
     }
   }
   std::memcpy(scale_at, &scale, sizeof scale);
@@ -173,12 +185,13 @@ void quantize_into(const at::Tensor& input, QuantBits bits, std::int64_t block_s
   const BlockFormat format = block_format(input.numel(), bits, block_size);
   check_wire(wire, format, "quantize");
   std::uint8_t* bytes = wire.data_ptr<std::uint8_t>();
-  const bool needs_buffer = input.scalar_type() != at::kFloat;
-  for_blocks(format, needs_buffer, [&](std::int64_t begin, std::int64_t end, float* buffer) {
+  const void* data = input.data_ptr();
+  const at::ScalarType type = input.scalar_type();
+  for_blocks(format, false, [&](std::int64_t begin, std::int64_t end, float*) {
     for (std::int64_t b = begin; b < end; ++b) {
       const std::int64_t first = b * format.block_size;
       const std::int64_t count = std::min(format.block_size, format.numel - first);
-      quantize_block(block_as_float(input, first, count, buffer), count, format, bytes + 4 * b,
+      quantize_block(data, type, first, count, format, bytes + 4 * b,
                      bytes + format.scale_bytes() + payload_offset(format, first));
     }
   });
