@@ -12,8 +12,9 @@
 // Each time is the median over --reps after one warm-up run.
 //
 // Usage: zero_quantize_bench [--mb 1,8,64] [--reps 9] [--threads 1,0]
-//          [--block 4096] [--dtypes fp32,bf16,fp16]
-// (--threads 0: at::get_num_threads()'s default.)
+//          [--block 4096] [--dtypes fp32,bf16,fp16] [--isa best|all]
+// (--threads 0: at::get_num_threads()'s default; --isa all: each set of
+// loops the processor runs, baseline / avx2 / avx512, not just the best.)
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -25,11 +26,13 @@
 #include <vector>
 
 #include "quantize/block_quantize.h"
+#include "quantize/block_quantize_kernels.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 namespace quant = accelerate::quantize;
+namespace kernels = accelerate::quantize::kernels;
 
 struct Settings {
   std::vector<double> megabytes = {1, 8, 64};
@@ -37,6 +40,7 @@ struct Settings {
   int reps = 9;
   std::int64_t block = quant::kDefaultBlockSize;
   std::vector<std::string> dtypes = {"fp32", "bf16", "fp16"};
+  bool all_isas = false;
 };
 
 std::vector<std::string> items(const std::string& text) {
@@ -70,6 +74,11 @@ Settings parse(int argc, char** argv) {
           throw std::invalid_argument("--dtypes expects fp32, bf16 or fp16, got '" + d + "'");
         }
       }
+    } else if (flag == "--isa") {
+      if (value != "best" && value != "all") {
+        throw std::invalid_argument("--isa expects best or all, got '" + value + "'");
+      }
+      s.all_isas = value == "all";
     } else {
       throw std::invalid_argument("unknown flag " + flag);
     }
@@ -97,6 +106,31 @@ double median_seconds(int reps, const F& work) {
   return times[times.size() / 2];
 }
 
+void measure(const Settings& settings, const char* isa, int threads, const std::string& dtype,
+             at::ScalarType type, double mb) {
+  const std::int64_t bytes = static_cast<std::int64_t>(mb * (1 << 20));
+  const std::int64_t numel = std::max<std::int64_t>(1, bytes / c10::elementSize(type));
+  torch::manual_seed(1);
+  const at::Tensor input = torch::randn({numel}).to(type);
+  at::Tensor copy = torch::empty_like(input);
+  const double input_bytes = static_cast<double>(input.nbytes());
+  const double copy_s = median_seconds(settings.reps, [&] { copy.copy_(input); });
+  for (quant::QuantBits bits : {quant::QuantBits::kInt8, quant::QuantBits::kInt4}) {
+    const quant::BlockFormat format = quant::block_format(numel, bits, settings.block);
+    at::Tensor wire = torch::empty({format.wire_bytes()}, torch::kByte);
+    const double quant_s = median_seconds(
+        settings.reps, [&] { quant::quantize_into(input, bits, settings.block, wire); });
+    at::Tensor acc = torch::zeros({numel});
+    const double acc_s = median_seconds(
+        settings.reps, [&] { quant::dequantize_accumulate(wire, bits, settings.block, acc); });
+    const double copy_gbs = input_bytes / copy_s / 1e9;
+    const double quant_gbs = input_bytes / quant_s / 1e9;
+    std::printf("%8s %7d %5s %6.2f %5s %9.2f %10.2f %7.2f %9.2f\n", isa, threads, dtype.c_str(), mb,
+                quant::to_string(bits), copy_gbs, quant_gbs, quant_gbs / copy_gbs,
+                4.0 * static_cast<double>(numel) / acc_s / 1e9);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -108,42 +142,28 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int default_threads = at::get_num_threads();
+  std::vector<kernels::KernelIsa> isas = {kernels::active_isa()};
+  if (settings.all_isas) isas = kernels::supported_isas();
   std::printf(
-      "block %lld, median of %d; GB/s = 1e9 bytes/s (input bytes; accumulate: fp32 bytes)\n",
-      static_cast<long long>(settings.block), settings.reps);
-  std::printf("%7s %5s %6s %5s %9s %9s %7s %9s\n", "threads", "dtype", "MB", "bits", "copy GB/s",
-              "quant GB/s", "ratio", "acc GB/s");
-  for (int threads : settings.threads) {
-    const int used = threads > 0 ? threads : default_threads;
-    at::set_num_threads(used);
-    for (const std::string& dtype : settings.dtypes) {
-      const at::ScalarType type = type_of(dtype);
-      for (double mb : settings.megabytes) {
-        const std::int64_t bytes = static_cast<std::int64_t>(mb * (1 << 20));
-        const std::int64_t numel = std::max<std::int64_t>(1, bytes / c10::elementSize(type));
-        torch::manual_seed(1);
-        const at::Tensor input = torch::randn({numel}).to(type);
-        at::Tensor copy = torch::empty_like(input);
-        const double input_bytes = static_cast<double>(input.nbytes());
-        const double copy_s = median_seconds(settings.reps, [&] { copy.copy_(input); });
-        for (quant::QuantBits bits : {quant::QuantBits::kInt8, quant::QuantBits::kInt4}) {
-          const quant::BlockFormat format = quant::block_format(numel, bits, settings.block);
-          at::Tensor wire = torch::empty({format.wire_bytes()}, torch::kByte);
-          const double quant_s = median_seconds(
-              settings.reps, [&] { quant::quantize_into(input, bits, settings.block, wire); });
-          at::Tensor acc = torch::zeros({numel});
-          const double acc_s = median_seconds(settings.reps, [&] {
-            quant::dequantize_accumulate(wire, bits, settings.block, acc);
-          });
-          const double copy_gbs = input_bytes / copy_s / 1e9;
-          const double quant_gbs = input_bytes / quant_s / 1e9;
-          std::printf("%7d %5s %6.2f %5s %9.2f %10.2f %7.2f %9.2f\n", used, dtype.c_str(), mb,
-                      quant::to_string(bits), copy_gbs, quant_gbs, quant_gbs / copy_gbs,
-                      4.0 * static_cast<double>(numel) / acc_s / 1e9);
+      "block %lld, median of %d, default threads %d; GB/s = 1e9 bytes/s (input bytes; "
+      "accumulate: fp32 bytes)\n",
+      static_cast<long long>(settings.block), settings.reps, default_threads);
+  std::printf("%8s %7s %5s %6s %5s %9s %10s %7s %9s\n", "isa", "threads", "dtype", "MB", "bits",
+              "copy GB/s", "quant GB/s", "ratio", "acc GB/s");
+  for (kernels::KernelIsa isa : isas) {
+    kernels::use_isa(isa);
+    for (int threads : settings.threads) {
+      const int used = threads > 0 ? threads : default_threads;
+      at::set_num_threads(used);
+      for (const std::string& dtype : settings.dtypes) {
+        const at::ScalarType type = type_of(dtype);
+        for (double mb : settings.megabytes) {
+          measure(settings, kernels::to_string(isa), used, dtype, type, mb);
         }
       }
     }
   }
+  kernels::use_best_isa();
   at::set_num_threads(default_threads);
   return 0;
 }

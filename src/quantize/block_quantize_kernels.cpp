@@ -6,19 +6,21 @@
 #include "quantize/block_quantize_kernels.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <type_traits>
+#include <vector>
 
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
-// x86-64 with GCC (or Clang >= 14): each exported loop is compiled for
-// AVX-512, AVX2 and the baseline, and the loader picks one (an ifunc).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__INTEL_COMPILER) && \
-    (!defined(__clang__) || __clang_major__ >= 14)
-#define ACCELERATE_QUANTIZE_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+// x86-64 with GCC: the loops are compiled for AVX-512 and AVX2 besides the
+// baseline (`#pragma GCC target`), and the first call picks the best the
+// processor has. Other compilers and processors get the baseline.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__INTEL_COMPILER)
+#define ACCELERATE_QUANTIZE_X86_SETS 1
 #else
-#define ACCELERATE_QUANTIZE_CLONES
+#define ACCELERATE_QUANTIZE_X86_SETS 0
 #endif
 #define ACCELERATE_QUANTIZE_INLINE __attribute__((always_inline)) inline
 
@@ -147,11 +149,34 @@ ACCELERATE_QUANTIZE_INLINE std::uint8_t int4_byte(std::int8_t high, std::int8_t 
                                    (static_cast<std::uint8_t>(low) & 0x0f));
 }
 
+// Elements per step of the chunked int4 loops: an int8 stack buffer.
+constexpr std::int64_t kInt4Chunk = 512;
+
+// Packs int8 values (even count) into nibble pairs, reading each pair as one
+// uint16 (element 2k in its low byte on a little-endian machine).
+ACCELERATE_QUANTIZE_INLINE void pack_int4(const std::int8_t* values, std::int64_t pairs,
+                                          std::uint8_t* packed) {
+  for (std::int64_t k = 0; k < pairs; ++k) {
+    std::uint16_t w;
+    std::memcpy(&w, values + 2 * k, sizeof w);
+    packed[k] = static_cast<std::uint8_t>(((w & 0x0fu) << 4) | ((w >> 8) & 0x0fu));
+  }
+}
+
 template <class In>
 ACCELERATE_QUANTIZE_INLINE void quantize_int4_loop(const typename In::type* x, std::int64_t n,
                                                    float inv, std::uint8_t* packed) {
   const std::int64_t pairs = n / 2;
-  if constexpr (kLittleEndian) {
+  if constexpr (kLittleEndian && std::is_same_v<In, Fp32>) {
+    // fp32: a pair is 64 bits, which AVX2 narrows slowly; quantize a chunk
+    // to int8, then pack it.
+    std::int8_t values[kInt4Chunk];
+    for (std::int64_t start = 0; start < 2 * pairs; start += kInt4Chunk) {
+      const std::int64_t count = std::min(kInt4Chunk, 2 * pairs - start);
+      quantize_int8_loop<In>(x + start, count, inv, values);
+      pack_int4(values, count / 2, packed + start / 2);
+    }
+  } else if constexpr (kLittleEndian) {
     for (std::int64_t k = 0; k < pairs; ++k) {
       const typename In::pair w = load_pair<In>(x + 2 * k);
       packed[k] =
@@ -176,10 +201,6 @@ ACCELERATE_QUANTIZE_INLINE void accumulate_int8_loop(const std::int8_t* q, std::
   for (std::int64_t i = 0; i < n; ++i) acc[i] += static_cast<float>(q[i]) * scale;
 }
 
-// Elements per step of the int4 dequantizing loops: unpacked into an int8
-// stack buffer first, then scaled (two loops the vectorizer handles).
-constexpr std::int64_t kInt4Chunk = 512;
-
 // Unpacks up to kInt4Chunk elements starting at element `start` (even);
 // a nibble is a two's complement value.
 ACCELERATE_QUANTIZE_INLINE std::int64_t unpack_int4_chunk(const std::uint8_t* packed,
@@ -198,83 +219,162 @@ ACCELERATE_QUANTIZE_INLINE std::int64_t unpack_int4_chunk(const std::uint8_t* pa
 
 }  // namespace
 
-ACCELERATE_QUANTIZE_CLONES std::uint32_t abs_max_bits(const float* x, std::int64_t n) {
-  std::uint32_t largest = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    largest = std::max(largest, float_to_bits(x[i]) & 0x7fffffffu);
+// The three copies of the loops (block_quantize_kernel_set.inc).
+namespace baseline {
+#include "quantize/block_quantize_kernel_set.inc"
+}  // namespace baseline
+#if ACCELERATE_QUANTIZE_X86_SETS
+#pragma GCC push_options
+#pragma GCC target("avx2")
+namespace avx2 {
+#include "quantize/block_quantize_kernel_set.inc"
+}  // namespace avx2
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx2,avx512f,avx512bw,avx512vl,avx512dq")
+namespace avx512 {
+#include "quantize/block_quantize_kernel_set.inc"
+}  // namespace avx512
+#pragma GCC pop_options
+#endif
+
+namespace {
+
+struct KernelTable {
+  KernelIsa isa;
+  decltype(&baseline::abs_max_bits) abs_max_bits;
+  decltype(&baseline::abs_max_bits16) abs_max_bits16;
+  decltype(&baseline::quantize_int8) quantize_int8;
+  decltype(&baseline::quantize_int8_bf16) quantize_int8_bf16;
+  decltype(&baseline::quantize_int8_fp16) quantize_int8_fp16;
+  decltype(&baseline::quantize_int4) quantize_int4;
+  decltype(&baseline::quantize_int4_bf16) quantize_int4_bf16;
+  decltype(&baseline::quantize_int4_fp16) quantize_int4_fp16;
+  decltype(&baseline::dequantize_int8) dequantize_int8;
+  decltype(&baseline::accumulate_int8) accumulate_int8;
+  decltype(&baseline::dequantize_int4) dequantize_int4;
+  decltype(&baseline::accumulate_int4) accumulate_int4;
+  decltype(&baseline::half_to_float) half_to_float;
+  decltype(&baseline::float_to_bf16) float_to_bf16;
+};
+
+#define ACCELERATE_QUANTIZE_TABLE(isa, ns)                                                         \
+  KernelTable {                                                                                    \
+    isa, ns::abs_max_bits, ns::abs_max_bits16, ns::quantize_int8, ns::quantize_int8_bf16,          \
+        ns::quantize_int8_fp16, ns::quantize_int4, ns::quantize_int4_bf16, ns::quantize_int4_fp16, \
+        ns::dequantize_int8, ns::accumulate_int8, ns::dequantize_int4, ns::accumulate_int4,        \
+        ns::half_to_float, ns::float_to_bf16                                                       \
   }
-  return largest;
-}
 
-ACCELERATE_QUANTIZE_CLONES std::uint16_t abs_max_bits16(const std::uint16_t* x, std::int64_t n) {
-  // Signed 16-bit max (SSE2 has it) is right: the patterns are <= 0x7fff.
-  std::int16_t largest = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    largest = std::max(largest, static_cast<std::int16_t>(x[i] & 0x7fff));
+const KernelTable kBaseline = ACCELERATE_QUANTIZE_TABLE(KernelIsa::kBaseline, baseline);
+#if ACCELERATE_QUANTIZE_X86_SETS
+const KernelTable kAvx2 = ACCELERATE_QUANTIZE_TABLE(KernelIsa::kAvx2, avx2);
+const KernelTable kAvx512 = ACCELERATE_QUANTIZE_TABLE(KernelIsa::kAvx512, avx512);
+#endif
+#undef ACCELERATE_QUANTIZE_TABLE
+
+const KernelTable* table_for(KernelIsa isa) {
+#if ACCELERATE_QUANTIZE_X86_SETS
+  __builtin_cpu_init();
+  if (isa == KernelIsa::kAvx512) {
+    const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                     __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    return has ? &kAvx512 : nullptr;
   }
-  return static_cast<std::uint16_t>(largest);
+  if (isa == KernelIsa::kAvx2) return __builtin_cpu_supports("avx2") ? &kAvx2 : nullptr;
+#endif
+  return isa == KernelIsa::kBaseline ? &kBaseline : nullptr;
 }
 
-ACCELERATE_QUANTIZE_CLONES void quantize_int8(const float* x, std::int64_t n, float inv,
-                                              std::int8_t* q) {
-  quantize_int8_loop<Fp32>(x, n, inv, q);
-}
-ACCELERATE_QUANTIZE_CLONES void quantize_int8_bf16(const std::uint16_t* x, std::int64_t n,
-                                                   float inv, std::int8_t* q) {
-  quantize_int8_pairs<Bf16>(x, n, inv, q);
-}
-ACCELERATE_QUANTIZE_CLONES void quantize_int8_fp16(const std::uint16_t* x, std::int64_t n,
-                                                   float inv, std::int8_t* q) {
-  quantize_int8_pairs<Fp16>(x, n, inv, q);
+const KernelTable* best_table() {
+  for (KernelIsa isa : {KernelIsa::kAvx512, KernelIsa::kAvx2}) {
+    if (const KernelTable* table = table_for(isa)) return table;
+  }
+  return &kBaseline;
 }
 
-ACCELERATE_QUANTIZE_CLONES void quantize_int4(const float* x, std::int64_t n, float inv,
-                                              std::uint8_t* packed) {
-  quantize_int4_loop<Fp32>(x, n, inv, packed);
-}
-ACCELERATE_QUANTIZE_CLONES void quantize_int4_bf16(const std::uint16_t* x, std::int64_t n,
-                                                   float inv, std::uint8_t* packed) {
-  quantize_int4_loop<Bf16>(x, n, inv, packed);
-}
-ACCELERATE_QUANTIZE_CLONES void quantize_int4_fp16(const std::uint16_t* x, std::int64_t n,
-                                                   float inv, std::uint8_t* packed) {
-  quantize_int4_loop<Fp16>(x, n, inv, packed);
+std::atomic<const KernelTable*> active_table{nullptr};
+
+const KernelTable& active() {
+  const KernelTable* table = active_table.load(std::memory_order_acquire);
+  if (table == nullptr) {
+    table = best_table();
+    active_table.store(table, std::memory_order_release);
+  }
+  return *table;
 }
 
-ACCELERATE_QUANTIZE_CLONES void dequantize_int8(const std::int8_t* q, std::int64_t n, float scale,
-                                                float* out) {
-  dequantize_int8_loop(q, n, scale, out);
+}  // namespace
+
+std::vector<KernelIsa> supported_isas() {
+  std::vector<KernelIsa> isas;
+  for (KernelIsa isa : {KernelIsa::kBaseline, KernelIsa::kAvx2, KernelIsa::kAvx512}) {
+    if (table_for(isa) != nullptr) isas.push_back(isa);
+  }
+  return isas;
 }
 
-ACCELERATE_QUANTIZE_CLONES void accumulate_int8(const std::int8_t* q, std::int64_t n, float scale,
-                                                float* acc) {
-  accumulate_int8_loop(q, n, scale, acc);
+KernelIsa active_isa() { return active().isa; }
+
+bool use_isa(KernelIsa isa) {
+  const KernelTable* table = table_for(isa);
+  if (table == nullptr) return false;
+  active_table.store(table, std::memory_order_release);
+  return true;
 }
 
-ACCELERATE_QUANTIZE_CLONES void dequantize_int4(const std::uint8_t* packed, std::int64_t n,
-                                                float scale, float* out) {
-  std::int8_t values[kInt4Chunk];
-  for (std::int64_t start = 0; start < n; start += kInt4Chunk) {
-    const std::int64_t count = unpack_int4_chunk(packed, n, start, values);
-    dequantize_int8_loop(values, count, scale, out + start);
+void use_best_isa() { active_table.store(best_table(), std::memory_order_release); }
+
+const char* to_string(KernelIsa isa) {
+  switch (isa) {
+    case KernelIsa::kAvx2:
+      return "avx2";
+    case KernelIsa::kAvx512:
+      return "avx512";
+    default:
+      return "baseline";
   }
 }
 
-ACCELERATE_QUANTIZE_CLONES void accumulate_int4(const std::uint8_t* packed, std::int64_t n,
-                                                float scale, float* acc) {
-  std::int8_t values[kInt4Chunk];
-  for (std::int64_t start = 0; start < n; start += kInt4Chunk) {
-    const std::int64_t count = unpack_int4_chunk(packed, n, start, values);
-    accumulate_int8_loop(values, count, scale, acc + start);
-  }
+std::uint32_t abs_max_bits(const float* x, std::int64_t n) { return active().abs_max_bits(x, n); }
+std::uint16_t abs_max_bits16(const std::uint16_t* x, std::int64_t n) {
+  return active().abs_max_bits16(x, n);
 }
-
-ACCELERATE_QUANTIZE_CLONES void half_to_float(const std::uint16_t* x, std::int64_t n, float* out) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = Fp16::load(x[i]);
+void quantize_int8(const float* x, std::int64_t n, float inv, std::int8_t* q) {
+  active().quantize_int8(x, n, inv, q);
 }
-
-ACCELERATE_QUANTIZE_CLONES void float_to_bf16(const float* x, std::int64_t n, std::uint16_t* out) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = c10::detail::round_to_nearest_even(x[i]);
+void quantize_int8_bf16(const std::uint16_t* x, std::int64_t n, float inv, std::int8_t* q) {
+  active().quantize_int8_bf16(x, n, inv, q);
+}
+void quantize_int8_fp16(const std::uint16_t* x, std::int64_t n, float inv, std::int8_t* q) {
+  active().quantize_int8_fp16(x, n, inv, q);
+}
+void quantize_int4(const float* x, std::int64_t n, float inv, std::uint8_t* packed) {
+  active().quantize_int4(x, n, inv, packed);
+}
+void quantize_int4_bf16(const std::uint16_t* x, std::int64_t n, float inv, std::uint8_t* packed) {
+  active().quantize_int4_bf16(x, n, inv, packed);
+}
+void quantize_int4_fp16(const std::uint16_t* x, std::int64_t n, float inv, std::uint8_t* packed) {
+  active().quantize_int4_fp16(x, n, inv, packed);
+}
+void dequantize_int8(const std::int8_t* q, std::int64_t n, float scale, float* out) {
+  active().dequantize_int8(q, n, scale, out);
+}
+void accumulate_int8(const std::int8_t* q, std::int64_t n, float scale, float* acc) {
+  active().accumulate_int8(q, n, scale, acc);
+}
+void dequantize_int4(const std::uint8_t* packed, std::int64_t n, float scale, float* out) {
+  active().dequantize_int4(packed, n, scale, out);
+}
+void accumulate_int4(const std::uint8_t* packed, std::int64_t n, float scale, float* acc) {
+  active().accumulate_int4(packed, n, scale, acc);
+}
+void half_to_float(const std::uint16_t* x, std::int64_t n, float* out) {
+  active().half_to_float(x, n, out);
+}
+void float_to_bf16(const float* x, std::int64_t n, std::uint16_t* out) {
+  active().float_to_bf16(x, n, out);
 }
 
 // Scalar (c10's branches): only dequantizing into fp16 uses it.

@@ -2,14 +2,29 @@
 // time on raw pointers; bf16 and fp16 are passed as their raw bits. They
 // live in their own source, compiled at -O3 with floating-point contraction
 // off (src/quantize/sources.cmake): -O3 lets GCC vectorize them, and without
-// contraction a multiply-add is always two roundings. On x86-64 each has
-// AVX2 and AVX-512 clones chosen when the library loads; they do the same
-// IEEE operations, so every machine writes the same bytes. Internal.
+// contraction a multiply-add is always two roundings. On x86-64 (GCC) the
+// loops exist for AVX-512 and AVX2 besides the baseline; the first call
+// picks the best the processor has. Every set does the same IEEE
+// operations, so every machine writes the same bytes (the tests compare
+// each set the processor runs with the reference). Internal.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace accelerate::quantize::kernels {
+
+// The instruction sets the loops are compiled for.
+enum class KernelIsa { kBaseline, kAvx2, kAvx512 };
+const char* to_string(KernelIsa isa);
+// Those this processor runs (kBaseline always), and the one in use.
+std::vector<KernelIsa> supported_isas();
+KernelIsa active_isa();
+// For tests and the bench: use `isa` from now on (false, and no change, if
+// the processor lacks it), or go back to the best. Not for concurrent use
+// with running kernels.
+bool use_isa(KernelIsa isa);
+void use_best_isa();
 
 // The largest |x| as a bit pattern (sign cleared). For non-negative floats
 // the integer order is the float order, and every NaN lies above +inf's

@@ -25,6 +25,17 @@ using accelerate::quantize::block_format;
 using accelerate::quantize::BlockFormat;
 using accelerate::quantize::QuantBits;
 namespace quant = accelerate::quantize;
+namespace kernels = accelerate::quantize::kernels;
+
+// Runs `body` with each instruction set of the loops this processor runs
+// (baseline, AVX2, AVX-512), then goes back to the best.
+void for_each_isa(const std::function<void(const std::string&)>& body) {
+  for (kernels::KernelIsa isa : kernels::supported_isas()) {
+    ASSERT_TRUE(kernels::use_isa(isa));
+    body(std::string(" [") + kernels::to_string(isa) + "]");
+  }
+  kernels::use_best_isa();
+}
 
 // The inputs the properties are checked on: shapes of data gradients and
 // weights take, each with its own seed.
@@ -59,28 +70,41 @@ std::vector<std::int64_t> lengths_for(std::int64_t block) {
 }
 
 // The straightforward scheme, one block at a time: scale = max|x| / qmax,
-// q = round(x * (qmax / max|x|)), payload packed as documented.
-at::Tensor reference_wire(const at::Tensor& input, QuantBits bits, std::int64_t block) {
+// q = round(x * (qmax / max|x|)).
+struct ReferenceBlocks {
+  at::Tensor q;  // int8, one per element
+  std::vector<float> scales;
+};
+
+ReferenceBlocks reference_blocks(const at::Tensor& input, QuantBits bits, std::int64_t block) {
   const BlockFormat format = block_format(input.numel(), bits, block);
   const float qmax = static_cast<float>(format.qmax());
   const at::Tensor flat = input.reshape({-1}).to(torch::kFloat);
-  std::vector<float> scales;
+  ReferenceBlocks ref;
   std::vector<at::Tensor> values;
   for (std::int64_t first = 0; first < format.numel; first += block) {
     const at::Tensor x = flat.narrow(0, first, std::min(block, format.numel - first));
     const float amax = x.abs().max().item<float>();
     if (!x.isfinite().all().item<bool>()) {
-      scales.push_back(NAN);
+      ref.scales.push_back(NAN);
       values.push_back(torch::zeros({x.numel()}, torch::kChar));
     } else if (amax < qmax * FLT_MIN) {
-      scales.push_back(0.0f);
+      ref.scales.push_back(0.0f);
       values.push_back(torch::zeros({x.numel()}, torch::kChar));
     } else {
-      scales.push_back(amax / qmax);
+      ref.scales.push_back(amax / qmax);
       values.push_back(x.mul(qmax / amax).round().to(torch::kChar));
     }
   }
-  at::Tensor q = format.numel > 0 ? torch::cat(values) : torch::zeros({0}, torch::kChar);
+  ref.q = format.numel > 0 ? torch::cat(values) : torch::zeros({0}, torch::kChar);
+  return ref;
+}
+
+// The wire as documented: the scales' bytes, then int8 bytes or nibble
+// pairs (element 2k high).
+at::Tensor reference_wire(const at::Tensor& input, QuantBits bits, std::int64_t block) {
+  ReferenceBlocks ref = reference_blocks(input, bits, block);
+  at::Tensor q = ref.q;
   at::Tensor payload;
   if (bits == QuantBits::kInt8) {
     payload = q.view(torch::kByte);
@@ -90,11 +114,23 @@ at::Tensor reference_wire(const at::Tensor& input, QuantBits bits, std::int64_t 
     payload = (pairs.select(1, 0).bitwise_and(0xf).mul(16) + pairs.select(1, 1).bitwise_and(0xf))
                   .to(torch::kByte);
   }
+  const auto blocks = static_cast<std::int64_t>(ref.scales.size());
   at::Tensor scale_bytes =
-      torch::from_blob(scales.data(), {static_cast<std::int64_t>(scales.size())}, torch::kFloat)
-          .clone()
-          .view(torch::kByte);
+      torch::from_blob(ref.scales.data(), {blocks}, torch::kFloat).clone().view(torch::kByte);
   return torch::cat({scale_bytes, payload});
+}
+
+// q * scale per block, in fp32.
+at::Tensor reference_dequantized(const at::Tensor& input, QuantBits bits, std::int64_t block) {
+  const ReferenceBlocks ref = reference_blocks(input, bits, block);
+  std::vector<at::Tensor> parts;
+  for (std::size_t b = 0; b < ref.scales.size(); ++b) {
+    const std::int64_t first = static_cast<std::int64_t>(b) * block;
+    parts.push_back(ref.q.narrow(0, first, std::min(block, ref.q.numel() - first))
+                        .to(torch::kFloat)
+                        .mul(ref.scales[b]));
+  }
+  return torch::cat(parts);
 }
 
 std::string case_name(const char* dist, QuantBits bits, std::int64_t block, std::int64_t n,
@@ -113,11 +149,37 @@ TEST(BlockQuantize, WireBytesEqualThePerBlockReference) {
             at::Tensor x = dist.make(n);
             if (type == torch::kHalf) x = x.clamp(-60000, 60000);  // finite in fp16
             x = x.to(type);
-            const at::Tensor wire = quant::quantize(x, bits, block);
-            ASSERT_TRUE(torch::equal(wire, reference_wire(x, bits, block)))
-                << case_name(dist.name, bits, block, n, type);
+            const at::Tensor expected = reference_wire(x, bits, block);
+            for_each_isa([&](const std::string& isa) {
+              ASSERT_TRUE(torch::equal(quant::quantize(x, bits, block), expected))
+                  << case_name(dist.name, bits, block, n, type) << isa;
+            });
           }
         }
+      }
+    }
+  }
+}
+
+TEST(BlockQuantize, DequantizedValuesEqualThePerBlockReference) {
+  torch::manual_seed(4);
+  for (QuantBits bits : {QuantBits::kInt8, QuantBits::kInt4}) {
+    for (const Distribution& dist : distributions()) {
+      for (std::int64_t block : {8, 1000}) {
+        const std::int64_t n = 7 * block + 3;
+        const at::Tensor x = dist.make(n);
+        const at::Tensor expected = reference_dequantized(x, bits, block);
+        const at::Tensor start = torch::randn({n});
+        for_each_isa([&](const std::string& isa) {
+          const at::Tensor wire = quant::quantize(x, bits, block);
+          const std::string name = case_name(dist.name, bits, block, n, torch::kFloat) + isa;
+          ASSERT_TRUE(
+              torch::equal(quant::dequantize(wire, n, bits, block, torch::kFloat), expected))
+              << name;
+          at::Tensor acc = start.clone();
+          quant::dequantize_accumulate(wire, bits, block, acc);
+          ASSERT_TRUE(torch::equal(acc, start + expected)) << name;
+        });
       }
     }
   }
@@ -159,25 +221,27 @@ TEST(BlockQuantize, DequantizedValuesAreWithinHalfAStepOfEachBlock) {
 
 TEST(BlockQuantize, ZeroAndTinyBlocksComeBackAsExactZeros) {
   torch::manual_seed(7);
-  for (QuantBits bits : {QuantBits::kInt8, QuantBits::kInt4}) {
-    at::Tensor x = torch::randn({5 * 64});
-    x.narrow(0, 64, 64).zero_();
-    x.narrow(0, 128, 64).fill_(-0.0f);
-    x.narrow(0, 192, 64).copy_(torch::randn({64}) * 1e-39);  // subnormal fp32
-    const at::Tensor wire = quant::quantize(x, bits, 64);
-    const at::Tensor back = quant::dequantize(wire, x.numel(), bits, 64, torch::kFloat);
-    EXPECT_TRUE(back.isfinite().all().item<bool>()) << quant::to_string(bits);
-    EXPECT_TRUE(back.narrow(0, 64, 192).eq(0).all().item<bool>()) << quant::to_string(bits);
-    const at::Tensor scales = quant::wire_scales(wire, block_format(x.numel(), bits, 64));
-    EXPECT_EQ(scales[1].item<float>(), 0.0f);
-    EXPECT_EQ(scales[3].item<float>(), 0.0f);
-    EXPECT_GT(scales[4].item<float>(), 0.0f);
-    // Just above the tiny limit (qmax * FLT_MIN) a block is quantized.
-    at::Tensor small = torch::full({8}, 2 * 127 * FLT_MIN);
-    const at::Tensor small_back = quant::dequantize(quant::quantize(small, QuantBits::kInt8, 8), 8,
-                                                    QuantBits::kInt8, 8, torch::kFloat);
-    EXPECT_TRUE(torch::equal(small_back, small));
-  }
+  for_each_isa([&](const std::string& isa) {
+    for (QuantBits bits : {QuantBits::kInt8, QuantBits::kInt4}) {
+      at::Tensor x = torch::randn({5 * 64});
+      x.narrow(0, 64, 64).zero_();
+      x.narrow(0, 128, 64).fill_(-0.0f);
+      x.narrow(0, 192, 64).copy_(torch::randn({64}) * 1e-39);  // subnormal fp32
+      const at::Tensor wire = quant::quantize(x, bits, 64);
+      const at::Tensor back = quant::dequantize(wire, x.numel(), bits, 64, torch::kFloat);
+      EXPECT_TRUE(back.isfinite().all().item<bool>()) << quant::to_string(bits) << isa;
+      EXPECT_TRUE(back.narrow(0, 64, 192).eq(0).all().item<bool>()) << quant::to_string(bits);
+      const at::Tensor scales = quant::wire_scales(wire, block_format(x.numel(), bits, 64));
+      EXPECT_EQ(scales[1].item<float>(), 0.0f);
+      EXPECT_EQ(scales[3].item<float>(), 0.0f);
+      EXPECT_GT(scales[4].item<float>(), 0.0f);
+      // Just above the tiny limit (qmax * FLT_MIN) a block is quantized.
+      at::Tensor small = torch::full({8}, 2 * 127 * FLT_MIN);
+      const at::Tensor small_back = quant::dequantize(quant::quantize(small, QuantBits::kInt8, 8),
+                                                      8, QuantBits::kInt8, 8, torch::kFloat);
+      EXPECT_TRUE(torch::equal(small_back, small));
+    }
+  });
 }
 
 // A block holding NaN or +-inf comes back NaN in every element (dequantized
@@ -186,27 +250,30 @@ TEST(BlockQuantize, ZeroAndTinyBlocksComeBackAsExactZeros) {
 TEST(BlockQuantize, NonFiniteBlocksComeBackAllNaN) {
   torch::manual_seed(9);
   const float specials[] = {NAN, INFINITY, -INFINITY};
-  for (QuantBits bits : {QuantBits::kInt8, QuantBits::kInt4}) {
-    for (at::ScalarType in_type : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
-      at::Tensor x = torch::randn({4 * 32 + 5});
-      for (int k = 0; k < 3; ++k) x[k * 32 + 3 + k] = specials[k];
-      x = x.to(in_type);
-      const at::Tensor wire = quant::quantize(x, bits, 32);
-      const at::Tensor finite_back = quant::dequantize(
-          quant::quantize(x.narrow(0, 96, 37).contiguous(), bits, 32), 37, bits, 32, torch::kFloat);
-      for (at::ScalarType out_type : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
-        const at::Tensor back = quant::dequantize(wire, x.numel(), bits, 32, out_type);
-        const std::string name = std::string(quant::to_string(bits)) + " " +
-                                 c10::toString(in_type) + " -> " + c10::toString(out_type);
-        EXPECT_TRUE(back.narrow(0, 0, 96).isnan().all().item<bool>()) << name;
-        EXPECT_TRUE(torch::equal(back.narrow(0, 96, 37), finite_back.to(out_type))) << name;
+  for_each_isa([&](const std::string& isa) {
+    for (QuantBits bits : {QuantBits::kInt8, QuantBits::kInt4}) {
+      for (at::ScalarType in_type : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
+        at::Tensor x = torch::randn({4 * 32 + 5});
+        for (int k = 0; k < 3; ++k) x[k * 32 + 3 + k] = specials[k];
+        x = x.to(in_type);
+        const at::Tensor wire = quant::quantize(x, bits, 32);
+        const at::Tensor finite_back =
+            quant::dequantize(quant::quantize(x.narrow(0, 96, 37).contiguous(), bits, 32), 37, bits,
+                              32, torch::kFloat);
+        for (at::ScalarType out_type : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
+          const at::Tensor back = quant::dequantize(wire, x.numel(), bits, 32, out_type);
+          const std::string name = std::string(quant::to_string(bits)) + " " +
+                                   c10::toString(in_type) + " -> " + c10::toString(out_type) + isa;
+          EXPECT_TRUE(back.narrow(0, 0, 96).isnan().all().item<bool>()) << name;
+          EXPECT_TRUE(torch::equal(back.narrow(0, 96, 37), finite_back.to(out_type))) << name;
+        }
+        at::Tensor acc = torch::ones({x.numel()});
+        quant::dequantize_accumulate(wire, bits, 32, acc);
+        EXPECT_TRUE(acc.narrow(0, 0, 96).isnan().all().item<bool>());
+        EXPECT_TRUE(acc.narrow(0, 96, 37).isfinite().all().item<bool>());
       }
-      at::Tensor acc = torch::ones({x.numel()});
-      quant::dequantize_accumulate(wire, bits, 32, acc);
-      EXPECT_TRUE(acc.narrow(0, 0, 96).isnan().all().item<bool>());
-      EXPECT_TRUE(acc.narrow(0, 96, 37).isfinite().all().item<bool>());
     }
-  }
+  });
 }
 
 TEST(BlockQuantize, AccumulateAddsEachProductInFp32) {
@@ -295,13 +362,16 @@ TEST(BlockQuantize, BytesAreTheSameOnEveryRunAndThreadCount) {
       const at::Tensor input = x.to(type);
       at::set_num_threads(1);
       const at::Tensor first = quant::quantize(input, bits, 1024);
-      for (int threads : {1, 2, 3, 4}) {
-        at::set_num_threads(threads);
-        for (int run = 0; run < 2; ++run) {
-          EXPECT_TRUE(torch::equal(quant::quantize(input, bits, 1024), first))
-              << quant::to_string(bits) << " " << c10::toString(type) << " threads " << threads;
+      for_each_isa([&](const std::string& isa) {
+        for (int threads : {1, 2, 3, 4}) {
+          at::set_num_threads(threads);
+          for (int run = 0; run < 2; ++run) {
+            EXPECT_TRUE(torch::equal(quant::quantize(input, bits, 1024), first))
+                << quant::to_string(bits) << " " << c10::toString(type) << " threads " << threads
+                << isa;
+          }
         }
-      }
+      });
     }
   }
   at::set_num_threads(threads_before);
@@ -312,19 +382,21 @@ TEST(BlockQuantize, BytesAreTheSameOnEveryRunAndThreadCount) {
 TEST(BlockQuantize, HalfConversionMatchesC10OnEveryHalf) {
   std::vector<std::uint16_t> halves(1 << 16);
   for (std::size_t i = 0; i < halves.size(); ++i) halves[i] = static_cast<std::uint16_t>(i);
-  std::vector<float> converted(halves.size());
-  accelerate::quantize::kernels::half_to_float(halves.data(), 1 << 16, converted.data());
-  for (std::size_t i = 0; i < halves.size(); ++i) {
-    const float expected = c10::detail::fp16_ieee_to_fp32_value(halves[i]);
-    if (std::isnan(expected)) {
-      ASSERT_TRUE(std::isnan(converted[i])) << i;
-    } else {
-      std::uint32_t a, b;
-      std::memcpy(&a, &converted[i], 4);
-      std::memcpy(&b, &expected, 4);
-      ASSERT_EQ(a, b) << "half bits " << i;
+  for_each_isa([&](const std::string& isa) {
+    std::vector<float> converted(halves.size());
+    kernels::half_to_float(halves.data(), 1 << 16, converted.data());
+    for (std::size_t i = 0; i < halves.size(); ++i) {
+      const float expected = c10::detail::fp16_ieee_to_fp32_value(halves[i]);
+      if (std::isnan(expected)) {
+        ASSERT_TRUE(std::isnan(converted[i])) << i << isa;
+      } else {
+        std::uint32_t a, b;
+        std::memcpy(&a, &converted[i], 4);
+        std::memcpy(&b, &expected, 4);
+        ASSERT_EQ(a, b) << "half bits " << i << isa;
+      }
     }
-  }
+  });
 }
 
 TEST(BlockQuantize, BadInputIsOneErrorNamingTheProblem) {
