@@ -9,11 +9,11 @@
 #include <vector>
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 
 #include "accelerate/detail/enum_names.h"
 #include "accelerate/errors.h"
 #include "quantize/block_quantize_kernels.h"
+#include "quantize/parallel_blocks.h"
 
 namespace accelerate::quantize {
 namespace {
@@ -66,12 +66,12 @@ std::int64_t payload_offset(const BlockFormat& format, std::int64_t element) {
 }
 
 // Runs body(first_block, end_block, buffer) over the blocks on
-// at::parallel_for's threads; `buffer` holds one block of fp32 (for input
+// LibTorch's intra-op threads; `buffer` holds one block of fp32 (for input
 // or output types that are not fp32), one per task.
 template <class Body>
 void for_blocks(const BlockFormat& format, bool needs_buffer, const Body& body) {
   const std::int64_t grain = std::max<std::int64_t>(1, kGrainElements / format.block_size);
-  at::parallel_for(0, format.blocks(), grain, [&](std::int64_t begin, std::int64_t end) {
+  for_block_ranges(format.blocks(), grain, [&](std::int64_t begin, std::int64_t end) {
     std::vector<float> buffer(needs_buffer ? static_cast<std::size_t>(format.block_size) : 0);
     body(begin, end, buffer.data());
   });
