@@ -2,7 +2,8 @@
 # Bytes between machines and step time of FULL_SHARD against HYBRID_SHARD
 # (docs/sharding.md, "Choosing a sharding strategy"). Two network namespaces
 # joined by a veth pair act as two machines of 2 ranks each and train the
-# GPT example's model (zero_network_bench); each rank reports the bytes its
+# GPT example's model (zero_network_bench), and DeepSpeed's stage 3 with
+# ZeRO++ hpZ (zero_hpz_partition_size 2) beside them; each rank reports the bytes its
 # communicator counted per step, and each machine's local rank 0 the bytes
 # its veth interface moved in the same steps. Runs unshaped, then with the
 # link shaped to RATE by tc's token-bucket filter (netem's delay is used
@@ -39,14 +40,20 @@ netns_machines_up || { echo "SKIPPED: $NETNS_WHY"; exit 77; }
 export ACCELERATE_TIMEOUT=300
 FSDP=(--use_fsdp --fsdp_auto_wrap_policy TRANSFORMER_BASED_WRAP --fsdp_transformer_layer_cls_to_wrap Block)
 port=29600
+echo '{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 3, "zero_hpz_partition_size": 2}}' >"$WORK/hpz.json"
 # run NAME STRATEGY: one 2-machine job; its rank lines in $WORK/NAME
 run() {
-  local name=$1 strategy=$2
+  local name=$1 strategy=$2 sharding
+  if [ "$strategy" = HPZ ]; then
+    sharding=(--use_deepspeed --deepspeed_config_file "$WORK/hpz.json")
+  else
+    sharding=("${FSDP[@]}" --fsdp_sharding_strategy "$strategy")
+  fi
   port=$((port + 1))
   for m in 0 1; do
     ip netns exec "$([ $m = 0 ] && echo "$NS0" || echo "$NS1")" "$ACCELERATE" launch --cpu \
       --num_processes 4 --num_machines 2 --machine_rank $m --main_process_ip 10.233.7.1 \
-      --main_process_port $port "${FSDP[@]}" --fsdp_sharding_strategy "$strategy" \
+      --main_process_port $port "${sharding[@]}" \
       "$BENCH" --preset "$preset" --steps "$steps" >"$WORK/$name.m$m" 2>&1 &
   done
   wait %1 && wait %2 || { echo "run_network_bench.sh: $name failed:"; cat "$WORK/$name".m*; exit 1; }
@@ -72,11 +79,13 @@ shape() {  # on both ends of the link (each shapes what it sends)
 echo "GPT '$preset' preset, 2 machines x 2 ranks, $steps measured steps after 2 warm-up steps"
 run full_unshaped FULL_SHARD
 run hybrid_unshaped HYBRID_SHARD
+run hpz_unshaped HPZ
 shaped=0
 if shape; then
   shaped=1
   run full_shaped FULL_SHARD
   run hybrid_shaped HYBRID_SHARD
+  run hpz_shaped HPZ
 fi
 
 # One machine, 4 ranks, shard groups of 2: shared memory on and off.
@@ -126,6 +135,8 @@ def formula(strategy, first):
         # units: gather in forward, again in backward, reduce-scatter; the
         # rest: reduce-scatter, gather after the step
         return (3 * U + 2 * W) * (N - G) / N
+    if strategy == "HPZ":  # as FULL_SHARD, the backward gather inside the machine
+        return (2 * U + 2 * W) * (N - G) / N
     # every gradient shard (1/G of each) all-reduced across the R machines
     # (a ring: 2 (R - 1) / R of it sent); the gathers stay on the machine
     return 2 * (R - 1) / R * (U + W) / G
@@ -135,8 +146,10 @@ print(f"\n{'run':<28}{'counted MB/step':>16}{'formula MB':>12}{'veth MB':>10}{'s
 rows = {}
 for name, strategy, label in [("full_unshaped", "FULL_SHARD", "FULL_SHARD, unshaped"),
                               ("hybrid_unshaped", "HYBRID_SHARD", "HYBRID_SHARD, unshaped"),
+                              ("hpz_unshaped", "HPZ", "stage 3 + hpZ 2, unshaped"),
                               ("full_shaped", "FULL_SHARD", "FULL_SHARD, shaped"),
-                              ("hybrid_shaped", "HYBRID_SHARD", "HYBRID_SHARD, shaped")]:
+                              ("hybrid_shaped", "HYBRID_SHARD", "HYBRID_SHARD, shaped"),
+                              ("hpz_shaped", "HPZ", "stage 3 + hpZ 2, shaped")]:
     if "shaped" in name and "unshaped" not in name and not shaped:
         continue
     counted, wire, step, first = summary(name)
@@ -149,13 +162,15 @@ if shaped:
     print(f"shaped link: {shaping}")
 else:
     print("the link was not shaped (see the note above)")
-print("\nratios HYBRID_SHARD / FULL_SHARD (goal for bytes: <= 0.5)")
-for kind in ["unshaped", "shaped"]:
-    if f"full_{kind}" not in rows:
-        continue
-    f, h = rows[f"full_{kind}"], rows[f"hybrid_{kind}"]
-    print(f"  {kind:<9} counted bytes {h[0] / f[0]:.3f}   veth bytes {h[1] / f[1]:.3f}"
-          f"   step time {h[2] / f[2]:.3f}")
+for other, title in [("hybrid", "HYBRID_SHARD / FULL_SHARD (goal for bytes: <= 0.5)"),
+                     ("hpz", "stage 3 + hpZ / FULL_SHARD")]:
+    print(f"\nratios {title}")
+    for kind in ["unshaped", "shaped"]:
+        if f"full_{kind}" not in rows:
+            continue
+        f, h = rows[f"full_{kind}"], rows[f"{other}_{kind}"]
+        print(f"  {kind:<9} counted bytes {h[0] / f[0]:.3f}   veth bytes {h[1] / f[1]:.3f}"
+              f"   step time {h[2] / f[2]:.3f}")
 shm, gloo = summary("node_shm"), summary("node_gloo")
 print(f"\none machine, 4 ranks, shard groups of 2: step {shm[2]:.1f} ms with shared memory, "
       f"{gloo[2]:.1f} ms through Gloo: ratio {shm[2] / gloo[2]:.3f}")

@@ -128,6 +128,21 @@ class Communicator {
   PendingCollective all_gather_into_async(const at::Tensor& shard, at::Tensor& buffer,
                                           const std::string& what);
 
+  // Low-precision forms (FSDP's param_dtype / reduce_dtype, DeepSpeed's
+  // communication_data_type): the values travel as `wire` (a floating
+  // dtype, e.g. bf16: half the bytes of fp32) and arrive in the tensors'
+  // own dtype; `wire` equal to it is the plain form. Reduce-scatter: every
+  // process's buffer is rounded to `wire` (its own rows too; through shared
+  // memory `buffer` itself is rounded in place) and each shard is the sum of
+  // the rounded values in rank order, accumulated in the shard's dtype: the
+  // same bits through Gloo, shared memory and NCCL. All-gather: every shard
+  // is rounded to `wire` and every process, its own row too, receives the
+  // rounded values, so all hold the same bits.
+  PendingCollective reduce_scatter_sum_async(const at::Tensor& buffer, at::Tensor& shard,
+                                             const std::string& what, at::ScalarType wire);
+  PendingCollective all_gather_into_async(const at::Tensor& shard, at::Tensor& buffer,
+                                          const std::string& what, at::ScalarType wire);
+
   // Every rank's bytes, in rank order. Lengths may differ between ranks.
   std::vector<std::string> all_gather_bytes(const std::string& bytes);
 

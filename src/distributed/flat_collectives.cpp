@@ -35,7 +35,94 @@ void check_flat_buffer(const char* operation, const at::Tensor& buffer, const at
   }
 }
 
+// A wire dtype the low-precision forms can round `tensor` to.
+void check_wire(const char* operation, const at::Tensor& tensor, at::ScalarType wire) {
+  if (!at::isFloatingType(tensor.scalar_type()) || !at::isFloatingType(wire)) {
+    throw Error(std::string(operation) + " in " + c10::toString(wire) + ": " +
+                c10::toString(tensor.scalar_type()) +
+                " tensors travel in another dtype only as floating-point values in a "
+                "floating-point dtype");
+  }
+}
+
+// shard = rows[0] + rows[1] + ... in rank order, accumulated in shard's
+// dtype; `row(r)` is rank r's contribution (any floating dtype).
+template <class Row>
+void sum_rows_in_order(at::Tensor& shard, int world, Row&& row) {
+  at::Tensor sum = shard.view({-1});
+  sum.copy_(row(0));
+  for (int r = 1; r < world; ++r) sum.add_(row(r));
+}
+
 }  // namespace
+
+PendingCollective Communicator::reduce_scatter_sum_async(const at::Tensor& buffer,
+                                                         at::Tensor& shard, const std::string& what,
+                                                         at::ScalarType wire) {
+  if (wire == buffer.scalar_type()) return reduce_scatter_sum_async(buffer, shard, what);
+  check_flat_buffer("reduce_scatter_sum", buffer, shard, world_size());
+  check_wire("reduce_scatter_sum", buffer, wire);
+  if (impl_->single()) {
+    shard.view({-1}).copy_(buffer.to(wire));
+    return {};
+  }
+  bool stage_on_host = false;
+  compat::Backend& backend = impl_->backend_for(buffer, &stage_on_host);
+  if (stage_on_host) throw Error("reduce_scatter_sum_async: CUDA tensors need NCCL");
+  if (&backend == impl_->gloo.get() && impl_->sums_in_shared_memory(buffer)) {
+    // Shared memory sums in rank order already: round the contributions
+    // where they lie and sum them as they are (no network to save bytes on).
+    buffer.copy_(buffer.to(wire));
+    return reduce_scatter_sum_async(buffer, shard, what);
+  }
+  return impl_->start_async(what, [&](PendingCollective::State& state) {
+    const int world = world_size(), me = rank();
+    const at::Tensor sent = buffer.to(wire).view({world, -1});
+    const auto wire_bytes = static_cast<std::uint64_t>(sent[0].nbytes());
+    if (&backend != impl_->gloo.get()) {  // NCCL: the rows to their owners, summed here
+      impl_->traffic->count_exchange(TrafficKind::kReduceScatter, Transport::kNccl, wire_bytes);
+      at::Tensor input = sent, received = at::empty_like(sent);
+      std::vector<int64_t> equal_splits;
+      state.works.push_back(backend.alltoall_base(received, input, equal_splits, equal_splits,
+                                                  c10d::AllToAllOptions()));
+      state.then = [received, shard, world]() mutable {
+        sum_rows_in_order(shard, world, [&](int r) { return received[r]; });
+      };
+      return;
+    }
+    impl_->traffic->count_exchange(TrafficKind::kReduceScatter, Transport::kGloo, wire_bytes);
+    at::Tensor received =
+        impl_->staging->take((world - 1) * shard.numel(), sent.options()).view({world - 1, -1});
+    const auto from = [me](int peer) { return peer < me ? peer : peer - 1; };
+    impl_->exchange_pieces(state, shard.numel(), sent.element_size(), [&](int peer) {
+      return std::make_pair(sent[peer], received[from(peer)]);
+    });
+    state.then = [sent, received, shard, world, me, from, pool = impl_->staging]() mutable {
+      sum_rows_in_order(shard, world,
+                        [&](int r) { return r == me ? sent[me] : received[from(r)]; });
+      pool->give_back(received);
+    };
+  });
+}
+
+PendingCollective Communicator::all_gather_into_async(const at::Tensor& shard, at::Tensor& buffer,
+                                                      const std::string& what,
+                                                      at::ScalarType wire) {
+  if (wire == shard.scalar_type()) return all_gather_into_async(shard, buffer, what);
+  check_flat_buffer("all_gather_into", buffer, shard, world_size());
+  check_wire("all_gather_into", shard, wire);
+  const at::Tensor sent = shard.to(wire).contiguous();
+  at::Tensor arrived = at::empty({buffer.numel()}, sent.options());
+  PendingCollective transfer = all_gather_into_async(sent, arrived, what);
+  // Widened into `buffer` once every row is there.
+  auto state = std::make_shared<PendingCollective::State>();
+  state->then = [transfer, arrived, buffer]() mutable {
+    transfer.wait();
+    buffer.view({-1}).copy_(arrived);
+  };
+  state->on_failure = [](const std::exception&) { throw; };  // already a DistributedError
+  return PendingCollective(std::move(state));
+}
 
 PendingCollective Communicator::reduce_scatter_sum_async(const at::Tensor& buffer,
                                                          at::Tensor& shard,
