@@ -30,6 +30,7 @@
 
 #include "accelerate/communicator.h"
 #include "accelerate/malloc_tuning.h"
+#include "support/flag_pairs.h"
 #include "support/forked_ranks.h"
 
 namespace {
@@ -45,18 +46,13 @@ struct Settings {
 
 std::vector<double> numbers(const std::string& text) {
   std::vector<double> values;
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ',')) values.push_back(std::stod(item));
+  for (const std::string& item : bench::comma_items(text)) values.push_back(std::stod(item));
   return values;
 }
 
 Settings parse(int argc, char** argv) {
   Settings s;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
-    const std::string value = argv[i + 1];
+  for (const auto& [flag, value] : bench::flag_pairs(argc, argv)) {
     if (flag == "--ranks") {
       s.ranks.clear();
       for (double r : numbers(value)) s.ranks.push_back(static_cast<int>(r));

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "gpt_model.h"
+#include "support/flag_pairs.h"
 
 namespace {
 
@@ -40,10 +41,7 @@ struct Settings {
 
 Settings parse(int argc, char** argv) {
   Settings s;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
-    const std::string value = argv[i + 1];
+  for (const auto& [flag, value] : bench::flag_pairs(argc, argv)) {
     if (flag == "--preset") {
       s.preset = value;
     } else if (flag == "--batch") {

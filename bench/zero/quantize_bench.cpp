@@ -27,6 +27,7 @@
 
 #include "quantize/block_quantize.h"
 #include "quantize/block_quantize_kernels.h"
+#include "support/flag_pairs.h"
 
 namespace {
 
@@ -43,32 +44,21 @@ struct Settings {
   bool all_isas = false;
 };
 
-std::vector<std::string> items(const std::string& text) {
-  std::vector<std::string> values;
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ',')) values.push_back(item);
-  return values;
-}
-
 Settings parse(int argc, char** argv) {
   Settings s;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
-    const std::string value = argv[i + 1];
+  for (const auto& [flag, value] : bench::flag_pairs(argc, argv)) {
     if (flag == "--mb") {
       s.megabytes.clear();
-      for (const std::string& v : items(value)) s.megabytes.push_back(std::stod(v));
+      for (const std::string& v : bench::comma_items(value)) s.megabytes.push_back(std::stod(v));
     } else if (flag == "--threads") {
       s.threads.clear();
-      for (const std::string& v : items(value)) s.threads.push_back(std::stoi(v));
+      for (const std::string& v : bench::comma_items(value)) s.threads.push_back(std::stoi(v));
     } else if (flag == "--reps") {
       s.reps = std::stoi(value);
     } else if (flag == "--block") {
       s.block = std::stoll(value);
     } else if (flag == "--dtypes") {
-      s.dtypes = items(value);
+      s.dtypes = bench::comma_items(value);
       for (const std::string& d : s.dtypes) {
         if (d != "fp32" && d != "bf16" && d != "fp16") {
           throw std::invalid_argument("--dtypes expects fp32, bf16 or fp16, got '" + d + "'");
