@@ -12,8 +12,9 @@
 // (each storage once): the model's parameters (flat buffers at stages 1 and
 // 2, padded; at stage 3 a unit's parameters alias a buffer whose memory is
 // freed after the step, so they count 0), the tensors the optimizer steps
-// (stage 3's shards are tensors of their own), their .grad, the reducer's
-// gradient shards (stages 2 and 3), and every optimizer state tensor.
+// (stage 3's shards are tensors of their own, which sharding::unit_shards
+// finds), their .grad, the reducer's gradient shards (stages 2 and 3), and
+// every optimizer state tensor.
 //
 // The peak within a step comes from a counting CPU allocator installed in
 // each rank process (LibTorch's own CPU allocator keeps no statistics on
