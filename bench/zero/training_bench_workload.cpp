@@ -47,19 +47,20 @@ void check_combinations(const Settings& s) {
   if (!s.backward_prefetch.empty() && s.reports_placement())
     throw std::invalid_argument("--backward_prefetch runs without --offload and --hybrid");
   if (s.hybrid == 0) return;
-  // FSDP has a hybrid strategy for stages 3 and 2 only, and offloads both
-  // parts at once (cpu_offload).
-  for (int stage : s.stages) {
-    if (stage == 1) throw std::invalid_argument("--hybrid runs stages 0, 2 and 3 (FSDP has no 1)");
-  }
-  if (s.offload != Offload::kNone && s.offload != Offload::kBoth)
-    throw std::invalid_argument("--hybrid offloads through FSDP's cpu_offload: --offload both");
   for (int n : s.ranks) {
     if (s.hybrid < 2 || s.hybrid >= n || n % s.hybrid != 0) {
       throw std::invalid_argument(
           "--hybrid G needs 1 < G < N with G dividing N for every --ranks N");
     }
   }
+  // FSDP has a hybrid strategy for stages 3 and 2 only, and offloads both
+  // parts at once (cpu_offload).
+  for (int stage : s.stages) {
+    if (stage == 1)
+      throw std::invalid_argument("--hybrid runs stages 0, 2 and 3 (FSDP has no 1): pass --stages");
+  }
+  if (s.offload != Offload::kNone && s.offload != Offload::kBoth)
+    throw std::invalid_argument("--hybrid offloads through FSDP's cpu_offload: --offload both");
 }
 
 }  // namespace
