@@ -7,6 +7,15 @@
 #                at stages 0-3; estimate-memory gpt-small --zero_stage S
 #                --num_processes N prints its "model state between steps"
 #                (device + host). Goal: within 2%.
+#   offloading   the same with --offload optimizer (stages 1-3), param and
+#   and hybrid   both (stage 3), and hybrid sharding (--ranks 4 --hybrid 2:
+#                shard groups of 2, replicated twice; stages 2 and 3, without
+#                and with FSDP's cpu_offload) against estimate-memory's device
+#                and host columns for the same settings (--offload_optimizer,
+#                --offload_param, --num_nodes 2 --fsdp_sharding_strategy
+#                HYBRID_SHARD[_ZERO2]). The bench keeps the offload copies on
+#                this CPU job (ACCELERATE_OFFLOAD_ON_CPU_JOB) and counts them
+#                as host. Goal: each column within 2%.
 #   activations  gpt_activation_peak_bench (the same preset, one process, the
 #                counting allocator) measures the bytes held after forward and
 #                the peak above the model state at each T, with and without
@@ -14,7 +23,11 @@
 #                prints the same two figures. Goal: the peak within 10%.
 #
 #   bench/memory/run_estimate_bench.sh [BUILD_DIR]
-#   RANKS=2 SEQ_LENS="256 1024 4096" BATCH=1 bench/memory/run_estimate_bench.sh
+#   RANKS=2 SEQ_LENS="256 1024 4096" BATCH=1 HYBRID_RANKS=4 HYBRID_GROUP=2 \
+#     bench/memory/run_estimate_bench.sh
+#
+# HYBRID_RANKS=0 leaves hybrid sharding out (4 processes on a 2-core machine
+# take a while).
 #
 # One table per part, every ratio estimate / measured. T = 4096 needs about
 # 4 GB and a minute on a 2-core machine.
@@ -23,6 +36,8 @@ build=${1:-build}
 ranks=${RANKS:-2}
 seq_lens=${SEQ_LENS:-256 1024 4096}
 batch=${BATCH:-1}
+hybrid_ranks=${HYBRID_RANKS:-4}
+hybrid_group=${HYBRID_GROUP:-2}
 accelerate=$build/bin/accelerate
 zero_bench=$(find "$build" -name zero_training_bench -type f -perm -u+x | head -1)
 act_bench=$(find "$build" -name gpt_activation_peak_bench -type f -perm -u+x | head -1)
@@ -51,6 +66,50 @@ for stage in 0 1 2 3; do
   awk -v n="$ranks" -v s="$stage" -v m="$measured_mb" -v e="$estimate" \
     'BEGIN { printf "%-8s %-7s %13.2f MB %13.2f MB %8.4f\n", n, s, m, e / 1e6, e / (m * 1e6) }'
 done
+
+echo
+echo "== model state per process, device and host: zero_training_bench --gpt small --offload/--hybrid vs estimate-memory gpt-small =="
+printf '%-9s %-5s %-9s %13s %13s %7s %13s %13s %7s\n' processes stage offload "device meas." "device est." ratio "host meas." "host est." ratio
+# One bench run ($1 processes, $2 stages, $3 --offload, $4 hybrid group or 0),
+# one row per stage.
+placement_rows() {
+  local n=$1 stages=$2 offload=$3 group=$4
+  local flags=(--gpt small --ranks "$n" --batch 1 --steps 2 --stages "$stages" --offload "$offload")
+  ((group > 0)) && flags+=(--hybrid "$group")
+  local out
+  out=$("$zero_bench" "${flags[@]}" 2>/dev/null)
+  for stage in ${stages//,/ }; do
+    local line device_mb host_mb est=(--num_processes "$n") label=$n
+    line=$(grep -E "^ranks=$n stage $stage  where" <<<"$out")
+    device_mb=$(sed -E 's/.*device +([0-9.]+) MB.*/\1/' <<<"$line")
+    host_mb=$(sed -E 's/.*host +([0-9.]+) MB:.*/\1/' <<<"$line")
+    if ((group > 0 && stage > 0)); then
+      label="$n ($((n / group))x$group)"
+      est+=(--num_nodes $((n / group)) --fsdp_sharding_strategy)
+      if ((stage == 3)); then est+=(HYBRID_SHARD); else est+=(HYBRID_SHARD_ZERO2); fi
+    else
+      est+=(--zero_stage "$stage")
+    fi
+    # What the bench's --offload runs at this stage (FSDP's cpu_offload,
+    # "both", offloads the optimizer only at stage 2; stage 0 offloads nothing).
+    if ((stage > 0)) && [[ $offload == optimizer || $offload == both ]]; then est+=(--offload_optimizer); fi
+    if ((stage == 3)) && [[ $offload == param || $offload == both ]]; then est+=(--offload_param); fi
+    local cells
+    cells=$(row_cells "$("$accelerate" estimate-memory gpt-small "${est[@]}")" "model state between steps")
+    awk -v n="$label" -v s="$stage" -v o="$offload" -v dm="$device_mb" -v hm="$host_mb" \
+      -v de="$(to_bytes "${cells%%|*}")" -v he="$(to_bytes "${cells##*|}")" \
+      'function ratio(e, m) { return m > 0 ? sprintf("%7.4f", e / (m * 1e6)) : (e > 0 ? "    inf" : "      -") }
+       BEGIN { printf "%-9s %-5s %-9s %10.2f MB %10.2f MB %s %10.2f MB %10.2f MB %s\n",
+               n, s, o, dm, de / 1e6, ratio(de, dm), hm, he / 1e6, ratio(he, hm) }'
+  done
+}
+placement_rows "$ranks" 1,2,3 optimizer 0
+placement_rows "$ranks" 3 param 0
+placement_rows "$ranks" 3 both 0
+if ((hybrid_ranks > 0)); then
+  placement_rows "$hybrid_ranks" 2,3 none "$hybrid_group"
+  placement_rows "$hybrid_ranks" 2,3 both "$hybrid_group"
+fi
 
 echo
 echo "== activations: gpt_activation_peak_bench --preset small --batch $batch vs estimate-memory gpt-small --seq_len T =="
