@@ -9,6 +9,7 @@
 #include "accelerate/environment.h"
 #include "accelerate/fsdp_plugin.h"
 #include "accelerate/parallelism_config.h"
+#include "support/flag_pairs.h"
 #include "zero/training_bench.h"
 #if ACCELERATE_BENCH_HAS_GPT
 #include "gpt_model.h"
@@ -20,8 +21,7 @@ namespace {
 
 std::vector<int> int_list(const std::string& value) {
   std::vector<int> items;
-  std::stringstream list(value);
-  for (std::string item; std::getline(list, item, ',');) items.push_back(std::stoi(item));
+  for (const std::string& item : bench::comma_items(value)) items.push_back(std::stoi(item));
   return items;
 }
 
@@ -74,10 +74,7 @@ const char* offload_name(Offload offload) {
 
 Settings parse(int argc, char** argv) {
   Settings s;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
-    const std::string value = argv[i + 1];
+  for (const auto& [flag, value] : bench::flag_pairs(argc, argv)) {
     if (flag == "--ranks") {
       s.ranks = int_list(value);
     } else if (flag == "--stages") {
