@@ -14,7 +14,7 @@ namespace accelerate {
 
 // The collectives as the counters tell them apart. All-gathers of bytes and
 // of same-shape tensors (gather, gather_for_metrics, objects) are kAllGather.
-enum class TrafficKind { kAllReduce, kReduceScatter, kAllGather, kBroadcast };
+enum class TrafficKind { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kAllToAll };
 const char* to_string(TrafficKind kind);
 
 // What carried the bytes: shared memory between processes of one machine,

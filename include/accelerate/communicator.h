@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +43,9 @@ class PendingCollective {
   explicit PendingCollective(std::shared_ptr<State> state);
   void wait();
   bool valid() const { return state_ != nullptr; }
+  // A collective whose wait() waits for this one, then runs `after` (e.g.
+  // widening or dequantizing what arrived); failures stay this one's.
+  PendingCollective then(std::function<void()> after) &&;
 
  private:
   std::shared_ptr<State> state_;
@@ -142,6 +146,14 @@ class Communicator {
                                              const std::string& what, at::ScalarType wire);
   PendingCollective all_gather_into_async(const at::Tensor& shard, at::Tensor& buffer,
                                           const std::string& what, at::ScalarType wire);
+
+  // Row r of `send` (world_size equal rows) to rank r; `receive`'s row r
+  // from rank r (its own row copied). Contiguous tensors of one dtype and
+  // size on one device. Through Gloo (also on one machine) or NCCL; for
+  // collectives that transform what they send (ZeRO++'s quantized
+  // reduce-scatter), so nothing is summed here.
+  PendingCollective all_to_all_async(const at::Tensor& send, at::Tensor& receive,
+                                     const std::string& what);
 
   // Every rank's bytes, in rank order. Lengths may differ between ranks.
   std::vector<std::string> all_gather_bytes(const std::string& bytes);

@@ -44,6 +44,16 @@ const char* to_string(ReduceOp op) {
 
 PendingCollective::PendingCollective(std::shared_ptr<State> state) : state_(std::move(state)) {}
 
+PendingCollective PendingCollective::then(std::function<void()> after) && {
+  auto state = std::make_shared<State>();
+  state->then = [first = std::move(*this), after = std::move(after)]() mutable {
+    first.wait();
+    after();
+  };
+  state->on_failure = [](const std::exception&) { throw; };  // already a DistributedError
+  return PendingCollective(std::move(state));
+}
+
 void PendingCollective::wait() {
   if (!state_) return;
   auto state = std::move(state_);

@@ -105,6 +105,42 @@ PendingCollective Communicator::reduce_scatter_sum_async(const at::Tensor& buffe
   });
 }
 
+PendingCollective Communicator::all_to_all_async(const at::Tensor& send, at::Tensor& receive,
+                                                 const std::string& what) {
+  const int world = world_size();
+  if (!send.defined() || !receive.defined() || !send.is_contiguous() || !receive.is_contiguous() ||
+      send.scalar_type() != receive.scalar_type() || send.device() != receive.device() ||
+      send.numel() != receive.numel() || send.numel() % world != 0) {
+    throw Error(
+        "all_to_all: send and receive must be contiguous tensors of one dtype, device "
+        "and size, a multiple of the " +
+        std::to_string(world) + " processes");
+  }
+  const at::Tensor rows = send.view({world, -1});
+  const at::Tensor into = receive.view({world, -1});
+  if (impl_->single()) {
+    if (!receive.is_same(send)) into.copy_(rows);
+    return {};
+  }
+  bool stage_on_host = false;
+  compat::Backend& backend = impl_->backend_for(send, &stage_on_host);
+  if (stage_on_host) throw Error("all_to_all_async: CUDA tensors need NCCL");
+  const auto row_bytes = static_cast<std::uint64_t>(rows[0].nbytes());
+  return impl_->start_async(what, [&](PendingCollective::State& state) {
+    impl_->traffic->count_exchange(TrafficKind::kAllToAll, impl_->transport_of(backend), row_bytes);
+    if (&backend != impl_->gloo.get()) {
+      at::Tensor input = send, output = receive;
+      std::vector<int64_t> equal_splits;
+      state.works.push_back(backend.alltoall_base(output, input, equal_splits, equal_splits,
+                                                  c10d::AllToAllOptions()));
+      return;
+    }
+    impl_->exchange_pieces(state, rows.size(1), send.element_size(),
+                           [&](int peer) { return std::make_pair(rows[peer], into[peer]); });
+    into[rank()].copy_(rows[rank()]);
+  });
+}
+
 PendingCollective Communicator::all_gather_into_async(const at::Tensor& shard, at::Tensor& buffer,
                                                       const std::string& what,
                                                       at::ScalarType wire) {
@@ -113,15 +149,10 @@ PendingCollective Communicator::all_gather_into_async(const at::Tensor& shard, a
   check_wire("all_gather_into", shard, wire);
   const at::Tensor sent = shard.to(wire).contiguous();
   at::Tensor arrived = at::empty({buffer.numel()}, sent.options());
-  PendingCollective transfer = all_gather_into_async(sent, arrived, what);
   // Widened into `buffer` once every row is there.
-  auto state = std::make_shared<PendingCollective::State>();
-  state->then = [transfer, arrived, buffer]() mutable {
-    transfer.wait();
+  return all_gather_into_async(sent, arrived, what).then([arrived, buffer]() mutable {
     buffer.view({-1}).copy_(arrived);
-  };
-  state->on_failure = [](const std::exception&) { throw; };  // already a DistributedError
-  return PendingCollective(std::move(state));
+  });
 }
 
 PendingCollective Communicator::reduce_scatter_sum_async(const at::Tensor& buffer,

@@ -12,7 +12,8 @@ constexpr detail::EnumName<TrafficKind> kTrafficKindNames[] = {
     {TrafficKind::kAllReduce, "all_reduce"},
     {TrafficKind::kReduceScatter, "reduce_scatter"},
     {TrafficKind::kAllGather, "all_gather"},
-    {TrafficKind::kBroadcast, "broadcast"}};
+    {TrafficKind::kBroadcast, "broadcast"},
+    {TrafficKind::kAllToAll, "all_to_all"}};
 static_assert(detail::names_are_distinct(kTrafficKindNames));
 constexpr detail::EnumName<Transport> kTransportNames[] = {
     {Transport::kSharedMemory, "shared memory"},

@@ -38,7 +38,7 @@ class GroupCounters {
   void reset();
 
  private:
-  static constexpr std::size_t kKinds = 4, kTransports = 3;
+  static constexpr std::size_t kKinds = 5, kTransports = 3;
   bool off_machine(int member) const { return nodes_[member] != nodes_[me_]; }
   void add(TrafficKind kind, Transport transport, const TrafficCount& count);
 

@@ -8,6 +8,7 @@ target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/dummy_objects.cpp
   ${CMAKE_CURRENT_LIST_DIR}/model_state_files.cpp
   ${CMAKE_CURRENT_LIST_DIR}/parameter_units.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/quantized_collectives.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shard_layout.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sharded_engine.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sharding_settings.cpp

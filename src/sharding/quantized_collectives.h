@@ -1,0 +1,44 @@
+// ZeRO++'s quantized collectives, built on the Communicator's byte
+// transfers and the block quantizer (src/quantize/): qwZ gathers parameter
+// shards as block-wise int8, qgZ reduce-scatters gradients as block-wise
+// int4 or int8 (docs/sharding.md, "Quantized communication"). Values are
+// dequantized on receipt; every process, the sender included, uses the
+// dequantized values, so all hold the same bits, and sums run in fp32 in
+// rank order, so results do not depend on the transport or on threads.
+// Internal to the library.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <ATen/core/Tensor.h>
+
+#include "accelerate/communicator.h"
+#include "quantize/block_quantize.h"
+
+namespace accelerate::sharding {
+
+// How values travel: the width of a quantized element and the block that
+// shares one scale.
+struct QuantizedWire {
+  quantize::QuantBits bits = quantize::QuantBits::kInt8;
+  std::int64_t block_size = quantize::kDefaultBlockSize;
+};
+
+// qwZ: `buffer` (world_size rows of shard.numel()) gets every process's
+// shard, quantized by its owner and dequantized into buffer's dtype (its
+// own row too). Floating-point CPU tensors.
+PendingCollective quantized_all_gather(Communicator& communicator, const at::Tensor& shard,
+                                       at::Tensor& buffer, const std::string& what,
+                                       const QuantizedWire& wire);
+
+// qgZ: `shard` (fp32) = the sum over processes, in rank order, of row
+// rank() of each one's `buffer`, quantized by its sender (block by block
+// within each row) and dequantized here. A block holding NaN or an
+// infinity arrives as NaN, so an overflow is still seen by the shard's
+// owner. Floating-point CPU buffer.
+PendingCollective quantized_reduce_scatter(Communicator& communicator, const at::Tensor& buffer,
+                                           at::Tensor& shard, const std::string& what,
+                                           const QuantizedWire& wire);
+
+}  // namespace accelerate::sharding
