@@ -24,6 +24,7 @@
 #include "accelerate/fsdp_plugin.h"
 #include "accelerate/unit_forward.h"
 #include "parallel/storage_release.h"
+#include "sharding/zero_test_support.h"
 #include "support/temp_dir.h"
 #include "support/thread_ranks.h"
 
@@ -317,6 +318,90 @@ TEST_P(LowPrecisionStage, OrdinaryModelTrainsCloseWithFp32MastersAndEqualRounded
   EXPECT_LT(worst, 1e-3);
   EXPECT_GT(worst, 0.0);  // the bf16 run did round
   EXPECT_NEAR(bf16[0].losses[0], fp32[0].losses[0], 0.005 * fp32[0].losses[0]);
+}
+
+// A checkpoint run: SmoothNet with SGD (momentum, so the optimizer has
+// state to resume) through `wire` collectives; loads `load_from` first when
+// given, trains steps [first, last), saves to `save_to` after step
+// `save_after` when given. The data of step s is the same in every run.
+struct CheckpointRun {
+  int stage = 2;
+  std::optional<CollectiveDtype> wire;
+  std::string load_from, save_to;
+  int first = 0, last = 0, save_after = -1;
+};
+
+struct CheckpointOutcome {
+  std::vector<at::Tensor> at_start;  // get_state_dict after loading (or at the start)
+  std::vector<at::Tensor> whole_at_start;
+  std::vector<at::Tensor> at_end;
+};
+
+CheckpointOutcome checkpoint_run(std::shared_ptr<Communicator> comm, const CheckpointRun& run) {
+  Accelerator accelerator(comm, options_for(plugin_for(run.stage, run.wire, "SmoothBlockImpl")));
+  SmoothNet model;
+  accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(),
+                                                     torch::optim::SGDOptions(0.02).momentum(0.9));
+  accelerator.prepare(model, optimizer);
+  if (!run.load_from.empty()) accelerator.load_state(run.load_from);
+  CheckpointOutcome outcome;
+  outcome.at_start = accelerate::testing::whole_weights(accelerator, *model);
+  for (const auto& p : model->parameters()) {
+    if (!accelerate::detail::storage_released(p))
+      outcome.whole_at_start.push_back(p.detach().clone());
+  }
+  for (int step = run.first; step < run.last; ++step) {
+    auto generator = at::detail::createCPUGenerator(1000 * step + comm->rank());
+    const at::Tensor x = at::randn({8, 4}, generator);
+    accelerator.backward(torch::mse_loss(model->forward(x), torch::sin(x.sum(1, true))));
+    optimizer.step();
+    optimizer.zero_grad();
+    if (step == run.save_after) accelerator.save_state(run.save_to);
+  }
+  outcome.at_end = accelerate::testing::whole_weights(accelerator, *model);
+  return outcome;
+}
+
+std::vector<CheckpointOutcome> checkpoint_on_two_ranks(const CheckpointRun& run) {
+  std::vector<CheckpointOutcome> outcomes(2);
+  accelerate::testing::run_rank_communicators(2, [&](std::shared_ptr<Communicator> comm) {
+    const int rank = comm->rank();
+    outcomes[rank] = checkpoint_run(comm, run);
+  });
+  return outcomes;
+}
+
+TEST_P(LowPrecisionStage, CheckpointsHoldTheMastersWhicheverCollectivesSaveOrLoad) {
+  const int stage = GetParam();
+  accelerate::testing::TempDir dir("accelerate-lowp");
+  const std::string from_bf16 = dir.file("bf16"), from_fp32 = dir.file("fp32");
+  const CollectiveDtype bf16 = CollectiveDtype::kBf16;
+  // Saved after step 4 of 8, by bf16 and by fp32 collectives.
+  const auto bf16_run = checkpoint_on_two_ranks({stage, bf16, "", from_bf16, 0, 8, 3});
+  const auto fp32_run = checkpoint_on_two_ranks({stage, {}, "", from_fp32, 0, 4, 3});
+  // The saved weights, as each run had them when it saved: fp32 collectives
+  // loading the bf16 run's checkpoint...
+  const auto fp32_loads_bf16 = checkpoint_on_two_ranks({stage, {}, from_bf16, "", 4, 4});
+  // ...and bf16 collectives loading fp32's, and bf16's own, resuming it.
+  const auto bf16_loads_fp32 = checkpoint_on_two_ranks({stage, bf16, from_fp32, "", 4, 4});
+  const auto bf16_resumes = checkpoint_on_two_ranks({stage, bf16, from_bf16, "", 4, 8});
+  for (int rank = 0; rank < 2; ++rank) {
+    // fp32 masters were saved and loaded: finer than bf16, and whole.
+    expect_bitwise(bf16_loads_fp32[rank].at_start, fp32_run[rank].at_end);
+    bool finer = false;
+    for (const auto& w : fp32_run[rank].at_end) finer |= !bf16_exact(w);
+    EXPECT_TRUE(finer);
+    // Every process computes with the loaded masters, rounded.
+    ASSERT_FALSE(bf16_loads_fp32[rank].whole_at_start.empty());
+    for (const auto& w : bf16_loads_fp32[rank].whole_at_start) EXPECT_TRUE(bf16_exact(w));
+    // The bf16 run's checkpoint loads the same without low precision, and
+    // resuming it with bf16 collectives goes on bitwise as the run that saved.
+    expect_bitwise(fp32_loads_bf16[rank].at_start, bf16_resumes[rank].at_start);
+    expect_bitwise(bf16_resumes[rank].at_end, bf16_run[rank].at_end);
+    bool saved_finer = false;
+    for (const auto& w : bf16_resumes[rank].at_start) saved_finer |= !bf16_exact(w);
+    EXPECT_TRUE(saved_finer);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Stages, LowPrecisionStage, ::testing::Values(2, 3),
