@@ -345,11 +345,12 @@ CheckpointOutcome checkpoint_run(std::shared_ptr<Communicator> comm, const Check
   accelerator.prepare(model, optimizer);
   if (!run.load_from.empty()) accelerator.load_state(run.load_from);
   CheckpointOutcome outcome;
-  outcome.at_start = accelerate::testing::whole_weights(accelerator, *model);
+  // Before get_state_dict, whose save-time gathers re-round on the way out.
   for (const auto& p : model->parameters()) {
     if (!accelerate::detail::storage_released(p))
       outcome.whole_at_start.push_back(p.detach().clone());
   }
+  outcome.at_start = accelerate::testing::whole_weights(accelerator, *model);
   for (int step = run.first; step < run.last; ++step) {
     auto generator = at::detail::createCPUGenerator(1000 * step + comm->rank());
     const at::Tensor x = at::randn({8, 4}, generator);
@@ -386,6 +387,9 @@ TEST_P(LowPrecisionStage, CheckpointsHoldTheMastersWhicheverCollectivesSaveOrLoa
   const auto bf16_loads_fp32 = checkpoint_on_two_ranks({stage, bf16, from_fp32, "", 4, 4});
   const auto bf16_resumes = checkpoint_on_two_ranks({stage, bf16, from_bf16, "", 4, 8});
   for (int rank = 0; rank < 2; ++rank) {
+    // From prepare() on, every process computes with rounded weights.
+    ASSERT_FALSE(bf16_run[rank].whole_at_start.empty());
+    for (const auto& w : bf16_run[rank].whole_at_start) EXPECT_TRUE(bf16_exact(w));
     // fp32 masters were saved and loaded: finer than bf16, and whole.
     expect_bitwise(bf16_loads_fp32[rank].at_start, fp32_run[rank].at_end);
     bool finer = false;
