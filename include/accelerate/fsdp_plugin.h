@@ -121,7 +121,7 @@ inline const char* to_string(FsdpStateDictType type) {
 // set; accelerate-cpp does not (yet): an unset policy keeps every result
 // bitwise what fp32 collectives give, and is asked for explicitly.
 struct FsdpMixedPrecisionPolicy {
-  // The parameters' all-gathers (stages 1-3, hpZ's secondary gathers too):
+  // The parameters' all-gathers (after each step; FULL_SHARD's units too):
   // every process's shard is rounded to it and every process, its own part
   // included, holds the rounded whole weights.
   ACCELERATE_ARG(std::optional<CollectiveDtype>, param_dtype);
