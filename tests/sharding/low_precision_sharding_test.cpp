@@ -22,6 +22,7 @@
 #include "accelerate/accelerator.h"
 #include "accelerate/communication_traffic.h"
 #include "accelerate/fsdp_plugin.h"
+#include "accelerate/model_saving.h"
 #include "accelerate/unit_forward.h"
 #include "parallel/storage_release.h"
 #include "sharding/zero_test_support.h"
@@ -147,9 +148,10 @@ AcceleratorOptions options_for(const FullyShardedDataParallelPlugin& plugin) {
 }
 
 struct Outcome {
-  std::vector<at::Tensor> saved;    // get_state_dict after training
-  std::vector<at::Tensor> whole;    // the model's whole parameters as they are (not freed)
-  std::vector<at::Tensor> masters;  // what the optimizer steps
+  std::vector<at::Tensor> saved;        // get_state_dict after training
+  std::vector<at::Tensor> whole;        // the model's whole parameters as they are (not freed)
+  std::vector<at::Tensor> masters;      // what the optimizer steps
+  std::vector<at::Tensor> saved_model;  // save_model's files, loaded back
   std::uint64_t reduce_scatter_bytes = 0;
   std::uint64_t all_gather_bytes = 0;
   std::vector<float> losses;
@@ -196,8 +198,10 @@ Outcome train_exact(std::shared_ptr<Communicator> comm, int stage,
   return outcome;
 }
 
+// `save_dir`: save_model's folder after training (empty: none); the files
+// loaded back into a plain SmoothNet are Outcome::saved_model.
 Outcome train_smooth(std::shared_ptr<Communicator> comm, int stage,
-                     std::optional<CollectiveDtype> wire) {
+                     std::optional<CollectiveDtype> wire, const std::string& save_dir = "") {
   Accelerator accelerator(comm, options_for(plugin_for(stage, wire, "SmoothBlockImpl")));
   SmoothNet model;
   accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(),
@@ -222,6 +226,12 @@ Outcome train_smooth(std::shared_ptr<Communicator> comm, int stage,
         torch::mse_loss(model->forward(x), torch::sin(x.sum(1, true))).item<float>());
   }
   read_outcome(accelerator, model, optimizer, outcome);
+  if (!save_dir.empty()) {
+    accelerator.save_model(model, save_dir);
+    SmoothNet plain;
+    accelerate::load_model(*plain, save_dir);
+    for (const auto& p : plain->parameters()) outcome.saved_model.push_back(p.detach().clone());
+  }
   return outcome;
 }
 
@@ -284,8 +294,11 @@ TEST_P(LowPrecisionStage, Bf16CollectivesMoveHalfTheBytes) {
 TEST_P(LowPrecisionStage, OrdinaryModelTrainsCloseWithFp32MastersAndEqualRoundedWeights) {
   const int stage = GetParam();
   const auto fp32 = on_two_ranks([&](auto comm) { return train_smooth(comm, stage, {}); });
-  const auto bf16 =
-      on_two_ranks([&](auto comm) { return train_smooth(comm, stage, CollectiveDtype::kBf16); });
+  accelerate::testing::TempDir saved("accelerate-lowp-model");
+  const auto bf16 = on_two_ranks(
+      [&](auto comm) { return train_smooth(comm, stage, CollectiveDtype::kBf16, saved.path()); });
+  // save_model writes the masters, as get_state_dict returns them.
+  expect_bitwise(bf16[0].saved_model, bf16[0].saved);
   // Every process computes with the same rounded weights...
   ASSERT_FALSE(bf16[0].whole.empty());
   expect_bitwise(bf16[0].whole, bf16[1].whole);
