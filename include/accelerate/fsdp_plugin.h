@@ -15,10 +15,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "accelerate/arg.h"
+#include "accelerate/collective_dtype.h"
 #include "accelerate/detail/enum_names.h"
 
 namespace accelerate {
@@ -104,6 +106,35 @@ inline const char* to_string(FsdpStateDictType type) {
   return detail::enum_name(detail::kFsdpStateDictTypeNames, type, "?");
 }
 
+// FSDP's MixedPrecision as Accelerate passes it (mixed_precision_policy):
+// the dtypes the sharded engine's collectives carry. Unset (the default,
+// each field) is the tensors' own dtype: nothing is rounded, as before this
+// policy existed. The weights, the gradients and the optimizer's master
+// shards stay fp32 whatever is set; only what travels is rounded
+// (docs/sharding.md, "Low-precision collectives").
+//
+//   FullyShardedDataParallelPlugin().mixed_precision_policy(
+//       FsdpMixedPrecisionPolicy().param_dtype(CollectiveDtype::kBf16))
+//
+// Accelerate gives FSDP MixedPrecision(param_dtype=d, reduce_dtype=d,
+// buffer_dtype=d) whenever mixed_precision is fp16/bf16 and no policy is
+// set; accelerate-cpp does not (yet): an unset policy keeps every result
+// bitwise what fp32 collectives give, and is asked for explicitly.
+struct FsdpMixedPrecisionPolicy {
+  // The parameters' all-gathers (after each step; FULL_SHARD's units too):
+  // every process's shard is rounded to it and every process, its own part
+  // included, holds the rounded whole weights.
+  ACCELERATE_ARG(std::optional<CollectiveDtype>, param_dtype);
+  // The gradients' reduce-scatters (stages 2-3): every process's gradients
+  // are rounded to it and summed in fp32. Unset with param_dtype set:
+  // param_dtype (PyTorch's rule for MixedPrecision).
+  ACCELERATE_ARG(std::optional<CollectiveDtype>, reduce_dtype);
+  // Accepted for Accelerate's sake; changes nothing: buffers travel once,
+  // in their own dtype, when prepare() starts every process from the main
+  // process's.
+  ACCELERATE_ARG(std::optional<CollectiveDtype>, buffer_dtype);
+};
+
 struct FullyShardedDataParallelPlugin {
   // 1 or 2 (anything else is a ConfigError). The same engine runs both;
   // Accelerate's spellings differ only in the environment and config files.
@@ -156,6 +187,10 @@ struct FullyShardedDataParallelPlugin {
   // false is accepted only without cpu_ram_efficient_loading (Accelerate's
   // rule).
   ACCELERATE_ARG(bool, sync_module_states) = true;
+  // What the collectives carry (FsdpMixedPrecisionPolicy); program-only, as
+  // in Accelerate, which has no variable or config key for it. Default: all
+  // unset, fp32 on the wire.
+  ACCELERATE_ARG(FsdpMixedPrecisionPolicy, mixed_precision_policy);
 };
 
 }  // namespace accelerate

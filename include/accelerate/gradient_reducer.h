@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "accelerate/arg.h"
@@ -233,6 +234,11 @@ class GradientReducer {
   // shard is summed across them, and the average is over every process of
   // the job.
   void set_replica_communicator(std::shared_ptr<Communicator> replicas);
+  // kSharded (before the first backward): each bucket's reduce-scatter
+  // carries `wire` (bf16/fp16): every process's gradients are rounded to it
+  // and the shard is their fp32 sum (Communicator's low-precision form).
+  // nullopt (the default): the gradients' own dtype.
+  void set_reduce_scatter_wire(std::optional<at::ScalarType> wire);
   // kSharded: zero_grad for the shards. Until it is called, each synced
   // backward adds its averaged shard to them, as LibTorch adds a backward
   // pass's gradients to .grad (several backward passes before one step).

@@ -209,6 +209,8 @@ std::string Accelerator::save_state(const std::optional<std::string>& output_dir
   // Sharded weights (ZeRO-3) are written group by group, so that no process
   // holds a whole model, unless a pre-hook may replace the weights.
   const bool by_groups = state_pre_hooks_.save->hooks().empty();
+  // Low-precision gathers: the checkpoint holds the fp32 masters.
+  const ScopeGuard exact_weights = engine_->exact_weights();
   std::optional<ScopeGuard> full_weights;
   if (!by_groups) full_weights.emplace(engine_->full_weights());
   std::string error;
@@ -317,6 +319,7 @@ std::vector<std::string> Accelerator::save_model(const torch::nn::Module& model,
                                                  const std::string& save_directory,
                                                  const SaveModelOptions& options) {
   wait_for_everyone();  // every process has finished training the weights
+  const ScopeGuard exact_weights = engine_->exact_weights();  // the fp32 masters
   std::vector<std::string> files;
   std::string error;
   if (auto groups = engine_->weight_groups(model)) {

@@ -98,6 +98,7 @@ class ModelItem : public checkpoint::CheckpointItem {
   void apply(const ItemContext& context) override {
     if (!state_files_) {
       load_model(model_, context.files.model(index_), /*strict=*/true);
+      engine_.whole_weights_written(model_);
       return;
     }
     sharding::ModelShards* shards = engine_.model_shards(model_);

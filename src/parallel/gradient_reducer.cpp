@@ -323,6 +323,14 @@ void GradientReducer::set_replica_communicator(std::shared_ptr<Communicator> rep
   state_->replicas = std::move(replicas);
 }
 
+void GradientReducer::set_reduce_scatter_wire(std::optional<at::ScalarType> wire) {
+  if (state_->partition != GradientPartition::kSharded) {
+    throw Error(
+        "set_reduce_scatter_wire: only sharded gradients (ZeRO stage 2 or 3) are reduce-scattered");
+  }
+  state_->sharded_wire = wire;
+}
+
 void GradientReducer::begin_bucket_gradients(std::size_t b) {
   State& s = *state_;
   detail::MutexLock lock(s.mutex);

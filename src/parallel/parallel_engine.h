@@ -123,6 +123,14 @@ class ParallelEngine {
   }
   // Every prepared model's whole weights until the guard goes (collective).
   virtual ScopeGuard full_weights() { return ScopeGuard(nullptr); }
+  // Until the guard goes, every prepared model's whole weights (where a
+  // process holds them: stages 1-2, stage 3's root and gathered units) are
+  // its exact master weights, not the rounded copies low-precision gathers
+  // leave (collective; nothing where no gather rounds). Saving runs in it.
+  virtual ScopeGuard exact_weights() { return ScopeGuard(nullptr); }
+  // After a checkpoint wrote `module`'s whole weights (where every process
+  // holds them): the engine's own copies of them take the new values.
+  virtual void whole_weights_written(const torch::nn::Module& module) { (void)module; }
   // `module`'s weights in groups that can be gathered one at a time, or
   // null where the weights are whole on every process.
   virtual std::unique_ptr<checkpoint::WeightGroups> weight_groups(const torch::nn::Module& module);

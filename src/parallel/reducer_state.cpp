@@ -97,7 +97,10 @@ void GradientReducer::State::launch(std::size_t b) {
     // this step (several backward passes): those are added to in finalize.
     at::Tensor& into = shards_hold_gradients ? progress[b].arriving : progress[b].shard;
     if (shards_hold_gradients) into = at::empty_like(progress[b].shard);
-    progress[b].collective = communicator->reduce_scatter_sum_async(progress[b].buffer, into, what);
+    progress[b].collective =
+        sharded_wire
+            ? communicator->reduce_scatter_sum_async(progress[b].buffer, into, what, *sharded_wire)
+            : communicator->reduce_scatter_sum_async(progress[b].buffer, into, what);
     // Each sharded bucket's buffer is as large as its gradients: freeing
     // them only in finalize would keep the whole model's gradients alive at
     // the end of backward. With at most sharded_in_flight buffers in flight

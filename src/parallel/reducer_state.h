@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,9 @@ struct GradientReducer::State {
   // Hybrid sharding: the processes holding this one's shard in the other
   // shard groups (set_replica_communicator); null otherwise.
   std::shared_ptr<Communicator> replicas;
+  // kSharded: the dtype the reduce-scatters carry (set_reduce_scatter_wire);
+  // nullopt: the gradients' own.
+  std::optional<at::ScalarType> sharded_wire;
   GradientSyncOptions options;
   std::vector<at::Tensor> parameters;
   std::vector<at::Tensor> buffers;

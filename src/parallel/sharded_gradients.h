@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -51,6 +52,12 @@ struct ShardedGradients {
   static void set_replica_communicator(GradientReducer& reducer,
                                        std::shared_ptr<Communicator> replicas) {
     reducer.set_replica_communicator(std::move(replicas));
+  }
+  // Low-precision collectives: the dtype each reduce-scatter carries
+  // (GradientReducer::set_reduce_scatter_wire).
+  static void set_reduce_scatter_wire(GradientReducer& reducer,
+                                      std::optional<at::ScalarType> wire) {
+    reducer.set_reduce_scatter_wire(wire);
   }
   // zero_grad for the shards.
   static void clear_gradient_shards(GradientReducer& reducer) { reducer.clear_gradient_shards(); }

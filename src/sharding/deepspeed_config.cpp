@@ -224,6 +224,13 @@ DeepSpeedConfig parse_deepspeed_config(const std::string& json_text, const std::
   read_into(r, "train_micro_batch_size_per_gpu", config.train_micro_batch_size_per_gpu, 1);
   read_into(r, "gradient_accumulation_steps", config.gradient_accumulation_steps, 1);
   read_into(r, "gradient_clipping", config.gradient_clipping);
+  if (const json* wire = r.take("communication_data_type"); wire && !wire->is_null()) {
+    const auto dtype =
+        wire->is_string() ? parse_collective_dtype(wire->get<std::string>()) : std::nullopt;
+    if (!dtype)
+      fail_expects(source, "communication_data_type", "\"fp32\", \"fp16\" or \"bf16\"", *wire);
+    config.communication_data_type = dtype;
+  }
   if (const json* fp16 = r.take("fp16")) config.fp16 = parse_fp16(*fp16, source, ignored);
   if (const json* bf16 = r.take("bf16")) config.bf16 = parse_bf16(*bf16, source, ignored);
   // Accelerate refuses a file without this section.

@@ -19,6 +19,7 @@
 #include <variant>
 #include <vector>
 
+#include "accelerate/collective_dtype.h"
 #include "accelerate/deepspeed_plugin.h"
 #include "accelerate/mixed_precision.h"
 
@@ -117,6 +118,11 @@ struct DeepSpeedConfig {
   ZeroSettings zero_optimization;  // the section is required (Accelerate)
   std::optional<ParamSection> optimizer;
   std::optional<ParamSection> scheduler;
+  // The gradients' reduce-scatters (stages 2-3) carry this dtype: "fp32",
+  // "fp16" or "bf16" in any case, as DeepSpeed reads it. Absent or null:
+  // the gradients' own dtype (fp32), which is not DeepSpeed's default
+  // under bf16/fp16 (docs/sharding.md, "Low-precision collectives").
+  std::optional<CollectiveDtype> communication_data_type;
   // Keys read but not used, as dotted paths ("zero_optimization.elastic_checkpoint"),
   // each once, sorted: for the caller to print once. Logging-only keys
   // (steps_per_print, wall_clock_breakdown, ...) are not listed.

@@ -185,7 +185,10 @@ void ShardedEngine::shard_model(torch::nn::Module& module, GradientReducer& redu
   const int stage = static_cast<int>(settings_.stage);
   if (settings_.stage != ZeroStage::kParameters) {
     auto shards = std::make_shared<ModelShards>(communicator, reducer, stage, std::vector<int>(),
-                                                /*release_units=*/false, settings_.offload);
+                                                /*release_units=*/false, settings_.offload,
+                                                settings_.param_dtype);
+    if (settings_.stage == ZeroStage::kGradients)
+      detail::ShardedGradients::set_reduce_scatter_wire(reducer, settings_.reduce_dtype);
     if (groups_.replicas)
       detail::ShardedGradients::set_replica_communicator(reducer, groups_.replicas);
     models_.push_back({&module, &reducer, std::move(shards), nullptr});
@@ -193,9 +196,10 @@ void ShardedEngine::shard_model(torch::nn::Module& module, GradientReducer& redu
   }
   const std::vector<torch::nn::Module*> found = unit_modules(module, settings_.unit_policy);
   const std::vector<int> unit_of = parameter_units(module, found);
-  auto shards =
-      std::make_shared<ModelShards>(communicator, reducer, stage, unit_of,
-                                    /*release_units=*/units_start_free, settings_.offload);
+  auto shards = std::make_shared<ModelShards>(communicator, reducer, stage, unit_of,
+                                              /*release_units=*/units_start_free, settings_.offload,
+                                              settings_.param_dtype);
+  detail::ShardedGradients::set_reduce_scatter_wire(reducer, settings_.reduce_dtype);
   if (groups_.secondary) shards->keep_secondary_copies(groups_.secondary);
   auto units =
       std::make_unique<ParameterUnits>(shards, found, unit_of, /*reshard_after_forward=*/true,
@@ -298,14 +302,44 @@ void ShardedEngine::clip_grad_value(const std::vector<at::Tensor>& parameters, d
 }
 
 ScopeGuard ShardedEngine::full_weights() {
+  auto exact = std::make_shared<ScopeGuard>(exact_weights());
   for (ShardedModel& model : models_) {
     if (model.units) model.units->gather_all();
   }
-  return ScopeGuard([this] {
+  return ScopeGuard([this, exact] {
     for (ShardedModel& model : models_) {
       if (model.units) model.units->release_all();
     }
   });
+}
+
+// Saved weights are the fp32 masters (as FSDP's state dicts hold its fp32
+// parameters): while saving, gathers carry them unrounded, and afterwards
+// the whole weights are rounded again, so training goes on with the bits it
+// would have had without the save.
+ScopeGuard ShardedEngine::exact_weights() {
+  std::vector<std::shared_ptr<ModelShards>> rounded;
+  for (ShardedModel& model : models_) {
+    if (model.shards && model.shards->rounds_gathers()) rounded.push_back(model.shards);
+  }
+  if (rounded.empty()) return ScopeGuard(nullptr);
+  for (const auto& shards : rounded) {
+    shards->set_exact_gathers(true);
+    shards->gather_parameters();
+  }
+  return ScopeGuard([rounded] {
+    for (const auto& shards : rounded) {
+      shards->set_exact_gathers(false);
+      shards->gather_parameters();
+    }
+  });
+}
+
+void ShardedEngine::whole_weights_written(const torch::nn::Module& module) {
+  const ShardedModel* model = find(module);
+  if (!model || !model->shards || !model->shards->rounds_gathers()) return;
+  model->shards->adopt_whole_weights();
+  model->shards->gather_parameters();
 }
 
 const ShardedEngine::ShardedModel* ShardedEngine::find(const torch::nn::Module& module) const {

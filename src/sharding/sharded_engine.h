@@ -46,6 +46,8 @@ class ShardedEngine : public ParallelEngine {
   std::vector<GradientReducer*> reducers() const override { return replicas_.reducers(); }
 
   ScopeGuard full_weights() override;
+  ScopeGuard exact_weights() override;
+  void whole_weights_written(const torch::nn::Module& module) override;
   std::unique_ptr<checkpoint::WeightGroups> weight_groups(const torch::nn::Module& module) override;
   ModelShards* model_shards(const torch::nn::Module& module) const override;
   ModelShards* saved_in_pieces(const torch::nn::Module& module) const override;

@@ -108,6 +108,46 @@ settings::LayeredValues parallelism_values(const AcceleratorOptions& options,
   return values;
 }
 
+std::optional<at::ScalarType> wire_dtype(const std::optional<CollectiveDtype>& dtype) {
+  if (!dtype || *dtype == CollectiveDtype::kFp32) return std::nullopt;
+  return *dtype == CollectiveDtype::kBf16 ? at::kBFloat16 : at::kHalf;
+}
+
+// FSDP's mixed_precision_policy or DeepSpeed's communication_data_type into
+// the dtypes the collectives carry; notes where a stage leaves one unused.
+void resolve_wire_dtypes(ShardingSettings& settings,
+                         const std::optional<FullyShardedDataParallelPlugin>& fsdp,
+                         std::vector<std::string>* notes) {
+  if (fsdp) {
+    const FsdpMixedPrecisionPolicy& policy = fsdp->mixed_precision_policy();
+    settings.param_dtype = wire_dtype(policy.param_dtype());
+    // PyTorch's MixedPrecision: an unset reduce_dtype follows param_dtype.
+    settings.reduce_dtype =
+        wire_dtype(policy.reduce_dtype() ? policy.reduce_dtype() : policy.param_dtype());
+    if (policy.buffer_dtype() && *policy.buffer_dtype() != CollectiveDtype::kFp32) {
+      notes->push_back(
+          "FSDP mixed_precision_policy buffer_dtype changes nothing in accelerate-cpp: buffers "
+          "travel once, in their own dtype, when prepare() starts every process alike");
+    }
+  } else if (settings.file) {
+    settings.reduce_dtype = wire_dtype(settings.file->communication_data_type);
+  }
+  const char* source = fsdp ? "FSDP mixed_precision_policy" : "communication_data_type";
+  if (settings.stage == ZeroStage::kDataParallel &&
+      (settings.param_dtype || settings.reduce_dtype)) {
+    notes->push_back(std::string(source) +
+                     " changes nothing at ZeRO stage 0: data parallelism all-reduces fp32 "
+                     "gradients and gathers no parameters");
+    settings.param_dtype = settings.reduce_dtype = std::nullopt;
+  }
+  if (settings.stage == ZeroStage::kOptimizerState && settings.reduce_dtype) {
+    notes->push_back(std::string(source) +
+                     ": ZeRO stage 1 all-reduces fp32 gradients; the reduce dtype applies to "
+                     "stages 2 and 3's reduce-scatters");
+    settings.reduce_dtype = std::nullopt;
+  }
+}
+
 // The main process's notes about what the settings will do.
 void print_notes(const ShardingSettings& settings, bool from_fsdp,
                  const std::vector<std::string>& notes) {
@@ -225,6 +265,7 @@ std::optional<ShardingSettings> resolve_sharding_settings(const AcceleratorOptio
         hpz_partition_size(settings.file, static_cast<int>(settings.stage), job.world_size,
                            job.local_world_size, &notes);
   }
+  resolve_wire_dtypes(settings, fsdp, &notes);
   settings.offload = offload_for(settings.plugin, fsdp, job, env);
   if (job.is_main_process()) print_notes(settings, fsdp.has_value(), notes);
   return settings;

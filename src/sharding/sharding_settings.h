@@ -73,6 +73,13 @@ struct ShardingSettings {
   // machine), and the unit's later gathers, until the parameters next
   // change, run within that group. 1: off.
   int hpz_partition_size = 1;
+  // Low-precision collectives (docs/sharding.md): the dtype the parameters'
+  // all-gathers (stages 1-3) and the gradients' reduce-scatters (stages 2-3)
+  // carry. nullopt: the tensors' own (fp32), bitwise today's results. From
+  // FSDP's mixed_precision_policy or DeepSpeed's communication_data_type
+  // (reduce only); "fp32" is nullopt.
+  std::optional<at::ScalarType> param_dtype;
+  std::optional<at::ScalarType> reduce_dtype;
 
   // The norm DeepSpeed clips every step's gradients to; nullopt: none.
   std::optional<double> clipping() const;

@@ -52,8 +52,11 @@ at::Tensor host_empty(const at::Tensor& like) {
 
 ModelShards::ModelShards(std::shared_ptr<Communicator> communicator, GradientReducer& reducer,
                          int stage, const std::vector<int>& unit_of, bool release_units,
-                         Offload offload)
-    : communicator_(std::move(communicator)), reducer_(reducer), stage_(stage) {
+                         Offload offload, std::optional<at::ScalarType> gather_dtype)
+    : communicator_(std::move(communicator)),
+      reducer_(reducer),
+      stage_(stage),
+      gather_dtype_(gather_dtype) {
   if (stage < 1 || stage > 3)
     throw Error("ModelShards: stage 1, 2 or 3, got " + std::to_string(stage));
   const std::vector<at::Tensor>& parameters = reducer.parameters();
@@ -91,9 +94,13 @@ ModelShards::ModelShards(std::shared_ptr<Communicator> communicator, GradientRed
     const bool unit_bucket =
         stage == 3 && !unit_of.empty() && unit_of.at(bucket.parameter_indices.front()) >= 0;
     const bool in_host = unit_bucket && offload.parameters;
-    shards_.push_back(in_host       ? host_empty(shard).copy_(shard)
-                      : unit_bucket ? shard.clone()
-                                    : shard);
+    // A rounding gather writes every row of the buffer, this process's too:
+    // the fp32 master the optimizer steps cannot be a view of it.
+    const bool separate = !unit_bucket && gather_dtype && *gather_dtype != buffer.scalar_type();
+    separate_master_.push_back(separate ? 1 : 0);
+    shards_.push_back(in_host                   ? host_empty(shard).copy_(shard)
+                      : unit_bucket || separate ? shard.clone()
+                                                : shard);
     const bool stepped_in_host = in_host || offload.optimizer;
     host_parameters_.push_back(in_host           ? shards_.back()
                                : stepped_in_host ? host_empty(shard).copy_(shard)
@@ -101,6 +108,37 @@ ModelShards::ModelShards(std::shared_ptr<Communicator> communicator, GradientRed
     host_gradients_.push_back(stepped_in_host ? host_empty(shard).zero_() : at::Tensor());
     // Last: `shard` is a view of the buffer.
     if (release_units && unit_bucket) detail::release_storage(buffer);
+  }
+  // Every process computes with the rounded weights from the first step on,
+  // as it will after every later gather.
+  if (rounds_gathers()) gather_parameters();
+}
+
+bool ModelShards::rounds_gathers() const {
+  for (std::size_t b = 0; b < buffers_.size(); ++b) {
+    if (gather_dtype_ && *gather_dtype_ != buffers_[b].scalar_type()) return true;
+  }
+  return false;
+}
+
+std::optional<at::ScalarType> ModelShards::wire(std::size_t b) const {
+  if (exact_gathers_ || !gather_dtype_ || *gather_dtype_ == buffers_[b].scalar_type())
+    return std::nullopt;
+  return gather_dtype_;
+}
+
+PendingCollective ModelShards::gather_over(Communicator& communicator, std::size_t b,
+                                           const at::Tensor& source, const std::string& what) {
+  const std::optional<at::ScalarType> dtype = wire(b);
+  return dtype ? communicator.all_gather_into_async(source, buffers_[b], what, *dtype)
+               : communicator.all_gather_into_async(source, buffers_[b], what);
+}
+
+void ModelShards::adopt_whole_weights() {
+  c10::NoGradGuard no_grad;
+  for (std::size_t b = 0; b < shards_.size(); ++b) {
+    if (separate_master_[b])
+      shards_[b].copy_(buffers_[b].narrow(0, shard_begin(b), shard_numel(b)));
   }
 }
 
@@ -171,8 +209,8 @@ void ModelShards::gather_parameters() {
   std::vector<PendingCollective> pending;
   for (std::size_t b = 0; b < buffers_.size(); ++b) {
     if (bucket_released(b)) continue;
-    pending.push_back(communicator_->all_gather_into_async(
-        gather_source(b), buffers_[b], "ZeRO parameter gather of bucket " + std::to_string(b)));
+    pending.push_back(gather_over(*communicator_, b, gather_source(b),
+                                  "ZeRO parameter gather of bucket " + std::to_string(b)));
   }
   for (PendingCollective& p : pending) p.wait();
   // The parameters changed in place behind autograd's back (through their
@@ -196,13 +234,14 @@ void ModelShards::start_gather(std::size_t b) {
   gathering_primary_[b] = !secondary;
   if (secondary) {
     ++gather_counts_.secondary;
-    gathering_[b] = secondary_group_->all_gather_into_async(
-        secondary_[b], buffer, "ZeRO++ hpZ secondary gather of bucket " + std::to_string(b));
+    // A copy kept from a rounded gather rounds to itself: the same bits.
+    gathering_[b] = gather_over(*secondary_group_, b, secondary_[b],
+                                "ZeRO++ hpZ secondary gather of bucket " + std::to_string(b));
     return;
   }
   ++gather_counts_.primary;
-  gathering_[b] = communicator_->all_gather_into_async(
-      gather_source(b), buffer, "ZeRO-3 parameter gather of bucket " + std::to_string(b));
+  gathering_[b] = gather_over(*communicator_, b, gather_source(b),
+                              "ZeRO-3 parameter gather of bucket " + std::to_string(b));
 }
 
 void ModelShards::gather_bucket(std::size_t b) {

@@ -17,6 +17,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -70,9 +71,15 @@ class ModelShards {
   // process holds more than one bucket beyond its shards.
   // Before the first backward pass.
   // `offload`: see Offload (its `parameters` applies to stage-3 units).
+  // `gather_dtype` (low-precision collectives, docs/sharding.md): what the
+  // parameters' all-gathers carry; nullopt or the parameters' own dtype:
+  // nothing rounded. Otherwise every bucket's shard has memory of its own
+  // (the fp32 master the optimizer steps; stages 1-2 and stage 3's root
+  // bucket included, whose shards are otherwise views of their buffers),
+  // and the whole weights are the rounded masters from construction on.
   ModelShards(std::shared_ptr<Communicator> communicator, GradientReducer& reducer, int stage,
               const std::vector<int>& unit_of = {}, bool release_units = false,
-              Offload offload = {});
+              Offload offload = {}, std::optional<at::ScalarType> gather_dtype = std::nullopt);
 
   GradientReducer& reducer() { return reducer_; }
   const GradientReducer& reducer() const { return reducer_; }
@@ -99,6 +106,18 @@ class ModelShards {
   // Stage 3 prefetch: gives a released buffer its memory and starts its
   // all-gather without waiting; gather_bucket(b) finishes it.
   void start_gather(std::size_t b);
+
+  // Low-precision gathers: whether this model's gathers round (the shards
+  // are then separate fp32 masters), and, while `exact` is set, gathers
+  // carry the masters unrounded, so that saving reads them whole
+  // (ShardedEngine::exact_weights). A gather_parameters() after switching
+  // makes the whole buffers follow.
+  bool rounds_gathers() const;
+  void set_exact_gathers(bool exact) { exact_gathers_ = exact; }
+  // After something wrote the whole weights of buckets that are not
+  // stage-3 units (a checkpoint loaded at stage 1 or 2): their masters
+  // take this process's part of them. Then gather_parameters().
+  void adopt_whole_weights();
 
   // ZeRO++ hpZ (docs/sharding.md): `group` is this process's group of
   // consecutive ranks (its size divides world_size()). Once a released
@@ -149,6 +168,10 @@ class ModelShards {
   at::Tensor gather_source(std::size_t b);
   // hpZ: keeps bucket b's secondary copy from its freshly gathered buffer.
   void keep_secondary(std::size_t b);
+  // The dtype bucket b's gathers carry now, or nullopt (plain gather).
+  std::optional<at::ScalarType> wire(std::size_t b) const;
+  PendingCollective gather_over(Communicator& communicator, std::size_t b, const at::Tensor& source,
+                                const std::string& what);
 
   std::shared_ptr<Communicator> communicator_;
   GradientReducer& reducer_;
@@ -164,6 +187,9 @@ class ModelShards {
   std::vector<char> secondary_current_;
   std::vector<char> gathering_primary_;
   GatherCounts gather_counts_;
+  std::optional<at::ScalarType> gather_dtype_;
+  bool exact_gathers_ = false;
+  std::vector<char> separate_master_;  // per bucket: not a stage-3 unit, shard cloned
   // Offloading, per bucket (undefined where the bucket is not offloaded):
   std::vector<at::Tensor> host_parameters_;  // what the optimizer steps (may be shards_[b])
   std::vector<at::Tensor> host_gradients_;

@@ -297,6 +297,28 @@ TEST(DeepSpeedConfigParse, UnknownKeysAreListedOnceWithTheirPaths) {
                           "zero_optimization.offload_optimizer.buffer_count"));
 }
 
+TEST(DeepSpeedConfigParse, CommunicationDataTypeAsDeepSpeedReadsIt) {
+  const auto read = [](const std::string& value) {
+    return parse_deepspeed_config(with(R"("communication_data_type": )" + value), "ds.json")
+        .communication_data_type;
+  };
+  EXPECT_EQ(read(R"("bf16")"), CollectiveDtype::kBf16);
+  EXPECT_EQ(read(R"("FP16")"), CollectiveDtype::kFp16);  // DeepSpeed lower-cases it
+  EXPECT_EQ(read(R"("fp32")"), CollectiveDtype::kFp32);
+  EXPECT_EQ(read("null"), std::nullopt);  // null: as absent, the gradients' own dtype
+  EXPECT_EQ(parse_deepspeed_config(with(""), "ds.json").communication_data_type, std::nullopt);
+  EXPECT_THAT(
+      parse_deepspeed_config(with(R"("communication_data_type": "bf16")"), "ds.json").ignored_keys,
+      IsEmpty());
+  for (const char* bad : {R"("int8")", "16", R"("auto")"}) {
+    const std::string error =
+        parse_error(with(std::string(R"("communication_data_type": )") + bad));
+    EXPECT_THAT(error, HasSubstr("ds.json: communication_data_type")) << bad;
+    EXPECT_THAT(error, HasSubstr("\"fp32\", \"fp16\" or \"bf16\"")) << bad;
+    EXPECT_EQ(error.find('\n'), std::string::npos) << error;
+  }
+}
+
 TEST(DeepSpeedConfigParse, OptimizerAndSchedulerParams) {
   const DeepSpeedConfig config = parse_deepspeed_config(
       with(
