@@ -3,7 +3,8 @@
 # (docs/sharding.md, "Choosing a sharding strategy"). Two network namespaces
 # joined by a veth pair act as two machines of 2 ranks each and train the
 # GPT example's model (zero_network_bench), and DeepSpeed's stage 3 with
-# ZeRO++ hpZ (zero_hpz_partition_size 2) beside them; each rank reports the bytes its
+# ZeRO++ hpZ (zero_hpz_partition_size 2) and with bf16 gradient
+# reduce-scatters (communication_data_type) beside them; each rank reports the bytes its
 # communicator counted per step, and each machine's local rank 0 the bytes
 # its veth interface moved in the same steps. Runs unshaped, then with the
 # link shaped to RATE by tc's token-bucket filter (netem's delay is used
@@ -40,12 +41,13 @@ netns_machines_up || { echo "SKIPPED: $NETNS_WHY"; exit 77; }
 export ACCELERATE_TIMEOUT=300
 FSDP=(--use_fsdp --fsdp_auto_wrap_policy TRANSFORMER_BASED_WRAP --fsdp_transformer_layer_cls_to_wrap Block)
 port=29600
-echo '{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 3, "zero_hpz_partition_size": 2}}' >"$WORK/hpz.json"
+echo '{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 3, "zero_hpz_partition_size": 2}}' >"$WORK/HPZ.json"
+echo '{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 3}, "communication_data_type": "bf16"}' >"$WORK/BF16_GRADS.json"
 # run NAME STRATEGY: one 2-machine job; its rank lines in $WORK/NAME
 run() {
   local name=$1 strategy=$2 sharding
-  if [ "$strategy" = HPZ ]; then
-    sharding=(--use_deepspeed --deepspeed_config_file "$WORK/hpz.json")
+  if [ -f "$WORK/$strategy.json" ]; then  # a DeepSpeed configuration
+    sharding=(--use_deepspeed --deepspeed_config_file "$WORK/$strategy.json")
   else
     sharding=("${FSDP[@]}" --fsdp_sharding_strategy "$strategy")
   fi
@@ -80,6 +82,7 @@ echo "GPT '$preset' preset, 2 machines x 2 ranks, $steps measured steps after 2 
 run full_unshaped FULL_SHARD
 run hybrid_unshaped HYBRID_SHARD
 run hpz_unshaped HPZ
+run bf16_unshaped BF16_GRADS
 shaped=0
 if shape; then
   shaped=1
@@ -137,6 +140,8 @@ def formula(strategy, first):
         return (3 * U + 2 * W) * (N - G) / N
     if strategy == "HPZ":  # as FULL_SHARD, the backward gather inside the machine
         return (2 * U + 2 * W) * (N - G) / N
+    if strategy == "BF16_GRADS":  # as FULL_SHARD, the reduce-scatters in half the bytes
+        return (2.5 * U + 1.5 * W) * (N - G) / N
     # every gradient shard (1/G of each) all-reduced across the R machines
     # (a ring: 2 (R - 1) / R of it sent); the gathers stay on the machine
     return 2 * (R - 1) / R * (U + W) / G
@@ -147,6 +152,7 @@ rows = {}
 for name, strategy, label in [("full_unshaped", "FULL_SHARD", "FULL_SHARD, unshaped"),
                               ("hybrid_unshaped", "HYBRID_SHARD", "HYBRID_SHARD, unshaped"),
                               ("hpz_unshaped", "HPZ", "stage 3 + hpZ 2, unshaped"),
+                              ("bf16_unshaped", "BF16_GRADS", "stage 3, bf16 grads, unshaped"),
                               ("full_shaped", "FULL_SHARD", "FULL_SHARD, shaped"),
                               ("hybrid_shaped", "HYBRID_SHARD", "HYBRID_SHARD, shaped"),
                               ("hpz_shaped", "HPZ", "stage 3 + hpZ 2, shaped")]:
@@ -163,10 +169,11 @@ if shaped:
 else:
     print("the link was not shaped (see the note above)")
 for other, title in [("hybrid", "HYBRID_SHARD / FULL_SHARD (goal for bytes: <= 0.5)"),
-                     ("hpz", "stage 3 + hpZ / FULL_SHARD")]:
+                     ("hpz", "stage 3 + hpZ / FULL_SHARD"),
+                     ("bf16", "stage 3 with bf16 gradient reduce-scatters / FULL_SHARD")]:
     print(f"\nratios {title}")
     for kind in ["unshaped", "shaped"]:
-        if f"full_{kind}" not in rows:
+        if f"full_{kind}" not in rows or f"{other}_{kind}" not in rows:
             continue
         f, h = rows[f"full_{kind}"], rows[f"{other}_{kind}"]
         print(f"  {kind:<9} counted bytes {h[0] / f[0]:.3f}   veth bytes {h[1] / f[1]:.3f}"
