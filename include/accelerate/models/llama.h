@@ -3,7 +3,8 @@
 // LlamaForCausalLM's, so a Hugging Face folder loads into it and what it
 // saves loads in transformers:
 //
-//   auto model = accelerate::models::LlamaForCausalLM::from_pretrained("Llama-3.2-1B");
+//   namespace am = accelerate::models;
+//   am::LlamaForCausalLM model(am::LlamaForCausalLMImpl::from_pretrained("Llama-3.2-1B"));
 //   auto logits = model->forward(input_ids);             // [batch, tokens, vocab]
 //   auto loss = model->loss(input_ids, labels);           // labels = input_ids for LM
 //   model->save_pretrained("out");                        // config.json + safetensors
