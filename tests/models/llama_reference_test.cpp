@@ -4,8 +4,11 @@
 // loss and gradients; what we save loads in transformers and gives ours.
 // Without the interpreter every test here reports itself skipped.
 #include <ATen/ATen.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -46,31 +49,41 @@ accelerate::testing::RunResult run_reference(const std::vector<std::string>& arg
 }
 
 // The reference models and outputs, made once per script version and shared
-// by the test processes (each CTest test is a process of its own): made in a
-// private folder and renamed into place, so racing processes never see half.
+// by the test processes (each CTest test is a process of its own): the first
+// makes them under a lock while the others wait, in a private folder renamed
+// into place, so no process ever reads half of them.
 const std::string& reference_folder() {
   static const std::string folder = [] {
-    std::ifstream script(LLAMA_REFERENCE_SCRIPT);
+    // Remade when the script, the interpreter or the pinned versions change.
+    std::ifstream script(LLAMA_REFERENCE_SCRIPT), pins(REFERENCE_REQUIREMENTS);
     std::ostringstream text;
-    text << script.rdbuf() << reference_interpreter();
+    text << script.rdbuf() << pins.rdbuf() << reference_interpreter();
     const char* bin = std::getenv("ACCELERATE_TEST_BIN_DIR");
     const fs::path root =
         fs::path(bin ? bin : fs::temp_directory_path().string()) / "models-reference";
     const fs::path ready = root / std::to_string(std::hash<std::string>{}(text.str()));
-    if (fs::exists(ready / "versions.json")) return ready.string();
     fs::create_directories(root);
-    const fs::path scratch = root / ("making-" + std::to_string(::getpid()));
-    fs::remove_all(scratch);
-    const auto result = run_reference({"make", scratch.string()});
-    if (result.exit_code != 0) {
-      ADD_FAILURE() << "llama_reference.py make failed (" << result.exit_code
-                    << "): " << result.err;
+    const int lock = ::open((root / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock < 0 || ::flock(lock, LOCK_EX) != 0) {
+      ADD_FAILURE() << "cannot lock " << root / ".lock";
       return std::string();
     }
-    std::error_code lost_race;
-    fs::rename(scratch, ready, lost_race);
-    if (lost_race) fs::remove_all(scratch);
-    return ready.string();
+    std::string made = ready.string();
+    if (!fs::exists(ready / "versions.json")) {
+      const fs::path scratch = root / ("making-" + std::to_string(::getpid()));
+      fs::remove_all(scratch);
+      const auto result = run_reference({"make", scratch.string()});
+      if (result.exit_code != 0) {
+        ADD_FAILURE() << "llama_reference.py make failed (" << result.exit_code
+                      << "): " << result.err;
+        made.clear();
+      } else {
+        fs::remove_all(ready);
+        fs::rename(scratch, ready);
+      }
+    }
+    ::close(lock);  // releases the lock
+    return made;
   }();
   return folder;
 }
