@@ -23,6 +23,10 @@
 #   ACCELERATE_CACHE_DIR       default /var/cache/accelerate-cpp (ccache, venv)
 #   CCACHE_DIR                 default $ACCELERATE_CACHE_DIR/ccache
 #   CCACHE_MAXSIZE             default 8G
+#   ACCELERATE_REFERENCE_PYTHON set here from the venv (transformers for
+#                              tests/models); with ACCELERATE_SKIP_CUDA=1 it
+#                              is taken from the environment, and those
+#                              tests report themselves skipped without it
 set -euo pipefail
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -163,12 +167,19 @@ stop_jobs() {
 trap stop_jobs EXIT
 
 # install_torch_cuda: the CUDA leg's LibTorch (a background job); its last
-# lines are the KEY=VALUE pairs the configure step reads.
+# lines are the KEY=VALUE pairs the configure step reads. The same venv gets
+# the Python reference of tests/models (transformers; ~25 s the first time,
+# nothing later), whose interpreter both legs' ctest runs are given.
 torch_cuda_env=$ACCELERATE_CACHE_DIR/torch-cuda.env
 install_torch_cuda() {
   local t0=$SECONDS
   nice -n 19 bash scripts/install-torch-cuda.sh >"$torch_cuda_env" || return 1
   echo "---- install-torch-cuda: ok ($(fmt $((SECONDS - t0))); download and unpacking)"
+  t0=$SECONDS
+  local venv
+  venv=$(sed -n 's/^TORCH_CUDA_VENV=//p' "$torch_cuda_env")
+  nice -n 19 bash scripts/install-reference-python.sh "$venv" >>"$torch_cuda_env" || return 1
+  echo "---- install-reference-python: ok ($(fmt $((SECONDS - t0))))"
 }
 
 # cuda_build: phase 3's configure and build (a background job).
@@ -210,6 +221,9 @@ cuda_bad=
 if ((cuda)); then
   if step install-torch-cuda wait_job install-torch-cuda; then
     start_job cuda-build cuda_build
+    # tests/models compare against transformers under this interpreter.
+    ACCELERATE_REFERENCE_PYTHON=$(sed -n 's/^ACCELERATE_REFERENCE_PYTHON=//p' "$torch_cuda_env")
+    export ACCELERATE_REFERENCE_PYTHON
   else
     cuda_bad=install-torch-cuda
   fi

@@ -27,4 +27,4 @@ cmake --build "$work/consumer" >/dev/null
 out=$(LD_LIBRARY_PATH="$work/prefix/lib:${LD_LIBRARY_PATH:-}" "$work/consumer/consumer")
 echo "$out"
 # assert: the consumer ran against the installed library
-grep -q "consumer ok: 0.1.0 rank 0/1" <<<"$out" || { echo "FAIL: unexpected consumer output"; exit 1; }
+grep -q "consumer ok: 0.1.0 rank 0/1 .* rope llama3" <<<"$out" || { echo "FAIL: unexpected consumer output"; exit 1; }

@@ -1,0 +1,222 @@
+// The Llama modules (include/accelerate/models/llama.h). The arithmetic
+// follows transformers' modeling_llama.py step for step (fp32 RMSNorm,
+// rotate_half rotary, repeat_kv for grouped-query attention), so logits agree
+// with transformers' to fp32 rounding; tests/models checks that.
+#include "accelerate/models/llama.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/functional/activation.h>
+#include <torch/nn/functional/loss.h>
+
+#include "accelerate/attention.h"
+#include "accelerate/errors.h"
+#include "accelerate/models/pretrained.h"
+#include "accelerate/unit_forward.h"
+
+namespace accelerate::models {
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+torch::nn::Linear projection(int64_t in, int64_t out, bool bias) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+}
+
+// [..., d] -> [-second half, first half], transformers' rotate_half.
+at::Tensor rotate_half(const at::Tensor& x) {
+  const int64_t half = x.size(-1) / 2;
+  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+// [batch, kv_heads, tokens, d] -> [batch, kv_heads * groups, tokens, d],
+// each key/value head repeated for the query heads of its group.
+at::Tensor repeat_kv(const at::Tensor& x, int64_t groups) {
+  if (groups == 1) return x;
+  const auto b = x.size(0), h = x.size(1), t = x.size(2), d = x.size(3);
+  return x.unsqueeze(2).expand({b, h, groups, t, d}).reshape({b, h * groups, t, d});
+}
+
+}  // namespace
+
+at::Tensor rope_inverse_frequencies(const LlamaConfig& config) {
+  const int64_t dim = config.head_width();
+  // As transformers: exponents in fp32, theta ** exponent in fp32.
+  const at::Tensor exponents = at::arange(0, dim, 2, at::kLong).to(at::kFloat) / dim;
+  at::Tensor inv_freq = at::pow(config.rope_theta, exponents).reciprocal();
+  if (config.rope_scaling.type == RopeType::kDefault) return inv_freq;
+
+  // Llama 3.1: wavelengths longer than original/low_freq_factor are slowed
+  // by `factor`; shorter than original/high_freq_factor are kept; between,
+  // a linear blend in original/wavelength.
+  const RopeScaling& s = config.rope_scaling;
+  const double original = static_cast<double>(s.original_max_position_embeddings);
+  const double low_freq_wavelen = original / s.low_freq_factor;
+  const double high_freq_wavelen = original / s.high_freq_factor;
+  const at::Tensor wavelen = (2 * kPi) / inv_freq;
+  at::Tensor scaled = at::where(wavelen > low_freq_wavelen, inv_freq / s.factor, inv_freq);
+  const at::Tensor smooth =
+      (original / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+  const at::Tensor smoothed = (1 - smooth) * scaled / s.factor + smooth * scaled;
+  const at::Tensor medium = (wavelen >= high_freq_wavelen).logical_and(wavelen <= low_freq_wavelen);
+  return at::where(medium, smoothed, scaled);
+}
+
+LlamaRMSNormImpl::LlamaRMSNormImpl(int64_t width, double eps_) : eps(eps_) {
+  weight = register_parameter("weight", at::ones({width}));
+}
+
+at::Tensor LlamaRMSNormImpl::forward(const at::Tensor& x) {
+  const at::Tensor x32 = x.to(at::kFloat);
+  const at::Tensor variance = x32.pow(2).mean(-1, /*keepdim=*/true);
+  return weight * (x32 * at::rsqrt(variance + eps)).to(x.scalar_type());
+}
+
+LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& config)
+    : heads_(config.num_attention_heads),
+      kv_heads_(config.kv_heads()),
+      head_dim_(config.head_width()) {
+  const bool bias = config.attention_bias;
+  q_proj = register_module("q_proj", projection(config.hidden_size, heads_ * head_dim_, bias));
+  k_proj = register_module("k_proj", projection(config.hidden_size, kv_heads_ * head_dim_, bias));
+  v_proj = register_module("v_proj", projection(config.hidden_size, kv_heads_ * head_dim_, bias));
+  o_proj = register_module("o_proj", projection(heads_ * head_dim_, config.hidden_size, bias));
+}
+
+at::Tensor LlamaAttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos,
+                                       const at::Tensor& sin) {
+  const int64_t batch = x.size(0), tokens = x.size(1);
+  auto heads = [&](const at::Tensor& projected, int64_t count) {
+    return projected.view({batch, tokens, count, head_dim_}).transpose(1, 2);
+  };
+  at::Tensor q = heads(q_proj(x), heads_);
+  at::Tensor k = heads(k_proj(x), kv_heads_);
+  const at::Tensor v = heads(v_proj(x), kv_heads_);
+  // cos/sin [tokens, d] broadcast over batch and heads.
+  q = q * cos + rotate_half(q) * sin;
+  k = k * cos + rotate_half(k) * sin;
+  const int64_t groups = heads_ / kv_heads_;
+  // The scale is 1/sqrt(head_dim), transformers' `scaling`.
+  const at::Tensor attended = causal_attention(q, repeat_kv(k, groups), repeat_kv(v, groups));
+  return o_proj(attended.transpose(1, 2).reshape({batch, tokens, heads_ * head_dim_}));
+}
+
+LlamaMLPImpl::LlamaMLPImpl(const LlamaConfig& config) {
+  const bool bias = config.mlp_bias;
+  gate_proj =
+      register_module("gate_proj", projection(config.hidden_size, config.intermediate_size, bias));
+  up_proj =
+      register_module("up_proj", projection(config.hidden_size, config.intermediate_size, bias));
+  down_proj =
+      register_module("down_proj", projection(config.intermediate_size, config.hidden_size, bias));
+}
+
+at::Tensor LlamaMLPImpl::forward(const at::Tensor& x) {
+  return down_proj(at::silu(gate_proj(x)) * up_proj(x));
+}
+
+LlamaDecoderLayerImpl::LlamaDecoderLayerImpl(const LlamaConfig& config) {
+  self_attn = register_module("self_attn", LlamaAttention(config));
+  mlp = register_module("mlp", LlamaMLP(config));
+  input_layernorm =
+      register_module("input_layernorm", LlamaRMSNorm(config.hidden_size, config.rms_norm_eps));
+  post_attention_layernorm = register_module("post_attention_layernorm",
+                                             LlamaRMSNorm(config.hidden_size, config.rms_norm_eps));
+}
+
+at::Tensor LlamaDecoderLayerImpl::forward(const at::Tensor& x, const at::Tensor& cos,
+                                          const at::Tensor& sin) {
+  const at::Tensor h = x + self_attn(input_layernorm(x), cos, sin);
+  return h + mlp(post_attention_layernorm(h));
+}
+
+LlamaModelImpl::LlamaModelImpl(const LlamaConfig& config) {
+  config.validate();
+  embed_tokens =
+      register_module("embed_tokens", torch::nn::Embedding(config.vocab_size, config.hidden_size));
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i)
+    layers->push_back(LlamaDecoderLayer(config));
+  norm = register_module("norm", LlamaRMSNorm(config.hidden_size, config.rms_norm_eps));
+  inv_freq_ = rope_inverse_frequencies(config);
+}
+
+RotaryTables LlamaModelImpl::rotary(int64_t tokens, const c10::Device& device) const {
+  const at::Tensor positions = at::arange(tokens, at::TensorOptions(device).dtype(at::kFloat));
+  const at::Tensor freqs = positions.unsqueeze(-1) * inv_freq_.to(device).unsqueeze(0);
+  const at::Tensor angles = at::cat({freqs, freqs}, -1);
+  return {angles.cos(), angles.sin()};
+}
+
+at::Tensor LlamaModelImpl::forward(const at::Tensor& input_ids) {
+  if (input_ids.dim() != 2) {
+    throw Error("Llama: input_ids must be [batch, tokens], not " + c10::str(input_ids.sizes()));
+  }
+  at::Tensor x = embed_tokens(input_ids);
+  const RotaryTables rope = rotary(input_ids.size(1), x.device());
+  // transformers casts cos and sin to the activations' dtype.
+  const at::Tensor cos = rope.cos.to(x.scalar_type()), sin = rope.sin.to(x.scalar_type());
+  // Each layer is a ZeRO stage-3 unit when prepare() made it one.
+  for (const auto& child : *layers) {
+    auto layer = child->as<LlamaDecoderLayer>();
+    x = unit_forward(layer, x, cos, sin);
+  }
+  return norm(x);
+}
+
+LlamaForCausalLMImpl::LlamaForCausalLMImpl(LlamaConfig config) : config_(std::move(config)) {
+  model = register_module("model", LlamaModel(config_));
+  // Tied: the head is the embedding matrix and has no name of its own, as
+  // transformers' files have no lm_head.weight then.
+  if (!config_.tie_word_embeddings) {
+    lm_head = register_module("lm_head",
+                              projection(config_.hidden_size, config_.vocab_size, /*bias=*/false));
+  }
+}
+
+at::Tensor LlamaForCausalLMImpl::forward(const at::Tensor& input_ids) {
+  const at::Tensor hidden = model(input_ids);
+  return lm_head ? lm_head(hidden) : at::linear(hidden, model->embed_tokens->weight);
+}
+
+at::Tensor causal_lm_loss(const at::Tensor& logits, const at::Tensor& labels) {
+  if (logits.dim() != 3 || labels.sizes() != logits.sizes().slice(0, 2)) {
+    throw Error("causal_lm_loss: logits " + c10::str(logits.sizes()) + " and labels " +
+                c10::str(labels.sizes()) +
+                " do not match ([batch, tokens, vocab], [batch, tokens])");
+  }
+  // Position t predicts labels[t + 1]; the last position predicts nothing.
+  const at::Tensor shifted =
+      at::constant_pad_nd(labels.narrow(1, 1, labels.size(1) - 1), {0, 1}, -100);
+  return torch::nn::functional::cross_entropy(
+      logits.to(at::kFloat).reshape({-1, logits.size(-1)}), shifted.reshape({-1}),
+      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
+}
+
+at::Tensor LlamaForCausalLMImpl::loss(const at::Tensor& input_ids, const at::Tensor& labels) {
+  return causal_lm_loss(forward(input_ids), labels);
+}
+
+std::shared_ptr<LlamaForCausalLMImpl> LlamaForCausalLMImpl::from_pretrained(
+    const std::string& folder, const LlamaLoadOptions& options) {
+  auto model = std::make_shared<LlamaForCausalLMImpl>(read_llama_config(folder));
+  if (options.dtype() != at::kFloat) model->to(options.dtype());
+  load_pretrained_weights(*model, folder);
+  return model;
+}
+
+std::vector<std::string> LlamaForCausalLMImpl::save_pretrained(
+    const std::string& folder, const ShardSize& max_shard_size) const {
+  at::ScalarType dtype = at::kFloat;
+  for (const auto& p : parameters()) {
+    dtype = p.scalar_type();
+    break;
+  }
+  const std::string dtype_name = dtype == at::kBFloat16 ? "bfloat16"
+                                 : dtype == at::kHalf   ? "float16"
+                                                        : "float32";
+  auto files = save_pretrained_weights(*this, folder, max_shard_size);
+  write_llama_config(config_, folder, dtype_name);
+  return files;
+}
+
+}  // namespace accelerate::models

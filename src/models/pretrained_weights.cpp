@@ -1,0 +1,141 @@
+// load_pretrained_weights / save_pretrained_weights
+// (include/accelerate/models/pretrained.h). Unlike accelerate::load_model,
+// which refuses a dtype difference (a checkpoint restores exactly what was
+// saved), a pretrained folder is converted to the module's dtype: published
+// Llama weights are bf16 and fine-tuning often runs in fp32.
+#include "accelerate/models/pretrained.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/nn/module.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "accelerate/errors.h"
+#include "accelerate/safetensors.h"
+#include "checkpoint/safetensors_sharding.h"
+
+namespace accelerate::models {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string shape_text(c10::IntArrayRef shape) { return c10::str(shape); }
+
+struct WeightFile {
+  std::unique_ptr<SafetensorsReader> reader;
+  std::vector<std::string> names;  // the names to take from it
+};
+
+// The files of `folder` with the names each contributes.
+std::vector<WeightFile> open_weight_files(const std::string& folder) {
+  const fs::path dir(folder);
+  std::vector<WeightFile> files;
+  if (fs::exists(dir / "model.safetensors")) {
+    WeightFile file;
+    file.reader = std::make_unique<SafetensorsReader>((dir / "model.safetensors").string());
+    file.names = file.reader->names();
+    files.push_back(std::move(file));
+    return files;
+  }
+  const fs::path index_path = dir / "model.safetensors.index.json";
+  if (!fs::exists(index_path)) {
+    throw Error(
+        "load_pretrained_weights: no model.safetensors or model.safetensors.index.json in '" +
+        folder + "'");
+  }
+  const safetensors::ShardIndex index = safetensors::read_index(index_path.string());
+  for (const auto& shard : index.files) {
+    WeightFile file;
+    file.reader = std::make_unique<SafetensorsReader>((dir / shard).string());
+    for (const auto& [name, mapped] : index.weight_map) {
+      if (mapped != shard) continue;
+      if (!file.reader->contains(name)) {
+        throw Error("load_pretrained_weights: '" + index_path.string() + "' puts tensor '" + name +
+                    "' in '" + shard + "', which does not hold it");
+      }
+      file.names.push_back(name);
+    }
+    files.push_back(std::move(file));
+  }
+  return files;
+}
+
+}  // namespace
+
+void load_pretrained_weights(torch::nn::Module& module, const std::string& folder) {
+  const auto files = open_weight_files(folder);
+  const NamedTensors state = module_state_dict(module);
+  std::map<std::string, at::Tensor> by_name(state.begin(), state.end());
+
+  // Every check first, so a refused load leaves the module as it was.
+  std::vector<std::string> problems;
+  std::vector<std::pair<const SafetensorsReader*, std::string>> plan;
+  std::set<const at::TensorImpl*> filled, present;
+  for (const auto& file : files) {
+    for (const auto& name : file.names) {
+      const auto found = by_name.find(name);
+      if (found == by_name.end()) {
+        problems.push_back("unexpected tensor '" + name + "' in '" + file.reader->path() +
+                           "': the model has no such parameter");
+        continue;
+      }
+      const at::Tensor& destination = found->second;
+      present.insert(destination.unsafeGetTensorImpl());
+      const auto shape = file.reader->shape(name);
+      if (c10::IntArrayRef(shape) != destination.sizes()) {
+        problems.push_back("tensor '" + name + "' in '" + file.reader->path() + "' has shape " +
+                           shape_text(shape) + " but the model's is " +
+                           shape_text(destination.sizes()));
+        continue;
+      }
+      const at::ScalarType stored = file.reader->dtype(name);
+      if (stored != destination.scalar_type() &&
+          !(at::isFloatingType(stored) && at::isFloatingType(destination.scalar_type()))) {
+        problems.push_back("tensor '" + name + "' in '" + file.reader->path() + "' is " +
+                           c10::toString(stored) + ", which does not convert to the model's " +
+                           c10::toString(destination.scalar_type()));
+        continue;
+      }
+      // A tied weight needs only one of its names in the files.
+      if (filled.insert(destination.unsafeGetTensorImpl()).second) {
+        plan.emplace_back(file.reader.get(), name);
+      }
+    }
+  }
+  for (const auto& [name, tensor] : state) {
+    if (present.insert(tensor.unsafeGetTensorImpl()).second) {  // tied names: one miss
+      problems.push_back("missing tensor '" + name + "': no weight file in '" + folder +
+                         "' holds it");
+    }
+  }
+  if (!problems.empty()) {
+    std::string message = "load_pretrained_weights: " + problems.front();
+    if (problems.size() > 1) {
+      message += " (and " + std::to_string(problems.size() - 1) + " more problem" +
+                 (problems.size() > 2 ? "s" : "") + ")";
+    }
+    throw Error(message);
+  }
+
+  at::NoGradGuard no_grad;
+  for (const auto& [reader, name] : plan) {
+    const at::Tensor& destination = by_name.at(name);
+    if (reader->dtype(name) == destination.scalar_type()) {
+      reader->read_into(name, destination);
+    } else {
+      destination.copy_(reader->read(name));
+    }
+  }
+}
+
+std::vector<std::string> save_pretrained_weights(const torch::nn::Module& module,
+                                                 const std::string& folder,
+                                                 const ShardSize& max_shard_size) {
+  return save_model(module, folder, SaveModelOptions().max_shard_size(max_shard_size));
+}
+
+}  // namespace accelerate::models
