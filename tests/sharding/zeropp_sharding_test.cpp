@@ -23,6 +23,8 @@
 #include "accelerate/communication_traffic.h"
 #include "accelerate/unit_forward.h"
 #include "parallel/storage_release.h"
+#include "sharding/hpz_test_support.h"
+#include "sharding/parameter_units.h"
 #include "sharding/zero_test_support.h"
 #include "support/temp_dir.h"
 #include "support/thread_ranks.h"
@@ -372,4 +374,57 @@ TEST(ZeroppCheckpoint, SavedWithQuantizedCollectivesLoadsWithoutAndViceVersa) {
     EXPECT_GT(largest_difference(q_resumes[rank].at_start, plain_run[rank].at_end), 0.0);
   }
 }
+// hpZ with qwZ + qgZ, 2 machines of 2 processes: a unit's gather over the
+// job is quantized and its backward gather within the machine carries the
+// kept, already dequantized copies, so training is bitwise that of qwZ +
+// qgZ without hpZ (a second quantization could move a block's scale).
+struct HpzOutcome {
+  std::vector<at::Tensor> weights;
+  std::int64_t secondary_gathers = 0;
+};
+
+std::vector<HpzOutcome> train_hpz(int hpz) {
+  accelerate::testing::TempDir dir("accelerate-zeropp-hpz");
+  const std::string path = dir.path() + "/ds.json";
+  std::ofstream(path) << "{\"train_micro_batch_size_per_gpu\": 8, \"zero_optimization\": "
+                         "{\"stage\": 3, \"zero_hpz_partition_size\": "
+                      << hpz
+                      << ", \"zero_quantized_weights\": true, \"zero_quantized_gradients\": "
+                         "true}}\n";
+  std::vector<HpzOutcome> outcomes(4);
+  accelerate::testing::run_ranks_of_jobs(
+      4, [](int rank) { return accelerate::testing::machine_rank_job(rank, 4, 2); },
+      [&](int rank, std::shared_ptr<Communicator> comm) {
+        Accelerator accelerator(std::move(comm), accelerate::testing::hpz_options(path));
+        QNet model;
+        accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(),
+                                                           torch::optim::SGDOptions(0.02));
+        accelerator.prepare(model, optimizer);
+        for (int step = 0; step < 6; ++step) {
+          auto generator = at::detail::createCPUGenerator(100 * step + rank);
+          const at::Tensor x = at::randn({8, 4}, generator);
+          accelerator.backward(torch::mse_loss(model->forward(x), torch::sin(x.sum(1, true))));
+          optimizer.step();
+          optimizer.zero_grad();
+        }
+        const auto* shards = accelerate::sharding::unit_shards(*(*model->blocks)[0]);
+        ASSERT_NE(shards, nullptr);
+        outcomes[rank].secondary_gathers = shards->gather_counts().secondary;
+        outcomes[rank].weights = accelerate::testing::whole_weights(accelerator, *model);
+      });
+  return outcomes;
+}
+
+TEST(ZeroppHpz, SecondaryGathersCarryTheDequantizedCopiesBitwise) {
+  const auto with_hpz = train_hpz(2);
+  const auto without = train_hpz(1);
+  for (int rank = 0; rank < 4; ++rank) {
+    SCOPED_TRACE(rank);
+    EXPECT_GT(with_hpz[rank].secondary_gathers, 0);
+    EXPECT_EQ(without[rank].secondary_gathers, 0);
+    expect_bitwise(with_hpz[rank].weights, without[rank].weights);
+    expect_bitwise(with_hpz[rank].weights, with_hpz[0].weights);
+  }
+}
+
 }  // namespace zeropp_sharding_test
