@@ -19,8 +19,10 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "accelerate/arg.h"
@@ -197,6 +199,16 @@ class GradientReducer {
   // reduce-scattered) goes through detail::ShardedGradients
   // (src/parallel/sharded_gradients.h), not through programs.
   friend struct detail::ShardedGradients;
+  // kSharded: how one bucket's reduce-scatter runs: `shard` (fp32) gets the
+  // sum over `communicator`'s processes of row rank() of each one's
+  // `buffer`. Unset: the Communicator's reduce_scatter_sum_async.
+  using ShardedReduceScatter =
+      std::function<PendingCollective(Communicator& communicator, const at::Tensor& buffer,
+                                      at::Tensor& shard, const std::string& what)>;
+  // Before the first backward (ZeRO++ qgZ sets a quantized one); an empty
+  // function restores the plain reduce-scatter. set_reduce_scatter_wire is
+  // this with the Communicator's low-precision form.
+  void set_reduce_scatter(ShardedReduceScatter reduce_scatter);
   // Sharded training (src/sharding calls it, before the first backward):
   // pads every bucket to a multiple of the number of processes. kReplicated
   // forces gradient_as_bucket_view, so each bucket buffer holds the averaged

@@ -328,7 +328,23 @@ void GradientReducer::set_reduce_scatter_wire(std::optional<at::ScalarType> wire
     throw Error(
         "set_reduce_scatter_wire: only sharded gradients (ZeRO stage 2 or 3) are reduce-scattered");
   }
-  state_->sharded_wire = wire;
+  if (!wire) {
+    state_->sharded_reduce_scatter = nullptr;
+    return;
+  }
+  const at::ScalarType dtype = *wire;
+  set_reduce_scatter([dtype](Communicator& communicator, const at::Tensor& buffer,
+                             at::Tensor& shard, const std::string& what) {
+    return communicator.reduce_scatter_sum_async(buffer, shard, what, dtype);
+  });
+}
+
+void GradientReducer::set_reduce_scatter(ShardedReduceScatter reduce_scatter) {
+  if (state_->partition != GradientPartition::kSharded) {
+    throw Error(
+        "set_reduce_scatter: only sharded gradients (ZeRO stage 2 or 3) are reduce-scattered");
+  }
+  state_->sharded_reduce_scatter = std::move(reduce_scatter);
 }
 
 void GradientReducer::begin_bucket_gradients(std::size_t b) {

@@ -98,8 +98,8 @@ void GradientReducer::State::launch(std::size_t b) {
     at::Tensor& into = shards_hold_gradients ? progress[b].arriving : progress[b].shard;
     if (shards_hold_gradients) into = at::empty_like(progress[b].shard);
     progress[b].collective =
-        sharded_wire
-            ? communicator->reduce_scatter_sum_async(progress[b].buffer, into, what, *sharded_wire)
+        sharded_reduce_scatter
+            ? sharded_reduce_scatter(*communicator, progress[b].buffer, into, what)
             : communicator->reduce_scatter_sum_async(progress[b].buffer, into, what);
     // Each sharded bucket's buffer is as large as its gradients: freeing
     // them only in finalize would keep the whole model's gradients alive at

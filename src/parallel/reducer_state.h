@@ -45,9 +45,9 @@ struct GradientReducer::State {
   // Hybrid sharding: the processes holding this one's shard in the other
   // shard groups (set_replica_communicator); null otherwise.
   std::shared_ptr<Communicator> replicas;
-  // kSharded: the dtype the reduce-scatters carry (set_reduce_scatter_wire);
-  // nullopt: the gradients' own.
-  std::optional<at::ScalarType> sharded_wire;
+  // kSharded: how each bucket is reduce-scattered (set_reduce_scatter:
+  // low-precision or quantized wires); empty: the plain reduce-scatter.
+  ShardedReduceScatter sharded_reduce_scatter;
   GradientSyncOptions options;
   std::vector<at::Tensor> parameters;
   std::vector<at::Tensor> buffers;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -58,6 +59,12 @@ struct ShardedGradients {
   static void set_reduce_scatter_wire(GradientReducer& reducer,
                                       std::optional<at::ScalarType> wire) {
     reducer.set_reduce_scatter_wire(wire);
+  }
+  // ZeRO++ qgZ (or any other way to reduce-scatter a bucket):
+  // GradientReducer::set_reduce_scatter. Replaces a wire dtype set above.
+  static void set_reduce_scatter(GradientReducer& reducer,
+                                 GradientReducer::ShardedReduceScatter reduce_scatter) {
+    reducer.set_reduce_scatter(std::move(reduce_scatter));
   }
   // zero_grad for the shards.
   static void clear_gradient_shards(GradientReducer& reducer) { reducer.clear_gradient_shards(); }

@@ -125,6 +125,8 @@ ZeroSettings parse_zero(const json& value, const std::string& source,
   read_into(r, "stage3_gather_16bit_weights_on_model_save",
             zero.stage3_gather_16bit_weights_on_model_save);
   read_into(r, "zero_hpz_partition_size", zero.zero_hpz_partition_size, 0);
+  read_into(r, "zero_quantized_weights", zero.zero_quantized_weights);
+  read_into(r, "zero_quantized_gradients", zero.zero_quantized_gradients);
   r.finish();
   return zero;
 }

@@ -95,6 +95,11 @@ struct ZeroSettings {
   // keeps a secondary copy of the gathered parameters, partitioned among
   // them; 0 and 1 (DeepSpeed's default): off. DeepSpeed takes no "auto".
   int64_t zero_hpz_partition_size = 1;
+  // ZeRO++ qwZ / qgZ (stage 3; DeepSpeed's defaults false): parameters
+  // gathered as int8 blocks, gradients reduce-scattered as int4 blocks
+  // (docs/sharding.md, "Quantized communication").
+  bool zero_quantized_weights = false;
+  bool zero_quantized_gradients = false;
 };
 
 // One entry of optimizer.params or scheduler.params: a number, a flag, a
@@ -180,6 +185,8 @@ struct ResolvedZero {
   int64_t sub_group_size = 0;
   bool stage3_gather_16bit_weights_on_model_save = false;
   int64_t zero_hpz_partition_size = 1;
+  bool zero_quantized_weights = false;
+  bool zero_quantized_gradients = false;
 };
 
 struct ResolvedParamSection {

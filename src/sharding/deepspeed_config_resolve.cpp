@@ -234,6 +234,8 @@ void resolve_zero(const DeepSpeedConfig& config, const ProgramValues& program,
   const auto& gather = zero.stage3_gather_16bit_weights_on_model_save;
   z.stage3_gather_16bit_weights_on_model_save = gather.has_value() && gather.value;
   z.zero_hpz_partition_size = zero.zero_hpz_partition_size;
+  z.zero_quantized_weights = zero.zero_quantized_weights;
+  z.zero_quantized_gradients = zero.zero_quantized_gradients;
 }
 
 // Fills a section's "auto" params from `fill`, which returns nullopt when the

@@ -11,6 +11,7 @@
 #include "checkpoint/model_streaming.h"
 #include "parallel/sharded_gradients.h"
 #include "parallel/state_broadcast.h"
+#include "sharding/quantized_collectives.h"
 #include "sharding/shard_layout.h"
 #include "sharding/unit_policy.h"
 
@@ -55,6 +56,25 @@ std::vector<torch::nn::Module*> unit_modules(torch::nn::Module& module, const Un
   std::vector<torch::nn::Module*> found;
   for (const Unit& unit : find_units(module, policy)) found.push_back(unit.module);
   return found;
+}
+
+// ZeRO++'s wires: DeepSpeed's qwZ sends int8 weights, its qgZ int4
+// gradients; blocks of the kernels' default (docs/sharding.md says where
+// DeepSpeed's group sizes differ).
+const QuantizedWire kQwzWire{quantize::QuantBits::kInt8, quantize::kDefaultBlockSize};
+const QuantizedWire kQgzWire{quantize::QuantBits::kInt4, quantize::kDefaultBlockSize};
+
+// The block quantizer runs on CPU tensors only (src/quantize).
+void check_quantized_on_cpu(const ShardingSettings& settings, const torch::nn::Module& module) {
+  if (!settings.quantized_weights && !settings.quantized_gradients) return;
+  for (const at::Tensor& parameter : module.parameters(true)) {
+    if (!parameter.device().is_cpu()) {
+      throw ConfigError(
+          "ZeRO++ zero_quantized_weights / zero_quantized_gradients: the block quantizer runs on "
+          "CPU tensors only, and this model's parameters are on " +
+          parameter.device().str());
+    }
+  }
 }
 
 }  // namespace
@@ -194,12 +214,23 @@ void ShardedEngine::shard_model(torch::nn::Module& module, GradientReducer& redu
     models_.push_back({&module, &reducer, std::move(shards), nullptr});
     return;
   }
+  check_quantized_on_cpu(settings_, module);
   const std::vector<torch::nn::Module*> found = unit_modules(module, settings_.unit_policy);
   const std::vector<int> unit_of = parameter_units(module, found);
-  auto shards = std::make_shared<ModelShards>(communicator, reducer, stage, unit_of,
-                                              /*release_units=*/units_start_free, settings_.offload,
-                                              settings_.param_dtype);
+  auto shards = std::make_shared<ModelShards>(
+      communicator, reducer, stage, unit_of,
+      /*release_units=*/units_start_free, settings_.offload, settings_.param_dtype,
+      settings_.quantized_weights ? std::optional<QuantizedWire>(kQwzWire) : std::nullopt);
   detail::ShardedGradients::set_reduce_scatter_wire(reducer, settings_.reduce_dtype);
+  if (settings_.quantized_gradients) {
+    // qgZ: each bucket's reduce-scatter within the shard group; hybrid
+    // sharding's replica sum of the shard afterwards stays fp32.
+    detail::ShardedGradients::set_reduce_scatter(
+        reducer, [](Communicator& comm, const at::Tensor& buffer, at::Tensor& shard,
+                    const std::string& what) {
+          return quantized_reduce_scatter(comm, buffer, shard, "ZeRO++ qgZ " + what, kQgzWire);
+        });
+  }
   if (groups_.secondary) shards->keep_secondary_copies(groups_.secondary);
   auto units =
       std::make_unique<ParameterUnits>(shards, found, unit_of, /*reshard_after_forward=*/true,

@@ -148,6 +148,29 @@ void resolve_wire_dtypes(ShardingSettings& settings,
   }
 }
 
+// ZeRO++ qwZ / qgZ from DeepSpeed's config file. DeepSpeed reads them in
+// its stage-3 engine only; below stage 3 they would move nothing
+// quantized, so a note says so rather than letting a run look quantized.
+void resolve_quantized(ShardingSettings& settings, std::vector<std::string>* notes) {
+  const ZeroSettings& zero = settings.file->zero_optimization;
+  if (!zero.zero_quantized_weights && !zero.zero_quantized_gradients) return;
+  if (settings.stage != ZeroStage::kParameters) {
+    notes->push_back(
+        "zero_optimization.zero_quantized_weights / zero_quantized_gradients (ZeRO++ qwZ / qgZ) "
+        "apply to ZeRO stage 3 only, as in DeepSpeed: stage " +
+        std::to_string(static_cast<int>(settings.stage)) + " moves unquantized values");
+    return;
+  }
+  settings.quantized_weights = zero.zero_quantized_weights;
+  settings.quantized_gradients = zero.zero_quantized_gradients;
+  if (settings.quantized_gradients && settings.reduce_dtype) {
+    notes->push_back(
+        "communication_data_type changes nothing under zero_quantized_gradients: the gradients "
+        "travel as int4 blocks quantized from fp32");
+    settings.reduce_dtype = std::nullopt;
+  }
+}
+
 // The main process's notes about what the settings will do.
 void print_notes(const ShardingSettings& settings, bool from_fsdp,
                  const std::vector<std::string>& notes) {
@@ -266,6 +289,7 @@ std::optional<ShardingSettings> resolve_sharding_settings(const AcceleratorOptio
                            job.local_world_size, &notes);
   }
   resolve_wire_dtypes(settings, fsdp, &notes);
+  if (settings.file && !fsdp) resolve_quantized(settings, &notes);
   settings.offload = offload_for(settings.plugin, fsdp, job, env);
   if (job.is_main_process()) print_notes(settings, fsdp.has_value(), notes);
   return settings;

@@ -80,6 +80,14 @@ struct ShardingSettings {
   // (reduce only); "fp32" is nullopt.
   std::optional<at::ScalarType> param_dtype;
   std::optional<at::ScalarType> reduce_dtype;
+  // ZeRO++ quantized communication (DeepSpeed's zero_quantized_weights /
+  // zero_quantized_gradients, stage 3 only, as in DeepSpeed; the engine
+  // maps them to wires, docs/sharding.md "Quantized communication"): qwZ
+  // gathers the parameters as int8 blocks of 4096 (fp32 masters kept; it
+  // takes the place of param_dtype), qgZ reduce-scatters the gradients as
+  // int4 blocks of 4096 (it takes the place of reduce_dtype).
+  bool quantized_weights = false;
+  bool quantized_gradients = false;
 
   // The norm DeepSpeed clips every step's gradients to; nullopt: none.
   std::optional<double> clipping() const;

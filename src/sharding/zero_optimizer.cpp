@@ -52,11 +52,13 @@ at::Tensor host_empty(const at::Tensor& like) {
 
 ModelShards::ModelShards(std::shared_ptr<Communicator> communicator, GradientReducer& reducer,
                          int stage, const std::vector<int>& unit_of, bool release_units,
-                         Offload offload, std::optional<at::ScalarType> gather_dtype)
+                         Offload offload, std::optional<at::ScalarType> gather_dtype,
+                         std::optional<QuantizedWire> quantized_gather)
     : communicator_(std::move(communicator)),
       reducer_(reducer),
       stage_(stage),
-      gather_dtype_(gather_dtype) {
+      gather_dtype_(quantized_gather ? std::nullopt : gather_dtype),
+      quantized_gather_(quantized_gather) {
   if (stage < 1 || stage > 3)
     throw Error("ModelShards: stage 1, 2 or 3, got " + std::to_string(stage));
   const std::vector<at::Tensor>& parameters = reducer.parameters();
@@ -96,7 +98,7 @@ ModelShards::ModelShards(std::shared_ptr<Communicator> communicator, GradientRed
     const bool in_host = unit_bucket && offload.parameters;
     // A rounding gather writes every row of the buffer, this process's too:
     // the fp32 master the optimizer steps cannot be a view of it.
-    const bool separate = !unit_bucket && gather_dtype && *gather_dtype != buffer.scalar_type();
+    const bool separate = !unit_bucket && lossy_gather(buffer.scalar_type());
     separate_master_.push_back(separate ? 1 : 0);
     shards_.push_back(in_host                   ? host_empty(shard).copy_(shard)
                       : unit_bucket || separate ? shard.clone()
@@ -114,9 +116,14 @@ ModelShards::ModelShards(std::shared_ptr<Communicator> communicator, GradientRed
   if (rounds_gathers()) gather_parameters();
 }
 
+bool ModelShards::lossy_gather(at::ScalarType buffer_dtype) const {
+  if (quantized_gather_) return at::isFloatingType(buffer_dtype);
+  return gather_dtype_ && *gather_dtype_ != buffer_dtype;
+}
+
 bool ModelShards::rounds_gathers() const {
-  for (std::size_t b = 0; b < buffers_.size(); ++b) {
-    if (gather_dtype_ && *gather_dtype_ != buffers_[b].scalar_type()) return true;
+  for (const at::Tensor& buffer : buffers_) {
+    if (lossy_gather(buffer.scalar_type())) return true;
   }
   return false;
 }
@@ -128,7 +135,12 @@ std::optional<at::ScalarType> ModelShards::wire(std::size_t b) const {
 }
 
 PendingCollective ModelShards::gather_over(Communicator& communicator, std::size_t b,
-                                           const at::Tensor& source, const std::string& what) {
+                                           const at::Tensor& source, const std::string& what,
+                                           bool secondary) {
+  if (quantized_gather_ && !secondary && !exact_gathers_ &&
+      lossy_gather(buffers_[b].scalar_type())) {
+    return quantized_all_gather(communicator, source, buffers_[b], what, *quantized_gather_);
+  }
   const std::optional<at::ScalarType> dtype = wire(b);
   return dtype ? communicator.all_gather_into_async(source, buffers_[b], what, *dtype)
                : communicator.all_gather_into_async(source, buffers_[b], what);
@@ -234,9 +246,11 @@ void ModelShards::start_gather(std::size_t b) {
   gathering_primary_[b] = !secondary;
   if (secondary) {
     ++gather_counts_.secondary;
-    // A copy kept from a rounded gather rounds to itself: the same bits.
+    // A copy kept from a rounded gather rounds to itself: the same bits. A
+    // quantized one would not (its blocks' scales could move by an ulp), so
+    // qwZ's kept copies travel as they are, within the machine.
     gathering_[b] = gather_over(*secondary_group_, b, secondary_[b],
-                                "ZeRO++ hpZ secondary gather of bucket " + std::to_string(b));
+                                "ZeRO++ hpZ secondary gather of bucket " + std::to_string(b), true);
     return;
   }
   ++gather_counts_.primary;

@@ -28,6 +28,7 @@
 #include "accelerate/communicator.h"
 #include "accelerate/gradient_reducer.h"
 #include "accelerate/optimizer.h"
+#include "sharding/quantized_collectives.h"
 #include "sharding/shard_layout.h"
 
 namespace accelerate::sharding {
@@ -77,9 +78,14 @@ class ModelShards {
   // (the fp32 master the optimizer steps; stages 1-2 and stage 3's root
   // bucket included, whose shards are otherwise views of their buffers),
   // and the whole weights are the rounded masters from construction on.
+  // `quantized_gather` (ZeRO++ qwZ): the gathers carry the shards as
+  // quantized blocks instead (it takes the place of gather_dtype), with the
+  // same fp32 masters; hpZ's secondary gathers then carry the kept,
+  // already dequantized copies as they are (the same bits, no second loss).
   ModelShards(std::shared_ptr<Communicator> communicator, GradientReducer& reducer, int stage,
               const std::vector<int>& unit_of = {}, bool release_units = false,
-              Offload offload = {}, std::optional<at::ScalarType> gather_dtype = std::nullopt);
+              Offload offload = {}, std::optional<at::ScalarType> gather_dtype = std::nullopt,
+              std::optional<QuantizedWire> quantized_gather = std::nullopt);
 
   GradientReducer& reducer() { return reducer_; }
   const GradientReducer& reducer() const { return reducer_; }
@@ -170,8 +176,12 @@ class ModelShards {
   void keep_secondary(std::size_t b);
   // The dtype bucket b's gathers carry now, or nullopt (plain gather).
   std::optional<at::ScalarType> wire(std::size_t b) const;
+  // Whether gathers into a buffer of this dtype lose precision
+  // (low-precision or quantized).
+  bool lossy_gather(at::ScalarType buffer_dtype) const;
+  // `secondary`: hpZ's gather of kept copies, never quantized again.
   PendingCollective gather_over(Communicator& communicator, std::size_t b, const at::Tensor& source,
-                                const std::string& what);
+                                const std::string& what, bool secondary = false);
 
   std::shared_ptr<Communicator> communicator_;
   GradientReducer& reducer_;
@@ -188,6 +198,7 @@ class ModelShards {
   std::vector<char> gathering_primary_;
   GatherCounts gather_counts_;
   std::optional<at::ScalarType> gather_dtype_;
+  std::optional<QuantizedWire> quantized_gather_;
   bool exact_gathers_ = false;
   std::vector<char> separate_master_;  // per bucket: not a stage-3 unit, shard cloned
   // Offloading, per bucket (undefined where the bucket is not offloaded):
