@@ -4,7 +4,8 @@
 # joined by a veth pair act as two machines of 2 ranks each and train the
 # GPT example's model (zero_network_bench), and DeepSpeed's stage 3 with
 # ZeRO++ hpZ (zero_hpz_partition_size 2) and with bf16 gradient
-# reduce-scatters (communication_data_type) beside them; each rank reports the bytes its
+# reduce-scatters (communication_data_type) and ZeRO++'s quantized weights
+# and gradients (qwZ + qgZ) beside them; each rank reports the bytes its
 # communicator counted per step, and each machine's local rank 0 the bytes
 # its veth interface moved in the same steps. Runs unshaped, then with the
 # link shaped to RATE by tc's token-bucket filter (netem's delay is used
@@ -43,6 +44,7 @@ FSDP=(--use_fsdp --fsdp_auto_wrap_policy TRANSFORMER_BASED_WRAP --fsdp_transform
 port=29600
 echo '{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 3, "zero_hpz_partition_size": 2}}' >"$WORK/HPZ.json"
 echo '{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 3}, "communication_data_type": "bf16"}' >"$WORK/BF16_GRADS.json"
+echo '{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 3, "zero_quantized_weights": true, "zero_quantized_gradients": true}}' >"$WORK/ZEROPP.json"
 # run NAME STRATEGY: one 2-machine job; its rank lines in $WORK/NAME
 run() {
   local name=$1 strategy=$2 sharding
@@ -83,6 +85,7 @@ run full_unshaped FULL_SHARD
 run hybrid_unshaped HYBRID_SHARD
 run hpz_unshaped HPZ
 run bf16_unshaped BF16_GRADS
+run zeropp_unshaped ZEROPP
 shaped=0
 if shape; then
   shaped=1
@@ -142,6 +145,9 @@ def formula(strategy, first):
         return (2 * U + 2 * W) * (N - G) / N
     if strategy == "BF16_GRADS":  # as FULL_SHARD, the reduce-scatters in half the bytes
         return (2.5 * U + 1.5 * W) * (N - G) / N
+    if strategy == "ZEROPP":  # gathers int8 (1 byte), reduce-scatters int4 (1/2), + scales
+        per_element = lambda bits: bits / 8 + 4 / 4096  # about: blocks cut at each row's end
+        return ((2 * U + W) * per_element(8) + (U + W) * per_element(4)) / 4 * (N - G) / N
     # every gradient shard (1/G of each) all-reduced across the R machines
     # (a ring: 2 (R - 1) / R of it sent); the gathers stay on the machine
     return 2 * (R - 1) / R * (U + W) / G
@@ -153,6 +159,7 @@ for name, strategy, label in [("full_unshaped", "FULL_SHARD", "FULL_SHARD, unsha
                               ("hybrid_unshaped", "HYBRID_SHARD", "HYBRID_SHARD, unshaped"),
                               ("hpz_unshaped", "HPZ", "stage 3 + hpZ 2, unshaped"),
                               ("bf16_unshaped", "BF16_GRADS", "stage 3, bf16 grads, unshaped"),
+                              ("zeropp_unshaped", "ZEROPP", "stage 3, qwZ + qgZ, unshaped"),
                               ("full_shaped", "FULL_SHARD", "FULL_SHARD, shaped"),
                               ("hybrid_shaped", "HYBRID_SHARD", "HYBRID_SHARD, shaped"),
                               ("hpz_shaped", "HPZ", "stage 3 + hpZ 2, shaped")]:
@@ -170,7 +177,8 @@ else:
     print("the link was not shaped (see the note above)")
 for other, title in [("hybrid", "HYBRID_SHARD / FULL_SHARD (goal for bytes: <= 0.5)"),
                      ("hpz", "stage 3 + hpZ / FULL_SHARD"),
-                     ("bf16", "stage 3 with bf16 gradient reduce-scatters / FULL_SHARD")]:
+                     ("bf16", "stage 3 with bf16 gradient reduce-scatters / FULL_SHARD"),
+                     ("zeropp", "stage 3 with qwZ + qgZ / FULL_SHARD (goal for bytes: <= 0.3)")]:
     print(f"\nratios {title}")
     for kind in ["unshaped", "shaped"]:
         if f"full_{kind}" not in rows or f"{other}_{kind}" not in rows:
