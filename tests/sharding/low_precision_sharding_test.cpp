@@ -25,6 +25,7 @@
 #include "accelerate/model_saving.h"
 #include "accelerate/unit_forward.h"
 #include "parallel/storage_release.h"
+#include "sharding/smooth_net.h"
 #include "sharding/zero_test_support.h"
 #include "support/temp_dir.h"
 #include "support/thread_ranks.h"
@@ -88,42 +89,9 @@ struct ExactNetImpl : torch::nn::Module {
 };
 TORCH_MODULE(ExactNet);
 
-// An ordinary model: tanh blocks with random weights, trained on a smooth
-// regression; nothing about it is exact in bf16.
-struct SmoothBlockImpl : torch::nn::Module {
-  SmoothBlockImpl()
-      : up(register_module("up", torch::nn::Linear(16, 32))),
-        down(register_module("down", torch::nn::Linear(32, 16))) {}
-  torch::Tensor forward(const torch::Tensor& x) { return x + down(torch::tanh(up(x))); }
-  torch::nn::Linear up, down;
-};
-TORCH_MODULE(SmoothBlock);
-
-struct SmoothNetImpl : torch::nn::Module {
-  SmoothNetImpl()
-      : input(register_module("input", torch::nn::Linear(4, 16))),
-        blocks(register_module("blocks", torch::nn::ModuleList())),
-        output(register_module("output", torch::nn::Linear(16, 1))) {
-    for (int i = 0; i < 3; ++i) blocks->push_back(SmoothBlock());
-    auto generator = at::detail::createCPUGenerator(47);
-    torch::NoGradGuard no_grad;
-    for (auto& parameter : parameters()) {
-      parameter.copy_(at::randn(parameter.sizes(), generator) * 0.15);
-    }
-  }
-  torch::Tensor forward(const torch::Tensor& x) {
-    auto h = torch::tanh(input(x));
-    for (const auto& module : *blocks) {
-      auto block = std::dynamic_pointer_cast<SmoothBlockImpl>(module);
-      h = accelerate::unit_forward(block, h);
-    }
-    return output(h);
-  }
-  torch::nn::Linear input;
-  torch::nn::ModuleList blocks;
-  torch::nn::Linear output;
-};
-TORCH_MODULE(SmoothNet);
+// An ordinary model (tests/sharding/smooth_net.h): nothing about it is
+// exact in bf16.
+using sharding_test_models::SmoothNet;
 
 FullyShardedDataParallelPlugin plugin_for(int stage, std::optional<CollectiveDtype> wire,
                                           const char* unit_class) {

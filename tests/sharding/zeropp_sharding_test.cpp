@@ -25,6 +25,7 @@
 #include "parallel/storage_release.h"
 #include "sharding/hpz_test_support.h"
 #include "sharding/parameter_units.h"
+#include "sharding/smooth_net.h"
 #include "sharding/zero_test_support.h"
 #include "support/temp_dir.h"
 #include "support/thread_ranks.h"
@@ -39,43 +40,7 @@ using accelerate::TrafficKind;
 
 // tanh blocks (the repeated blocks DeepSpeed's policy makes units) between
 // a root input and output layer, random weights, a smooth regression.
-struct QBlockImpl : torch::nn::Module {
-  QBlockImpl()
-      : up(register_module("up", torch::nn::Linear(16, 32))),
-        down(register_module("down", torch::nn::Linear(32, 16))) {}
-  torch::Tensor forward(const torch::Tensor& x) { return x + down(torch::tanh(up(x))); }
-  torch::nn::Linear up, down;
-};
-TORCH_MODULE(QBlock);
-
-struct QNetImpl : torch::nn::Module {
-  QNetImpl()
-      : input(register_module("input", torch::nn::Linear(4, 16))),
-        blocks(register_module("blocks", torch::nn::ModuleList())),
-        output(register_module("output", torch::nn::Linear(16, 1))) {
-    for (int i = 0; i < 3; ++i) blocks->push_back(QBlock());
-    auto generator = at::detail::createCPUGenerator(47);
-    torch::NoGradGuard no_grad;
-    for (auto& parameter : parameters()) {
-      parameter.copy_(at::randn(parameter.sizes(), generator) * 0.15);
-    }
-  }
-  torch::Tensor forward(const torch::Tensor& x) {
-    auto h = torch::tanh(input(x));
-    for (const auto& module : *blocks) {
-      auto block = std::dynamic_pointer_cast<QBlockImpl>(module);
-      h = accelerate::unit_forward(block, h);
-      if (!first_output.defined()) first_output = h;
-    }
-    return output(h);
-  }
-  // The first unit's output in the last forward (the overflow test poisons it).
-  torch::Tensor first_output;
-  torch::nn::Linear input;
-  torch::nn::ModuleList blocks;
-  torch::nn::Linear output;
-};
-TORCH_MODULE(QNet);
+using QNet = sharding_test_models::SmoothNet;
 
 struct Quantized {
   bool weights = false;
@@ -275,6 +240,7 @@ SkipOutcome skip_run(std::shared_ptr<Communicator> comm, bool whole_unit) {
   accelerate::testing::TempDir dir("accelerate-zeropp-fp16-" + std::to_string(comm->rank()));
   Accelerator accelerator(comm, zeropp_options(dir.path(), {true, true}, /*fp16=*/true));
   QNet model;
+  model->record_first_output = true;
   accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(),
                                                      torch::optim::SGDOptions(0.02));
   accelerator.prepare(model, optimizer);
