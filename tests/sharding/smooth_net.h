@@ -11,6 +11,7 @@
 
 #include <memory>
 
+#include "accelerate/accelerator.h"
 #include "accelerate/unit_forward.h"
 
 namespace sharding_test_models {
@@ -54,5 +55,22 @@ struct SmoothNetImpl : torch::nn::Module {
   torch::nn::Linear output;
 };
 TORCH_MODULE(SmoothNet);
+
+// Steps [first, last) of the tests' regression on `model`, each on a batch
+// seeded by the step and `rank` (a resumed run sees the batches the
+// uninterrupted one did); after_step(step) runs after each optimizer step.
+template <class Optimizer, class AfterStep>
+void train_regression_steps(accelerate::Accelerator& accelerator, SmoothNet& model,
+                            Optimizer& optimizer, int rank, int first, int last,
+                            AfterStep&& after_step) {
+  for (int step = first; step < last; ++step) {
+    auto generator = at::detail::createCPUGenerator(1000 * step + rank);
+    const at::Tensor x = at::randn({8, 4}, generator);
+    accelerator.backward(torch::mse_loss(model->forward(x), torch::sin(x.sum(1, true))));
+    optimizer.step();
+    optimizer.zero_grad();
+    after_step(step);
+  }
+}
 
 }  // namespace sharding_test_models

@@ -303,14 +303,11 @@ CkptOutcome ckpt_run(std::shared_ptr<Communicator> comm, const CkptRun& run) {
   if (!run.load_from.empty()) accelerator.load_state(run.load_from);
   CkptOutcome outcome;
   outcome.at_start = accelerate::testing::whole_weights(accelerator, *model);
-  for (int step = run.first; step < run.last; ++step) {
-    auto generator = at::detail::createCPUGenerator(1000 * step + comm->rank());
-    const at::Tensor x = at::randn({8, 4}, generator);
-    accelerator.backward(torch::mse_loss(model->forward(x), torch::sin(x.sum(1, true))));
-    optimizer.step();
-    optimizer.zero_grad();
-    if (step == run.save_after) accelerator.save_state(run.save_to);
-  }
+  sharding_test_models::train_regression_steps(accelerator, model, optimizer, comm->rank(),
+                                               run.first, run.last, [&](int step) {
+                                                 if (step == run.save_after)
+                                                   accelerator.save_state(run.save_to);
+                                               });
   outcome.at_end = accelerate::testing::whole_weights(accelerator, *model);
   return outcome;
 }
