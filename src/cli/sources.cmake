@@ -12,6 +12,7 @@ target_sources(accelerate_cli_core PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/memory_estimate.cpp
   ${CMAKE_CURRENT_LIST_DIR}/training_estimate.cpp
   ${CMAKE_CURRENT_LIST_DIR}/training_report.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/training_traffic.cpp
   ${CMAKE_CURRENT_LIST_DIR}/transformer_shape.cpp
   ${CMAKE_CURRENT_LIST_DIR}/merge_weights.cpp
   ${CMAKE_CURRENT_LIST_DIR}/merge_weights_command.cpp

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "cli/memory_estimate.h"
+#include "cli/training_traffic.h"
 
 namespace accelerate::cli {
 namespace {
@@ -104,6 +105,9 @@ std::string render_training_estimate(const TrainingReportInput& input) {
   } else if (setup.zero_stage == 3) {
     out += "DeepSpeed's " + function +
            ": N/A (it needs the largest layer: give a safetensors file or a config.json).\n";
+  }
+  if (setup.num_processes > 1) {
+    out += render_step_traffic(input.parameters, input.outside_units, setup);
   }
   return out;
 }

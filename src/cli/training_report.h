@@ -1,6 +1,7 @@
 // The training section of `accelerate estimate-memory` (printed when a
 // training flag such as --zero_stage or --seq_len is given): one table of
-// device and host bytes per process, and DeepSpeed's estimate beside it.
+// device and host bytes per process, DeepSpeed's estimate beside it, and
+// (several processes) the bytes each sends per step (training_traffic.h).
 #pragma once
 
 #include <optional>
