@@ -147,7 +147,10 @@ def formula(strategy, first):
         return (2.5 * U + 1.5 * W) * (N - G) / N
     if strategy == "ZEROPP":  # gathers int8 (1 byte), reduce-scatters int4 (1/2), + scales
         per_element = lambda bits: bits / 8 + 4 / 4096  # about: blocks cut at each row's end
-        return ((2 * U + W) * per_element(8) + (U + W) * per_element(4)) / 4 * (N - G) / N
+        # qgZ in two levels: only each machine's partial sums, 1/G of the
+        # gradients, cross (R-1)/R to the other machines
+        return ((2 * U + W) * per_element(8) * (N - G) / N
+                + (U + W) * per_element(4) * (R - 1) / R / G) / 4
     # every gradient shard (1/G of each) all-reduced across the R machines
     # (a ring: 2 (R - 1) / R of it sent); the gathers stay on the machine
     return 2 * (R - 1) / R * (U + W) / G

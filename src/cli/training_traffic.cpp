@@ -49,7 +49,7 @@ std::vector<WireFormat> wire_formats_for(const TrainingSetup& setup) {
   if (stage == 3) {
     formats.push_back({"qwZ + qgZ (int8 gathers, int4 reduce-scatters)",
                        "zero_quantized_weights + zero_quantized_gradients",
-                       1 + kScaleBytesPerElement, 0.5 + kScaleBytesPerElement, false});
+                       1 + kScaleBytesPerElement, 0.5 + kScaleBytesPerElement, false, true});
     if (setup.num_nodes > 1 && !setup.hybrid && setup.processes_per_node() > 1) {
       formats.push_back({"hpZ over a machine's processes",
                          "zero_hpz_partition_size: " + std::to_string(setup.processes_per_node()),
@@ -78,6 +78,9 @@ StepTraffic step_traffic(double parameters, double outside_units, const Training
   if (stage == 1) {
     // Whole gradient buckets all-reduced over the shard group.
     add_ring_all_reduce(out, shard.n, setup.hybrid ? 0 : nodes, kFloatBytes * parameters);
+  } else if (wire.two_level_reduce && !setup.hybrid && nodes > 1 && per_node > 1) {
+    add_flat(out, Group{per_node, 0}, reduce * parameters);
+    add_flat(out, Group{nodes, nodes - 1}, reduce * parameters / per_node);
   } else {
     add_flat(out, shard, reduce * parameters);
   }

@@ -22,6 +22,9 @@ struct WireFormat {
   double gather_element_bytes = 4;
   double reduce_element_bytes = 4;
   bool hpz_within_node = false;
+  // qgZ: across machines the reduce-scatters run in two levels, inside
+  // each machine, then 1/G of the bytes between machines.
+  bool two_level_reduce = false;
 };
 
 // The formats worth comparing for `setup`: fp32 always; at stages 2-3 bf16
@@ -47,6 +50,8 @@ struct StepTraffic {
 //   hybrid:  the shard group is a machine, plus an fp32 all-reduce of each
 //            gradient shard across the R machines, 2 (R-1)/R x 4Ψ/G
 //   hpZ:     the backward gather inside the machine, (G-1)/G x E_g Ψu
+//   qgZ on several machines (not hybrid): each reduce-scatter in two levels,
+//            (G-1)/G x E_r Ψ inside the machine + (R-1)/R x E_r Ψ/G across
 // Bucket padding is left out.
 StepTraffic step_traffic(double parameters, double outside_units, const TrainingSetup& setup,
                          const WireFormat& wire);

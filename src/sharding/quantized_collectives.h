@@ -41,4 +41,21 @@ PendingCollective quantized_reduce_scatter(Communicator& communicator, const at:
                                            at::Tensor& shard, const std::string& what,
                                            const QuantizedWire& wire);
 
+// qgZ across machines, as DeepSpeed runs it: `machine` holds this
+// machine's G processes (ranks node*G + i, consecutive as launchers number
+// them) and `across` the R processes with this one's local rank, one per
+// machine; `buffer` has G*R rows, row k for job rank k. First an
+// all-to-all inside the machine: each process receives, for every machine,
+// the row of that machine's process with its own local rank from each
+// local peer, quantized, and sums them in fp32 in local-rank order; then
+// those R partial sums, quantized again, go to their machines in an
+// all-to-all across, where the owner adds them in machine order. Only
+// 1/G of the bytes cross machines (the one-level form sends (N-G)/N of
+// them); each value is quantized twice. The second step runs when the
+// first is waited for, so `across` must outlive that wait().
+PendingCollective quantized_reduce_scatter_two_level(Communicator& machine, Communicator& across,
+                                                     const at::Tensor& buffer, at::Tensor& shard,
+                                                     const std::string& what,
+                                                     const QuantizedWire& wire);
+
 }  // namespace accelerate::sharding

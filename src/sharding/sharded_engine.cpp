@@ -92,8 +92,32 @@ std::shared_ptr<Communicator> consecutive_groups(Communicator& job, int size) {
 
 }  // namespace
 
+// qgZ's two levels when the job spans machines of equal, consecutive
+// ranks (as launchers number them) and the shard group is the whole job.
+void ShardedEngine::add_machine_levels(Groups& groups, const ShardingSettings& settings) {
+  const JobState& job = groups.job->job();
+  const int world = groups.job->world_size(), per_machine = job.local_world_size;
+  if (!settings.quantized_gradients || settings.stage != ZeroStage::kParameters ||
+      groups.replicas || job.num_nodes <= 1 || per_machine <= 1 ||
+      per_machine * job.num_nodes != world) {
+    return;
+  }
+  std::vector<std::vector<int>> same_local_rank(static_cast<std::size_t>(per_machine));
+  for (int rank = 0; rank < world; ++rank)
+    same_local_rank[static_cast<std::size_t>(rank % per_machine)].push_back(rank);
+  groups.machine = consecutive_groups(*groups.job, per_machine);
+  groups.across = groups.job->split(same_local_rank);
+}
+
 ShardedEngine::Groups ShardedEngine::form_groups(std::shared_ptr<Communicator> job,
                                                  const ShardingSettings& settings) {
+  Groups groups = form_primary_groups(std::move(job), settings);
+  add_machine_levels(groups, settings);
+  return groups;
+}
+
+ShardedEngine::Groups ShardedEngine::form_primary_groups(std::shared_ptr<Communicator> job,
+                                                         const ShardingSettings& settings) {
   const int world = job->world_size();
   const int hpz = settings.hpz_partition_size;
   if (hpz > 1 && hpz < world && settings.stage == ZeroStage::kParameters) {
@@ -108,10 +132,11 @@ ShardedEngine::Groups ShardedEngine::form_groups(std::shared_ptr<Communicator> j
           "combined; choose one");
     }
     auto secondary = consecutive_groups(*job, hpz);
-    return {job, job, nullptr, std::move(secondary)};
+    return {job, job, nullptr, std::move(secondary), nullptr, nullptr};
   }
   const int hybrid_shard_size = settings.hybrid_shard_size;
-  if (hybrid_shard_size <= 1 || hybrid_shard_size >= world) return {job, job, nullptr, nullptr};
+  if (hybrid_shard_size <= 1 || hybrid_shard_size >= world)
+    return {job, job, nullptr, nullptr, nullptr, nullptr};
   if (world % hybrid_shard_size != 0) {
     throw ConfigError("hybrid sharding: shard groups of " + std::to_string(hybrid_shard_size) +
                       " processes do not divide the job's " + std::to_string(world) + " processes");
@@ -127,7 +152,7 @@ ShardedEngine::Groups ShardedEngine::form_groups(std::shared_ptr<Communicator> j
   }
   auto shard = job->split(shard_groups);
   auto replicas = job->split(replica_groups);
-  return {std::move(job), std::move(shard), std::move(replicas), nullptr};
+  return {std::move(job), std::move(shard), std::move(replicas), nullptr, nullptr, nullptr};
 }
 
 ShardedEngine::ShardedEngine(std::shared_ptr<Communicator> communicator, ShardingSettings settings,
@@ -222,7 +247,16 @@ void ShardedEngine::shard_model(torch::nn::Module& module, GradientReducer& redu
       /*release_units=*/units_start_free, settings_.offload, settings_.param_dtype,
       settings_.quantized_weights ? std::optional<QuantizedWire>(kQwzWire) : std::nullopt);
   detail::ShardedGradients::set_reduce_scatter_wire(reducer, settings_.reduce_dtype);
-  if (settings_.quantized_gradients) {
+  if (settings_.quantized_gradients && groups_.machine) {
+    // qgZ across machines: inside each machine, then between them.
+    detail::ShardedGradients::set_reduce_scatter(
+        reducer,
+        [machine = groups_.machine, across = groups_.across](
+            Communicator&, const at::Tensor& buffer, at::Tensor& shard, const std::string& what) {
+          return quantized_reduce_scatter_two_level(*machine, *across, buffer, shard,
+                                                    "ZeRO++ qgZ " + what, kQgzWire);
+        });
+  } else if (settings_.quantized_gradients) {
     // qgZ: each bucket's reduce-scatter within the shard group; hybrid
     // sharding's replica sum of the shard afterwards stays fp32.
     detail::ShardedGradients::set_reduce_scatter(

@@ -82,15 +82,23 @@ class ShardedEngine : public ParallelEngine {
   // job, or under hybrid sharding the group of this process), under hybrid
   // sharding those holding the same shard in the other groups (`replicas`,
   // else null), and under ZeRO++ hpZ this process's group of
-  // hpz_partition_size consecutive ranks (`secondary`, else null).
+  // hpz_partition_size consecutive ranks (`secondary`, else null). For
+  // ZeRO++ qgZ over a job of several machines (not hybrid), this process's
+  // machine and the processes of its local rank on every machine
+  // (`machine`, `across`: its two-level reduce-scatter), else null.
   struct Groups {
     std::shared_ptr<Communicator> job;
     std::shared_ptr<Communicator> shard;
     std::shared_ptr<Communicator> replicas;
     std::shared_ptr<Communicator> secondary;
+    std::shared_ptr<Communicator> machine;
+    std::shared_ptr<Communicator> across;
   };
   // Collective: every process makes the same groups, in the same order.
   static Groups form_groups(std::shared_ptr<Communicator> job, const ShardingSettings& settings);
+  static Groups form_primary_groups(std::shared_ptr<Communicator> job,
+                                    const ShardingSettings& settings);
+  static void add_machine_levels(Groups& groups, const ShardingSettings& settings);
 
   ShardingSettings settings_;
   Groups groups_;  // before replicas_, which runs on groups_.shard

@@ -170,8 +170,9 @@ TEST_P(StepTraffic, EstimateEqualsCountedBytes) {
   }
 }
 
-accelerate::cli::WireFormat wire(double gather, double reduce, bool hpz = false) {
-  return {"", "", gather, reduce, hpz};
+accelerate::cli::WireFormat wire(double gather, double reduce, bool hpz = false,
+                                 bool two_level = false) {
+  return {"", "", gather, reduce, hpz, two_level};
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -190,7 +191,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"full_shard_bf16_params", 3, "", "", false, true, wire(2, 2)},
                       Case{"stage3_qwz_qgz", 3,
                            ", \"zero_quantized_weights\": true, \"zero_quantized_gradients\": true",
-                           "", false, false, wire(1 + 4.0 / 4096, 0.5 + 4.0 / 4096)}),
+                           "", false, false, wire(1 + 4.0 / 4096, 0.5 + 4.0 / 4096, false, true)}),
     [](const auto& info) { return info.param.name; });
 
 }  // namespace step_traffic_test
