@@ -267,8 +267,9 @@ std::string TrainerLoop::save_checkpoint() {
 }
 
 std::optional<std::string> TrainerLoop::best_checkpoint_to_load() const {
-  if (!args_.load_best_model_at_end() || !state_.best_model_checkpoint) return std::nullopt;
-  if (!std::filesystem::exists(*state_.best_model_checkpoint)) return std::nullopt;
+  // Every process decides alike (a folder missing on one machine would
+  // otherwise split them): load_state reports a missing folder on all.
+  if (!args_.load_best_model_at_end()) return std::nullopt;
   return state_.best_model_checkpoint;
 }
 

@@ -271,6 +271,7 @@ struct BestRun {
   Weights final_weights;
   TrainerState state;
   std::vector<std::string> left;
+  std::vector<std::string> files;  // in the best checkpoint
 };
 
 class BestModelUnder : public ::testing::TestWithParam<bool> {};
@@ -286,7 +287,11 @@ TEST_P(BestModelUnder, TheBestCheckpointIsLoadedAtTheEndAndSurvivesRotation) {
                         .save_total_limit(1)
                         .load_best_model_at_end(true);
   accelerate::AcceleratorOptions options;
-  if (GetParam()) options.fsdp_plugin(accelerate::FullyShardedDataParallelPlugin());
+  // FULL_SHARD with SHARDED_STATE_DICT: each process saves and loads its shard.
+  if (GetParam()) {
+    options.fsdp_plugin(accelerate::FullyShardedDataParallelPlugin().state_dict_type(
+        accelerate::FsdpStateDictType::kShardedStateDict));
+  }
   BestRun run;
   accelerate::testing::run_rank_communicators(2, [&](std::shared_ptr<Communicator> comm) {
     Tiny model;
@@ -299,7 +304,14 @@ TEST_P(BestModelUnder, TheBestCheckpointIsLoadedAtTheEndAndSurvivesRotation) {
     Weights final_weights = trainer.accelerator().get_state_dict(trainer.model());
     if (comm->rank() != 0) return;
     run = {saves, final_weights, trainer.state(), checkpoints_in(dir.path())};
+    for (const auto& entry : std::filesystem::directory_iterator(dir.path() + "/checkpoint-4")) {
+      run.files.push_back(entry.path().filename().string());
+    }
   });
+  // Under FULL_SHARD the weights were loaded from each process's shard file.
+  const bool sharded =
+      std::count(run.files.begin(), run.files.end(), "model_rank1.safetensors") == 1;
+  EXPECT_EQ(sharded, GetParam());
   ASSERT_EQ(run.saves->weights.size(), 5u);
   EXPECT_TRUE(same_weights(run.final_weights, run.saves->weights.at(4)));
   EXPECT_FALSE(same_weights(run.final_weights, run.saves->weights.at(10)));
