@@ -352,4 +352,22 @@ TEST(BestModel, SaveTotalLimitKeepsTheBestAsTheSecondNewest) {
   });
 }
 
+TEST(BestModel, AResumedRunRanksAgainstTheBestOfTheFirst) {
+  accelerate::testing::TempDir dir;
+  const auto args = every_step(dir.path())
+                        .max_steps(6)
+                        .eval_steps(2)
+                        .save_strategy(IntervalStrategy::kSteps)
+                        .save_steps(2);
+  on_one_rank(args, scripted({0.9, 0.1, 0.2}), [&](TinyTrainer& trainer) { trainer.train(); });
+  // From step 4: the best so far is step 2's 0.9, which 0.5 does not beat.
+  const auto resumed = TrainingArguments(args).resume_from_checkpoint(dir.path() + "/checkpoint-4");
+  on_one_rank(resumed, scripted({0.5}), [&](TinyTrainer& trainer) {
+    trainer.train();
+    EXPECT_EQ(trainer.state().best_metric, std::optional<double>(0.9));
+    EXPECT_EQ(trainer.state().best_global_step, std::optional<int64_t>(2));
+    EXPECT_EQ(trainer.state().best_model_checkpoint, dir.path() + "/checkpoint-2");
+  });
+}
+
 }  // namespace trainer_control_test
