@@ -114,6 +114,7 @@ TEST(TrainerControl, ACallbackStopsTrainingEvaluatesAndSavesOnDemand) {
     void on_step_end(const TrainingArguments&, const TrainerState& state,
                      TrainerControl& control) override {
       if (state.global_step == 2) control.should_evaluate = true;
+      if (state.global_step == 4) control.should_log = true;
       if (state.global_step == 3) control.should_save = true;
       if (state.global_step == 5) control.should_training_stop = true;
     }
@@ -136,6 +137,12 @@ TEST(TrainerControl, ACallbackStopsTrainingEvaluatesAndSavesOnDemand) {
     EXPECT_EQ(events->init_end, 1);
     EXPECT_EQ(events->epoch_begin, 1);  // 8 batches an epoch: stopped in the first
     EXPECT_EQ(events->train_end, 1);
+    // logging_steps 100: the one training log is the one asked for at step 4.
+    std::vector<double> logged_at;
+    for (const auto& entry : trainer.state().log_history) {
+      if (entry.count("loss")) logged_at.push_back(entry.at("step"));
+    }
+    EXPECT_EQ(logged_at, std::vector<double>{4.0});
   });
 }
 
