@@ -18,7 +18,11 @@
 // max_grad_norm, AdamW (no weight decay on biases and LayerNorm weights),
 // the learning-rate schedule, logging the mean loss every logging_steps,
 // evaluation and checkpoints at their intervals (save_state, so resuming
-// with resume_from_checkpoint continues exactly). docs/trainer.md.
+// with resume_from_checkpoint continues exactly). A function returning a
+// ModelOutput (loss and logits) gives compute_metrics and predict their
+// predictions; callbacks steer the run through TrainerControl; with
+// metric_for_best_model the best checkpoint is tracked, kept and, with
+// load_best_model_at_end, loaded at the end. docs/trainer.md.
 #pragma once
 
 #include <torch/optim/adamw.h>
