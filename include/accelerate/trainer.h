@@ -18,7 +18,11 @@
 // max_grad_norm, AdamW (no weight decay on biases and LayerNorm weights),
 // the learning-rate schedule, logging the mean loss every logging_steps,
 // evaluation and checkpoints at their intervals (save_state, so resuming
-// with resume_from_checkpoint continues exactly). docs/trainer.md.
+// with resume_from_checkpoint continues exactly). A function returning a
+// ModelOutput (loss and logits) gives compute_metrics and predict their
+// predictions; callbacks steer the run through TrainerControl; with
+// metric_for_best_model the best checkpoint is tracked, kept and, with
+// load_best_model_at_end, loaded at the end. docs/trainer.md.
 #pragma once
 
 #include <torch/optim/adamw.h>
@@ -27,11 +31,14 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <iostream>
 #include <limits>
 #include <memory>
 #include <optional>
+#include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "accelerate/accelerator.h"
 #include "accelerate/data_loader.h"
@@ -40,6 +47,7 @@
 #include "accelerate/optimizer.h"
 #include "accelerate/random.h"
 #include "accelerate/scheduler.h"
+#include "accelerate/trainer_outputs.h"
 
 namespace accelerate {
 
@@ -49,6 +57,23 @@ inline int64_t batch_rows(const at::Tensor& batch) { return batch.dim() ? batch.
 template <class Data, class Target>
 int64_t batch_rows(const torch::data::Example<Data, Target>& batch) {
   return batch_rows(batch.data);
+}
+// The labels of a batch when ModelOutput has none: an Example's tensor target.
+template <class Batch>
+at::Tensor batch_labels(const Batch& /*batch*/) {
+  return {};
+}
+template <class Data>
+at::Tensor batch_labels(const torch::data::Example<Data, at::Tensor>& batch) {
+  return batch.target;
+}
+// "eval_accuracy" from "accuracy", as Hugging Face prefixes compute_metrics' names.
+inline Metrics prefixed(const Metrics& metrics, const std::string& prefix) {
+  Metrics out;
+  for (const auto& [key, value] : metrics) {
+    out[key.rfind(prefix + "_", 0) == 0 ? key : prefix + "_" + key] = value;
+  }
+  return out;
 }
 }  // namespace detail
 
@@ -63,8 +88,10 @@ class Trainer {
  public:
   using Loader = DataLoader<Dataset>;
   using Batch = typename Loader::BatchType;
-  // The mean loss of one batch.
-  using LossFunction = std::function<at::Tensor(Model&, const Batch&)>;
+  // The mean loss of one batch, and optionally its logits and labels for
+  // compute_metrics and predict (trainer_outputs.h); a function returning
+  // the loss tensor alone fits too.
+  using LossFunction = std::function<ModelOutput(Model&, const Batch&)>;
 
   // `options`: Accelerator settings beyond those the arguments set;
   // `communicator`: run on these processes (tests use thread ranks),
@@ -116,22 +143,36 @@ class Trainer {
     loop_.begin_train();
     model_->train();
     const auto parameters = model_->parameters();
-    while (!loop_.done()) {
-      bool whole_epoch = true;
+    const TrainerControl& control = loop_.control();
+    while (!loop_.should_stop_training()) {
+      loop_.begin_epoch();
+      bool step_begun = false;
+      bool loader_finished = true;
       for (auto& batch : *train_loader_) {
+        if (!step_begun) loop_.begin_step();
+        step_begun = true;
         auto micro_step = accelerator_->accumulate();
-        at::Tensor loss = loss_(model_, batch);
+        at::Tensor loss = loss_(model_, batch).loss;
+        if (!loss.defined()) throw Error("Trainer: the model function returned no loss");
         accelerator_->backward(loss);
         loop_.add_loss(loss, detail::batch_rows(batch));
         if (!accelerator_->sync_gradients()) continue;
         optimizer_step(parameters);
-        if (loop_.done()) {
-          whole_epoch = train_loader_->end_of_dataloader();
+        step_begun = false;
+        if (loop_.should_stop_training() || control.should_epoch_stop) {
+          loader_finished = train_loader_->end_of_dataloader();
           break;
         }
       }
-      if (whole_epoch) act_on(loop_.end_epoch());
+      // Epoch-end evaluation and saving after whole epochs (or a callback's
+      // should_epoch_stop), not when max_steps ends one part-way.
+      if (loader_finished || control.should_epoch_stop) {
+        loop_.end_epoch();
+        evaluate_and_save_if_due();
+      }
     }
+    if (auto best = loop_.best_checkpoint_to_load()) load_best_model(*best);
+    loop_.remove_all_but_best_checkpoint();
     TrainOutput output;
     output.metrics = loop_.end_train();
     output.global_step = loop_.state().global_step;
@@ -139,38 +180,39 @@ class Trainer {
     return output;
   }
 
-  // Mean loss over the evaluation data (each sample once, whatever the
-  // process count) and its exponential. Collective.
+  // The evaluation data's mean loss (each sample once, whatever the process
+  // count), its exponential, and compute_metrics' metrics, prefixed "eval_".
+  // Callbacks see on_evaluate. Collective.
   Metrics evaluate() {
     if (!eval_loader_) throw ConfigError("Trainer::evaluate: no eval_dataset was given");
-    const bool was_training = model_->is_training();
-    model_->eval();
-    const auto started = std::chrono::steady_clock::now();
-    double sum = 0;
-    int64_t count = 0;
-    {
-      torch::NoGradGuard no_grad;
-      for (auto& batch : *eval_loader_) {
-        const at::Tensor loss = loss_(model_, batch).detach().to(at::kDouble).reshape({1});
-        // One copy of the batch's loss per sample, so that the samples that
-        // pad the last batch are dropped with them.
-        const at::Tensor per_sample = loss.expand({detail::batch_rows(batch)}).contiguous();
-        const at::Tensor gathered = accelerator_->gather_for_metrics(per_sample);
-        sum += gathered.sum().template item<double>();
-        count += gathered.numel();
-      }
-    }
-    if (was_training) model_->train();
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    const double loss = count ? sum / static_cast<double>(count) : std::nan("");
-    Metrics metrics{
-        {"eval_loss", loss},
-        {"eval_perplexity", std::exp(loss)},
-        {"eval_runtime", seconds},
-        {"eval_samples_per_second", static_cast<double>(count) / std::max(seconds, 1e-9)}};
+    Metrics metrics = evaluation_loop(*eval_loader_, "eval", compute_metrics_ != nullptr).metrics;
     loop_.report_evaluation(metrics);
     return metrics;
+  }
+
+  // Predictions (the logits, or preprocess_logits_for_metrics' result) for
+  // every sample of `dataset` in order, its labels, and metrics prefixed
+  // "test_" (the loss when the function returns one, compute_metrics' when
+  // set). Collective. The dataset's loader stays prepared (it counts among
+  // the loaders of later checkpoints).
+  PredictionOutput predict(Dataset dataset) {
+    predict_loaders_.push_back(std::make_unique<Loader>(
+        std::move(dataset),
+        loader_options(loop_.args().per_device_eval_batch_size(), loop_.args())));
+    accelerator_->prepare(*predict_loaders_.back());
+    return evaluation_loop(*predict_loaders_.back(), "test", /*collect=*/true);
+  }
+
+  // Hugging Face's compute_metrics, run on the gathered predictions of
+  // every evaluation (all processes, the same result on each).
+  Trainer& compute_metrics(ComputeMetrics function) {
+    compute_metrics_ = std::move(function);
+    return *this;
+  }
+  // What evaluation keeps of each batch's logits, e.g. their argmax.
+  Trainer& preprocess_logits_for_metrics(PreprocessLogits function) {
+    preprocess_logits_ = std::move(function);
+    return *this;
   }
 
   // The model's weights (model.safetensors) in `directory`, default
@@ -230,12 +272,97 @@ class Trainer {
     optimizer_->step();
     scheduler_->step();
     optimizer_->zero_grad();
-    act_on(loop_.end_step(norm, optimizer_->param_groups()[0].options().get_lr()));
+    loop_.end_step(norm, optimizer_->param_groups()[0].options().get_lr());
+    evaluate_and_save_if_due();
   }
 
-  void act_on(TrainerLoop::Due due) {
-    if (due.evaluate && eval_loader_) evaluate();
-    if (due.save) loop_.save_checkpoint();
+  // Hugging Face's _maybe_log_save_evaluate, after the log: the flags the
+  // arguments and the callbacks set.
+  void evaluate_and_save_if_due() {
+    TrainerControl& control = loop_.control();
+    if (control.should_evaluate) {
+      if (eval_loader_) {
+        loop_.track_best(evaluate());
+      } else {
+        control.should_evaluate = false;
+      }
+    }
+    if (control.should_save) loop_.save_checkpoint();
+  }
+
+  // The best checkpoint's weights into the prepared model through
+  // load_state (sharded ZeRO/FSDP checkpoints too); the Trainer's step
+  // counters stay those of the end of the run.
+  void load_best_model(const std::string& folder) {
+    if (accelerator_->is_main_process()) {
+      std::cout << "Loading best model from " << folder
+                << " (score: " << loop_.state().best_metric.value_or(std::nan("")) << ")."
+                << std::endl;
+    }
+    loop_.keep_counters_on_load(true);
+    try {
+      accelerator_->load_state(folder);
+    } catch (...) {
+      loop_.keep_counters_on_load(false);
+      throw;
+    }
+    loop_.keep_counters_on_load(false);
+  }
+
+  PredictionOutput evaluation_loop(Loader& loader, const std::string& prefix, bool collect) {
+    const bool was_training = model_->is_training();
+    model_->eval();
+    const auto started = std::chrono::steady_clock::now();
+    double sum = 0;
+    int64_t count = 0;
+    bool has_loss = false;
+    std::vector<at::Tensor> predictions, labels;
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& batch : loader) {
+        ModelOutput output = loss_(model_, batch);
+        const int64_t rows = detail::batch_rows(batch);
+        has_loss = output.loss.defined();
+        // One copy of the batch's loss per sample (ones without a loss), so
+        // that the samples that pad the last batch are dropped with them.
+        const at::Tensor loss =
+            has_loss
+                ? output.loss.detach().to(at::kDouble).reshape({1})
+                : at::ones({1},
+                           at::TensorOptions().dtype(at::kDouble).device(accelerator_->device()));
+        const at::Tensor gathered =
+            accelerator_->gather_for_metrics(loss.expand({rows}).contiguous());
+        sum += gathered.sum().template item<double>();
+        count += gathered.numel();
+        if (!collect || !output.logits.defined()) continue;
+        at::Tensor label = output.labels.defined() ? output.labels : detail::batch_labels(batch);
+        at::Tensor prediction = output.logits.detach();
+        if (preprocess_logits_) prediction = preprocess_logits_(prediction, label);
+        predictions.push_back(accelerator_->gather_for_metrics(prediction.contiguous()).cpu());
+        if (label.defined()) {
+          labels.push_back(accelerator_->gather_for_metrics(label.detach().contiguous()).cpu());
+        }
+      }
+    }
+    if (was_training) model_->train();
+    PredictionOutput result;
+    if (!predictions.empty()) result.predictions = at::cat(predictions);
+    if (!labels.empty()) result.label_ids = at::cat(labels);
+    if (compute_metrics_ && result.predictions.defined() && result.label_ids.defined()) {
+      result.metrics = detail::prefixed(
+          compute_metrics_(EvalPrediction{result.predictions, result.label_ids}), prefix);
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (has_loss) {
+      const double loss = count ? sum / static_cast<double>(count) : std::nan("");
+      result.metrics[prefix + "_loss"] = loss;
+      result.metrics[prefix + "_perplexity"] = std::exp(loss);
+    }
+    result.metrics[prefix + "_runtime"] = seconds;
+    result.metrics[prefix + "_samples_per_second"] =
+        static_cast<double>(count) / std::max(seconds, 1e-9);
+    return result;
   }
 
   Model model_;
@@ -243,6 +370,9 @@ class Trainer {
   std::unique_ptr<Accelerator> accelerator_;
   TrainerLoop loop_;
   std::unique_ptr<Loader> train_loader_, eval_loader_;
+  std::vector<std::unique_ptr<Loader>> predict_loaders_;  // prepared, so they outlive predict()
+  ComputeMetrics compute_metrics_;
+  PreprocessLogits preprocess_logits_;
   std::unique_ptr<Optimizer<torch::optim::AdamW>> optimizer_;
   std::unique_ptr<Scheduler<WarmupSchedule>> scheduler_;
 };

@@ -77,6 +77,27 @@ struct TrainingArguments {
   // No progress bar (it is drawn on the local main process's terminal only).
   ACCELERATE_ARG(bool, disable_tqdm) = false;
 
+  // ---- Evaluation metrics and best-model selection (docs/trainer.md) ----
+  // At the end of train(), load the weights of the checkpoint whose
+  // evaluation scored best on metric_for_best_model. Needs save_strategy ==
+  // eval_strategy (and save_steps a multiple of eval_steps).
+  ACCELERATE_ARG(bool, load_best_model_at_end) = false;
+  // The evaluation metric that ranks checkpoints, with or without its
+  // "eval_" prefix; default "loss" when load_best_model_at_end. Setting it
+  // also keeps the best checkpoint out of save_total_limit's rotation.
+  ACCELERATE_ARG(std::optional<std::string>, metric_for_best_model);
+  // Whether a larger metric is better; default: false when the metric's
+  // name ends in "loss", else true.
+  ACCELERATE_ARG(std::optional<bool>, greater_is_better);
+
+ public:
+  // The evaluation key metric_for_best_model names ("eval_loss"), with its
+  // default applied; nullopt: no best-model tracking.
+  std::optional<std::string> best_metric_key() const;
+  // greater_is_better with its default applied.
+  bool best_metric_greater_is_better() const;
+  // ---- end of evaluation metrics and best-model selection ----
+
  public:
   // Throws ConfigError (one line naming the argument) for values Hugging
   // Face refuses: non-positive batch sizes or steps, bf16 with fp16, ...

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,8 +20,12 @@ std::string checkpoint_name(int64_t step);
 // The checkpoint-N folders in `output_dir`, oldest (smallest N) first; none
 // when the folder does not exist. Other entries are ignored.
 std::vector<CheckpointFolder> checkpoint_folders(const std::string& output_dir);
-// Removes the oldest folders until `limit` remain.
-void remove_oldest_checkpoints(const std::string& output_dir, int limit);
+// Removes the oldest folders until `limit` remain, never `best` (Hugging
+// Face's rotation: with a limit of 1 and an older best, 2 remain).
+void remove_oldest_checkpoints(const std::string& output_dir, int limit,
+                               const std::optional<std::string>& best = std::nullopt);
+// Removes every checkpoint folder but `kept`.
+void remove_checkpoints_except(const std::string& output_dir, const std::string& kept);
 // trainer_state.json (global_step, max_steps, epoch, log_history), for people
 // and tools; resuming reads the state from the save_state files instead.
 void write_trainer_state(const std::string& folder, const TrainerState& state);

@@ -103,6 +103,7 @@ std::optional<std::string> TrainerLoop::checkpoint_to_resume() const {
 }
 
 void TrainerLoop::add_callback(std::shared_ptr<TrainerCallback> callback) {
+  callback->on_init_end(args_, state_, control_);
   callbacks_.push_back(std::move(callback));
 }
 
@@ -116,7 +117,20 @@ void TrainerLoop::begin_train() {
                                         .disable(args_.disable_tqdm())
                                         .local_main_process(accelerator_.is_local_main_process()));
   bar_->update(state_.global_step);  // a resumed run starts part-way
-  for (auto& callback : callbacks_) callback->on_train_begin(state_);
+  control_.should_training_stop = false;
+  for (auto& callback : callbacks_) callback->on_train_begin(args_, state_, control_);
+}
+
+void TrainerLoop::begin_epoch() {
+  control_.should_epoch_stop = false;
+  for (auto& callback : callbacks_) callback->on_epoch_begin(args_, state_, control_);
+}
+
+void TrainerLoop::begin_step() {
+  control_.should_log = false;
+  control_.should_evaluate = false;
+  control_.should_save = false;
+  for (auto& callback : callbacks_) callback->on_step_begin(args_, state_, control_);
 }
 
 void TrainerLoop::add_loss(const at::Tensor& loss, int64_t samples) {
@@ -130,46 +144,77 @@ double TrainerLoop::mean_over_processes(double value) const {
   return accelerator_.reduce(t, ReduceOp::kSum).item<double>() / accelerator_.num_processes();
 }
 
-TrainerLoop::Due TrainerLoop::end_step(double grad_norm, double learning_rate) {
+void TrainerLoop::end_step(double grad_norm, double learning_rate) {
   ++state_.global_step;
   ++loss_steps_;
   if (bar_) bar_->update();
   state_.epoch =
       static_cast<double>(state_.global_step) / static_cast<double>(state_.steps_per_epoch);
-  for (auto& callback : callbacks_) callback->on_step_end(state_);
+  last_grad_norm_ = grad_norm;
+  last_learning_rate_ = learning_rate;
+  // Hugging Face's DefaultFlowCallback, before the program's callbacks.
   const int64_t step = state_.global_step;
-  if (step % args_.logging_steps() == 0 || done()) {
-    // The mean step loss since the last log, averaged over the processes.
-    const double local = loss_sum_.defined() ? loss_sum_.item<double>() : 0.0;
-    const double loss = mean_over_processes(local) / static_cast<double>(loss_steps_);
-    total_loss_ += loss * static_cast<double>(loss_steps_);
-    total_loss_steps_ += loss_steps_;
-    loss_sum_ = at::Tensor();
-    loss_steps_ = 0;
-    if (bar_) bar_->set_postfix({{"loss", loss}});
-    Metrics logs{{"loss", loss}, {"learning_rate", learning_rate}, {"epoch", state_.epoch}};
-    if (!std::isnan(grad_norm)) logs["grad_norm"] = grad_norm;
-    emit_log(std::move(logs));
-  }
   const int64_t eval_every = args_.eval_steps().value_or(args_.logging_steps());
-  Due due;
-  due.evaluate = args_.eval_strategy() == IntervalStrategy::kSteps && step % eval_every == 0;
-  due.save = args_.save_strategy() == IntervalStrategy::kSteps && step % args_.save_steps() == 0;
-  return due;
+  if (step % args_.logging_steps() == 0 || done()) control_.should_log = true;
+  if (args_.eval_strategy() == IntervalStrategy::kSteps && step % eval_every == 0) {
+    control_.should_evaluate = true;
+  }
+  if (args_.save_strategy() == IntervalStrategy::kSteps && step % args_.save_steps() == 0) {
+    control_.should_save = true;
+  }
+  if (done()) control_.should_training_stop = true;
+  for (auto& callback : callbacks_) callback->on_step_end(args_, state_, control_);
+  log_if_due();
 }
 
-TrainerLoop::Due TrainerLoop::end_epoch() {
-  Due due;
-  due.evaluate = args_.eval_strategy() == IntervalStrategy::kEpoch;
-  due.save = args_.save_strategy() == IntervalStrategy::kEpoch;
-  return due;
+void TrainerLoop::end_epoch() {
+  if (args_.eval_strategy() == IntervalStrategy::kEpoch) control_.should_evaluate = true;
+  if (args_.save_strategy() == IntervalStrategy::kEpoch) control_.should_save = true;
+  for (auto& callback : callbacks_) callback->on_epoch_end(args_, state_, control_);
+  log_if_due();
 }
 
-void TrainerLoop::emit_log(Metrics logs) { publish(std::move(logs), /*evaluation=*/false); }
+// The mean step loss since the last log, averaged over the processes.
+void TrainerLoop::log_if_due() {
+  if (!control_.should_log) return;
+  if (loss_steps_ == 0) {  // nothing since the last log (Hugging Face skips it too)
+    control_.should_log = false;
+    return;
+  }
+  const double local = loss_sum_.defined() ? loss_sum_.item<double>() : 0.0;
+  const double loss = mean_over_processes(local) / static_cast<double>(loss_steps_);
+  total_loss_ += loss * static_cast<double>(loss_steps_);
+  total_loss_steps_ += loss_steps_;
+  loss_sum_ = at::Tensor();
+  loss_steps_ = 0;
+  if (bar_) bar_->set_postfix({{"loss", loss}});
+  Metrics logs{{"loss", loss}, {"learning_rate", last_learning_rate_}, {"epoch", state_.epoch}};
+  if (!std::isnan(last_grad_norm_)) logs["grad_norm"] = last_grad_norm_;
+  publish(std::move(logs), /*evaluation=*/false);
+}
 
 void TrainerLoop::report_evaluation(Metrics metrics) {
   metrics["epoch"] = state_.epoch;
   publish(std::move(metrics), /*evaluation=*/true);
+}
+
+void TrainerLoop::track_best(const Metrics& metrics) {
+  const auto key = args_.best_metric_key();
+  if (!key) return;
+  const auto found = metrics.find(*key);
+  if (found == metrics.end()) {
+    std::string available;
+    for (const auto& [name, value] : metrics) available += (available.empty() ? "" : ", ") + name;
+    throw ConfigError("metric_for_best_model is " + *key +
+                      ", which the evaluation did not report (it reported " + available + ")");
+  }
+  const double value = found->second;
+  const bool better =
+      !state_.best_metric || (args_.best_metric_greater_is_better() ? value > *state_.best_metric
+                                                                    : value < *state_.best_metric);
+  if (!better) return;
+  state_.best_metric = value;
+  state_.best_global_step = state_.global_step;
 }
 
 // Printed by the main process, sent to the trackers, kept in the history
@@ -184,11 +229,16 @@ void TrainerLoop::publish(Metrics metrics, bool evaluation) {
   accelerator_.log(values, state_.global_step);
   metrics["step"] = static_cast<double>(state_.global_step);
   state_.log_history.push_back(metrics);
+  if (evaluation) {
+    control_.should_evaluate = false;
+  } else {
+    control_.should_log = false;
+  }
   for (auto& callback : callbacks_) {
     if (evaluation) {
-      callback->on_evaluate(state_, metrics);
+      callback->on_evaluate(args_, state_, control_, metrics);
     } else {
-      callback->on_log(state_, metrics);
+      callback->on_log(args_, state_, control_, metrics);
     }
   }
 }
@@ -197,15 +247,38 @@ std::string TrainerLoop::save_checkpoint() {
   const std::string folder =
       args_.output_dir() + "/" + trainer::checkpoint_name(state_.global_step);
   accelerator_.save_state(folder);
+  // Hugging Face names the best checkpoint once the best step's folder exists.
+  if (state_.best_global_step) {
+    const std::string best =
+        args_.output_dir() + "/" + trainer::checkpoint_name(*state_.best_global_step);
+    if (std::filesystem::exists(best)) state_.best_model_checkpoint = best;
+  }
   if (accelerator_.is_main_process()) {
     trainer::write_trainer_state(folder, state_);
     if (args_.save_total_limit()) {
-      trainer::remove_oldest_checkpoints(args_.output_dir(), *args_.save_total_limit());
+      trainer::remove_oldest_checkpoints(args_.output_dir(), *args_.save_total_limit(),
+                                         state_.best_model_checkpoint);
     }
   }
   accelerator_.wait_for_everyone();
-  for (auto& callback : callbacks_) callback->on_save(state_, folder);
+  control_.should_save = false;
+  for (auto& callback : callbacks_) callback->on_save(args_, state_, control_, folder);
   return folder;
+}
+
+std::optional<std::string> TrainerLoop::best_checkpoint_to_load() const {
+  // Every process decides alike (a folder missing on one machine would
+  // otherwise split them): load_state reports a missing folder on all.
+  if (!args_.load_best_model_at_end()) return std::nullopt;
+  return state_.best_model_checkpoint;
+}
+
+void TrainerLoop::remove_all_but_best_checkpoint() {
+  if (accelerator_.is_main_process() && state_.best_model_checkpoint &&
+      args_.save_total_limit() == 1) {
+    trainer::remove_checkpoints_except(args_.output_dir(), *state_.best_model_checkpoint);
+  }
+  accelerator_.wait_for_everyone();
 }
 
 Metrics TrainerLoop::end_train() {
@@ -221,7 +294,7 @@ Metrics TrainerLoop::end_train() {
       {"train_loss", total_loss_steps_ > 0 ? total_loss_ / total_loss_steps_ : 0.0},
       {"epoch", state_.epoch}};
   if (accelerator_.is_main_process()) std::cout << dict_text(metrics) << std::endl;
-  for (auto& callback : callbacks_) callback->on_train_end(state_);
+  for (auto& callback : callbacks_) callback->on_train_end(args_, state_, control_);
   return metrics;
 }
 
@@ -231,9 +304,19 @@ void TrainerLoop::save(torch::serialize::OutputArchive& archive) const {
   archive.write("loss_sum", loss_sum_.defined() ? loss_sum_.cpu() : at::zeros({}, at::kDouble));
   archive.write("total_loss", at::full({1}, total_loss_, at::kDouble));
   archive.write("total_loss_steps", at::full({1}, total_loss_steps_, at::kLong));
+  // Best-model tracking, so a resumed run ranks and keeps checkpoints as
+  // the first would (absent from checkpoints written before it existed).
+  if (state_.best_metric) {
+    archive.write("best_metric", at::full({1}, *state_.best_metric, at::kDouble));
+    archive.write("best_global_step", at::full({1}, *state_.best_global_step, at::kLong));
+  }
+  if (state_.best_model_checkpoint) {
+    archive.write("best_model_checkpoint", c10::IValue(*state_.best_model_checkpoint));
+  }
 }
 
 void TrainerLoop::load(torch::serialize::InputArchive& archive) {
+  if (keep_counters_on_load_) return;
   at::Tensor step, loss_steps, loss_sum, total_loss, total_loss_steps;
   archive.read("global_step", step);
   archive.read("loss_steps", loss_steps);
@@ -245,6 +328,19 @@ void TrainerLoop::load(torch::serialize::InputArchive& archive) {
   loss_sum_ = loss_steps_ > 0 ? loss_sum.to(accelerator_.device()) : at::Tensor();
   total_loss_ = total_loss.item<double>();
   total_loss_steps_ = total_loss_steps.item<int64_t>();
+  at::Tensor best_metric, best_step;
+  c10::IValue best_folder;
+  state_.best_metric.reset();
+  state_.best_global_step.reset();
+  state_.best_model_checkpoint.reset();
+  if (archive.try_read("best_metric", best_metric) &&
+      archive.try_read("best_global_step", best_step)) {
+    state_.best_metric = best_metric.item<double>();
+    state_.best_global_step = best_step.item<int64_t>();
+  }
+  if (archive.try_read("best_model_checkpoint", best_folder)) {
+    state_.best_model_checkpoint = best_folder.toStringRef();
+  }
   state_.epoch = state_.steps_per_epoch > 0 ? static_cast<double>(state_.global_step) /
                                                   static_cast<double>(state_.steps_per_epoch)
                                             : 0.0;

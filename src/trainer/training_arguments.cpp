@@ -26,6 +26,22 @@ const char* to_string(IntervalStrategy strategy) {
   return detail::enum_name(kIntervalStrategyNames, strategy, "?");
 }
 
+std::optional<std::string> TrainingArguments::best_metric_key() const {
+  std::optional<std::string> name = metric_for_best_model();
+  if (!name && load_best_model_at_end()) name = "loss";  // Hugging Face's default
+  if (!name) return std::nullopt;
+  return name->rfind("eval_", 0) == 0 ? *name : "eval_" + *name;
+}
+
+bool TrainingArguments::best_metric_greater_is_better() const {
+  if (greater_is_better()) return *greater_is_better();
+  const auto key = best_metric_key();
+  const std::string suffix = "loss";
+  // Hugging Face: a larger value is better unless the name ends in "loss".
+  return !(key && key->size() >= suffix.size() &&
+           key->compare(key->size() - suffix.size(), suffix.size(), suffix) == 0);
+}
+
 void TrainingArguments::validate() const {
   const auto require = [](bool ok, const std::string& problem) {
     if (!ok) throw ConfigError("TrainingArguments: " + problem);
@@ -47,6 +63,20 @@ void TrainingArguments::validate() const {
   require(!(bf16() && fp16()), "bf16 and fp16 are both set; choose one");
   require(dataloader_num_workers() >= 0, "dataloader_num_workers must not be negative");
   require(!output_dir().empty(), "output_dir must not be empty");
+  require(!metric_for_best_model() || !metric_for_best_model()->empty(),
+          "metric_for_best_model must not be empty");
+  if (load_best_model_at_end()) {
+    // Hugging Face's rule: the best evaluation must have a checkpoint to load.
+    require(eval_strategy() == save_strategy(),
+            std::string("load_best_model_at_end requires the save and eval strategy to match, "
+                        "but found eval_strategy ") +
+                to_string(eval_strategy()) + " and save_strategy " + to_string(save_strategy()));
+    const int64_t eval_every = eval_steps().value_or(logging_steps());
+    require(eval_strategy() != IntervalStrategy::kSteps || save_steps() % eval_every == 0,
+            "load_best_model_at_end requires save_steps to be a round multiple of eval_steps, "
+            "but found save_steps " +
+                std::to_string(save_steps()) + " and eval_steps " + std::to_string(eval_every));
+  }
 }
 
 }  // namespace accelerate

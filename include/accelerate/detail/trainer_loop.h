@@ -60,24 +60,45 @@ class TrainerLoop {
   // newest in output_dir), or nullopt to start afresh.
   std::optional<std::string> checkpoint_to_resume() const;
 
+  // Callbacks see on_init_end when added (the Trainer is constructed by then).
   void add_callback(std::shared_ptr<TrainerCallback> callback);
+  // The flags callbacks set; the Trainer acts on them (Hugging Face's
+  // DefaultFlowCallback sets those the arguments call for).
+  TrainerControl& control() { return control_; }
+  bool should_stop_training() const { return control_.should_training_stop || done(); }
+
   void begin_train();
+  void begin_epoch();
+  // Before the first micro-batch of an optimizer step.
+  void begin_step();
   // A micro-batch's loss (as computed, before accumulation scaling) and
   // its number of samples on this process.
   void add_loss(const at::Tensor& loss, int64_t samples);
-  // After an optimizer step. Logs when it is time (collective: every
-  // process must call it). Returns whether to evaluate and to save now.
-  struct Due {
-    bool evaluate = false;
-    bool save = false;
-  };
-  Due end_step(double grad_norm, double learning_rate);
-  // After the loader's last batch of an epoch: evaluation and saving "epoch".
-  Due end_epoch();
+  // After an optimizer step: the flags logging_steps, the eval and save
+  // strategies and max_steps call for, on_step_end, then the log when
+  // should_log (collective: every process must call it).
+  void end_step(double grad_norm, double learning_rate);
+  // After the loader's last batch of an epoch, or should_epoch_stop: the
+  // "epoch" strategies' flags, on_epoch_end, then the log when should_log.
+  void end_epoch();
+  // on_evaluate (clears should_evaluate), the history and the trackers.
   void report_evaluation(Metrics metrics);
+  // Hugging Face's best-metric rule, after an evaluation during training:
+  // a better metric_for_best_model makes this step the best one. Throws
+  // ConfigError when the evaluation lacks that metric.
+  void track_best(const Metrics& metrics);
   // save_state into output_dir/checkpoint-{step}, trainer_state.json in it,
-  // then the oldest folders beyond save_total_limit removed. Collective.
+  // then the oldest folders beyond save_total_limit removed, never the best
+  // one. on_save (clears should_save). Collective.
   std::string save_checkpoint();
+  // With load_best_model_at_end: the best checkpoint's folder, when saved.
+  std::optional<std::string> best_checkpoint_to_load() const;
+  // While set, loading a checkpoint leaves the step counters and the loss
+  // as they are (loading the best model at the end).
+  void keep_counters_on_load(bool keep) { keep_counters_on_load_ = keep; }
+  // save_total_limit 1 with a best checkpoint: only the best one is left
+  // (Hugging Face keeps the newest too while training, to resume from).
+  void remove_all_but_best_checkpoint();
   Metrics end_train();
 
   // For Accelerator::register_for_checkpointing: the step counters and the
@@ -86,7 +107,7 @@ class TrainerLoop {
   void load(torch::serialize::InputArchive& archive);
 
  private:
-  void emit_log(Metrics logs);
+  void log_if_due();
   void publish(Metrics metrics, bool evaluation);
   double mean_over_processes(double value) const;
 
@@ -94,6 +115,10 @@ class TrainerLoop {
   Accelerator& accelerator_;
   TrainerState state_;
   std::vector<std::shared_ptr<TrainerCallback>> callbacks_;
+  TrainerControl control_;
+  double last_grad_norm_ = 0;  // of the last step, for its log
+  double last_learning_rate_ = 0;
+  bool keep_counters_on_load_ = false;
   at::Tensor loss_sum_;     // since the last log, this process
   int64_t loss_steps_ = 0;  // optimizer steps in loss_sum_
   double total_loss_ = 0;   // mean step losses summed over the run, for train_loss
