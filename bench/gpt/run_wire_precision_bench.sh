@@ -21,11 +21,11 @@
 #   needs BUILD_DIR/examples/gpt, BUILD_DIR/bin/accelerate and data/brown
 #   (scripts/fetch-brown.sh).
 # Environment: STEPS [300]  EVAL_STEPS [100]  PRESET [tiny]  LOG_DIR [a new
-#   folder under /tmp, kept]
+#   folder under /tmp, kept]  DATA_DIR [data/brown]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
-cli=$build/bin/accelerate program=$build/examples/gpt data=$root/data/brown
+cli=$build/bin/accelerate program=$build/examples/gpt data=${DATA_DIR:-$root/data/brown}
 steps=${STEPS:-300} eval_steps=${EVAL_STEPS:-100} preset=${PRESET:-tiny}
 for need in "$cli" "$program" "$data/train.txt"; do
   [[ -e $need ]] || { echo "run_wire_precision_bench: missing $need" >&2; exit 2; }
