@@ -4,9 +4,11 @@
 // GELU), so outputs agree with transformers' to fp32 rounding; tests/models
 // checks that.
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <cmath>
 
+#include "accelerate/activation_checkpointing.h"
 #include "accelerate/attention.h"
 #include "accelerate/errors.h"
 #include "accelerate/models/bert.h"
@@ -163,9 +165,24 @@ BertOutput BertModelImpl::forward(const at::Tensor& input_ids, const at::Tensor&
   check_companion(input_ids, token_type_ids, "token_type_ids");
   at::Tensor x = embeddings(input_ids, token_type_ids);
   // Each layer is a ZeRO stage-3 unit when prepare() made it one.
+  const bool checkpointing = gradient_checkpointing_ && at::GradMode::is_enabled();
   for (const auto& child : *encoder->layer) {
     auto layer = child->as<BertLayer>();
-    x = unit_forward(layer, x, attention_mask);
+    if (!checkpointing) {
+      x = unit_forward(layer, x, attention_mask);
+      continue;
+    }
+    // checkpoint_activations' form, with the mask as a second input that
+    // needs no gradient: the unit's gathering wraps the checkpointed call.
+    x = detail::run_as_unit(*layer, [&] {
+      return checkpoint_function(
+          // Copies of the holder and the mask: backward recomputes after
+          // this loop's variables are gone.
+          [layer, attention_mask](const std::vector<at::Tensor>& in) mutable {
+            return std::vector<at::Tensor>{layer->forward(in[0], attention_mask)};
+          },
+          {x}, layer->parameters())[0];
+    });
   }
   return {x, pooler(x)};
 }

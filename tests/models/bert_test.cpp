@@ -288,3 +288,37 @@ TEST(BertPooling, MeanPoolingIgnoresPadding) {
             "mean_pooling: hidden [2, 3, 2] and attention_mask [2, 2] do not match ([batch, "
             "tokens, hidden], [batch, tokens])");
 }
+
+TEST(BertModel, GradientCheckpointingGivesTheSameGradients) {
+  torch::manual_seed(17);
+  am::BertForSequenceClassification model(tiny_bert_config(/*dropout=*/0.2));
+  model->train();
+  const at::Tensor ids = torch::tensor({{5, 6, 7, 8, 0}, {9, 10, 11, 0, 0}}, at::kLong);
+  const at::Tensor mask = ids.ne(0).to(at::kLong);
+  const at::Tensor labels = torch::tensor({1, 2}, at::kLong);
+  auto gradients = [&] {
+    model->zero_grad();
+    // The same dropout masks in both runs (and, checkpointed, in the recomputation).
+    torch::manual_seed(99);
+    model->loss(ids, labels, mask).backward();
+    std::vector<at::Tensor> out;
+    for (const auto& p : model->parameters()) out.push_back(p.grad().clone());
+    return out;
+  };
+  const auto plain = gradients();
+  EXPECT_FALSE(model->bert->gradient_checkpointing());
+  model->bert->set_gradient_checkpointing(true);
+  const auto checkpointed = gradients();
+  ASSERT_EQ(plain.size(), checkpointed.size());
+  for (size_t i = 0; i < plain.size(); ++i) EXPECT_TRUE(at::equal(plain[i], checkpointed[i])) << i;
+  // The layers' outputs come from the checkpoint's autograd node, not from
+  // the layers' own operations.
+  const auto out = model->bert->forward(ids, mask);
+  ASSERT_TRUE(out.last_hidden_state.grad_fn());
+  const at::Tensor pooled_input = out.last_hidden_state;
+  EXPECT_NE(pooled_input.grad_fn()->name().find("Checkpoint"), std::string::npos)
+      << pooled_input.grad_fn()->name();
+  model->bert->set_gradient_checkpointing(false);
+  EXPECT_EQ(model->bert->forward(ids, mask).last_hidden_state.grad_fn()->name().find("Checkpoint"),
+            std::string::npos);
+}

@@ -1,7 +1,8 @@
 // The BERT classifier under ZeRO stage 3: its encoder layers run through
 // unit_forward, so prepare() makes each one a unit whose parameters hold
 // memory only while it runs, and training on padded batches is bitwise the
-// same as under data parallelism. Ranks are threads with real collectives.
+// same as under data parallelism, with activation checkpointing too. Ranks are threads with real
+// collectives.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -35,7 +36,7 @@ struct BertTrained {
 
 // Three steps of AdamW on each rank's own padded batch, from `initial`.
 BertTrained train_bert(std::shared_ptr<accelerate::Communicator> comm, int stage,
-                       const std::vector<at::Tensor>& initial) {
+                       const std::vector<at::Tensor>& initial, bool checkpointing) {
   accelerate::AcceleratorOptions options;
   if (stage > 0) {
     options.deepspeed_plugin(
@@ -50,6 +51,7 @@ BertTrained train_bert(std::shared_ptr<accelerate::Communicator> comm, int stage
   }
   accelerate::Optimizer<torch::optim::AdamW> optimizer(model->parameters(),
                                                        torch::optim::AdamWOptions(0.01));
+  model->bert->set_gradient_checkpointing(checkpointing);
   accelerator.prepare(model, optimizer);
   const at::Tensor mask =
       torch::tensor({1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0}, at::kLong).view({2, 8});
@@ -69,30 +71,37 @@ BertTrained train_bert(std::shared_ptr<accelerate::Communicator> comm, int stage
   return out;
 }
 
-TEST(BertZero3, LayersAreUnitsAndTrainingMatchesDataParallelism) {
+TEST(BertZero3, LayersAreUnitsAndTrainingMatchesDataParallelismWithAndWithoutCheckpointing) {
   torch::manual_seed(22);
   std::vector<at::Tensor> initial;
   for (const auto& p : am::BertForSequenceClassification(zero3_bert_config())->parameters()) {
     initial.push_back(p.detach().clone());
   }
-  auto run = [&](int stage) {
+  auto run = [&](int stage, bool checkpointing) {
     return accelerate::testing::on_each_rank<BertTrained>(
         2, [&](std::shared_ptr<accelerate::Communicator> comm) {
-          return train_bert(std::move(comm), stage, initial);
+          return train_bert(std::move(comm), stage, initial, checkpointing);
         });
   };
-  const auto data_parallel = run(0);
-  const auto sharded = run(3);
-  ASSERT_EQ(sharded[0].weights.size(), initial.size());
-  EXPECT_FALSE(at::allclose(data_parallel[0].weights[0], initial[0]))
-      << "training did not move the weights: the comparison would prove nothing";
-  for (int rank = 0; rank < 2; ++rank) {
-    EXPECT_TRUE(sharded[rank].layers_released) << "rank " << rank;
-    EXPECT_FALSE(data_parallel[rank].layers_released) << "rank " << rank;
-    for (size_t i = 0; i < initial.size(); ++i) {
-      EXPECT_TRUE(at::equal(sharded[rank].weights[i], data_parallel[rank].weights[i]))
-          << "rank " << rank << ", weight " << i << ": max difference "
-          << (sharded[rank].weights[i] - data_parallel[rank].weights[i]).abs().max().item<double>();
+  const auto data_parallel = run(0, false);
+  // Units and activation checkpointing together: the same weights again.
+  for (const bool checkpointing : {false, true}) {
+    const auto sharded = run(3, checkpointing);
+    ASSERT_EQ(sharded[0].weights.size(), initial.size());
+    EXPECT_FALSE(at::allclose(data_parallel[0].weights[0], initial[0]))
+        << "training did not move the weights: the comparison would prove nothing";
+    for (int rank = 0; rank < 2; ++rank) {
+      EXPECT_TRUE(sharded[rank].layers_released) << "rank " << rank << " " << checkpointing;
+      EXPECT_FALSE(data_parallel[rank].layers_released) << "rank " << rank;
+      for (size_t i = 0; i < initial.size(); ++i) {
+        EXPECT_TRUE(at::equal(sharded[rank].weights[i], data_parallel[rank].weights[i]))
+            << "rank " << rank << ", weight " << i << ": max difference "
+            << (sharded[rank].weights[i] - data_parallel[rank].weights[i])
+                   .abs()
+                   .max()
+                   .item<double>()
+            << (checkpointing ? " (checkpointed)" : "");
+      }
     }
   }
 }

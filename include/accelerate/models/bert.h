@@ -18,7 +18,8 @@
 // Post-LayerNorm blocks, bidirectional attention with a padding mask
 // (accelerate::bidirectional_attention), GELU feed-forward. The encoder
 // layers run through accelerate::unit_forward, so prepare() can make each
-// one a ZeRO stage-3 unit. Dropout follows train()/eval(). No token ids
+// one a ZeRO stage-3 unit, and set_gradient_checkpointing(true) checkpoints
+// their activations. Dropout follows train()/eval(). No token ids
 // come from here: a tokenizer gives them. See docs/models.md.
 #pragma once
 
@@ -165,6 +166,14 @@ class BertModelImpl : public torch::nn::Module {
   std::vector<std::string> save_pretrained(
       const std::string& folder, const ShardSize& max_shard_size = ShardSize("5GB")) const;
 
+  // Activation checkpointing of every encoder layer (transformers'
+  // gradient_checkpointing_enable()): while grad mode is on, each layer
+  // keeps only its input and recomputes its forward in backward
+  // (accelerate/activation_checkpointing.h; still a ZeRO stage-3 unit).
+  // Gradients are bitwise those of the plain run on the CPU. Off by default.
+  void set_gradient_checkpointing(bool on) { gradient_checkpointing_ = on; }
+  bool gradient_checkpointing() const { return gradient_checkpointing_; }
+
   const BertConfig& config() const { return config_; }
   BertEmbeddings embeddings{nullptr};
   BertEncoder encoder{nullptr};
@@ -172,6 +181,7 @@ class BertModelImpl : public torch::nn::Module {
 
  private:
   BertConfig config_;
+  bool gradient_checkpointing_ = false;
 };
 TORCH_MODULE(BertModel);
 
