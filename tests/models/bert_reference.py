@@ -6,7 +6,8 @@ sentence embeddings, for the C++ tests to compare against.
       For each variant: OUT/<variant>/model (save_pretrained) and
       OUT/<variant>/reference.safetensors (input_ids, attention_mask,
       token_type_ids, last_hidden_state, pooler_output, and for the
-      classifiers labels, logits, loss and grad.<parameter> after backward).
+      classifiers labels, logits, loss and grad.<parameter> after backward),
+      and OUT/<variant>/problem_type.txt (the problem type transformers chose).
   bert_reference.py outputs MODEL_DIR INPUTS_FILE OUT_FILE
       Loads MODEL_DIR with from_pretrained (the class its config names) and
       writes its logits, or last_hidden_state and pooler_output, for the
