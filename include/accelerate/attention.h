@@ -1,11 +1,14 @@
-// Causal self-attention for decoder-only transformers (GPT-style models),
-// on the fastest kernel this LibTorch has: LibTorch 2.x's fused
+// Self-attention for transformers: causal (decoder-only, GPT-style models)
+// or bidirectional with a padding mask (encoders, BERT-style models), on the
+// fastest kernel this LibTorch has: LibTorch 2.x's fused
 // scaled_dot_product_attention where it exists, otherwise the explicit
 // masked-softmax form (LibTorch 1.13).
 //
 //   // q, k, v: [batch, heads, tokens, head_dim]
 //   auto y = accelerate::causal_attention(q, k, v,
 //                                         accelerate::AttentionOptions().dropout_p(0.1));
+//   // key_mask: [batch, tokens], nonzero where a token is real, 0 at padding
+//   auto z = accelerate::bidirectional_attention(q, k, v, key_mask);
 //
 // Both kernels compute softmax(q k^T / sqrt(head_dim) + causal mask) v,
 // with dropout on the attention weights; they agree to rounding, not
@@ -38,5 +41,14 @@ bool fused_attention_available();
 // ranks or mismatched shapes.
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             AttentionOptions options = {});
+
+// softmax(q k^T / sqrt(d) + mask) v with every query seeing every key except
+// those key_mask leaves out: key_mask is [batch, tokens] (transformers'
+// attention_mask: nonzero keeps a key, 0 drops it), or undefined for none.
+// Dropped keys get the dtype's lowest value added, not -inf, as in
+// transformers, so a query whose keys are all dropped averages them
+// instead of giving NaN. Throws accelerate::Error for bad shapes.
+at::Tensor bidirectional_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   const at::Tensor& key_mask = {}, AttentionOptions options = {});
 
 }  // namespace accelerate

@@ -14,5 +14,10 @@ bool has_fused_attention();
 at::Tensor fused_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                   double dropout_p);
 
+// Non-causal attention with an additive mask broadcasting to
+// [batch, heads, tokens, tokens] (undefined: none), on the fused kernel.
+at::Tensor fused_masked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                  const at::Tensor& additive_mask, double dropout_p);
+
 }  // namespace compat
 }  // namespace accelerate

@@ -64,21 +64,68 @@ std::vector<WeightFile> open_weight_files(const std::string& folder) {
   return files;
 }
 
+bool starts_with(const std::string& text, const std::string& head) {
+  return text.compare(0, head.size(), head) == 0;
+}
+
+// How the files' names map onto the module's (base_model_prefix).
+enum class PrefixChange { kNone, kAdd, kStrip };
+
+PrefixChange prefix_change(const std::map<std::string, at::Tensor>& module_names,
+                           const std::vector<WeightFile>& files, const std::string& prefix) {
+  if (prefix.empty()) return PrefixChange::kNone;
+  const std::string dotted = prefix + ".";
+  bool module_has = false, files_have = false;
+  for (const auto& [name, tensor] : module_names) module_has |= starts_with(name, dotted);
+  for (const auto& file : files) {
+    for (const auto& name : file.names) files_have |= starts_with(name, dotted);
+  }
+  if (module_has && !files_have) return PrefixChange::kAdd;
+  if (!module_has && files_have) return PrefixChange::kStrip;
+  return PrefixChange::kNone;
+}
+
 }  // namespace
 
-void load_pretrained_weights(torch::nn::Module& module, const std::string& folder) {
+PretrainedLoadReport load_pretrained_weights(torch::nn::Module& module, const std::string& folder,
+                                             const PretrainedLoadOptions& options) {
   const auto files = open_weight_files(folder);
   const NamedTensors state = module_state_dict(module);
   std::map<std::string, at::Tensor> by_name(state.begin(), state.end());
+  const std::string dotted = options.base_model_prefix() + ".";
+  const PrefixChange change = prefix_change(by_name, files, options.base_model_prefix());
+  PretrainedLoadReport report;
 
   // Every check first, so a refused load leaves the module as it was.
   std::vector<std::string> problems;
-  std::vector<std::pair<const SafetensorsReader*, std::string>> plan;
+  // (reader, name in the file, name in the module)
+  struct Step {
+    const SafetensorsReader* reader;
+    std::string stored, target;
+  };
+  std::vector<Step> plan;
   std::set<const at::TensorImpl*> filled, present;
   for (const auto& file : files) {
     for (const auto& name : file.names) {
-      const auto found = by_name.find(name);
+      std::string target = name;
+      if (change == PrefixChange::kAdd) target = dotted + name;
+      if (change == PrefixChange::kStrip) {
+        if (!starts_with(name, dotted)) {  // a head the base model has no place for
+          report.skipped.push_back(name);
+          continue;
+        }
+        target = name.substr(dotted.size());
+      }
+      const auto found = by_name.find(target);
       if (found == by_name.end()) {
+        bool ignored = false;
+        for (const auto& part : options.ignore_unexpected()) {
+          ignored |= name.find(part) != std::string::npos;
+        }
+        if (ignored) {
+          report.skipped.push_back(name);
+          continue;
+        }
         problems.push_back("unexpected tensor '" + name + "' in '" + file.reader->path() +
                            "': the model has no such parameter");
         continue;
@@ -102,12 +149,18 @@ void load_pretrained_weights(torch::nn::Module& module, const std::string& folde
       }
       // A tied weight needs only one of its names in the files.
       if (filled.insert(destination.unsafeGetTensorImpl()).second) {
-        plan.emplace_back(file.reader.get(), name);
+        plan.push_back({file.reader.get(), name, target});
       }
     }
   }
   for (const auto& [name, tensor] : state) {
     if (present.insert(tensor.unsafeGetTensorImpl()).second) {  // tied names: one miss
+      bool allowed = false;
+      for (const auto& head : options.allow_missing()) allowed |= starts_with(name, head);
+      if (allowed) {
+        report.kept_initial.push_back(name);
+        continue;
+      }
       problems.push_back("missing tensor '" + name + "': no weight file in '" + folder +
                          "' holds it");
     }
@@ -122,14 +175,15 @@ void load_pretrained_weights(torch::nn::Module& module, const std::string& folde
   }
 
   at::NoGradGuard no_grad;
-  for (const auto& [reader, name] : plan) {
-    const at::Tensor& destination = by_name.at(name);
-    if (reader->dtype(name) == destination.scalar_type()) {
-      reader->read_into(name, destination);
+  for (const auto& step : plan) {
+    const at::Tensor& destination = by_name.at(step.target);
+    if (step.reader->dtype(step.stored) == destination.scalar_type()) {
+      step.reader->read_into(step.stored, destination);
     } else {
-      destination.copy_(reader->read(name));
+      destination.copy_(step.reader->read(step.stored));
     }
   }
+  return report;
 }
 
 std::vector<std::string> save_pretrained_weights(const torch::nn::Module& module,

@@ -2,6 +2,9 @@
 # Hugging Face folders in and out (docs/models.md). A library of its own
 # above the Accelerator, like a user's model: nothing in 'accelerate' uses it.
 add_library(accelerate_models SHARED
+  ${CMAKE_CURRENT_LIST_DIR}/bert_config.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/bert_heads.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/bert_model.cpp
   ${CMAKE_CURRENT_LIST_DIR}/llama_config.cpp
   ${CMAKE_CURRENT_LIST_DIR}/llama_model.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pretrained_weights.cpp)

@@ -31,25 +31,71 @@ at::Tensor explicit_causal_attention(const at::Tensor& q, const at::Tensor& k, c
   return at::matmul(weights, v);
 }
 
+// [batch, tokens] keep-mask -> [batch, 1, 1, tokens] additive mask: 0 where
+// kept, the dtype's lowest value where dropped (transformers' eager mask).
+at::Tensor additive_key_mask(const at::Tensor& key_mask, const at::Tensor& q) {
+  const at::Tensor keep = key_mask.to(q.device()).ne(0).unsqueeze(1).unsqueeze(2);
+  const double lowest = q.scalar_type() == at::kDouble ? std::numeric_limits<double>::lowest()
+                        : q.scalar_type() == at::kHalf ? -65504.0
+                        : q.scalar_type() == at::kBFloat16
+                            ? static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest())
+                            : static_cast<double>(std::numeric_limits<float>::lowest());
+  return at::zeros(keep.sizes(), q.options()).masked_fill(keep.logical_not(), lowest);
+}
+
+at::Tensor explicit_masked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                     const at::Tensor& additive_mask, double dropout_p) {
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * scale;
+  if (additive_mask.defined()) scores = scores + additive_mask;
+  at::Tensor weights = at::softmax(scores, -1);
+  if (dropout_p > 0) weights = at::dropout(weights, dropout_p, /*train=*/true);
+  return at::matmul(weights, v);
+}
+
+void check_attention_inputs(const char* what, const at::Tensor& q, const at::Tensor& k,
+                            const at::Tensor& v, const AttentionOptions& options) {
+  if (q.dim() != 4 || !q.sizes().equals(k.sizes()) || !q.sizes().equals(v.sizes())) {
+    throw Error(std::string(what) +
+                " expects q, k, v of one shape [batch, heads, tokens, head_dim], got " +
+                shape_text(q) + ", " + shape_text(k) + ", " + shape_text(v));
+  }
+  if (options.dropout_p() < 0 || options.dropout_p() >= 1) {
+    throw Error(std::string(what) + ": dropout_p must be in [0, 1), got " +
+                std::to_string(options.dropout_p()));
+  }
+}
+
+bool use_fused(const AttentionOptions& options) {
+  return options.kernel() == AttentionKernel::kFused ||
+         (options.kernel() == AttentionKernel::kAuto && compat::has_fused_attention());
+}
+
 }  // namespace
 
 bool fused_attention_available() { return compat::has_fused_attention(); }
 
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             AttentionOptions options) {
-  if (q.dim() != 4 || !q.sizes().equals(k.sizes()) || !q.sizes().equals(v.sizes())) {
-    throw Error(
-        "causal_attention expects q, k, v of one shape [batch, heads, tokens, head_dim], got " +
-        shape_text(q) + ", " + shape_text(k) + ", " + shape_text(v));
+  check_attention_inputs("causal_attention", q, k, v, options);
+  return use_fused(options) ? compat::fused_causal_attention(q, k, v, options.dropout_p())
+                            : explicit_causal_attention(q, k, v, options.dropout_p());
+}
+
+at::Tensor bidirectional_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   const at::Tensor& key_mask, AttentionOptions options) {
+  check_attention_inputs("bidirectional_attention", q, k, v, options);
+  at::Tensor additive;
+  if (key_mask.defined()) {
+    if (key_mask.dim() != 2 || key_mask.size(0) != q.size(0) || key_mask.size(1) != k.size(2)) {
+      throw Error("bidirectional_attention: key_mask must be [batch, tokens] = [" +
+                  std::to_string(q.size(0)) + ", " + std::to_string(k.size(2)) + "], got " +
+                  shape_text(key_mask));
+    }
+    additive = additive_key_mask(key_mask, q);
   }
-  if (options.dropout_p() < 0 || options.dropout_p() >= 1) {
-    throw Error("causal_attention: dropout_p must be in [0, 1), got " +
-                std::to_string(options.dropout_p()));
-  }
-  const bool fused = options.kernel() == AttentionKernel::kFused ||
-                     (options.kernel() == AttentionKernel::kAuto && compat::has_fused_attention());
-  return fused ? compat::fused_causal_attention(q, k, v, options.dropout_p())
-               : explicit_causal_attention(q, k, v, options.dropout_p());
+  return use_fused(options) ? compat::fused_masked_attention(q, k, v, additive, options.dropout_p())
+                            : explicit_masked_attention(q, k, v, additive, options.dropout_p());
 }
 
 }  // namespace accelerate

@@ -4,101 +4,31 @@
 // loss and gradients; what we save loads in transformers and gives ours.
 // Without the interpreter every test here reports itself skipped.
 #include <ATen/ATen.h>
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/file.h>
 #include <torch/torch.h>
-#include <unistd.h>
-
-#include <chrono>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <functional>
-#include <sstream>
 
 #include "accelerate/models/llama.h"
 #include "accelerate/safetensors.h"
-#include "support/process_runner.h"
+#include "reference_python.h"
 #include "support/temp_dir.h"
 
 namespace am = accelerate::models;
-namespace fs = std::filesystem;
-using accelerate::testing::run_program;
+using accelerate::testing::max_abs_diff;
 using accelerate::testing::TempDir;
 
 namespace {
 
-std::string reference_interpreter() {
-  const char* python = std::getenv("ACCELERATE_REFERENCE_PYTHON");
-  return python && *python && fs::exists(python) ? python : "";
+const std::string& reference_folder() {
+  return accelerate::testing::reference_folder(LLAMA_REFERENCE_SCRIPT);
 }
-
-#define REQUIRE_REFERENCE_PYTHON()                                                           \
-  if (reference_interpreter().empty())                                                       \
-  GTEST_SKIP() << "no Python reference: set ACCELERATE_REFERENCE_PYTHON to the interpreter " \
-                  "scripts/install-reference-python.sh prints (scripts/test.sh does)"
 
 accelerate::testing::RunResult run_reference(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {reference_interpreter(), LLAMA_REFERENCE_SCRIPT};
-  argv.insert(argv.end(), args.begin(), args.end());
-  // Offline and quiet: nothing may come from a model hub.
-  return run_program(argv,
-                     {{"HF_HUB_OFFLINE", "1"}, {"TQDM_DISABLE", "1"}, {"CUDA_VISIBLE_DEVICES", ""}},
-                     std::chrono::minutes(3));
-}
-
-// The reference models and outputs, made once per script version and shared
-// by the test processes (each CTest test is a process of its own): the first
-// makes them under a lock while the others wait, in a private folder renamed
-// into place, so no process ever reads half of them.
-const std::string& reference_folder() {
-  static const std::string folder = [] {
-    // Remade when the script, the interpreter or the pinned versions change.
-    std::ifstream script(LLAMA_REFERENCE_SCRIPT), pins(REFERENCE_REQUIREMENTS);
-    std::ostringstream text;
-    text << script.rdbuf() << pins.rdbuf() << reference_interpreter();
-    const char* bin = std::getenv("ACCELERATE_TEST_BIN_DIR");
-    const fs::path root =
-        fs::path(bin ? bin : fs::temp_directory_path().string()) / "models-reference";
-    const fs::path ready = root / std::to_string(std::hash<std::string>{}(text.str()));
-    fs::create_directories(root);
-    const int lock = ::open((root / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (lock < 0 || ::flock(lock, LOCK_EX) != 0) {
-      ADD_FAILURE() << "cannot lock " << root / ".lock";
-      return std::string();
-    }
-    std::string made = ready.string();
-    if (!fs::exists(ready / "versions.json")) {
-      const fs::path scratch = root / ("making-" + std::to_string(::getpid()));
-      fs::remove_all(scratch);
-      const auto result = run_reference({"make", scratch.string()});
-      if (result.exit_code != 0) {
-        ADD_FAILURE() << "llama_reference.py make failed (" << result.exit_code
-                      << "): " << result.err;
-        made.clear();
-      } else {
-        fs::remove_all(ready);
-        fs::rename(scratch, ready);
-      }
-    }
-    ::close(lock);  // releases the lock
-    return made;
-  }();
-  return folder;
+  return accelerate::testing::run_reference_script(LLAMA_REFERENCE_SCRIPT, args);
 }
 
 std::map<std::string, at::Tensor> reference_outputs(const std::string& variant) {
-  std::map<std::string, at::Tensor> out;
-  for (auto& [name, tensor] : accelerate::load_safetensors(reference_folder() + "/" + variant +
-                                                           "/reference.safetensors")) {
-    out[name] = tensor;
-  }
-  return out;
-}
-
-double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
-  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+  return accelerate::testing::load_named_tensors(reference_folder() + "/" + variant +
+                                                 "/reference.safetensors");
 }
 
 // Logits within 1e-5 (fp32 rounding) of transformers'.

@@ -12,12 +12,19 @@
 // line naming the tensor (and both shapes). Floating-point tensors are
 // converted to the module's dtype (a bf16 checkpoint loads into an fp32
 // module, or a bf16 one). Tied weights (one tensor under two names) are
-// filled from whichever name the files hold. See docs/models.md.
+// filled from whichever name the files hold.
+//
+// Models with a head over a base model (BertForSequenceClassification over
+// "bert.") say so in PretrainedLoadOptions, and then load both layouts as
+// transformers does: a base model's files (no "bert.") into the model with
+// the head, and a headed model's files into the base model (the head's
+// tensors are dropped then). See docs/models.md.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "accelerate/arg.h"
 #include "accelerate/model_saving.h"
 
 namespace torch::nn {
@@ -26,8 +33,32 @@ class Module;
 
 namespace accelerate::models {
 
+struct PretrainedLoadOptions {
+  // transformers' base_model_prefix ("bert"); empty: names are taken as
+  // they are. When the module's names start with "prefix." and the files'
+  // do not, the files' names get it; when the files' do and the module's
+  // do not, it is stripped and the files' other tensors (a head's) skipped.
+  ACCELERATE_ARG(std::string, base_model_prefix) = "";
+  // Tensors of the files skipped when their name contains one of these
+  // (transformers' _keys_to_ignore_on_load_unexpected: BERT's older files
+  // hold a "position_ids" buffer; pre-training heads "cls." a classifier
+  // does not use).
+  ACCELERATE_ARG(std::vector<std::string>, ignore_unexpected) = {};
+  // Tensors of the module that may be absent from the files, by name
+  // prefix ("classifier."): they keep their initial values, as
+  // transformers initialises a new head on a pretrained base.
+  ACCELERATE_ARG(std::vector<std::string>, allow_missing) = {};
+};
+
+// What a load did beyond filling every tensor from its file.
+struct PretrainedLoadReport {
+  std::vector<std::string> kept_initial;  // the module's tensors no file held (allow_missing)
+  std::vector<std::string> skipped;       // the files' tensors that were not loaded
+};
+
 // `folder`: holds model.safetensors or model.safetensors.index.json.
-void load_pretrained_weights(torch::nn::Module& module, const std::string& folder);
+PretrainedLoadReport load_pretrained_weights(torch::nn::Module& module, const std::string& folder,
+                                             const PretrainedLoadOptions& options = {});
 
 // Writes the module's weights as transformers does (accelerate::save_model:
 // one file, or shards of at most max_shard_size plus the index; a tied

@@ -1,0 +1,228 @@
+// The BERT family (BERT, MiniLM, and encoders of the same layout) as
+// LibTorch modules whose parameter names and arithmetic are transformers'
+// BertModel's and BertForSequenceClassification's, so a Hugging Face folder
+// loads into them and what they save loads in transformers:
+//
+//   namespace am = accelerate::models;
+//   am::BertModel encoder(am::BertModelImpl::from_pretrained("all-MiniLM-L6-v2"));
+//   auto out = encoder->forward(ids, attention_mask);   // ids, mask: [batch, tokens]
+//   out.last_hidden_state;                              // [batch, tokens, hidden]
+//   auto embedding = am::mean_pooling(out.last_hidden_state, attention_mask);
+//
+//   am::BertForSequenceClassification classifier(
+//       am::BertForSequenceClassificationImpl::from_pretrained("all-MiniLM-L6-v2",
+//           am::BertLoadOptions().num_labels(3)));      // a new head on the encoder
+//   auto loss = classifier->loss(ids, labels, attention_mask);
+//   classifier->save_pretrained("out");
+//
+// Post-LayerNorm blocks, bidirectional attention with a padding mask
+// (accelerate::bidirectional_attention), GELU feed-forward. The encoder
+// layers run through accelerate::unit_forward, so prepare() can make each
+// one a ZeRO stage-3 unit, and set_gradient_checkpointing(true) checkpoints
+// their activations. Dropout follows train()/eval(). No token ids
+// come from here: a tokenizer gives them. See docs/models.md.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/pimpl.h>
+
+#include <optional>
+#include <string>
+
+#include "accelerate/arg.h"
+#include "accelerate/model_saving.h"
+#include "accelerate/models/bert_config.h"
+
+namespace accelerate::models {
+
+// Word + position + token-type embeddings, LayerNorm, dropout.
+class BertEmbeddingsImpl : public torch::nn::Module {
+ public:
+  explicit BertEmbeddingsImpl(const BertConfig& config);
+  // token_type_ids undefined: all 0 (the first segment).
+  at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& token_type_ids);
+  torch::nn::Embedding word_embeddings{nullptr}, position_embeddings{nullptr},
+      token_type_embeddings{nullptr};
+  torch::nn::LayerNorm LayerNorm{nullptr};  // transformers' name
+
+ private:
+  double dropout_;
+};
+TORCH_MODULE(BertEmbeddings);
+
+class BertSelfAttentionImpl : public torch::nn::Module {
+ public:
+  explicit BertSelfAttentionImpl(const BertConfig& config);
+  // x: [batch, tokens, hidden]; key_mask: [batch, tokens] or undefined.
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& key_mask);
+  torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};
+
+ private:
+  int64_t heads_, head_dim_;
+  double dropout_;
+};
+TORCH_MODULE(BertSelfAttention);
+
+// LayerNorm(dropout(dense(x)) + residual): after attention (hidden ->
+// hidden) and after the intermediate layer (intermediate -> hidden).
+class BertResidualOutputImpl : public torch::nn::Module {
+ public:
+  BertResidualOutputImpl(const BertConfig& config, int64_t in_features);
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& residual);
+  torch::nn::Linear dense{nullptr};
+  torch::nn::LayerNorm LayerNorm{nullptr};
+
+ private:
+  double dropout_;
+};
+TORCH_MODULE(BertResidualOutput);
+
+// attention.self + attention.output.
+class BertAttentionImpl : public torch::nn::Module {
+ public:
+  explicit BertAttentionImpl(const BertConfig& config);
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& key_mask);
+  BertSelfAttention self{nullptr};
+  BertResidualOutput output{nullptr};
+};
+TORCH_MODULE(BertAttention);
+
+// act(dense(x)), hidden -> intermediate.
+class BertIntermediateImpl : public torch::nn::Module {
+ public:
+  explicit BertIntermediateImpl(const BertConfig& config);
+  at::Tensor forward(const at::Tensor& x);
+  torch::nn::Linear dense{nullptr};
+
+ private:
+  BertActivation activation_;
+};
+TORCH_MODULE(BertIntermediate);
+
+class BertLayerImpl : public torch::nn::Module {
+ public:
+  explicit BertLayerImpl(const BertConfig& config);
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& key_mask);
+  BertAttention attention{nullptr};
+  BertIntermediate intermediate{nullptr};
+  BertResidualOutput output{nullptr};
+};
+TORCH_MODULE(BertLayer);
+
+// Holds encoder.layer.N (a module of its own only for the names).
+class BertEncoderImpl : public torch::nn::Module {
+ public:
+  explicit BertEncoderImpl(const BertConfig& config);
+  torch::nn::ModuleList layer{nullptr};  // of BertLayer
+};
+TORCH_MODULE(BertEncoder);
+
+// tanh(dense(hidden of the first token, [CLS])).
+class BertPoolerImpl : public torch::nn::Module {
+ public:
+  explicit BertPoolerImpl(const BertConfig& config);
+  at::Tensor forward(const at::Tensor& hidden);
+  torch::nn::Linear dense{nullptr};
+};
+TORCH_MODULE(BertPooler);
+
+struct BertOutput {
+  at::Tensor last_hidden_state;  // [batch, tokens, hidden]
+  at::Tensor pooler_output;      // [batch, hidden]
+};
+
+struct BertLoadOptions {
+  // The parameters' dtype: checkpoint tensors of any floating dtype are
+  // converted to it.
+  ACCELERATE_ARG(at::ScalarType, dtype) = at::kFloat;
+  // BertForSequenceClassification only: the number of labels of the head,
+  // replacing the config's (0: the config's). A folder without a
+  // classifier (a bare encoder such as MiniLM) gets a new head of this many
+  // outputs.
+  ACCELERATE_ARG(int64_t, num_labels) = 0;
+};
+
+// Parameters: embeddings.word_embeddings.weight, ...,
+// encoder.layer.N.attention.self.query.weight, ..., pooler.dense.weight.
+class BertModelImpl : public torch::nn::Module {
+ public:
+  // Random weights (LibTorch's default initialisation), fp32, on the CPU.
+  explicit BertModelImpl(BertConfig config);
+  // input_ids, attention_mask (1 real token, 0 padding; undefined: all
+  // real) and token_type_ids (undefined: all 0), each [batch, tokens].
+  BertOutput forward(const at::Tensor& input_ids, const at::Tensor& attention_mask = {},
+                     const at::Tensor& token_type_ids = {});
+
+  // Builds the model from `folder`'s config.json and loads its weights,
+  // saved with or without the "bert." prefix (a classifier's files: the
+  // head is dropped). A folder without the pooler leaves it as initialised.
+  static std::shared_ptr<BertModelImpl> from_pretrained(const std::string& folder,
+                                                        const BertLoadOptions& options = {});
+  // config.json (architectures ["BertModel"]) plus the weights, unprefixed.
+  std::vector<std::string> save_pretrained(
+      const std::string& folder, const ShardSize& max_shard_size = ShardSize("5GB")) const;
+
+  // Activation checkpointing of every encoder layer (transformers'
+  // gradient_checkpointing_enable()): while grad mode is on, each layer
+  // keeps only its input and recomputes its forward in backward
+  // (accelerate/activation_checkpointing.h; still a ZeRO stage-3 unit).
+  // Gradients are bitwise those of the plain run on the CPU. Off by default.
+  void set_gradient_checkpointing(bool on) { gradient_checkpointing_ = on; }
+  bool gradient_checkpointing() const { return gradient_checkpointing_; }
+
+  const BertConfig& config() const { return config_; }
+  BertEmbeddings embeddings{nullptr};
+  BertEncoder encoder{nullptr};
+  BertPooler pooler{nullptr};
+
+ private:
+  BertConfig config_;
+  bool gradient_checkpointing_ = false;
+};
+TORCH_MODULE(BertModel);
+
+// Parameters: bert.<BertModel's>, classifier.weight, classifier.bias.
+class BertForSequenceClassificationImpl : public torch::nn::Module {
+ public:
+  explicit BertForSequenceClassificationImpl(BertConfig config);
+  // Logits [batch, num_labels]: classifier(dropout(pooled output)).
+  at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& attention_mask = {},
+                     const at::Tensor& token_type_ids = {});
+  // transformers' loss for the config's problem_type; unset, it is decided
+  // here once (and kept, as transformers does): 1 label -> regression (MSE),
+  // integer labels -> single-label (cross-entropy, -100 ignored), else
+  // multi-label (BCE with logits). labels: [batch] or [batch, num_labels].
+  at::Tensor loss(const at::Tensor& input_ids, const at::Tensor& labels,
+                  const at::Tensor& attention_mask = {}, const at::Tensor& token_type_ids = {});
+
+  // Loads a classifier's folder, or a bare encoder's (the head then keeps
+  // its random initialisation, as in transformers).
+  static std::shared_ptr<BertForSequenceClassificationImpl> from_pretrained(
+      const std::string& folder, const BertLoadOptions& options = {});
+  std::vector<std::string> save_pretrained(
+      const std::string& folder, const ShardSize& max_shard_size = ShardSize("5GB")) const;
+
+  const BertConfig& config() const { return config_; }
+  BertModel bert{nullptr};
+  torch::nn::Linear classifier{nullptr};
+
+ private:
+  BertConfig config_;
+};
+TORCH_MODULE(BertForSequenceClassification);
+
+// transformers' sequence-classification loss on logits [batch, labels].
+at::Tensor sequence_classification_loss(const at::Tensor& logits, const at::Tensor& labels,
+                                        ProblemType type);
+// The problem type transformers picks for `num_labels` and `labels`.
+ProblemType infer_problem_type(int64_t num_labels, const at::Tensor& labels);
+
+// sentence-transformers' mean pooling: the mean of the hidden states of the
+// real tokens (attention_mask 1), [batch, tokens, hidden] -> [batch, hidden].
+at::Tensor mean_pooling(const at::Tensor& hidden, const at::Tensor& attention_mask);
+
+}  // namespace accelerate::models

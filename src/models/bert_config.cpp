@@ -1,0 +1,301 @@
+// read_bert_config / write_bert_config (include/accelerate/models/bert_config.h).
+// Key names and defaults follow transformers' BertConfig; num_labels comes
+// from id2label when the file has one (transformers writes id2label, not
+// num_labels), else from "num_labels", else 2.
+#include "accelerate/models/bert_config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "accelerate/detail/enum_names.h"
+#include "accelerate/errors.h"
+#include "common/strict_json.h"
+
+namespace accelerate::models {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr detail::EnumName<BertActivation> kActivationNames[] = {
+    {BertActivation::kGelu, "gelu", {}},
+    {BertActivation::kGeluTanh, "gelu_new", {"gelu_pytorch_tanh"}},
+    {BertActivation::kRelu, "relu", {}},
+};
+static_assert(detail::names_are_distinct(kActivationNames));
+
+constexpr detail::EnumName<ProblemType> kProblemTypeNames[] = {
+    {ProblemType::kRegression, "regression", {}},
+    {ProblemType::kSingleLabelClassification, "single_label_classification", {}},
+    {ProblemType::kMultiLabelClassification, "multi_label_classification", {}},
+};
+static_assert(detail::names_are_distinct(kProblemTypeNames));
+
+// The keys read_bert_config turns into fields; the rest go to other_keys.
+const std::set<std::string> kBertKeys = {"vocab_size",
+                                         "hidden_size",
+                                         "num_hidden_layers",
+                                         "num_attention_heads",
+                                         "intermediate_size",
+                                         "hidden_act",
+                                         "hidden_dropout_prob",
+                                         "attention_probs_dropout_prob",
+                                         "max_position_embeddings",
+                                         "type_vocab_size",
+                                         "layer_norm_eps",
+                                         "pad_token_id",
+                                         "classifier_dropout",
+                                         "id2label",
+                                         "label2id",
+                                         "num_labels",
+                                         "problem_type",
+                                         "position_embedding_type",
+                                         "model_type",
+                                         "architectures",
+                                         "torch_dtype",
+                                         "dtype",
+                                         "transformers_version"};
+
+class BertConfigReader {
+ public:
+  BertConfigReader(std::string path, const json& root) : path_(std::move(path)), root_(root) {}
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw ConfigError("BERT config '" + path_ + "': " + what);
+  }
+  const json* find(const std::string& key) const {
+    const auto found = root_.find(key);
+    return found == root_.end() || found->is_null() ? nullptr : &*found;
+  }
+  int64_t integer(const std::string& key, int64_t fallback) const {
+    const json* value = find(key);
+    if (!value) return fallback;
+    if (!value->is_number_integer()) fail("\"" + key + "\" must be an integer");
+    return value->get<int64_t>();
+  }
+  double number(const std::string& key, double fallback) const {
+    const json* value = find(key);
+    if (!value) return fallback;
+    if (!value->is_number()) fail("\"" + key + "\" must be a number");
+    return value->get<double>();
+  }
+  std::string text(const std::string& key, const std::string& fallback) const {
+    const json* value = find(key);
+    if (!value) return fallback;
+    if (!value->is_string()) fail("\"" + key + "\" must be a string");
+    return value->get<std::string>();
+  }
+
+  // {"0": "NEGATIVE", "1": "POSITIVE"}: keys must be 0..n-1.
+  std::vector<std::string> labels() const {
+    const json* map = find("id2label");
+    if (!map) {
+      const int64_t n = integer("num_labels", 2);
+      if (n <= 0) fail("\"num_labels\" must be positive, not " + std::to_string(n));
+      BertConfig defaults;
+      defaults.set_num_labels(n);
+      return defaults.id2label;
+    }
+    if (!map->is_object() || map->empty()) fail("\"id2label\" must be a non-empty object");
+    std::vector<std::string> names(map->size());
+    std::vector<bool> seen(map->size(), false);
+    for (const auto& [key, name] : map->items()) {
+      size_t used = 0;
+      long index = -1;
+      try {
+        index = std::stol(key, &used);
+      } catch (const std::exception&) {
+      }
+      if (used != key.size() || index < 0 || static_cast<size_t>(index) >= names.size() ||
+          seen[index] || !name.is_string()) {
+        fail("\"id2label\" must map \"0\" ... \"" + std::to_string(names.size() - 1) +
+             "\" to names, not \"" + key + "\"");
+      }
+      seen[index] = true;
+      names[index] = name.get<std::string>();
+    }
+    return names;
+  }
+
+ private:
+  std::string path_;
+  const json& root_;
+};
+
+std::string read_config_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError("BERT config: cannot read '" + path + "'");
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+}  // namespace
+
+const char* to_string(BertActivation activation) {
+  return detail::enum_name(kActivationNames, activation, "?");
+}
+const char* to_string(ProblemType type) { return detail::enum_name(kProblemTypeNames, type, "?"); }
+
+void BertConfig::set_num_labels(int64_t n) {
+  if (n <= 0)
+    throw ConfigError("BERT config: num_labels must be positive, not " + std::to_string(n));
+  id2label.clear();
+  for (int64_t i = 0; i < n; ++i) id2label.push_back("LABEL_" + std::to_string(i));
+}
+
+void BertConfig::validate() const {
+  auto positive = [](int64_t value, const char* name) {
+    if (value <= 0) {
+      throw ConfigError(std::string("BERT config: ") + name + " must be positive, not " +
+                        std::to_string(value));
+    }
+  };
+  positive(vocab_size, "vocab_size");
+  positive(hidden_size, "hidden_size");
+  positive(num_hidden_layers, "num_hidden_layers");
+  positive(num_attention_heads, "num_attention_heads");
+  positive(intermediate_size, "intermediate_size");
+  positive(max_position_embeddings, "max_position_embeddings");
+  positive(type_vocab_size, "type_vocab_size");
+  positive(num_labels(), "num_labels");
+  if (hidden_size % num_attention_heads != 0) {
+    throw ConfigError("BERT config: hidden_size " + std::to_string(hidden_size) +
+                      " is not a multiple of num_attention_heads " +
+                      std::to_string(num_attention_heads));
+  }
+  if (pad_token_id < 0 || pad_token_id >= vocab_size) {
+    throw ConfigError("BERT config: pad_token_id " + std::to_string(pad_token_id) +
+                      " is outside the vocabulary of " + std::to_string(vocab_size));
+  }
+  if (!(layer_norm_eps > 0)) throw ConfigError("BERT config: layer_norm_eps must be positive");
+  for (const auto& [name, p] :
+       {std::pair<const char*, double>{"hidden_dropout_prob", hidden_dropout_prob},
+        {"attention_probs_dropout_prob", attention_probs_dropout_prob},
+        {"classifier_dropout", head_dropout()}}) {
+    if (!(p >= 0 && p < 1)) {
+      throw ConfigError(std::string("BERT config: ") + name + " must be in [0, 1), not " +
+                        std::to_string(p));
+    }
+  }
+}
+
+BertConfig read_bert_config(const std::string& path_or_folder) {
+  std::string path = path_or_folder;
+  if (fs::is_directory(path)) path = (fs::path(path) / "config.json").string();
+  StrictJsonProblem problem;
+  const auto root = parse_strict_json(read_config_text(path), StrictJsonLimits{}, &problem);
+  if (!root) throw ConfigError("BERT config '" + path + "': " + problem.message);
+  if (!root->is_object()) throw ConfigError("BERT config '" + path + "': not a JSON object");
+  const BertConfigReader reader(path, *root);
+
+  const std::string model_type = reader.text("model_type", "bert");
+  if (model_type != "bert") reader.fail("model_type \"" + model_type + "\" is not \"bert\"");
+  const std::string position = reader.text("position_embedding_type", "absolute");
+  if (position != "absolute") {
+    reader.fail("position_embedding_type \"" + position + "\" is not supported (only absolute)");
+  }
+  BertConfig config;
+  const std::string act = reader.text("hidden_act", "gelu");
+  const auto activation = detail::parse_enum(kActivationNames, act, detail::NameCase::kExact);
+  if (!activation) {
+    reader.fail("hidden_act \"" + act +
+                "\" is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu)");
+  }
+  config.hidden_act = *activation;
+  for (const char* key : {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                          "intermediate_size"}) {
+    if (!reader.find(key)) reader.fail(std::string("\"") + key + "\" is missing");
+  }
+  config.vocab_size = reader.integer("vocab_size", 0);
+  config.hidden_size = reader.integer("hidden_size", 0);
+  config.num_hidden_layers = reader.integer("num_hidden_layers", 0);
+  config.num_attention_heads = reader.integer("num_attention_heads", 0);
+  config.intermediate_size = reader.integer("intermediate_size", 0);
+  config.hidden_dropout_prob = reader.number("hidden_dropout_prob", config.hidden_dropout_prob);
+  config.attention_probs_dropout_prob =
+      reader.number("attention_probs_dropout_prob", config.attention_probs_dropout_prob);
+  config.max_position_embeddings =
+      reader.integer("max_position_embeddings", config.max_position_embeddings);
+  config.type_vocab_size = reader.integer("type_vocab_size", config.type_vocab_size);
+  config.layer_norm_eps = reader.number("layer_norm_eps", config.layer_norm_eps);
+  config.pad_token_id = reader.integer("pad_token_id", config.pad_token_id);
+  if (reader.find("classifier_dropout")) {
+    config.classifier_dropout = reader.number("classifier_dropout", 0.0);
+  }
+  config.id2label = reader.labels();
+  if (reader.find("problem_type")) {
+    const std::string type = reader.text("problem_type", "");
+    const auto parsed = detail::parse_enum(kProblemTypeNames, type, detail::NameCase::kExact);
+    if (!parsed) {
+      reader.fail("problem_type \"" + type +
+                  "\" is not one of regression, single_label_classification, "
+                  "multi_label_classification");
+    }
+    config.problem_type = *parsed;
+  }
+  for (const auto& [key, value] : root->items()) {
+    if (!kBertKeys.count(key)) config.other_keys[key] = value.dump();
+  }
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    if (root->contains(key)) config.other_keys[key] = (*root)[key].dump();
+  }
+  try {
+    config.validate();
+  } catch (const ConfigError& e) {
+    throw ConfigError(std::string(e.what()) + " (in '" + path + "')");
+  }
+  return config;
+}
+
+std::string bert_config_json(const BertConfig& config, const std::string& architecture,
+                             const std::string& dtype) {
+  json out = json::object();
+  for (const auto& [key, text] : config.other_keys) out[key] = json::parse(text);
+  if (!dtype.empty()) {
+    out["torch_dtype"] = dtype;
+    out["dtype"] = dtype;
+  }
+  out["model_type"] = "bert";
+  out["architectures"] = json::array({architecture});
+  out["vocab_size"] = config.vocab_size;
+  out["hidden_size"] = config.hidden_size;
+  out["num_hidden_layers"] = config.num_hidden_layers;
+  out["num_attention_heads"] = config.num_attention_heads;
+  out["intermediate_size"] = config.intermediate_size;
+  out["hidden_act"] = to_string(config.hidden_act);
+  out["hidden_dropout_prob"] = config.hidden_dropout_prob;
+  out["attention_probs_dropout_prob"] = config.attention_probs_dropout_prob;
+  out["max_position_embeddings"] = config.max_position_embeddings;
+  out["type_vocab_size"] = config.type_vocab_size;
+  out["layer_norm_eps"] = config.layer_norm_eps;
+  out["pad_token_id"] = config.pad_token_id;
+  out["position_embedding_type"] = "absolute";
+  out["classifier_dropout"] =
+      config.classifier_dropout ? json(*config.classifier_dropout) : json(nullptr);
+  json id2label = json::object(), label2id = json::object();
+  for (size_t i = 0; i < config.id2label.size(); ++i) {
+    id2label[std::to_string(i)] = config.id2label[i];
+    label2id[config.id2label[i]] = i;
+  }
+  out["id2label"] = id2label;
+  out["label2id"] = label2id;
+  out["problem_type"] = config.problem_type ? json(to_string(*config.problem_type)) : json(nullptr);
+  return out.dump(2) + "\n";
+}
+
+void write_bert_config(const BertConfig& config, const std::string& directory,
+                       const std::string& architecture, const std::string& dtype) {
+  config.validate();
+  fs::create_directories(directory);
+  const std::string path = (fs::path(directory) / "config.json").string();
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bert_config_json(config, architecture, dtype);
+  if (!out.flush()) throw Error("write_bert_config: cannot write '" + path + "'");
+}
+
+}  // namespace accelerate::models
