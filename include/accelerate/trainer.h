@@ -15,10 +15,10 @@
 //
 // What it does per optimizer step, as Hugging Face's does: accumulation
 // (args.gradient_accumulation_steps micro-batches), clipping to
-// max_grad_norm, AdamW (no weight decay on biases and LayerNorm weights),
-// the learning-rate schedule, logging the mean loss every logging_steps,
-// evaluation and checkpoints at their intervals (save_state, so resuming
-// with resume_from_checkpoint continues exactly). docs/trainer.md.
+// max_grad_norm, args.optim's optimizer (AdamW by default; no weight decay
+// on biases and LayerNorm weights), the learning-rate schedule, logging the mean loss every
+// logging_steps, evaluation and checkpoints at their intervals (save_state, so resuming with
+// resume_from_checkpoint continues exactly). docs/trainer.md.
 #pragma once
 
 #include <torch/optim/adamw.h>
@@ -36,9 +36,11 @@
 #include "accelerate/accelerator.h"
 #include "accelerate/data_loader.h"
 #include "accelerate/detail/trainer_loop.h"
+#include "accelerate/detail/trainer_optimizer.h"
 #include "accelerate/lr_schedule.h"
 #include "accelerate/optimizer.h"
 #include "accelerate/random.h"
+#include "accelerate/reduce_lr_on_plateau.h"
 #include "accelerate/scheduler.h"
 
 namespace accelerate {
@@ -205,9 +207,8 @@ class Trainer {
     train_loader_ = std::make_unique<Loader>(
         std::move(train_dataset),
         loader_options(args.per_device_train_batch_size(), args).shuffle(true).seed(args.seed()));
-    optimizer_ = std::make_unique<Optimizer<torch::optim::AdamW>>(
-        TrainerLoop::adamw_groups(*model_, args), torch::optim::AdamWOptions(args.learning_rate()));
-    accelerator_->prepare(model_, *optimizer_, *train_loader_);
+    optimizer_ = detail::make_trainer_optimizer(*model_, args);
+    accelerator_->prepare(model_, *optimizer_.prepared, *train_loader_);
     if (eval_dataset) {
       eval_loader_ = std::make_unique<Loader>(
           std::move(*eval_dataset), loader_options(args.per_device_eval_batch_size(), args));
@@ -215,9 +216,15 @@ class Trainer {
     }
     loop_.plan(static_cast<int64_t>(train_loader_->size()));
     scheduler_ = std::make_unique<Scheduler<WarmupSchedule>>(
-        *optimizer_, args.lr_scheduler_type(), loop_.warmup_steps(), loop_.state().max_steps);
+        *optimizer_.optimizer, args.lr_scheduler_type(), loop_.warmup_steps(),
+        loop_.state().max_steps, args.lr_scheduler_kwargs());
     accelerator_->prepare(*scheduler_);
     accelerator_->register_for_checkpointing(loop_);
+    if (args.lr_scheduler_type() == SchedulerType::kReduceLROnPlateau) {
+      plateau_ =
+          std::make_unique<ReduceLROnPlateau>(*optimizer_.optimizer, args.lr_scheduler_kwargs());
+      accelerator_->register_for_checkpointing(*plateau_);
+    }
   }
 
   void optimizer_step(const std::vector<at::Tensor>& parameters) {
@@ -227,14 +234,19 @@ class Trainer {
         accelerator_->distributed_type() != DistributedType::kDeepSpeed) {
       norm = accelerator_->clip_grad_norm_(parameters, loop_.args().max_grad_norm());
     }
-    optimizer_->step();
+    optimizer_.optimizer->step();
     scheduler_->step();
-    optimizer_->zero_grad();
-    act_on(loop_.end_step(norm, optimizer_->param_groups()[0].options().get_lr()));
+    optimizer_.zero_grad();
+    act_on(loop_.end_step(norm, optimizer_.optimizer->param_groups()[0].options().get_lr()));
   }
 
   void act_on(TrainerLoop::Due due) {
-    if (due.evaluate && eval_loader_) evaluate();
+    if (due.evaluate && eval_loader_) {
+      const Metrics metrics = evaluate();
+      // As transformers' Trainer: the plateau schedule steps on the training
+      // loop's evaluations only (metric_for_best_model's default, eval_loss).
+      if (plateau_) plateau_->step(metrics.at("eval_loss"));
+    }
     if (due.save) loop_.save_checkpoint();
   }
 
@@ -243,8 +255,9 @@ class Trainer {
   std::unique_ptr<Accelerator> accelerator_;
   TrainerLoop loop_;
   std::unique_ptr<Loader> train_loader_, eval_loader_;
-  std::unique_ptr<Optimizer<torch::optim::AdamW>> optimizer_;
+  detail::TrainerOptimizer optimizer_;
   std::unique_ptr<Scheduler<WarmupSchedule>> scheduler_;
+  std::unique_ptr<ReduceLROnPlateau> plateau_;  // lr_scheduler_type reduce_lr_on_plateau
 };
 
 }  // namespace accelerate

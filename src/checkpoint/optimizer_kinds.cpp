@@ -6,6 +6,7 @@
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 
+#include "accelerate/adafactor.h"
 #include "accelerate/optimizer.h"
 
 namespace accelerate::checkpoint {
@@ -58,6 +59,12 @@ const std::vector<Kind>& kinds() {
           "RMSprop", {ACCELERATE_STATE_TENSOR(RMSpropParamState, square_avg),
                       ACCELERATE_STATE_TENSOR(RMSpropParamState, momentum_buffer),
                       ACCELERATE_STATE_TENSOR(RMSpropParamState, grad_avg)}),
+      // Its step and parameter RMS are plain fields, saved with the options.
+      kind<accelerate::Adafactor, accelerate::AdafactorParamState, accelerate::AdafactorOptions>(
+          "Adafactor", {ACCELERATE_STATE_TENSOR(accelerate::AdafactorParamState, exp_avg),
+                        ACCELERATE_STATE_TENSOR(accelerate::AdafactorParamState, exp_avg_sq_row),
+                        ACCELERATE_STATE_TENSOR(accelerate::AdafactorParamState, exp_avg_sq_col),
+                        ACCELERATE_STATE_TENSOR(accelerate::AdafactorParamState, exp_avg_sq)}),
   };
   return all;
 }
