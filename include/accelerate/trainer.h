@@ -186,6 +186,8 @@ class Trainer {
   }
   Accelerator& accelerator() { return *accelerator_; }
   Model& model() { return model_; }
+  // The optimizer args.optim chose (an accelerate::Optimizer<...>).
+  torch::optim::Optimizer& optimizer() { return *optimizer_.optimizer; }
   const TrainerState& state() const { return loop_.state(); }
   const TrainingArguments& args() const { return loop_.args(); }
 
