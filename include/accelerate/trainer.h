@@ -231,9 +231,12 @@ class Trainer {
 
   void optimizer_step(const std::vector<at::Tensor>& parameters) {
     double norm = std::numeric_limits<double>::quiet_NaN();
-    // Under DeepSpeed its gradient_clipping clips instead, as in Hugging Face's Trainer.
-    if (loop_.args().max_grad_norm() > 0 &&
-        accelerator_->distributed_type() != DistributedType::kDeepSpeed) {
+    // Under DeepSpeed its gradient_clipping (filled from max_grad_norm)
+    // clips instead, and the norm it measured is logged, as in Hugging
+    // Face's Trainer.
+    if (accelerator_->distributed_type() == DistributedType::kDeepSpeed) {
+      norm = accelerator_->deepspeed_grad_norm().value_or(norm);
+    } else if (loop_.args().max_grad_norm() > 0) {
       norm = accelerator_->clip_grad_norm_(parameters, loop_.args().max_grad_norm());
     }
     optimizer_.optimizer->step();
