@@ -24,6 +24,7 @@
 #include <torch/optim/adamw.h>
 #include <torch/utils.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -32,6 +33,7 @@
 #include <optional>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "accelerate/accelerator.h"
 #include "accelerate/data_loader.h"
@@ -42,6 +44,7 @@
 #include "accelerate/random.h"
 #include "accelerate/reduce_lr_on_plateau.h"
 #include "accelerate/scheduler.h"
+#include "accelerate/scope_guard.h"
 
 namespace accelerate {
 
@@ -118,15 +121,27 @@ class Trainer {
     loop_.begin_train();
     model_->train();
     const auto parameters = model_->parameters();
+    std::vector<Batch> window;  // with count_items_with: the accumulation window's batches
     while (!loop_.done()) {
       bool whole_epoch = true;
       for (auto& batch : *train_loader_) {
-        auto micro_step = accelerator_->accumulate();
-        at::Tensor loss = loss_(model_, batch);
-        accelerator_->backward(loss);
-        loop_.add_loss(loss, detail::batch_rows(batch));
-        if (!accelerator_->sync_gradients()) continue;
-        optimizer_step(parameters);
+        if (count_items_) {
+          window.push_back(batch);
+          if (static_cast<int>(window.size()) < accelerator_->gradient_accumulation_steps() &&
+              !train_loader_->end_of_dataloader()) {
+            continue;
+          }
+          train_window(window);
+          window.clear();
+          optimizer_step(parameters);
+        } else {
+          auto micro_step = accelerator_->accumulate();
+          at::Tensor loss = loss_(model_, batch);
+          accelerator_->backward(loss);
+          loop_.add_loss(loss, detail::batch_rows(batch));
+          if (!accelerator_->sync_gradients()) continue;
+          optimizer_step(parameters);
+        }
         if (loop_.done()) {
           whole_epoch = train_loader_->end_of_dataloader();
           break;
@@ -153,7 +168,10 @@ class Trainer {
     {
       torch::NoGradGuard no_grad;
       for (auto& batch : *eval_loader_) {
-        const at::Tensor loss = loss_(model_, batch).detach().to(at::kDouble).reshape({1});
+        at::Tensor loss = loss_(model_, batch).detach().to(at::kDouble).reshape({1});
+        // A summed loss (count_items_with) becomes the batch's mean per item.
+        if (count_items_)
+          loss = loss / static_cast<double>(std::max<int64_t>(1, count_items_(batch)));
         // One copy of the batch's loss per sample, so that the samples that
         // pad the last batch are dropped with them.
         const at::Tensor per_sample = loss.expand({detail::batch_rows(batch)}).contiguous();
@@ -179,6 +197,18 @@ class Trainer {
   // output_dir. Collective; the main process writes.
   std::vector<std::string> save_model(const std::optional<std::string>& directory = std::nullopt) {
     return accelerator_->save_model(model_, directory.value_or(loop_.args().output_dir()));
+  }
+
+  // Hugging Face's num_items_in_batch. With `count` set, the loss function
+  // returns the SUM of its batch's per-item losses (e.g. cross_entropy with
+  // reduction kSum and ignore_index -100) and `count` the batch's items (e.g.
+  // its labels other than -100). Each optimizer step's loss is then the sum
+  // over the accumulation window on every process divided by the window's
+  // items on every process, so that accumulating batches of different
+  // lengths trains as the one big batch would; evaluation divides each
+  // batch's sum by its count.
+  void count_items_with(std::function<int64_t(const Batch&)> count) {
+    count_items_ = std::move(count);
   }
 
   void add_callback(std::shared_ptr<TrainerCallback> callback) {
@@ -245,6 +275,32 @@ class Trainer {
     act_on(loop_.end_step(norm, optimizer_.optimizer->param_groups()[0].options().get_lr()));
   }
 
+  // One accumulation window under count_items_with: the micro-batches'
+  // summed losses over the window's items on every process. The Trainer
+  // decides the sync itself (the loader has already yielded the window's
+  // last batch while the first ones run).
+  void train_window(const std::vector<Batch>& window) {
+    int64_t local = 0;
+    for (const auto& batch : window) local += count_items_(batch);
+    at::Tensor count = at::full({1}, static_cast<double>(local), at::kDouble);
+    const double items = accelerator_->reduce(count.to(accelerator_->device()), ReduceOp::kSum)
+                             .template item<double>();
+    // backward() divides by the accumulation steps, and the processes'
+    // gradients are averaged: both undone, so the gradient is sum / items.
+    const double scale = items > 0 ? static_cast<double>(accelerator_->num_processes()) *
+                                         accelerator_->gradient_accumulation_steps() / items
+                                   : 0.0;
+    for (std::size_t i = 0; i < window.size(); ++i) {
+      const bool last = i + 1 == window.size();
+      accelerator_->gradient_state()->set_sync_gradients(last);
+      std::optional<ScopeGuard> hold_sync;
+      if (!last) hold_sync.emplace(accelerator_->no_sync());
+      const at::Tensor loss = loss_(model_, window[i]) * scale;
+      accelerator_->backward(loss);
+      loop_.add_loss(loss, detail::batch_rows(window[i]));
+    }
+  }
+
   void act_on(TrainerLoop::Due due) {
     if (due.evaluate && eval_loader_) {
       const Metrics metrics = evaluate();
@@ -262,7 +318,8 @@ class Trainer {
   std::unique_ptr<Loader> train_loader_, eval_loader_;
   detail::TrainerOptimizer optimizer_;
   std::unique_ptr<Scheduler<WarmupSchedule>> scheduler_;
-  std::unique_ptr<ReduceLROnPlateau> plateau_;  // lr_scheduler_type reduce_lr_on_plateau
+  std::unique_ptr<ReduceLROnPlateau> plateau_;        // lr_scheduler_type reduce_lr_on_plateau
+  std::function<int64_t(const Batch&)> count_items_;  // count_items_with
 };
 
 }  // namespace accelerate
