@@ -34,6 +34,9 @@ struct TrainFlags {
   double num_train_epochs = 1.0;
   int64_t max_steps = 200;
   std::string lr_scheduler_type = "cosine";
+  std::string lr_scheduler_kwargs;  // JSON, as Hugging Face's flag
+  std::string optim = "adamw_torch";
+  std::string optim_args;
   int64_t warmup_steps = 20;
   double warmup_ratio = 0.0;
   int64_t logging_steps = 20;
@@ -72,14 +75,20 @@ inline void add_flags(examples::Flags& flags, TrainFlags& f) {
            "evaluation batch per process")
       .add("gradient_accumulation_steps", &f.gradient_accumulation_steps,
            "batches per optimizer step")
-      .add("learning_rate", &f.learning_rate, "AdamW's peak learning rate")
+      .add("learning_rate", &f.learning_rate, "the optimizer's peak learning rate")
       .add("weight_decay", &f.weight_decay, "AdamW's weight decay (not on biases and LayerNorms)")
       .add("max_grad_norm", &f.max_grad_norm, "clip the gradient norm to this; 0: no clipping")
       .add("num_train_epochs", &f.num_train_epochs, "the run's length, unless max_steps > 0")
       .add("max_steps", &f.max_steps, "the run's length in optimizer steps; <= 0: num_train_epochs")
       .add_choice("lr_scheduler_type", &f.lr_scheduler_type,
-                  {"linear", "cosine", "constant", "constant_with_warmup"},
+                  {"linear", "cosine", "constant", "constant_with_warmup", "cosine_with_restarts",
+                   "polynomial", "inverse_sqrt", "reduce_lr_on_plateau", "warmup_stable_decay"},
                   "the learning rate schedule after the warm-up")
+      .add("lr_scheduler_kwargs", &f.lr_scheduler_kwargs,
+           "the schedule's extra parameters, e.g. {\"num_cycles\": 2}", "JSON")
+      .add_choice("optim", &f.optim, {"adamw_torch", "sgd", "adafactor"}, "the optimizer")
+      .add("optim_args", &f.optim_args, "sgd's momentum, dampening, nesterov: key=value,...",
+           "ARGS")
       .add("warmup_steps", &f.warmup_steps, "warm-up steps; 0: warmup_ratio of the steps")
       .add("warmup_ratio", &f.warmup_ratio, "warm-up as a fraction of the steps")
       .add("logging_steps", &f.logging_steps,
@@ -119,6 +128,9 @@ inline accelerate::TrainingArguments training_arguments(const TrainFlags& f) {
                   .num_train_epochs(f.num_train_epochs)
                   .max_steps(f.max_steps)
                   .lr_scheduler_type(*accelerate::parse_scheduler_type(f.lr_scheduler_type))
+                  .lr_scheduler_kwargs(accelerate::parse_lr_scheduler_kwargs(f.lr_scheduler_kwargs))
+                  .optim(accelerate::require_optimizer_name(f.optim))
+                  .optim_args(f.optim_args)
                   .warmup_steps(f.warmup_steps)
                   .warmup_ratio(f.warmup_ratio)
                   .logging_steps(f.logging_steps)

@@ -123,9 +123,11 @@ int train(const std::string& program, const std::vector<std::string>& words) {
                     config.vocab_size, ", context ", config.n_positions, ", ",
                     accelerator.num_processes(), " process(es), ", trainer.state().max_steps,
                     " steps");
+  // The accumulation in force (the Accelerator's, which a DeepSpeed file
+  // may not contradict: the Trainer refuses a mismatch).
   const int64_t tokens_per_step = args.per_device_train_batch_size() *
-                                  args.gradient_accumulation_steps() * accelerator.num_processes() *
-                                  config.n_positions;
+                                  accelerator.gradient_accumulation_steps() *
+                                  accelerator.num_processes() * config.n_positions;
   trainer.add_callback(
       std::make_shared<Throughput>(tokens_per_step, accelerator.is_main_process()));
   trainer.train();

@@ -118,6 +118,10 @@ class Accelerator {
   double clip_grad_norm_(const std::vector<at::Tensor>& parameters, double max_norm,
                          double norm_type = 2.0);
   void clip_grad_value_(const std::vector<at::Tensor>& parameters, double clip_value);
+  // DeepSpeed's engine.get_global_grad_norm(): the global gradient norm (as
+  // before clipping) that DeepSpeed's gradient_clipping measured at the last
+  // optimizer step; nullopt when the engine does not clip.
+  std::optional<double> deepspeed_grad_norm() const { return deepspeed_grad_norm_; }
 
   // Resumes mid-epoch: the loader's next pass starts at batch num_batches.
   template <class Loader>
@@ -259,6 +263,7 @@ class Accelerator {
   Trigger trigger_;
   int64_t step_ = 0;
   bool force_sync_ = false;
+  std::optional<double> deepspeed_grad_norm_;
   bool in_no_sync_ = false;
 };
 

@@ -15,8 +15,9 @@
 //
 // What it does per optimizer step, as Hugging Face's does: accumulation
 // (args.gradient_accumulation_steps micro-batches), clipping to
-// max_grad_norm, AdamW (no weight decay on biases and LayerNorm weights),
-// the learning-rate schedule, logging the mean loss every logging_steps,
+// max_grad_norm, args.optim's optimizer (AdamW by default; no weight decay
+// on biases and LayerNorm weights), the learning-rate schedule, logging the
+// mean loss every logging_steps,
 // evaluation and checkpoints at their intervals (save_state, so resuming
 // with resume_from_checkpoint continues exactly). A function returning a
 // ModelOutput (loss and logits) gives compute_metrics and predict their
@@ -28,6 +29,7 @@
 #include <torch/optim/adamw.h>
 #include <torch/utils.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -43,10 +45,13 @@
 #include "accelerate/accelerator.h"
 #include "accelerate/data_loader.h"
 #include "accelerate/detail/trainer_loop.h"
+#include "accelerate/detail/trainer_optimizer.h"
 #include "accelerate/lr_schedule.h"
 #include "accelerate/optimizer.h"
 #include "accelerate/random.h"
+#include "accelerate/reduce_lr_on_plateau.h"
 #include "accelerate/scheduler.h"
+#include "accelerate/scope_guard.h"
 #include "accelerate/trainer_outputs.h"
 
 namespace accelerate {
@@ -144,6 +149,7 @@ class Trainer {
     model_->train();
     const auto parameters = model_->parameters();
     const TrainerControl& control = loop_.control();
+    std::vector<Batch> window;  // with count_items_with: the accumulation window's batches
     while (!loop_.should_stop_training()) {
       loop_.begin_epoch();
       bool step_begun = false;
@@ -151,12 +157,21 @@ class Trainer {
       for (auto& batch : *train_loader_) {
         if (!step_begun) loop_.begin_step();
         step_begun = true;
-        auto micro_step = accelerator_->accumulate();
-        at::Tensor loss = loss_(model_, batch).loss;
-        if (!loss.defined()) throw Error("Trainer: the model function returned no loss");
-        accelerator_->backward(loss);
-        loop_.add_loss(loss, detail::batch_rows(batch));
-        if (!accelerator_->sync_gradients()) continue;
+        if (count_items_) {
+          window.push_back(batch);
+          if (static_cast<int>(window.size()) < accelerator_->gradient_accumulation_steps() &&
+              !train_loader_->end_of_dataloader()) {
+            continue;
+          }
+          train_window(window);
+          window.clear();
+        } else {
+          auto micro_step = accelerator_->accumulate();
+          at::Tensor loss = training_loss(batch);
+          accelerator_->backward(loss);
+          loop_.add_loss(loss, detail::batch_rows(batch));
+          if (!accelerator_->sync_gradients()) continue;
+        }
         optimizer_step(parameters);
         step_begun = false;
         if (loop_.should_stop_training() || control.should_epoch_stop) {
@@ -221,11 +236,25 @@ class Trainer {
     return accelerator_->save_model(model_, directory.value_or(loop_.args().output_dir()));
   }
 
+  // Hugging Face's num_items_in_batch. With `count` set, the loss function
+  // returns the SUM of its batch's per-item losses (e.g. cross_entropy with
+  // reduction kSum and ignore_index -100) and `count` the batch's items (e.g.
+  // its labels other than -100). Each optimizer step's loss is then the sum
+  // over the accumulation window on every process divided by the window's
+  // items on every process, so that accumulating batches of different
+  // lengths trains as the one big batch would; evaluation divides each
+  // batch's sum by its count.
+  void count_items_with(std::function<int64_t(const Batch&)> count) {
+    count_items_ = std::move(count);
+  }
+
   void add_callback(std::shared_ptr<TrainerCallback> callback) {
     loop_.add_callback(std::move(callback));
   }
   Accelerator& accelerator() { return *accelerator_; }
   Model& model() { return model_; }
+  // The optimizer args.optim chose (an accelerate::Optimizer<...>).
+  torch::optim::Optimizer& optimizer() { return *optimizer_.optimizer; }
   const TrainerState& state() const { return loop_.state(); }
   const TrainingArguments& args() const { return loop_.args(); }
 
@@ -247,9 +276,8 @@ class Trainer {
     train_loader_ = std::make_unique<Loader>(
         std::move(train_dataset),
         loader_options(args.per_device_train_batch_size(), args).shuffle(true).seed(args.seed()));
-    optimizer_ = std::make_unique<Optimizer<torch::optim::AdamW>>(
-        TrainerLoop::adamw_groups(*model_, args), torch::optim::AdamWOptions(args.learning_rate()));
-    accelerator_->prepare(model_, *optimizer_, *train_loader_);
+    optimizer_ = detail::make_trainer_optimizer(*model_, args);
+    accelerator_->prepare(model_, *optimizer_.prepared, *train_loader_);
     if (eval_dataset) {
       eval_loader_ = std::make_unique<Loader>(
           std::move(*eval_dataset), loader_options(args.per_device_eval_batch_size(), args));
@@ -257,23 +285,64 @@ class Trainer {
     }
     loop_.plan(static_cast<int64_t>(train_loader_->size()));
     scheduler_ = std::make_unique<Scheduler<WarmupSchedule>>(
-        *optimizer_, args.lr_scheduler_type(), loop_.warmup_steps(), loop_.state().max_steps);
+        *optimizer_.optimizer, args.lr_scheduler_type(), loop_.warmup_steps(),
+        loop_.state().max_steps, args.lr_scheduler_kwargs());
     accelerator_->prepare(*scheduler_);
     accelerator_->register_for_checkpointing(loop_);
+    if (args.lr_scheduler_type() == SchedulerType::kReduceLROnPlateau) {
+      plateau_ =
+          std::make_unique<ReduceLROnPlateau>(*optimizer_.optimizer, args.lr_scheduler_kwargs());
+      accelerator_->register_for_checkpointing(*plateau_);
+    }
+  }
+
+  at::Tensor training_loss(const Batch& batch) {
+    at::Tensor loss = loss_(model_, batch).loss;
+    if (!loss.defined()) throw Error("Trainer: the model function returned no loss");
+    return loss;
   }
 
   void optimizer_step(const std::vector<at::Tensor>& parameters) {
     double norm = std::numeric_limits<double>::quiet_NaN();
-    // Under DeepSpeed its gradient_clipping clips instead, as in Hugging Face's Trainer.
-    if (loop_.args().max_grad_norm() > 0 &&
-        accelerator_->distributed_type() != DistributedType::kDeepSpeed) {
+    // Under DeepSpeed its gradient_clipping (filled from max_grad_norm)
+    // clips instead, and the norm it measured is logged, as in Hugging
+    // Face's Trainer.
+    if (accelerator_->distributed_type() == DistributedType::kDeepSpeed) {
+      norm = accelerator_->deepspeed_grad_norm().value_or(norm);
+    } else if (loop_.args().max_grad_norm() > 0) {
       norm = accelerator_->clip_grad_norm_(parameters, loop_.args().max_grad_norm());
     }
-    optimizer_->step();
+    optimizer_.optimizer->step();
     scheduler_->step();
-    optimizer_->zero_grad();
-    loop_.end_step(norm, optimizer_->param_groups()[0].options().get_lr());
+    optimizer_.zero_grad();
+    loop_.end_step(norm, optimizer_.optimizer->param_groups()[0].options().get_lr());
     evaluate_and_save_if_due();
+  }
+
+  // One accumulation window under count_items_with: the micro-batches'
+  // summed losses over the window's items on every process. The Trainer
+  // decides the sync itself (the loader has already yielded the window's
+  // last batch while the first ones run).
+  void train_window(const std::vector<Batch>& window) {
+    int64_t local = 0;
+    for (const auto& batch : window) local += count_items_(batch);
+    at::Tensor count = at::full({1}, static_cast<double>(local), at::kDouble);
+    const double items = accelerator_->reduce(count.to(accelerator_->device()), ReduceOp::kSum)
+                             .template item<double>();
+    // backward() divides by the accumulation steps, and the processes'
+    // gradients are averaged: both undone, so the gradient is sum / items.
+    const double scale = items > 0 ? static_cast<double>(accelerator_->num_processes()) *
+                                         accelerator_->gradient_accumulation_steps() / items
+                                   : 0.0;
+    for (std::size_t i = 0; i < window.size(); ++i) {
+      const bool last = i + 1 == window.size();
+      accelerator_->gradient_state()->set_sync_gradients(last);
+      std::optional<ScopeGuard> hold_sync;
+      if (!last) hold_sync.emplace(accelerator_->no_sync());
+      const at::Tensor loss = training_loss(window[i]) * scale;
+      accelerator_->backward(loss);
+      loop_.add_loss(loss, detail::batch_rows(window[i]));
+    }
   }
 
   // Hugging Face's _maybe_log_save_evaluate, after the log: the flags the
@@ -282,7 +351,20 @@ class Trainer {
     TrainerControl& control = loop_.control();
     if (control.should_evaluate) {
       if (eval_loader_) {
-        loop_.track_best(evaluate());
+        const Metrics metrics = evaluate();
+        loop_.track_best(metrics);
+        // As transformers' Trainer: the plateau schedule steps on the
+        // training loop's evaluations, on metric_for_best_model (default
+        // eval_loss).
+        if (plateau_) {
+          const std::string key = loop_.args().best_metric_key().value_or("eval_loss");
+          const auto found = metrics.find(key);
+          if (found == metrics.end()) {
+            throw ConfigError("lr_scheduler_type reduce_lr_on_plateau: the evaluation has no '" +
+                              key + "' metric");
+          }
+          plateau_->step(found->second);
+        }
       } else {
         control.should_evaluate = false;
       }
@@ -325,11 +407,14 @@ class Trainer {
         has_loss = output.loss.defined();
         // One copy of the batch's loss per sample (ones without a loss), so
         // that the samples that pad the last batch are dropped with them.
-        const at::Tensor loss =
+        at::Tensor loss =
             has_loss
                 ? output.loss.detach().to(at::kDouble).reshape({1})
                 : at::ones({1},
                            at::TensorOptions().dtype(at::kDouble).device(accelerator_->device()));
+        // A summed loss (count_items_with) becomes the batch's mean per item.
+        if (has_loss && count_items_)
+          loss = loss / static_cast<double>(std::max<int64_t>(1, count_items_(batch)));
         const at::Tensor gathered =
             accelerator_->gather_for_metrics(loss.expand({rows}).contiguous());
         sum += gathered.sum().template item<double>();
@@ -373,8 +458,10 @@ class Trainer {
   std::vector<std::unique_ptr<Loader>> predict_loaders_;  // prepared, so they outlive predict()
   ComputeMetrics compute_metrics_;
   PreprocessLogits preprocess_logits_;
-  std::unique_ptr<Optimizer<torch::optim::AdamW>> optimizer_;
+  detail::TrainerOptimizer optimizer_;
   std::unique_ptr<Scheduler<WarmupSchedule>> scheduler_;
+  std::unique_ptr<ReduceLROnPlateau> plateau_;        // lr_scheduler_type reduce_lr_on_plateau
+  std::function<int64_t(const Batch&)> count_items_;  // count_items_with
 };
 
 }  // namespace accelerate

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "accelerate/arg.h"
@@ -30,6 +31,21 @@ namespace accelerate {
 enum class IntervalStrategy { kNo, kSteps, kEpoch };
 std::optional<IntervalStrategy> parse_interval_strategy(const std::string& text);
 const char* to_string(IntervalStrategy strategy);
+
+// The Trainer's optimizer, by Hugging Face's `optim` names: "adamw_torch"
+// (torch's AdamW with adam_beta1/2, adam_epsilon), "sgd" (torch's SGD;
+// momentum, dampening and nesterov from optim_args) and "adafactor"
+// (transformers' Adafactor with lr = learning_rate, scale_parameter and
+// relative_step off). Every one takes weight_decay on the decayed group.
+enum class OptimizerName { kAdamWTorch, kSgd, kAdafactor };
+std::optional<OptimizerName> parse_optimizer_name(const std::string& text);
+// As parse_optimizer_name, but an unknown name is a ConfigError listing the valid ones.
+OptimizerName require_optimizer_name(const std::string& text);
+const char* to_string(OptimizerName name);
+
+// optim_args: Hugging Face's "key=value,key=value" string, as a map.
+// Throws ConfigError for an entry without '='.
+std::vector<std::pair<std::string, std::string>> parse_optim_args(const std::string& text);
 
 struct TrainingArguments {
   // Checkpoints go to {output_dir}/checkpoint-{global step}; save_model's
@@ -76,6 +92,18 @@ struct TrainingArguments {
   ACCELERATE_ARG(int64_t, dataloader_num_workers) = 0;
   // No progress bar (it is drawn on the local main process's terminal only).
   ACCELERATE_ARG(bool, disable_tqdm) = false;
+
+  // ---- Optimizer and schedule choices (Hugging Face's names) ----
+  ACCELERATE_ARG(OptimizerName, optim) = OptimizerName::kAdamWTorch;
+  // Extra optimizer settings, "key=value,...": sgd takes momentum,
+  // dampening and nesterov; the others take none.
+  ACCELERATE_ARG(std::string, optim_args);
+  // The chosen lr_scheduler_type's extra parameters (lr_schedule.h); a
+  // parameter it does not take is refused. reduce_lr_on_plateau steps on
+  // metric_for_best_model (default eval_loss) after each evaluation during
+  // training, so it needs an eval_strategy; it ignores warm-up, as in
+  // transformers.
+  ACCELERATE_ARG(LrSchedulerKwargs, lr_scheduler_kwargs);
 
   // ---- Evaluation metrics and best-model selection (docs/trainer.md) ----
   // At the end of train(), load the weights of the checkpoint whose

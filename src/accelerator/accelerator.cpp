@@ -297,7 +297,7 @@ void Accelerator::backward(const at::Tensor& loss) {
     for (auto* module : prepared_modules_) {
       for (const auto& p : module->parameters()) parameters.push_back(p);
     }
-    clip_grad_norm_(parameters, *clipping);
+    deepspeed_grad_norm_ = clip_grad_norm_(parameters, *clipping);
   }
   if (force_sync_) {
     force_sync_ = false;

@@ -6,6 +6,7 @@
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 
+#include "accelerate/adafactor.h"
 #include "accelerate/optimizer.h"
 
 namespace accelerate::checkpoint {
@@ -37,7 +38,30 @@ Kind kind(const char* name, std::vector<StateTensor> tensors) {
           std::move(tensors)};
 }
 
+StateTensor with_shape(StateTensor tensor, std::vector<int64_t> (*shape)(c10::IntArrayRef)) {
+  tensor.shape = shape;
+  return tensor;
+}
+
+// A matrix's (or a stack of matrices') row averages: all but the last dimension.
+std::vector<int64_t> row_shape(c10::IntArrayRef sizes) {
+  std::vector<int64_t> shape = sizes.vec();
+  if (!shape.empty()) shape.pop_back();
+  return shape;
+}
+
+// Its column averages: all but the second-last dimension.
+std::vector<int64_t> column_shape(c10::IntArrayRef sizes) {
+  std::vector<int64_t> shape = sizes.vec();
+  if (shape.size() >= 2) shape.erase(shape.end() - 2);
+  return shape;
+}
+
 }  // namespace
+
+std::vector<int64_t> state_tensor_shape(const StateTensor& tensor, c10::IntArrayRef param_sizes) {
+  return tensor.shape ? tensor.shape(param_sizes) : param_sizes.vec();
+}
 
 const std::vector<Kind>& kinds() {
   using namespace torch::optim;
@@ -58,6 +82,15 @@ const std::vector<Kind>& kinds() {
           "RMSprop", {ACCELERATE_STATE_TENSOR(RMSpropParamState, square_avg),
                       ACCELERATE_STATE_TENSOR(RMSpropParamState, momentum_buffer),
                       ACCELERATE_STATE_TENSOR(RMSpropParamState, grad_avg)}),
+      // Its step and parameter RMS are plain fields, saved with the options.
+      kind<accelerate::Adafactor, accelerate::AdafactorParamState, accelerate::AdafactorOptions>(
+          "Adafactor",
+          {ACCELERATE_STATE_TENSOR(accelerate::AdafactorParamState, exp_avg),
+           with_shape(ACCELERATE_STATE_TENSOR(accelerate::AdafactorParamState, exp_avg_sq_row),
+                      row_shape),
+           with_shape(ACCELERATE_STATE_TENSOR(accelerate::AdafactorParamState, exp_avg_sq_col),
+                      column_shape),
+           ACCELERATE_STATE_TENSOR(accelerate::AdafactorParamState, exp_avg_sq)}),
   };
   return all;
 }

@@ -16,7 +16,13 @@ namespace accelerate::checkpoint {
 struct StateTensor {
   const char* name;
   at::Tensor& (*slot)(torch::optim::OptimizerParamState&);
+  // Its shape from its parameter's; null: the parameter's own (Adafactor's
+  // factored moments are a matrix's row and column averages).
+  std::vector<int64_t> (*shape)(c10::IntArrayRef param_sizes) = nullptr;
 };
+
+// `tensor`'s shape for a parameter of `param_sizes`.
+std::vector<int64_t> state_tensor_shape(const StateTensor& tensor, c10::IntArrayRef param_sizes);
 
 struct Kind {
   const char* name;

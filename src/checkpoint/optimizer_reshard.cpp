@@ -4,6 +4,8 @@
 #include <c10/core/GradMode.h>
 #include <torch/optim/optimizer.h>
 
+#include <string>
+
 #include "accelerate/errors.h"
 #include "checkpoint/optimizer_kinds.h"
 #include "compat/optim_compat.h"
@@ -17,7 +19,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer_like(
   if (kind == nullptr) {
     throw Error(
         "resharding optimizer state needs a built-in optimizer (SGD, Adam, AdamW, Adagrad, "
-        "RMSprop)");
+        "RMSprop, Adafactor)");
   }
   std::vector<torch::optim::OptimizerParamGroup> groups;
   for (std::size_t g = 0; g < params_by_group.size(); ++g) {
@@ -34,6 +36,16 @@ void copy_state_slice(const torch::optim::Optimizer& from, const at::Tensor& fro
   const Kind* kind = kind_of(to);
   if (kind == nullptr || !kind->holds(*source)) {
     throw Error("copy_state_slice: optimizers of different or unknown types");
+  }
+  // Adafactor keeps a matrix's second moment as a row and a column
+  // average, which have no slice per element of the parameter.
+  for (const StateTensor& field : kind->tensors) {
+    const std::string name = field.name;
+    if ((name == "exp_avg_sq_row" || name == "exp_avg_sq_col") &&
+        field.slot(const_cast<torch::optim::OptimizerParamState&>(*source)).defined()) {
+      throw Error(std::string(kind->name) +
+                  ": the factored second moment of a matrix cannot be resharded");
+    }
   }
   c10::NoGradGuard no_grad;
   auto& readable = const_cast<torch::optim::OptimizerParamState&>(*source);

@@ -186,10 +186,11 @@ struct PendingOptimizerState::Impl {
         throw Error(reader->path() + ": tensor '" + stored + "' is missing");
       }
       reader->dtype(stored);  // throws for a dtype LibTorch lacks
-      if (c10::IntArrayRef(reader->shape(stored)) != param.sizes()) {
+      const auto wanted = state_tensor_shape(*slot, param.sizes());
+      if (c10::IntArrayRef(reader->shape(stored)) != c10::IntArrayRef(wanted)) {
         throw Error(reader->path() + ": tensor '" + stored + "' has shape " +
-                    c10::str(c10::IntArrayRef(reader->shape(stored))) + " but its parameter has " +
-                    c10::str(param.sizes()));
+                    c10::str(c10::IntArrayRef(reader->shape(stored))) + " but its parameter (" +
+                    c10::str(param.sizes()) + ") needs " + c10::str(c10::IntArrayRef(wanted)));
       }
       result.tensors.emplace_back(slot, stored);
     }
@@ -224,8 +225,9 @@ struct PendingOptimizerState::Impl {
       for (const auto& [slot, name] : entry.tensors) {
         at::Tensor tensor;
         if (reader->dtype(name) == entry.param.scalar_type()) {
-          tensor = old ? reusable(std::move(slot->slot(*old)), entry.param) : at::Tensor();
-          if (!tensor.defined()) tensor = at::empty(entry.param.sizes(), entry.param.options());
+          const auto shape = state_tensor_shape(*slot, entry.param.sizes());
+          tensor = old ? reusable(std::move(slot->slot(*old)), entry.param, shape) : at::Tensor();
+          if (!tensor.defined()) tensor = at::empty(shape, entry.param.options());
           reader->read_into(name, tensor);
         } else {
           tensor = reader->read(name).to(entry.param.options());
@@ -242,10 +244,10 @@ struct PendingOptimizerState::Impl {
   // have: overwriting it is then indistinguishable from a new tensor, and
   // saves allocating and faulting in the memory (a reload in a running
   // process). Else undefined.
-  static at::Tensor reusable(at::Tensor old, const at::Tensor& param) {
+  static at::Tensor reusable(at::Tensor old, const at::Tensor& param, c10::IntArrayRef shape) {
     if (!old.defined() || old.use_count() != 1 || old.weak_use_count() != 1 ||
         old.storage().use_count() != 1 || old.requires_grad() || !old.is_contiguous() ||
-        old.sizes() != param.sizes() || old.scalar_type() != param.scalar_type() ||
+        old.sizes() != shape || old.scalar_type() != param.scalar_type() ||
         old.device() != param.device() || old.layout() != param.layout()) {
       return {};
     }

@@ -1,6 +1,7 @@
 #include "sharding/sharded_engine.h"
 
 #include <algorithm>
+#include <iostream>
 
 #include <torch/nn/module.h>
 
@@ -202,6 +203,15 @@ void ShardedEngine::prepare_model(torch::nn::Module& module,
   // Before placement: a module built empty cannot move.
   const bool built_empty =
       settings_.weights_from_main_process && distributed && agree_on_empty_build(module);
+  if (settings_.weights_from_main_process && distributed && !built_empty &&
+      groups_.job->job().is_main_process()) {
+    std::cerr << "accelerate: note: "
+              << (settings_.distributed_type == DistributedType::kFsdp ? "cpu_ram_efficient_loading"
+                                                                       : "zero3_init_flag")
+              << ": build the model inside accelerator.zero3_init() so that only the main "
+                 "process holds its whole weights (every unit must then run through "
+                 "unit_forward)\n";
+  }
   if (placement) module.to(*placement);
   if (!distributed) return;
   if (shards_anything()) refuse_optimizers_holding(prepared_optimizers_, module);

@@ -172,8 +172,7 @@ void resolve_quantized(ShardingSettings& settings, std::vector<std::string>* not
 }
 
 // The main process's notes about what the settings will do.
-void print_notes(const ShardingSettings& settings, bool from_fsdp,
-                 const std::vector<std::string>& notes) {
+void print_notes(const ShardingSettings& settings, const std::vector<std::string>& notes) {
   if (settings.hybrid_shard_size > 0) {
     std::cerr << "accelerate: note: hybrid sharding: groups of " << settings.hybrid_shard_size
               << " consecutive processes shard the model, and the groups replicate it\n";
@@ -183,13 +182,8 @@ void print_notes(const ShardingSettings& settings, bool from_fsdp,
               << " consecutive processes keeps a secondary copy of the gathered parameters, and "
                  "a unit's later gathers until the next step stay within it\n";
   }
-  if (settings.weights_from_main_process) {
-    std::cerr << "accelerate: note: "
-              << (from_fsdp ? "cpu_ram_efficient_loading" : "zero3_init_flag")
-              << ": build the model inside accelerator.zero3_init() so that only the main "
-                 "process holds its whole weights (every unit must then run through "
-                 "unit_forward)\n";
-  }
+  // weights_from_main_process's note waits for prepare(): a model built
+  // inside zero3_init() (the Trainer's model_init) needs none.
   for (const auto& note : notes) std::cerr << "accelerate: note: " << note << "\n";
   if (settings.file) {
     for (const auto& key : settings.file->ignored_keys) {
@@ -291,7 +285,7 @@ std::optional<ShardingSettings> resolve_sharding_settings(const AcceleratorOptio
   resolve_wire_dtypes(settings, fsdp, &notes);
   if (settings.file && !fsdp) resolve_quantized(settings, &notes);
   settings.offload = offload_for(settings.plugin, fsdp, job, env);
-  if (job.is_main_process()) print_notes(settings, fsdp.has_value(), notes);
+  if (job.is_main_process()) print_notes(settings, notes);
   return settings;
 }
 

@@ -14,6 +14,7 @@
 #include "accelerate/errors.h"
 #include "tracking/text_format.h"
 #include "trainer/checkpoint_folders.h"
+#include "trainer/trainer_deepspeed.h"
 
 namespace accelerate {
 namespace {
@@ -49,6 +50,7 @@ AcceleratorOptions TrainerLoop::accelerator_options(const TrainingArguments& arg
   }
   if (!trackers.empty()) options.log_with(trackers);
   if (!options.project_dir()) options.project_dir(args.output_dir());
+  trainer::apply_deepspeed_arguments(args, options, current_environment());
   return options;
 }
 
@@ -79,7 +81,7 @@ std::vector<torch::optim::OptimizerParamGroup> TrainerLoop::adamw_groups(
 void TrainerLoop::plan(int64_t batches_per_epoch) {
   if (batches_per_epoch < 1) throw ConfigError("the training data loader yields no batch");
   state_.steps_per_epoch =
-      std::max<int64_t>(1, ceil_div(batches_per_epoch, args_.gradient_accumulation_steps()));
+      std::max<int64_t>(1, ceil_div(batches_per_epoch, accelerator_.gradient_accumulation_steps()));
   state_.max_steps =
       args_.max_steps() > 0
           ? args_.max_steps()
@@ -134,7 +136,10 @@ void TrainerLoop::begin_step() {
 }
 
 void TrainerLoop::add_loss(const at::Tensor& loss, int64_t samples) {
-  const at::Tensor share = loss.detach().to(at::kDouble) / args_.gradient_accumulation_steps();
+  // The accumulation in force (the Accelerator's), which the logged loss,
+  // epoch and throughput follow.
+  const at::Tensor share =
+      loss.detach().to(at::kDouble) / accelerator_.gradient_accumulation_steps();
   loss_sum_ = loss_sum_.defined() ? loss_sum_ + share : share;
   samples_seen_ += samples;
 }

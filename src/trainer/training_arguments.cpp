@@ -1,6 +1,9 @@
 #include "accelerate/training_arguments.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "accelerate/detail/enum_names.h"
 #include "accelerate/errors.h"
@@ -16,7 +19,48 @@ constexpr detail::EnumName<IntervalStrategy> kIntervalStrategyNames[] = {
     {IntervalStrategy::kEpoch, "epoch"}};
 static_assert(detail::names_are_distinct(kIntervalStrategyNames));
 
+// Transformers' OptimizerNames values this Trainer has, matched exactly.
+constexpr detail::EnumName<OptimizerName> kOptimizerNames[] = {
+    {OptimizerName::kAdamWTorch, "adamw_torch"},
+    {OptimizerName::kSgd, "sgd"},
+    {OptimizerName::kAdafactor, "adafactor"}};
+static_assert(detail::names_are_distinct(kOptimizerNames));
+
 }  // namespace
+
+std::optional<OptimizerName> parse_optimizer_name(const std::string& text) {
+  return detail::parse_enum(kOptimizerNames, text, detail::NameCase::kExact);
+}
+
+OptimizerName require_optimizer_name(const std::string& text) {
+  if (auto name = parse_optimizer_name(text)) return *name;
+  std::string valid;
+  for (const auto& entry : kOptimizerNames)
+    valid += (valid.empty() ? "" : ", ") + std::string(entry.name);
+  throw ConfigError("optim '" + text + "' is not one of: " + valid);
+}
+
+const char* to_string(OptimizerName name) { return detail::enum_name(kOptimizerNames, name, "?"); }
+
+std::vector<std::pair<std::string, std::string>> parse_optim_args(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> entries;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find(',', start), text.size());
+    std::string item = text.substr(start, end - start);
+    const auto first = item.find_first_not_of(' '), last = item.find_last_not_of(' ');
+    item = first == std::string::npos ? "" : item.substr(first, last - first + 1);
+    if (!item.empty()) {
+      const auto equals = item.find('=');
+      if (equals == std::string::npos || equals == 0) {
+        throw ConfigError("optim_args: '" + item + "' is not key=value");
+      }
+      entries.emplace_back(item.substr(0, equals), item.substr(equals + 1));
+    }
+    start = end + 1;
+  }
+  return entries;
+}
 
 std::optional<IntervalStrategy> parse_interval_strategy(const std::string& text) {
   return detail::parse_enum(kIntervalStrategyNames, text, detail::NameCase::kExact);
@@ -76,6 +120,16 @@ void TrainingArguments::validate() const {
             "load_best_model_at_end requires save_steps to be a round multiple of eval_steps, "
             "but found save_steps " +
                 std::to_string(save_steps()) + " and eval_steps " + std::to_string(eval_every));
+  }
+  lr_scheduler_kwargs().check_applies_to(lr_scheduler_type());
+  require(lr_scheduler_type() != SchedulerType::kReduceLROnPlateau ||
+              eval_strategy() != IntervalStrategy::kNo,
+          "lr_scheduler_type reduce_lr_on_plateau needs an eval_strategy (it steps on eval_loss)");
+  for (const auto& [key, value] : parse_optim_args(optim_args())) {
+    const bool sgd_key = key == "momentum" || key == "dampening" || key == "nesterov";
+    require(optim() == OptimizerName::kSgd && sgd_key,
+            "optim_args '" + key + "' does not apply to optim " + to_string(optim()) +
+                " (sgd takes momentum, dampening, nesterov; the others take none)");
   }
 }
 

@@ -15,11 +15,13 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "accelerate/accelerator.h"
 #include "accelerate/activation_checkpointing.h"
+#include "accelerate/empty_weights.h"
 #include "accelerate/errors.h"
 #include "accelerate/unit_forward.h"
 #include "parallel/storage_release.h"
@@ -333,22 +335,35 @@ TEST(Zero3Templates, LoadRefuseFp16OnTheCpuAndTrainWithoutIt) {
   }
 }
 
-// zero3_init_flag tells the program what to do, once, on the main process.
-TEST(Zero3Notes, InitFlagIsNoted) {
-  ::testing::internal::CaptureStderr();
-  accelerate::testing::run_rank_communicators(2, [](std::shared_ptr<Communicator> comm) {
-    Accelerator accelerator(
-        comm,
-        AcceleratorOptions().deepspeed_plugin(
-            DeepSpeedPlugin().zero_stage(3).zero3_init_flag(true).zero3_save_16bit_model(true)));
-  });
-  const std::string err = ::testing::internal::GetCapturedStderr();
+// zero3_init_flag tells the program what to do, once, on the main process,
+// when prepare() sees a model that was built outside zero3_init(); a model
+// built inside it (as the Trainer's model_init is) needs no note.
+TEST(Zero3Notes, InitFlagIsNotedForModelsBuiltOutsideZero3Init) {
+  const auto stderr_of = [](bool inside) {
+    ::testing::internal::CaptureStderr();
+    accelerate::testing::run_rank_communicators(2, [&](std::shared_ptr<Communicator> comm) {
+      Accelerator accelerator(
+          comm,
+          AcceleratorOptions().deepspeed_plugin(
+              DeepSpeedPlugin().zero_stage(3).zero3_init_flag(true).zero3_save_16bit_model(true)));
+      BlockStack model{nullptr};
+      {
+        std::optional<accelerate::EmptyWeightsGuard> guard;
+        if (inside) guard.emplace(accelerator.zero3_init());
+        model = BlockStack(Call::kUnitForward, 2, 8, 16);
+      }
+      accelerator.prepare(model);
+    });
+    return ::testing::internal::GetCapturedStderr();
+  };
   const std::string init =
       "accelerate: note: zero3_init_flag: build the model inside accelerator.zero3_init()";
+  const std::string err = stderr_of(/*inside=*/false);
   EXPECT_NE(err.find(init), std::string::npos) << err;
   EXPECT_EQ(err.find(init), err.rfind(init)) << "once, not per process: " << err;
   EXPECT_EQ(err.find("zero3_save_16bit_model"), std::string::npos)
       << "honoured, not noted: " << err;
+  EXPECT_EQ(stderr_of(/*inside=*/true).find(init), std::string::npos);
 }
 
 TEST(Zero3, RunningAFreedUnitAfterItsAcceleratorWentIsAClearError) {

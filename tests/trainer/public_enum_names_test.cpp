@@ -18,8 +18,11 @@ namespace accelerate {
 namespace {
 
 TEST(PublicEnumNames, SchedulerTypeRoundTrips) {
-  for (SchedulerType value : {SchedulerType::kLinear, SchedulerType::kCosine,
-                              SchedulerType::kConstant, SchedulerType::kConstantWithWarmup}) {
+  for (SchedulerType value :
+       {SchedulerType::kLinear, SchedulerType::kCosine, SchedulerType::kConstant,
+        SchedulerType::kConstantWithWarmup, SchedulerType::kCosineWithRestarts,
+        SchedulerType::kPolynomial, SchedulerType::kInverseSqrt, SchedulerType::kReduceLROnPlateau,
+        SchedulerType::kWarmupStableDecay}) {
     EXPECT_EQ(parse_scheduler_type(to_string(value)), value) << to_string(value);
   }
 }
@@ -36,6 +39,17 @@ TEST(PublicEnumNames, IntervalStrategyRoundTrips) {
   for (IntervalStrategy value :
        {IntervalStrategy::kNo, IntervalStrategy::kSteps, IntervalStrategy::kEpoch}) {
     EXPECT_EQ(parse_interval_strategy(to_string(value)), value) << to_string(value);
+  }
+}
+
+TEST(PublicEnumNames, OptimizerNameAndWsdShapeRoundTrip) {
+  for (auto value : {accelerate::OptimizerName::kAdamWTorch, accelerate::OptimizerName::kSgd,
+                     accelerate::OptimizerName::kAdafactor}) {
+    EXPECT_EQ(accelerate::parse_optimizer_name(to_string(value)), value) << to_string(value);
+  }
+  for (auto value : {accelerate::WsdShape::kLinear, accelerate::WsdShape::kCosine,
+                     accelerate::WsdShape::kOneMinusSqrt}) {
+    EXPECT_EQ(accelerate::parse_wsd_shape(to_string(value)), value) << to_string(value);
   }
 }
 
