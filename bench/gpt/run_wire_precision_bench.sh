@@ -54,7 +54,7 @@ for name in "${settings[@]}"; do
     --data_dir "$data" --output_dir "$log_dir/run-$name" --block_size 64 \
     --per_device_train_batch_size 8 --max_steps "$steps" --warmup_steps 20 \
     --eval_steps "$eval_steps" --max_eval_samples 512 --learning_rate 2e-3 \
-    --save_strategy no --logging_steps "$eval_steps" >"$log_dir/$name.log" 2>&1 ||
+    --save_strategy no --logging_steps "$eval_steps" --bf16 >"$log_dir/$name.log" 2>&1 ||
     { echo "run_wire_precision_bench: the $name run failed; see $log_dir/$name.log" >&2; exit 1; }
 done
 
