@@ -53,6 +53,9 @@ namespace detail {
 
 struct JsonAddedToken {
   std::u32string content;
+  // What is searched for: the content, normalized for a normalized token (as
+  // `tokenizers` matches those in normalized text).
+  std::u32string match;
   int32_t id = 0;
   bool lstrip = false, rstrip = false, normalized = false, special = false;
 };
@@ -116,15 +119,15 @@ struct Tokenizer::Impl {
       const JsonAddedToken* best = nullptr;
       if (candidates != index.end()) {
         for (const JsonAddedToken* token : candidates->second) {
-          const bool fits = t.compare(i, token->content.size(), token->content) == 0;
-          if (fits && (!best || token->content.size() > best->content.size())) best = token;
+          const bool fits = t.compare(i, token->match.size(), token->match) == 0;
+          if (fits && (!best || token->match.size() > best->match.size())) best = token;
         }
       }
       if (!best) {
         ++i;
         continue;
       }
-      size_t start = i, end = i + best->content.size();
+      size_t start = i, end = i + best->match.size();
       if (best->lstrip) {
         while (start > done && detail::is_white_space(t[start - 1])) --start;
       }
@@ -188,7 +191,8 @@ struct Tokenizer::Impl {
 
   std::string token_of(int32_t id) const {
     if (const auto found = added_by_id.find(id); found != added_by_id.end()) {
-      return detail::u32_to_utf8(added[found->second].content);
+      // A normalized token reads back normalized, as `tokenizers` gives it.
+      return detail::u32_to_utf8(added[found->second].match);
     }
     const std::string* token = model->id_to_token(id);
     if (!token || (token->empty() && !model->token_to_id(""))) {
@@ -230,9 +234,16 @@ void read_added_tokens(const nlohmann::json& list, Tokenizer::Impl& impl) {
     impl.added.push_back(std::move(token));
   }
   // Pointers into `added` once it no longer grows.
-  for (const JsonAddedToken& token : impl.added) {
-    auto& index = token.normalized && impl.normalizer ? impl.normalized_first : impl.raw_first;
-    index[token.content[0]].push_back(&token);
+  for (JsonAddedToken& token : impl.added) {
+    token.match = token.content;
+    const bool normalized = token.normalized && impl.normalizer;
+    if (normalized) impl.normalizer->normalize(token.match);
+    if (token.match.empty()) {
+      token.match = token.content;  // normalized away: never matches
+      continue;
+    }
+    auto& index = normalized ? impl.normalized_first : impl.raw_first;
+    index[token.match[0]].push_back(&token);
   }
 }
 

@@ -1,6 +1,8 @@
 """Reference tokenizers for tests/text/tokenizer_json_test.cpp.
 
   python tokenizer_reference.py make OUT_DIR BROWN_DIR
+  python tokenizer_reference.py configs OUT_DIR BROWN_DIR   (tokenizer.json files only,
+                                                             for bench/text)
 
 Trains small tokenizers on the Brown corpus with Hugging Face `tokenizers`
 (no network), assembles GPT-2-, Llama 3-, BERT- and Llama 2/Mistral-like
@@ -34,7 +36,8 @@ HARD = [
     "control\u0007bell\u0000nul\u200esoft", "\ufffd replacement", "x" * 300,
     "supercalifragilisticexpialidocious antidisestablishmentarianism",
     "mixed\u2028line\u2029separators\u0085", "https://example.com/path?q=1&r=2#frag",
-    "Mr. Smith's $3.50 -- 50% off!", " \t \n", "🙂", "ﷺ ‍ ‮ rtl",
+    "Mr. Smith's $3.50 -- 50% off!", "FULTON COUNTY and fulton  county, Fulton County",
+    " \t \n", "🙂", "ﷺ ‍ ‮ rtl",
 ]
 
 
@@ -89,6 +92,8 @@ def wordpiece(texts):
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     tok.train_from_iterator(texts + ["中文字符测试日本語のテキスト"], trainers.WordPieceTrainer(
         vocab_size=3000, special_tokens=specials, show_progress=False))
+    # A normalized added token: matched in the lowercased text.
+    tok.add_tokens([AddedToken("Fulton County", normalized=True)])
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
@@ -198,7 +203,14 @@ def make(out, brown):
         json.dump(pairs, f)
 
 
+def configs(out, brown):
+    for name, config in variants(train_lines(brown)).items():
+        os.makedirs(os.path.join(out, name), exist_ok=True)
+        with open(os.path.join(out, name, "tokenizer.json"), "w") as f:
+            json.dump(config, f, ensure_ascii=False, indent=2)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 4 or sys.argv[1] != "make":
-        sys.exit("usage: tokenizer_reference.py make OUT_DIR BROWN_DIR")
-    make(sys.argv[2], sys.argv[3])
+    if len(sys.argv) != 4 or sys.argv[1] not in ("make", "configs"):
+        sys.exit("usage: tokenizer_reference.py make|configs OUT_DIR BROWN_DIR")
+    (make if sys.argv[1] == "make" else configs)(sys.argv[2], sys.argv[3])
