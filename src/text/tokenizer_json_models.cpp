@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/mutex.h"
 #include "text/tokenizer_json_parts.h"
 #include "text/unicode.h"
 
@@ -121,7 +122,7 @@ class BpeModel : public Model {
       }
     }
     {
-      std::lock_guard<std::mutex> lock(cache_mutex_);
+      MutexLock lock(cache_mutex_);
       const auto hit = cache_.find(text);
       if (hit != cache_.end()) {
         out.insert(out.end(), hit->second.begin(), hit->second.end());
@@ -130,7 +131,8 @@ class BpeModel : public Model {
     }
     std::vector<int32_t> ids = merge_word(word);
     out.insert(out.end(), ids.begin(), ids.end());
-    std::lock_guard<std::mutex> lock(cache_mutex_);
+    if (text.size() > kCacheMaxWordBytes) return;
+    MutexLock lock(cache_mutex_);
     if (cache_.size() < kCacheCapacity) cache_.emplace(text, std::move(ids));
   }
 
@@ -144,6 +146,8 @@ class BpeModel : public Model {
   // Words seen before (bounded: a long stream of distinct words must not grow
   // memory without end).
   static constexpr size_t kCacheCapacity = 100000;
+  // Longer "words" (whole lines, where no pre-tokenizer splits) rarely repeat.
+  static constexpr size_t kCacheMaxWordBytes = 256;
 
   struct Symbol {
     int32_t id;
@@ -225,8 +229,8 @@ class BpeModel : public Model {
   std::optional<int32_t> unk_;
   std::array<std::optional<int32_t>, 256> byte_ids_{};
   bool fuse_unk_ = false, byte_fallback_ = false, ignore_merges_ = false;
-  mutable std::mutex cache_mutex_;
-  mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;
+  mutable Mutex cache_mutex_;
+  mutable std::unordered_map<std::string, std::vector<int32_t>> cache_ GUARDED_BY(cache_mutex_);
 };
 
 // Greedy longest-match-first subwords; a word with any unmatched part, or
