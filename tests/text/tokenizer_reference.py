@@ -7,8 +7,8 @@
 Trains small tokenizers on the Brown corpus with Hugging Face `tokenizers`
 (no network), assembles GPT-2-, Llama 3-, BERT- and Llama 2/Mistral-like
 configurations, saves each as OUT_DIR/<variant>/tokenizer.json and writes what
-`tokenizers` makes of the test inputs (OUT_DIR/inputs.json: hard strings, then
-every line of the corpus): ids with and without special tokens, decodes, and
+`tokenizers` makes of the test inputs (OUT_DIR/inputs.json: hard strings,
+every line of the corpus, then the validation text three lines at a time): ids with and without special tokens, decodes, and
 for the WordPiece variants pairs with token type ids.
 """
 import json
@@ -20,6 +20,12 @@ from tokenizers import pre_tokenizers, processors, trainers
 
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
                   r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+# Whitespace the corpus lacks (it has no tabs, no runs of spaces and, line by
+# line, no newlines): trained on, so that the vocabularies merge runs of it and
+# the ids show where a pre-tokenizer's pieces begin and end.
+WHITESPACE = "a  b   c    d\t\te\t\t\tf\n\n\ng \n h  \n\n  i\r\n\r\nj \n"
+
 
 HARD = [
     "", " ", "  ", "\n", "\t", "Hello world", "  leading spaces", "trailing spaces   ",
@@ -37,7 +43,8 @@ HARD = [
     "supercalifragilisticexpialidocious antidisestablishmentarianism",
     "mixed\u2028line\u2029separators\u0085", "https://example.com/path?q=1&r=2#frag",
     "Mr. Smith's $3.50 -- 50% off!", "FULTON COUNTY and fulton  county, Fulton County",
-    " \t \n", "🙂", "ﷺ ‍ ‮ rtl",
+    " \t \n", "🙂", "ﷺ ‍ ‮ rtl", "a zyzzyva here", "x\n \n\ty", "a \n\n b", "  \n\n  ",
+    "end  ", "\r\n\r\n x", WHITESPACE, "1234567890 12 1 ١٢٣٤",
 ]
 
 
@@ -51,7 +58,17 @@ def corpus_lines(brown):
 
 def train_lines(brown):
     with open(os.path.join(brown, "train.txt"), encoding="utf-8") as f:
-        return [line for line in f.read().split("\n") if line]
+        lines = [line for line in f.read().split("\n") if line]
+    # Paragraphs too, for newlines between words.
+    chunks = ["\n\n".join(lines[i:i + 4]) for i in range(0, len(lines), 4)]
+    return lines + chunks + [WHITESPACE] * 300
+
+
+def paragraphs(brown):
+    """The validation text three lines at a time, with its blank lines."""
+    with open(os.path.join(brown, "validation.txt"), encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    return ["\n".join(lines[i:i + 3]) for i in range(0, len(lines), 3)]
 
 
 def byte_level(texts):
@@ -75,6 +92,11 @@ def llama3(texts):
     tok.train_from_iterator(texts, trainers.BpeTrainer(
         vocab_size=3000, special_tokens=specials, show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    # A whole word in the vocabulary that the merges would split: with
+    # ignore_merges it stays one token.
+    config = json.loads(tok.to_str())
+    config["model"]["vocab"]["Ġzyzzyva"] = len(config["model"]["vocab"])
+    tok = Tokenizer.from_str(json.dumps(config))
     bos = tok.token_to_id("<|begin_of_text|>")
     tok.post_processor = processors.Sequence([
         processors.ByteLevel(trim_offsets=False),
@@ -176,7 +198,7 @@ def write_ids(path, encodings, field="ids"):
 
 
 def make(out, brown):
-    inputs = HARD + corpus_lines(brown)
+    inputs = HARD + corpus_lines(brown) + paragraphs(brown)
     with open(os.path.join(out, "inputs.json"), "w") as f:
         json.dump({"hard": len(HARD), "inputs": inputs}, f)
     texts = train_lines(brown)
