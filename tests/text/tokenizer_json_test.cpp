@@ -59,6 +59,30 @@ TEST(TokenizerJson, WordPieceTakesLongestPiecesAndAddsClsSep) {
   EXPECT_EQ(tokenizer.id_to_token(4), "##aff");
 }
 
+// Llama 2's layout, tiny: <unk>=0, the bytes of the euro sign (E2 82 AC) =1-3,
+// "▁"=4, "a"=5, "▁a"=6 (one merge).
+const char* kSmallByteFallback = R"({
+  "added_tokens": [{"id": 0, "content": "<unk>", "special": true}],
+  "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "▁"},
+    {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]},
+  "decoder": {"type": "Sequence", "decoders": [
+    {"type": "Replace", "pattern": {"String": "▁"}, "content": " "}, {"type": "ByteFallback"},
+    {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+  "model": {"type": "BPE", "unk_token": "<unk>", "fuse_unk": true, "byte_fallback": true,
+    "vocab": {"<unk>": 0, "<0xE2>": 1, "<0x82>": 2, "<0xAC>": 3, "▁": 4, "a": 5, "▁a": 6},
+    "merges": [["▁", "a"]]}})";
+
+TEST(TokenizerJson, ByteFallbackUsesByteTokensOnlyWhenAllBytesExist) {
+  const auto tokenizer = Tokenizer::from_json(kSmallByteFallback, "small");
+  // The euro sign's three bytes are tokens; u-umlaut's (C3 BC) are not: <unk>.
+  EXPECT_EQ(tokenizer.encode("a \u20ACa \u00FC"), (std::vector<int32_t>{6, 4, 1, 2, 3, 5, 4, 0}));
+  EXPECT_EQ(tokenizer.decode({6, 1, 2, 3, 5}), "a\u20ACa");
+  // Bytes that are not whole UTF-8 become one U+FFFD each.
+  EXPECT_EQ(tokenizer.decode({6, 1, 2}), "a\uFFFD\uFFFD");
+  // Strip takes one leading space only.
+  EXPECT_EQ(tokenizer.decode({4, 4, 5}), " a");
+}
+
 TEST(TokenizerJson, UnknownComponentTypeIsOneLineNamingTypeAndFile) {
   std::string text = small_wordpiece();
   text.replace(text.find("BertPreTokenizer"), 16, "UnigramSplitter");
