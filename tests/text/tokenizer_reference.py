@@ -44,7 +44,7 @@ HARD = [
     "mixed\u2028line\u2029separators\u0085", "https://example.com/path?q=1&r=2#frag",
     "Mr. Smith's $3.50 -- 50% off!", "FULTON COUNTY and fulton  county, Fulton County",
     " \t \n", "🙂", "ﷺ ‍ ‮ rtl", "a zyzzyva here", "x\n \n\ty", "a \n\n b", "  \n\n  ",
-    "end  ", "\r\n\r\n x", WHITESPACE, "1234567890 12 1 ١٢٣٤",
+    "end  ", "\r\n\r\n x", WHITESPACE, "1234567890 12 1 ١٢٣٤", "ПРИВЕТ Мир ΕΛΛΗΝΙΚΆ",
 ]
 
 
@@ -112,7 +112,9 @@ def wordpiece(texts):
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece(prefix="##")
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tok.train_from_iterator(texts + ["中文字符测试日本語のテキスト"], trainers.WordPieceTrainer(
+    # Words outside ASCII (the corpus has none), so that lowercasing them shows.
+    foreign = ["中文字符测试日本語のテキスト", "привет мир ελληνικά σίσυφος αβγ"] * 50
+    tok.train_from_iterator(texts + foreign, trainers.WordPieceTrainer(
         vocab_size=3000, special_tokens=specials, show_progress=False))
     # A normalized added token: matched in the lowercased text.
     tok.add_tokens([AddedToken("Fulton County", normalized=True)])
