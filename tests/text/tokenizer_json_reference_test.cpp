@@ -81,6 +81,12 @@ const std::string& reference_root() {
       } else {
         fs::remove_all(ready);
         fs::rename(scratch, ready);
+        // Outputs of earlier script versions (about 100 MB each) are stale.
+        for (const auto& entry : fs::directory_iterator(base)) {
+          const std::string name = entry.path().filename().string();
+          const bool finished = name.find_first_not_of("0123456789") == std::string::npos;
+          if (entry.is_directory() && finished && entry.path() != ready) fs::remove_all(entry);
+        }
       }
     }
     ::close(lock);
