@@ -5,6 +5,7 @@
 // special tokens.
 #include "accelerate/tokenizer.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
