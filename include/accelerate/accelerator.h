@@ -196,7 +196,9 @@ class Accelerator {
   // ---- Collectives with Accelerate's names (collectives.h, process_control.h)
   at::Tensor gather(const at::Tensor& tensor);
   // gather() that drops the samples even_batches duplicated on a loader's
-  // last batch, so the result holds each dataset sample exactly once.
+  // last batch, so the result holds each dataset sample exactly once. With
+  // sequence parallelism, from one rank per group (pass values that are the
+  // same on every rank of a group, e.g. per-sequence results).
   at::Tensor gather_for_metrics(const at::Tensor& tensor);
   at::Tensor reduce(const at::Tensor& tensor, ReduceOp op = ReduceOp::kSum, double scale = 1.0);
   at::Tensor pad_across_processes(const at::Tensor& tensor, int64_t dim = 0, int64_t pad_index = 0,

@@ -191,6 +191,36 @@ TEST(SequenceParallelTraining, RanksOfAGroupReadTheSameBatchesOtherGroupsOthers)
   EXPECT_FALSE(first[0].equal(first[2]));
 }
 
+TEST(SequenceParallelTraining, GatherForMetricsHoldsEverySampleOnce) {
+  // 10 windows over 2 groups of 2, batch 2 per group: the last batch is
+  // padded by even_batches; the gathered epoch is the dataset, once.
+  std::vector<torch::Tensor> epochs(4);
+  accelerate::testing::run_rank_communicators(4, [&](std::shared_ptr<Communicator> comm) {
+    const int rank = comm->rank();
+    Accelerator accelerator(comm, with_sp(2));
+    accelerate::DataLoader loader(token_windows(10), accelerate::DataLoaderOptions(2));
+    accelerator.prepare(loader);
+    std::vector<torch::Tensor> gathered;
+    for (auto& example : loader) gathered.push_back(accelerator.gather_for_metrics(example.data));
+    epochs[rank] = torch::cat(gathered);
+  });
+  // Each window as one number (its tokens as base-kVocab digits), sorted:
+  // the windows as a multiset.
+  const auto keys = [](const torch::Tensor& rows) {
+    const auto digits = torch::pow(torch::full({kTokens}, kVocab, torch::kLong),
+                                   torch::arange(kTokens, torch::kLong));
+    return std::get<0>((rows * digits).sum(1).sort());
+  };
+  const auto windows = token_windows(10);
+  std::vector<torch::Tensor> rows;
+  for (size_t i = 0; i < windows.size(); ++i) rows.push_back(windows.get(i).data);
+  const auto dataset = torch::stack(rows);
+  for (int rank = 0; rank < 4; ++rank) {
+    ASSERT_EQ(epochs[rank].size(0), 10) << "rank " << rank;
+    EXPECT_TRUE(keys(epochs[rank]).equal(keys(dataset))) << "rank " << rank;
+  }
+}
+
 TEST(SequenceParallelTraining, SpTwoReproducesOneRanksLossesOver50Steps) {
   const auto reference = losses_of(1, {}, 4)[0];
   ASSERT_LT(reference.back(), 0.9 * reference.front());  // it trained
