@@ -18,6 +18,7 @@
 
 #include "accelerate/accelerator.h"
 #include "accelerate/deepspeed_plugin.h"
+#include "accelerate/fsdp_plugin.h"
 #include "accelerate/sequence_parallel.h"
 #include "accelerate/unit_forward.h"
 #include "support/temp_dir.h"
@@ -234,6 +235,21 @@ TEST(SequenceParallelTraining, SpTwoTimesZero3OverFourRanksEqualsZero3OverTwo) {
   zero3.deepspeed_plugin(accelerate::DeepSpeedPlugin().zero_stage(3));
   const auto reference = losses_of(2, zero3, 2);
   const auto split = losses_of(4, with_sp(2, zero3), 2);
+  for (int rank = 0; rank < 4; ++rank) {
+    expect_same_losses(split[rank], reference[rank / 2], "rank " + std::to_string(rank));
+  }
+}
+
+TEST(SequenceParallelTraining, FsdpShardsOverDpShardTimesSpRanks) {
+  // dp_shard_size 2 x sp_size 2 on 4 ranks (one shard group of all 4)
+  // against dp_shard_size 2 on 2: the same global batch, the same losses.
+  AcceleratorOptions fsdp;
+  fsdp.fsdp_plugin(accelerate::FullyShardedDataParallelPlugin());
+  AcceleratorOptions two = fsdp, four = fsdp;
+  two.parallelism_config(ParallelismConfig().dp_shard_size(2));
+  four.parallelism_config(ParallelismConfig().dp_shard_size(2).sp_size(2));
+  const auto reference = losses_of(2, two, 2);
+  const auto split = losses_of(4, four, 2);
   for (int rank = 0; rank < 4; ++rank) {
     expect_same_losses(split[rank], reference[rank / 2], "rank " + std::to_string(rank));
   }
