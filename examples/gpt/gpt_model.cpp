@@ -82,8 +82,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
   const int64_t heads = config.n_head, head_dim = width / heads;
   // [batch, tokens, 3 * width] -> three [batch, heads, tokens, head_dim]
   auto qkv = c_attn(x).view({batch, tokens, 3, heads, head_dim}).permute({2, 0, 3, 1, 4});
-  auto y = accelerate::causal_attention(
-      qkv[0], qkv[1], qkv[2],
+  auto y = accelerate::ulysses_attention(
+      qkv[0], qkv[1], qkv[2], sequence_parallel,
       accelerate::AttentionOptions().dropout_p(is_training() ? config.dropout : 0.0));
   y = y.transpose(1, 2).contiguous().view({batch, tokens, width});
   return resid_dropout(c_proj(y));
@@ -141,13 +141,14 @@ GptImpl::GptImpl(const GptConfig& config_) : config(config_) {
   }
 }
 
-torch::Tensor GptImpl::forward(const torch::Tensor& tokens) {
-  const int64_t length = tokens.size(1);
+torch::Tensor GptImpl::forward(const torch::Tensor& tokens, int64_t first_position) {
+  const int64_t length = first_position + tokens.size(1);
   if (length > config.n_positions) {
     throw accelerate::Error("GPT: " + std::to_string(length) + " tokens exceed n_positions " +
                             std::to_string(config.n_positions));
   }
-  const auto positions = torch::arange(length, tokens.options().dtype(torch::kLong));
+  const auto positions =
+      torch::arange(first_position, length, tokens.options().dtype(torch::kLong));
   auto x = drop(wte(tokens) + wpe(positions));
   const bool recompute = config.gradient_checkpointing && is_training();
   // Both calls mark the block as a unit for ZeRO stage 3 (its weights are
@@ -160,9 +161,30 @@ torch::Tensor GptImpl::forward(const torch::Tensor& tokens) {
 }
 
 torch::Tensor GptImpl::loss(const torch::Tensor& tokens, const torch::Tensor& targets) {
-  const auto logits = forward(tokens);
-  return torch::nn::functional::cross_entropy(
-      logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), targets.reshape({-1}));
+  if (!sequence_parallel.enabled()) {
+    const auto logits = forward(tokens);
+    return torch::nn::functional::cross_entropy(
+        logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), targets.reshape({-1}));
+  }
+  // The targets are the next tokens already (the windows are shifted before
+  // any split), so each rank takes the same columns of both.
+  const auto mine = accelerate::slice_tokens(tokens, sequence_parallel);
+  const auto my_targets = accelerate::slice_tokens(targets, sequence_parallel);
+  const auto logits = forward(mine, sequence_parallel.rank() * mine.size(1));
+  const auto sum = torch::nn::functional::cross_entropy(
+      logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), my_targets.reshape({-1}),
+      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+  return accelerate::sequence_parallel_loss(sum, torch::tensor(my_targets.numel(), torch::kLong),
+                                            sequence_parallel);
+}
+
+void GptImpl::use_sequence_parallel(const accelerate::SequenceParallel& sp) {
+  if (config.n_head % sp.size() != 0) {
+    throw accelerate::Error("GPT: n_head " + std::to_string(config.n_head) +
+                            " is not divisible by sp_size " + std::to_string(sp.size()));
+  }
+  sequence_parallel = sp;
+  for (auto& block : blocks) block->attn->sequence_parallel = sp;
 }
 
 int64_t parameter_count(const Gpt& model) {

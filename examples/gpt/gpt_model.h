@@ -7,6 +7,7 @@
 #pragma once
 
 #include <accelerate/safetensors.h>
+#include <accelerate/sequence_parallel.h>
 #include <torch/torch.h>
 
 #include <string>
@@ -38,6 +39,9 @@ struct AttentionImpl : torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);
 
   GptConfig config;
+  // With sequence parallelism, x holds this rank's tokens and attention runs
+  // over the group's whole sequence (Ulysses all-to-alls).
+  accelerate::SequenceParallel sequence_parallel;
   torch::nn::Linear c_attn{nullptr}, c_proj{nullptr};
   torch::nn::Dropout resid_dropout{nullptr};
 };
@@ -66,10 +70,17 @@ TORCH_MODULE(Block);
 
 struct GptImpl : torch::nn::Module {
   explicit GptImpl(const GptConfig& config);
-  // Logits [batch, tokens, vocab] for token ids [batch, tokens].
-  torch::Tensor forward(const torch::Tensor& tokens);
+  // Logits [batch, tokens, vocab] for token ids [batch, tokens], the first
+  // at position `first_position` (a sequence-parallel rank's slice).
+  torch::Tensor forward(const torch::Tensor& tokens, int64_t first_position = 0);
   // Mean cross-entropy of predicting targets [batch, tokens] from tokens.
+  // With sequence parallelism every rank of the group passes the whole
+  // batch, computes its slice of the tokens and returns the group's mean.
   torch::Tensor loss(const torch::Tensor& tokens, const torch::Tensor& targets);
+  // Splits sequences over `sp`'s group from now on (Accelerator::
+  // sequence_parallel(); a group of one: nothing is split). Error when
+  // n_head is not divisible by the group's size.
+  void use_sequence_parallel(const accelerate::SequenceParallel& sp);
 
   GptConfig config;
   torch::nn::Embedding wte{nullptr}, wpe{nullptr};
@@ -77,6 +88,7 @@ struct GptImpl : torch::nn::Module {
   torch::nn::ModuleList h{nullptr};  // of Block
   std::vector<Block> blocks;         // the same, typed
   torch::nn::LayerNorm ln_f{nullptr};
+  accelerate::SequenceParallel sequence_parallel;
 };
 TORCH_MODULE(Gpt);
 

@@ -119,15 +119,19 @@ int train(const std::string& program, const std::vector<std::string>& words) {
                                                  windows("validation.txt", max_eval_samples));
   auto& accelerator = trainer.accelerator();
   auto& model = trainer.model();
+  // --parallelism_config_sp_size N: each group of N processes splits every
+  // sequence between them (a group of one splits nothing).
+  model->use_sequence_parallel(accelerator.sequence_parallel());
   accelerator.print("GPT preset ", preset, ": ", gpt::parameter_count(model), " parameters, vocab ",
                     config.vocab_size, ", context ", config.n_positions, ", ",
                     accelerator.num_processes(), " process(es), ", trainer.state().max_steps,
                     " steps");
   // The accumulation in force (the Accelerator's, which a DeepSpeed file
-  // may not contradict: the Trainer refuses a mismatch).
-  const int64_t tokens_per_step = args.per_device_train_batch_size() *
-                                  accelerator.gradient_accumulation_steps() *
-                                  accelerator.num_processes() * config.n_positions;
+  // may not contradict: the Trainer refuses a mismatch); a
+  // sequence-parallel group trains on one batch.
+  const int64_t tokens_per_step =
+      args.per_device_train_batch_size() * accelerator.gradient_accumulation_steps() *
+      accelerator.num_processes() / accelerator.sequence_parallel().size() * config.n_positions;
   trainer.add_callback(
       std::make_shared<Throughput>(tokens_per_step, accelerator.is_main_process()));
   trainer.train();

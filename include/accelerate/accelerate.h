@@ -50,6 +50,7 @@
 #include "accelerate/random.h"
 #include "accelerate/safetensors.h"
 #include "accelerate/scheduler.h"
+#include "accelerate/sequence_parallel.h"
 #include "accelerate/tensorboard.h"
 #include "accelerate/tracker_value.h"
 #include "accelerate/tracking.h"

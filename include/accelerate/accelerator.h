@@ -36,6 +36,7 @@
 #include "accelerate/process_control.h"
 #include "accelerate/scheduler.h"
 #include "accelerate/scope_guard.h"
+#include "accelerate/sequence_parallel.h"
 
 namespace accelerate {
 
@@ -68,6 +69,11 @@ class Accelerator {
     return mixed_precision_;
   }  // to_string(): "no", "bf16", "fp16"
   Communicator& communicator() { return *comm_; }
+  // This process's sequence-parallel group (ParallelismConfig's sp_size:
+  // consecutive ranks; size 1 without sequence parallelism), for the model's
+  // attention, loss and batch slicing (accelerate/sequence_parallel.h).
+  // Prepared data loaders give every rank of a group the same batches.
+  const SequenceParallel& sequence_parallel() const { return sequence_parallel_; }
 
   // ---- Gradient accumulation -----------------------------------------------
   bool sync_gradients() const { return gradient_state_->sync_gradients(); }
@@ -194,7 +200,9 @@ class Accelerator {
   // ---- Collectives with Accelerate's names (collectives.h, process_control.h)
   at::Tensor gather(const at::Tensor& tensor);
   // gather() that drops the samples even_batches duplicated on a loader's
-  // last batch, so the result holds each dataset sample exactly once.
+  // last batch, so the result holds each dataset sample exactly once. With
+  // sequence parallelism, from one rank per group (pass values that are the
+  // same on every rank of a group, e.g. per-sequence results).
   at::Tensor gather_for_metrics(const at::Tensor& tensor);
   at::Tensor reduce(const at::Tensor& tensor, ReduceOp op = ReduceOp::kSum, double scale = 1.0);
   at::Tensor pad_across_processes(const at::Tensor& tensor, int64_t dim = 0, int64_t pad_index = 0,
@@ -230,6 +238,7 @@ class Accelerator {
   void finish_prepare();
   EngineChoice configure_from(const Environment& env);  // the engine is built once connected
   void configure_mixed_precision();
+  void form_sequence_parallel_groups(int sp_size);
   void set_models_sync(bool sync);
   void begin_micro_step();
   void end_micro_step();
@@ -238,6 +247,10 @@ class Accelerator {
   AcceleratorOptions options_;
   std::shared_ptr<const JobState> job_;
   std::shared_ptr<Communicator> comm_;
+  SequenceParallel sequence_parallel_;
+  // With sequence parallelism, the ranks at this rank's place in every
+  // sequence-parallel group: data loaders shard over them.
+  std::shared_ptr<Communicator> data_parallel_comm_;
   std::shared_ptr<GradientState> gradient_state_ = std::make_shared<GradientState>();
   MixedPrecision mixed_precision_ = MixedPrecision::kNo;
   std::optional<AutocastGuard> ambient_autocast_;  // around the constructing thread's loop

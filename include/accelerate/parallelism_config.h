@@ -12,7 +12,12 @@
 // The product of the sizes must be the job's processes (all sizes 1: data
 // parallelism over every process, as in Accelerate); dp_shard_size above 1
 // needs the FSDP plugin; tp_size and cp_size (tensor and context
-// parallelism) are accepted only as 1. Anything else is a ConfigError when
+// parallelism) are accepted only as 1. sp_size above 1 is sequence
+// parallelism (DeepSpeed Ulysses, docs/sequence-parallel.md): groups of
+// sp_size consecutive ranks split every sequence between them, and
+// world = dp_replicate_size x dp_shard_size x sp_size (sizes all 1 but
+// sp_size: world / sp_size replicas). Accelerator::sequence_parallel()
+// gives the model its group. Anything else is a ConfigError when
 // the Accelerator is built, naming the sizes. `accelerate launch` passes
 // the same sizes as PARALLELISM_CONFIG_* (docs/launching.md); sizes set here
 // replace those.
@@ -22,9 +27,15 @@
 
 namespace accelerate {
 
+// How sequences are split: Accelerate's only backend, DeepSpeed's Ulysses
+// all-to-all around attention.
+enum class SequenceParallelBackend { kDeepSpeed };
+
 struct ParallelismConfig {
   ACCELERATE_ARG(int, dp_replicate_size) = 1;
   ACCELERATE_ARG(int, dp_shard_size) = 1;
+  ACCELERATE_ARG(int, sp_size) = 1;
+  ACCELERATE_ARG(SequenceParallelBackend, sp_backend) = SequenceParallelBackend::kDeepSpeed;
   ACCELERATE_ARG(int, tp_size) = 1;
   ACCELERATE_ARG(int, cp_size) = 1;
 };

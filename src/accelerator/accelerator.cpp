@@ -72,13 +72,30 @@ Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(option
   if (options_.tune_malloc()) tune_malloc_for_training(env);
   comm_ = Communicator::connect(*job_);
   engine_ = engine.build(comm_, scaler_);
+  form_sequence_parallel_groups(engine.sp_size);
 }
 
 Accelerator::Accelerator(std::shared_ptr<Communicator> communicator, AcceleratorOptions options)
     : options_(std::move(options)), comm_(std::move(communicator)) {
   report_uncaught_errors_in_one_line();
   job_ = std::make_shared<const JobState>(comm_->job());
-  engine_ = configure_from(environment()).build(comm_, scaler_);
+  EngineChoice engine = configure_from(environment());
+  engine_ = engine.build(comm_, scaler_);
+  form_sequence_parallel_groups(engine.sp_size);
+}
+
+void Accelerator::form_sequence_parallel_groups(int sp_size) {
+  if (sp_size <= 1) return;
+  // sp is the innermost dimension: groups of consecutive ranks. Every rank
+  // makes both partitions, in this order (new_group is collective).
+  const int world = job_->world_size;
+  std::vector<std::vector<int>> sequence_groups(world / sp_size), data_groups(sp_size);
+  for (int rank = 0; rank < world; ++rank) {
+    sequence_groups[rank / sp_size].push_back(rank);
+    data_groups[rank % sp_size].push_back(rank);
+  }
+  sequence_parallel_ = SequenceParallel(comm_->split(sequence_groups));
+  data_parallel_comm_ = comm_->split(data_groups);
 }
 
 Environment Accelerator::environment() const {
@@ -207,7 +224,16 @@ void Accelerator::prepare_scheduler(PreparedSchedulerBase& scheduler) {
 
 void Accelerator::prepare_loader(DataLoaderBase& loader) {
   if (std::find(loaders_.begin(), loaders_.end(), &loader) != loaders_.end()) return;
-  loader.configure_sharding(comm_, options_.dataloader_config());
+  if (data_parallel_comm_) {
+    // Sequence parallelism: the ranks of a group read the same batches, so
+    // the loader shards over the data-parallel ranks only, with one seed.
+    if (loader.options().shuffle()) {
+      loader.set_shuffle_seed(broadcast_object(*comm_, loader.shuffle_seed(), 0));
+    }
+    loader.configure_sharding(data_parallel_comm_, options_.dataloader_config());
+  } else {
+    loader.configure_sharding(comm_, options_.dataloader_config());
+  }
   if (options_.device_placement()) loader.set_device(device());
   // The observer holds the state, not the Accelerator: either may go first.
   loader.add_iteration_observer([state = gradient_state_](DataLoaderBase& l, IterationEvent event) {

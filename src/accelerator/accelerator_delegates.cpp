@@ -8,9 +8,13 @@ at::Tensor Accelerator::gather(const at::Tensor& tensor) {
   return accelerate::gather(*comm_, tensor);
 }
 
-// Drops the samples even_batches repeated on the loader's last batch.
+// Drops the samples even_batches repeated on the loader's last batch. With
+// sequence parallelism the ranks of a group hold one batch, so the values
+// come once from each data-parallel rank (the ranks at this one's place in
+// every group), as the loaders shard.
 at::Tensor Accelerator::gather_for_metrics(const at::Tensor& tensor) {
-  at::Tensor gathered = accelerate::gather(*comm_, tensor);
+  at::Tensor gathered =
+      accelerate::gather(data_parallel_comm_ ? *data_parallel_comm_ : *comm_, tensor);
   const DataLoaderBase* loader = gradient_state_->active_dataloader();
   if (loader == nullptr || !loader->end_of_dataloader()) return gathered;
   return truncate_for_metrics(gathered, *loader);

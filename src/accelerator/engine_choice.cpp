@@ -10,6 +10,7 @@ EngineChoice choose_engine(const AcceleratorOptions& options, const Environment&
                            const JobState& job, MixedPrecision mixed_precision) {
   EngineChoice choice;
   choice.mixed_precision = mixed_precision;
+  if (auto sizes = sharding::job_parallelism_sizes(options, env, job)) choice.sp_size = sizes->sp;
   const GradientSyncOptions sync_options = options.ddp_options();
   std::optional<sharding::ShardingSettings> sharded =
       sharding::resolve_sharding_settings(options, env, job, mixed_precision);

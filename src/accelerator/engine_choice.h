@@ -24,6 +24,8 @@ struct EngineChoice {
   // The engine's own accumulation setting (DeepSpeed's), which wins over
   // the Accelerator's; nullopt: none.
   std::optional<int> gradient_accumulation_steps;
+  // Sequence-parallel group size (ParallelismConfig's sp_size; 1: none).
+  int sp_size = 1;
   // Builds the engine once the job is connected; `scaler` is the fp16 loss
   // scaler, or null.
   std::function<std::unique_ptr<ParallelEngine>(std::shared_ptr<Communicator> communicator,

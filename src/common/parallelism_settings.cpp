@@ -2,11 +2,32 @@
 // the ranks (PARALLELISM_CONFIG_*).
 // dp_replicate_size x dp_shard_size processes: shard groups of dp_shard_size
 // consecutive ranks, replicated dp_replicate_size times (hybrid sharding,
-// docs/sharding.md); tp_size and cp_size are read so that a value above 1 is
-// refused rather than ignored.
+// docs/sharding.md); sp_size ranks of each sequence-parallel group split
+// every sequence between them (DeepSpeed Ulysses, docs/sequence-parallel.md);
+// tp_size and cp_size are read so that a value above 1 is refused rather
+// than ignored.
 #include "common/settings.h"
 
+#include <cctype>
+#include <optional>
+#include <string>
+#include <string_view>
+
 namespace accelerate::settings {
+namespace {
+
+// Accelerate's only sequence-parallel backend; any case, as Accelerate
+// lower-cases it.
+std::optional<std::string> parse_sp_backend(std::string_view text) {
+  std::string lower(text);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "deepspeed") return lower;
+  return std::nullopt;
+}
+
+std::string format_backend(const std::string& value) { return value; }
+
+}  // namespace
 
 const Setting<bool> kUseParallelismConfig{
     {"ACCELERATE_USE_PARALLELISM_CONFIG", "--use_parallelism_config / parallelism_config",
@@ -32,6 +53,23 @@ const Setting<int> kParallelismDpShardSize{
     1,
     parse_count,
     format_int};
+
+const Setting<int> kParallelismSpSize{
+    {"PARALLELISM_CONFIG_SP_SIZE",
+     "--parallelism_config_sp_size / parallelism_config.parallelism_config_sp_size",
+     kCountExpectation, "1",
+     "sequence parallelism (DeepSpeed Ulysses): consecutive ranks that split each sequence"},
+    1,
+    parse_count,
+    format_int};
+
+const Setting<std::string> kParallelismSpBackend{
+    {"PARALLELISM_CONFIG_SP_BACKEND",
+     "--parallelism_config_sp_backend / parallelism_config.parallelism_config_sp_backend",
+     "deepspeed", "deepspeed", "how sequences are split: only deepspeed (Ulysses all-to-all)"},
+    "deepspeed",
+    parse_sp_backend,
+    format_backend};
 
 const Setting<int> kParallelismTpSize{
     {"PARALLELISM_CONFIG_TP_SIZE",

@@ -121,11 +121,13 @@ extern const Setting<std::string> kOmpWaitPolicy;  // OMP_WAIT_POLICY
 
 // ---- Parallelism sizes (Accelerate 1.x's ParallelismConfig) ---------------
 // (parallelism_settings.cpp; read by resolve_sharding_settings)
-extern const Setting<bool> kUseParallelismConfig;       // ACCELERATE_USE_PARALLELISM_CONFIG
-extern const Setting<int> kParallelismDpReplicateSize;  // PARALLELISM_CONFIG_DP_REPLICATE_SIZE
-extern const Setting<int> kParallelismDpShardSize;      // PARALLELISM_CONFIG_DP_SHARD_SIZE
-extern const Setting<int> kParallelismTpSize;           // PARALLELISM_CONFIG_TP_SIZE
-extern const Setting<int> kParallelismCpSize;           // PARALLELISM_CONFIG_CP_SIZE
+extern const Setting<bool> kUseParallelismConfig;         // ACCELERATE_USE_PARALLELISM_CONFIG
+extern const Setting<int> kParallelismDpReplicateSize;    // PARALLELISM_CONFIG_DP_REPLICATE_SIZE
+extern const Setting<int> kParallelismDpShardSize;        // PARALLELISM_CONFIG_DP_SHARD_SIZE
+extern const Setting<int> kParallelismSpSize;             // PARALLELISM_CONFIG_SP_SIZE
+extern const Setting<std::string> kParallelismSpBackend;  // PARALLELISM_CONFIG_SP_BACKEND
+extern const Setting<int> kParallelismTpSize;             // PARALLELISM_CONFIG_TP_SIZE
+extern const Setting<int> kParallelismCpSize;             // PARALLELISM_CONFIG_CP_SIZE
 
 // Every setting above, in that order.
 const std::vector<Description>& all();

@@ -42,6 +42,8 @@ const std::vector<Description>& all() {
                                                         kUseParallelismConfig.about,
                                                         kParallelismDpReplicateSize.about,
                                                         kParallelismDpShardSize.about,
+                                                        kParallelismSpSize.about,
+                                                        kParallelismSpBackend.about,
                                                         kParallelismTpSize.about,
                                                         kParallelismCpSize.about};
   return descriptions;

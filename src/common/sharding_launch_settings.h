@@ -58,6 +58,9 @@
   X(parallelism_config, parallelism_config_dp_replicate_size, int, kParallelismDpReplicateSize,   \
     "N", I)                                                                                       \
   X(parallelism_config, parallelism_config_dp_shard_size, int, kParallelismDpShardSize, "N", I)   \
+  X(parallelism_config, parallelism_config_sp_size, int, kParallelismSpSize, "N", I)              \
+  X(parallelism_config, parallelism_config_sp_backend, std::string, kParallelismSpBackend,        \
+    "deepspeed", S)                                                                               \
   X(parallelism_config, parallelism_config_tp_size, int, kParallelismTpSize, "N", I)              \
   X(parallelism_config, parallelism_config_cp_size, int, kParallelismCpSize, "N", I)
 

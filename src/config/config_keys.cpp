@@ -72,8 +72,6 @@ const std::vector<KeySpec> kKeys = {
 // (launcher/sharding_check.cpp), or by the ranks (fsdp_offload_params on
 // CUDA).
 // The reasons complete "accelerate-cpp ignores <keys> (<reason>)".
-constexpr const char* kNoSequenceParallelism =
-    "sequence parallelism (Ulysses) is not supported by accelerate-cpp yet";
 constexpr const char* kLauncher =
     "it runs one launcher per machine, as Accelerate's standard launcher does";
 constexpr const char* kIgnoredModules = "every parameter is sharded, none is left out";
@@ -102,10 +100,9 @@ const std::vector<KeySpec> kSectionKeys = {
     {"fsdp_config.fsdp_backward_prefetch_policy", S, kUse, true, nullptr, nullptr},
     // PyTorch FSDP's own detail, which changes nothing here.
     {"fsdp_config.fsdp_use_orig_params", B, kIgn, true, nullptr, nullptr},
-    // Sequence and context parallelism's details (their sizes are settings,
-    // refused above 1).
-    {"parallelism_config.parallelism_config_sp_size", I, kIgn, true, kNoSequenceParallelism, "1"},
-    {"parallelism_config.parallelism_config_sp_backend", S, kIgn, true, nullptr, nullptr},
+    // Sequence parallelism's details (the sequences' lengths are always
+    // fixed here; attention always goes through the all-to-all) and context
+    // parallelism's (its size is a setting, refused above 1).
     {"parallelism_config.parallelism_config_sp_seq_length_is_variable", B, kIgn, true, nullptr,
      nullptr},
     {"parallelism_config.parallelism_config_sp_attn_implementation", S, kIgn, true, nullptr,

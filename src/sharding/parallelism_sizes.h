@@ -17,12 +17,16 @@ namespace accelerate::sharding {
 struct ParallelismSizes {
   int dp_replicate = 1;
   int dp_shard = 1;
+  // Sequence-parallel group size: the innermost dimension, so groups are
+  // sp consecutive ranks (docs/sequence-parallel.md).
+  int sp = 1;
 };
 
 // The sizes when ACCELERATE_USE_PARALLELISM_CONFIG is true, else nullopt.
 // Like Accelerate, sizes left at 1 everywhere mean data parallelism over
-// every process. ConfigError (one line, naming where each deciding value
-// was written) for tp_size or cp_size above 1, a product other than
+// every process (world_size / sp_size replicas with sequence parallelism).
+// ConfigError (one line, naming where each deciding value was written) for
+// tp_size or cp_size above 1, a product (with sp_size) other than
 // `world_size`, dp_shard_size above 1 without FSDP (`fsdp` false: nothing
 // would shard), and, with FSDP, dp_shard_size 1 with several replicas (that
 // is data parallelism: Accelerate refuses it too).

@@ -103,6 +103,7 @@ settings::LayeredValues parallelism_values(const AcceleratorOptions& options,
              {"true", settings::Origin::flag("AcceleratorOptions::parallelism_config")});
   give(settings::kParallelismDpReplicateSize, "dp_replicate_size", config->dp_replicate_size());
   give(settings::kParallelismDpShardSize, "dp_shard_size", config->dp_shard_size());
+  give(settings::kParallelismSpSize, "sp_size", config->sp_size());
   give(settings::kParallelismTpSize, "tp_size", config->tp_size());
   give(settings::kParallelismCpSize, "cp_size", config->cp_size());
   return values;
@@ -195,17 +196,21 @@ void print_notes(const ShardingSettings& settings, const std::vector<std::string
 
 }  // namespace
 
+std::optional<ParallelismSizes> job_parallelism_sizes(const AcceleratorOptions& options,
+                                                      const Environment& env, const JobState& job) {
+  // Accelerate 1.x's parallelism sizes, judged as the launcher judged them.
+  const bool fsdp_in_use = options.fsdp_plugin().has_value() ||
+                           (!options.deepspeed_plugin() && settings::kUseFsdp.read_or_default(env));
+  return parallelism_sizes(parallelism_values(options, env), job.world_size, fsdp_in_use);
+}
+
 std::optional<ShardingSettings> resolve_sharding_settings(const AcceleratorOptions& options,
                                                           const Environment& env,
                                                           const JobState& job,
                                                           MixedPrecision mixed_precision) {
   ShardingSettings settings;
   std::optional<FullyShardedDataParallelPlugin> fsdp = options.fsdp_plugin();
-  // Accelerate 1.x's parallelism sizes, judged as the launcher judged them.
-  const bool fsdp_in_use =
-      fsdp.has_value() || (!options.deepspeed_plugin() && settings::kUseFsdp.read_or_default(env));
-  const std::optional<ParallelismSizes> sizes =
-      parallelism_sizes(parallelism_values(options, env), job.world_size, fsdp_in_use);
+  const std::optional<ParallelismSizes> sizes = job_parallelism_sizes(options, env, job);
   if (options.deepspeed_plugin() && fsdp) {
     throw ConfigError(
         "AcceleratorOptions sets both deepspeed_plugin and fsdp_plugin; choose one (they select "
@@ -264,8 +269,10 @@ std::optional<ShardingSettings> resolve_sharding_settings(const AcceleratorOptio
                         " shards the model but the FSDP strategy is NO_SHARD; use FULL_SHARD or "
                         "SHARD_GRAD_OP");
     }
-    if (sizes->dp_shard < job.world_size) {
-      settings.hybrid_shard_size = sizes->dp_shard;
+    // Every rank of a sequence-parallel group holds the same parameters:
+    // the shard groups span dp_shard_size x sp_size consecutive ranks.
+    if (sizes->dp_shard * sizes->sp < job.world_size) {
+      settings.hybrid_shard_size = sizes->dp_shard * sizes->sp;
       settings.weights_from_main_process = false;
     }
   }

@@ -18,6 +18,7 @@
 #include "accelerate/job_state.h"
 #include "accelerate/mixed_precision.h"
 #include "sharding/deepspeed_config.h"
+#include "sharding/parallelism_sizes.h"
 #include "sharding/unit_policy.h"
 #include "sharding/zero_optimizer.h"
 
@@ -102,6 +103,12 @@ struct ShardingSettings {
 // FSDP settings. `mixed_precision`: the job's own. ConfigError for settings
 // that cannot run; the main process prints the notes (ignored keys, offload
 // that changes nothing, ...).
+// Accelerate 1.x's parallelism sizes for this job (AcceleratorOptions'
+// parallelism_config, else what `accelerate launch` wrote), checked as
+// parallelism_sizes() checks them; nullopt when the sizes are not in use.
+std::optional<ParallelismSizes> job_parallelism_sizes(const AcceleratorOptions& options,
+                                                      const Environment& env, const JobState& job);
+
 std::optional<ShardingSettings> resolve_sharding_settings(const AcceleratorOptions& options,
                                                           const Environment& env,
                                                           const JobState& job,

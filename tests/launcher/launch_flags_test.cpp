@@ -77,6 +77,10 @@ const std::vector<FlagCase> kEveryFlag = {
     {{"--use_parallelism_config"}, "use_parallelism_config", "true"},
     {{"--parallelism_config_dp_replicate_size", "2"}, "parallelism_config_dp_replicate_size", "2"},
     {{"--parallelism_config_dp_shard_size", "4"}, "parallelism_config_dp_shard_size", "4"},
+    {{"--parallelism_config_sp_size", "2"}, "parallelism_config_sp_size", "2"},
+    {{"--parallelism_config_sp_backend", "DeepSpeed"},
+     "parallelism_config_sp_backend",
+     "deepspeed"},
     {{"--parallelism_config_tp_size", "1"}, "parallelism_config_tp_size", "1"},
     {{"--parallelism_config_cp_size", "1"}, "parallelism_config_cp_size", "1"},
 };

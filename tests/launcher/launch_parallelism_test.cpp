@@ -90,25 +90,64 @@ TEST(LaunchParallelism, TheConfigFilesSectionPutsItsSizesInUseAndNamesItsLines) 
       "distributed_type: FSDP\n"
       "num_processes: 4\n"
       "parallelism_config:\n"
-      "  parallelism_config_dp_replicate_size: 2\n"
       "  parallelism_config_dp_shard_size: 2\n"
-      "  parallelism_config_sp_size: 2\n";
+      "  parallelism_config_sp_size: 2\n"
+      "  parallelism_config_sp_backend: deepspeed\n"
+      "  parallelism_config_sp_seq_length_is_variable: true\n";
   LaunchOptions options;
   const std::vector<std::string> notes =
       apply_config_file(config::parse_config_text(text, "c.yaml"), options);
   resolve_launch_options(options, MachineFacts{});
   EXPECT_TRUE(options.use_parallelism_config);
   EXPECT_EQ(options.parallelism_config_dp_shard_size, 2);
-  ASSERT_EQ(notes.size(), 1u);
-  EXPECT_EQ(notes[0],
-            "c.yaml:3: parallelism_config: accelerate-cpp ignores parallelism_config_sp_size "
-            "(sequence parallelism (Ulysses) is not supported by accelerate-cpp yet)");
+  EXPECT_EQ(options.parallelism_config_sp_size, 2);
+  EXPECT_EQ(notes, std::vector<std::string>{});  // sp_size is used now, not ignored
   EXPECT_EQ(parallelism_refusal(options), "(no error)");
+  const Environment env = build_child_environment(options, 0, {}, 4);
+  EXPECT_EQ(env.at("PARALLELISM_CONFIG_SP_SIZE"), "2");
+  EXPECT_EQ(env.at("PARALLELISM_CONFIG_SP_BACKEND"), "deepspeed");
   options.num_processes = 8;
   EXPECT_EQ(parallelism_refusal(options),
-            "parallelism_config: dp_replicate_size 2 x dp_shard_size 2 is 4 processes, but the "
-            "job has 8 (c.yaml:4: key 'parallelism_config.parallelism_config_dp_replicate_size', "
-            "c.yaml:5: key 'parallelism_config.parallelism_config_dp_shard_size')");
+            "parallelism_config: dp_replicate_size 1 x dp_shard_size 2 x sp_size 2 is 4 "
+            "processes, but the job has 8 (c.yaml:4: key "
+            "'parallelism_config.parallelism_config_dp_shard_size', c.yaml:5: key "
+            "'parallelism_config.parallelism_config_sp_size')");
+}
+
+TEST(LaunchParallelism, SequenceParallelSizeFromTheFlagReachesTheRanks) {
+  // Accelerate's spelling and its dashed form.
+  for (const char* flag : {"--parallelism_config_sp_size", "--parallelism-config-sp-size"}) {
+    const LaunchOptions options =
+        resolved({"--use_parallelism_config", flag, "2", "--num_processes", "4", "p"});
+    EXPECT_EQ(parallelism_refusal(options), "(no error)") << flag;
+    const Environment env = build_child_environment(options, 0, {}, 4);
+    EXPECT_EQ(env.at("PARALLELISM_CONFIG_SP_SIZE"), "2") << flag;
+  }
+}
+
+TEST(LaunchParallelism, SequenceParallelSizesThatCannotRunAreRefused) {
+  EXPECT_EQ(
+      parallelism_refusal(resolved({"--use_parallelism_config", "--parallelism_config_sp_size", "3",
+                                    "--num_processes", "4", "p"})),
+      "parallelism_config: sp_size 3 does not divide the job's 4 processes "
+      "(--parallelism_config_sp_size)");
+  EXPECT_EQ(parallelism_refusal(
+                resolved({"--use_parallelism_config", "--parallelism_config_dp_replicate_size", "2",
+                          "--parallelism_config_sp_size", "2", "--num_processes", "2", "p"})),
+            "parallelism_config: dp_replicate_size 2 x dp_shard_size 1 x sp_size 2 is 4 processes, "
+            "but the job has 2 (--parallelism_config_dp_replicate_size, "
+            "--parallelism_config_sp_size)");
+  // Accelerate's only backend is "deepspeed"; anything else is refused
+  // (when the flags are read or when the sizes are judged), naming it.
+  std::string refusal = "(no error)";
+  try {
+    refusal =
+        parallelism_refusal(resolved({"--use_parallelism_config", "--parallelism_config_sp_backend",
+                                      "ring", "--num_processes", "2", "p"}));
+  } catch (const std::exception& error) {
+    refusal = error.what();
+  }
+  EXPECT_NE(refusal.find("ring"), std::string::npos) << refusal;
 }
 
 }  // namespace

@@ -112,7 +112,7 @@ TEST(LaunchSettingRows, EveryShardingSettingsFlagKeyVariableAndHelpComeFromOneRo
   EXPECT_EQ(rows, static_cast<int>(settings::sharding_launch_settings().size()));
   EXPECT_EQ(settings::sharding_setting_names("deepspeed_config").size(), 7u);
   EXPECT_EQ(settings::sharding_setting_names("fsdp_config").size(), 12u);
-  EXPECT_EQ(settings::sharding_setting_names("parallelism_config").size(), 4u);
+  EXPECT_EQ(settings::sharding_setting_names("parallelism_config").size(), 6u);
 }
 
 }  // namespace

@@ -230,7 +230,8 @@ TEST(HybridShard, ParallelismSizesThatDoNotFitTheJobAreRefusedOnEveryProcess) {
     EXPECT_EQ(error,
               "parallelism_config: dp_replicate_size 3 x dp_shard_size 2 is 6 processes, but the "
               "job has 4 (ParallelismConfig::dp_replicate_size, ParallelismConfig::dp_shard_size, "
-              "ParallelismConfig::tp_size, ParallelismConfig::cp_size)");
+              "ParallelismConfig::sp_size, ParallelismConfig::tp_size, "
+              "ParallelismConfig::cp_size)");
   }
 }
 
