@@ -5,6 +5,8 @@
 #include <charconv>
 #include <climits>
 #include <cmath>
+#include <sstream>
+#include <string>
 
 #include "accelerate/errors.h"
 
@@ -90,6 +92,17 @@ std::optional<double> parse_non_negative_number(std::string_view text) {
   if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(value))
     return std::nullopt;
   return value;
+}
+
+std::string shortest_number_text(double value) {
+  std::ostringstream out;
+  for (int digits = 1; digits <= 17; ++digits) {
+    out.str("");
+    out.precision(digits);
+    out << value;
+    if (std::stod(out.str()) == value) break;
+  }
+  return out.str();
 }
 
 std::string python_float_text(double value) {

@@ -40,6 +40,9 @@ std::optional<double> parse_non_negative_number(std::string_view text);
 // A finite number as Python's repr() writes it, as Accelerate passes floats
 // on: "1.0", "0.5", "0.0001", "1e-05", "1.5e+16".
 std::string python_float_text(double value);
+// The shortest text in printf's %g style that reads back as `value`: "0.5",
+// "1", "1e-05" (how config errors quote numbers).
+std::string shortest_number_text(double value);
 
 }  // namespace detail
 }  // namespace accelerate

@@ -4,21 +4,17 @@
 // num_labels), else from "num_labels", else 2.
 #include "accelerate/models/bert_config.h"
 
-#include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "accelerate/detail/enum_names.h"
 #include "accelerate/errors.h"
-#include "common/strict_json.h"
+#include "models/config_json.h"
 
 namespace accelerate::models {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr detail::EnumName<BertActivation> kActivationNames[] = {
@@ -60,78 +56,35 @@ const std::set<std::string> kBertKeys = {"vocab_size",
                                          "dtype",
                                          "transformers_version"};
 
-class BertConfigReader {
- public:
-  BertConfigReader(std::string path, const json& root) : path_(std::move(path)), root_(root) {}
-
-  [[noreturn]] void fail(const std::string& what) const {
-    throw ConfigError("BERT config '" + path_ + "': " + what);
+// {"0": "NEGATIVE", "1": "POSITIVE"}: keys must be 0..n-1.
+std::vector<std::string> read_labels(const ConfigJson& reader) {
+  const json* map = reader.find("id2label");
+  if (!map) {
+    const int64_t n = reader.integer("num_labels", 2);
+    if (n <= 0) reader.fail("\"num_labels\" must be positive, not " + std::to_string(n));
+    BertConfig defaults;
+    defaults.set_num_labels(n);
+    return defaults.id2label;
   }
-  const json* find(const std::string& key) const {
-    const auto found = root_.find(key);
-    return found == root_.end() || found->is_null() ? nullptr : &*found;
-  }
-  int64_t integer(const std::string& key, int64_t fallback) const {
-    const json* value = find(key);
-    if (!value) return fallback;
-    if (!value->is_number_integer()) fail("\"" + key + "\" must be an integer");
-    return value->get<int64_t>();
-  }
-  double number(const std::string& key, double fallback) const {
-    const json* value = find(key);
-    if (!value) return fallback;
-    if (!value->is_number()) fail("\"" + key + "\" must be a number");
-    return value->get<double>();
-  }
-  std::string text(const std::string& key, const std::string& fallback) const {
-    const json* value = find(key);
-    if (!value) return fallback;
-    if (!value->is_string()) fail("\"" + key + "\" must be a string");
-    return value->get<std::string>();
-  }
-
-  // {"0": "NEGATIVE", "1": "POSITIVE"}: keys must be 0..n-1.
-  std::vector<std::string> labels() const {
-    const json* map = find("id2label");
-    if (!map) {
-      const int64_t n = integer("num_labels", 2);
-      if (n <= 0) fail("\"num_labels\" must be positive, not " + std::to_string(n));
-      BertConfig defaults;
-      defaults.set_num_labels(n);
-      return defaults.id2label;
+  if (!map->is_object() || map->empty()) reader.fail("\"id2label\" must be a non-empty object");
+  std::vector<std::string> names(map->size());
+  std::vector<bool> seen(map->size(), false);
+  for (const auto& [key, name] : map->items()) {
+    size_t used = 0;
+    long index = -1;
+    try {
+      index = std::stol(key, &used);
+    } catch (const std::exception&) {
     }
-    if (!map->is_object() || map->empty()) fail("\"id2label\" must be a non-empty object");
-    std::vector<std::string> names(map->size());
-    std::vector<bool> seen(map->size(), false);
-    for (const auto& [key, name] : map->items()) {
-      size_t used = 0;
-      long index = -1;
-      try {
-        index = std::stol(key, &used);
-      } catch (const std::exception&) {
-      }
-      if (used != key.size() || index < 0 || static_cast<size_t>(index) >= names.size() ||
-          seen[index] || !name.is_string()) {
-        fail("\"id2label\" must map \"0\" ... \"" + std::to_string(names.size() - 1) +
-             "\" to names, not \"" + key + "\"");
-      }
-      seen[index] = true;
-      names[index] = name.get<std::string>();
+    if (used != key.size() || index < 0 || static_cast<size_t>(index) >= names.size() ||
+        seen[index] || !name.is_string()) {
+      reader.fail("\"id2label\" must map \"0\" ... \"" + std::to_string(names.size() - 1) +
+                  "\" to names, not \"" + key + "\"");
     }
-    return names;
+    seen[index] = true;
+    names[index] = name.get<std::string>();
   }
-
- private:
-  std::string path_;
-  const json& root_;
-};
-
-std::string read_config_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError("BERT config: cannot read '" + path + "'");
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
+  return names;
 }
 
 }  // namespace
@@ -150,10 +103,7 @@ void BertConfig::set_num_labels(int64_t n) {
 
 void BertConfig::validate() const {
   auto positive = [](int64_t value, const char* name) {
-    if (value <= 0) {
-      throw ConfigError(std::string("BERT config: ") + name + " must be positive, not " +
-                        std::to_string(value));
-    }
+    require_positive("BERT config", value, name);
   };
   positive(vocab_size, "vocab_size");
   positive(hidden_size, "hidden_size");
@@ -185,13 +135,7 @@ void BertConfig::validate() const {
 }
 
 BertConfig read_bert_config(const std::string& path_or_folder) {
-  std::string path = path_or_folder;
-  if (fs::is_directory(path)) path = (fs::path(path) / "config.json").string();
-  StrictJsonProblem problem;
-  const auto root = parse_strict_json(read_config_text(path), StrictJsonLimits{}, &problem);
-  if (!root) throw ConfigError("BERT config '" + path + "': " + problem.message);
-  if (!root->is_object()) throw ConfigError("BERT config '" + path + "': not a JSON object");
-  const BertConfigReader reader(path, *root);
+  const ConfigJson reader("BERT config", path_or_folder);
 
   const std::string model_type = reader.text("model_type", "bert");
   if (model_type != "bert") reader.fail("model_type \"" + model_type + "\" is not \"bert\"");
@@ -207,10 +151,8 @@ BertConfig read_bert_config(const std::string& path_or_folder) {
                 "\" is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu)");
   }
   config.hidden_act = *activation;
-  for (const char* key : {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                          "intermediate_size"}) {
-    if (!reader.find(key)) reader.fail(std::string("\"") + key + "\" is missing");
-  }
+  reader.require({"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                  "intermediate_size"});
   config.vocab_size = reader.integer("vocab_size", 0);
   config.hidden_size = reader.integer("hidden_size", 0);
   config.num_hidden_layers = reader.integer("num_hidden_layers", 0);
@@ -227,7 +169,7 @@ BertConfig read_bert_config(const std::string& path_or_folder) {
   if (reader.find("classifier_dropout")) {
     config.classifier_dropout = reader.number("classifier_dropout", 0.0);
   }
-  config.id2label = reader.labels();
+  config.id2label = read_labels(reader);
   if (reader.find("problem_type")) {
     const std::string type = reader.text("problem_type", "");
     const auto parsed = detail::parse_enum(kProblemTypeNames, type, detail::NameCase::kExact);
@@ -238,17 +180,8 @@ BertConfig read_bert_config(const std::string& path_or_folder) {
     }
     config.problem_type = *parsed;
   }
-  for (const auto& [key, value] : root->items()) {
-    if (!kBertKeys.count(key)) config.other_keys[key] = value.dump();
-  }
-  for (const char* key : {"torch_dtype", "dtype"}) {
-    if (root->contains(key)) config.other_keys[key] = (*root)[key].dump();
-  }
-  try {
-    config.validate();
-  } catch (const ConfigError& e) {
-    throw ConfigError(std::string(e.what()) + " (in '" + path + "')");
-  }
+  config.other_keys = reader.other_keys(kBertKeys);
+  validate_from(config, reader.path());
   return config;
 }
 
@@ -291,11 +224,7 @@ std::string bert_config_json(const BertConfig& config, const std::string& archit
 void write_bert_config(const BertConfig& config, const std::string& directory,
                        const std::string& architecture, const std::string& dtype) {
   config.validate();
-  fs::create_directories(directory);
-  const std::string path = (fs::path(directory) / "config.json").string();
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bert_config_json(config, architecture, dtype);
-  if (!out.flush()) throw Error("write_bert_config: cannot write '" + path + "'");
+  write_config_file(directory, bert_config_json(config, architecture, dtype), "write_bert_config");
 }
 
 }  // namespace accelerate::models

@@ -4,20 +4,16 @@
 // 5's rope_parameters) and written in 4's, which 5 converts on load.
 #include "accelerate/models/llama_config.h"
 
-#include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "accelerate/errors.h"
-#include "common/strict_json.h"
+#include "models/config_json.h"
 
 namespace accelerate::models {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 // The keys read_llama_config turns into fields; the rest go to other_keys.
@@ -29,90 +25,41 @@ const std::set<std::string> kModelledKeys = {
     "hidden_act",          "architectures",       "torch_dtype",       "dtype",
     "transformers_version"};
 
-class ConfigReader {
- public:
-  ConfigReader(std::string path, const json& root) : path_(std::move(path)), root_(root) {}
-
-  [[noreturn]] void fail(const std::string& what) const {
-    throw ConfigError("Llama config '" + path_ + "': " + what);
-  }
-
-  int64_t integer(const json& object, const std::string& key, int64_t fallback,
-                  const std::string& where = "") const {
-    const auto found = object.find(key);
-    if (found == object.end() || found->is_null()) return fallback;
-    if (!found->is_number_integer()) fail("\"" + where + key + "\" must be an integer");
-    return found->get<int64_t>();
-  }
-  double number(const json& object, const std::string& key, double fallback,
-                const std::string& where = "") const {
-    const auto found = object.find(key);
-    if (found == object.end() || found->is_null()) return fallback;
-    if (!found->is_number()) fail("\"" + where + key + "\" must be a number");
-    return found->get<double>();
-  }
-  bool boolean(const json& object, const std::string& key, bool fallback) const {
-    const auto found = object.find(key);
-    if (found == object.end() || found->is_null()) return fallback;
-    if (!found->is_boolean()) fail("\"" + key + "\" must be true or false");
-    return found->get<bool>();
-  }
-  std::string text(const json& object, const std::string& key, const std::string& fallback) const {
-    const auto found = object.find(key);
-    if (found == object.end() || found->is_null()) return fallback;
-    if (!found->is_string()) fail("\"" + key + "\" must be a string");
-    return found->get<std::string>();
-  }
-
-  // rope_scaling (transformers 4) or rope_parameters (5): {"rope_type" (or
-  // the older "type"), "factor", ...}; null or absent means the default.
-  void rope(LlamaConfig& config) const {
-    config.rope_theta = number(root_, "rope_theta", config.rope_theta);
-    const json* section = nullptr;
-    std::string name;
-    for (const char* key : {"rope_parameters", "rope_scaling"}) {
-      const auto found = root_.find(key);
-      if (found != root_.end() && !found->is_null()) {
-        section = &*found;
-        name = key;
-        break;
-      }
+// rope_scaling (transformers 4) or rope_parameters (5): {"rope_type" (or
+// the older "type"), "factor", ...}; null or absent means the default.
+void read_rope(const ConfigJson& reader, LlamaConfig& config) {
+  config.rope_theta = reader.number("rope_theta", config.rope_theta);
+  const json* section = nullptr;
+  std::string name;
+  for (const char* key : {"rope_parameters", "rope_scaling"}) {
+    if ((section = reader.find(key))) {
+      name = key;
+      break;
     }
-    if (!section) return;
-    if (!section->is_object()) fail("\"" + name + "\" must be an object");
-    const std::string where = name + ".";
-    config.rope_theta = number(*section, "rope_theta", config.rope_theta, where);
-    std::string type = text(*section, "rope_type", text(*section, "type", "default"));
-    if (type == "default") return;
-    if (type != "llama3") {
-      fail("rope type \"" + type + "\" is not supported (supported: default, llama3)");
-    }
-    RopeScaling& scaling = config.rope_scaling;
-    scaling.type = RopeType::kLlama3;
-    for (const char* key :
-         {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
-      if (!section->contains(key)) fail("\"" + where + key + "\" is missing (llama3 rope)");
-    }
-    scaling.factor = number(*section, "factor", scaling.factor, where);
-    scaling.low_freq_factor = number(*section, "low_freq_factor", scaling.low_freq_factor, where);
-    scaling.high_freq_factor =
-        number(*section, "high_freq_factor", scaling.high_freq_factor, where);
-    scaling.original_max_position_embeddings =
-        integer(*section, "original_max_position_embeddings",
-                scaling.original_max_position_embeddings, where);
   }
-
- private:
-  std::string path_;
-  const json& root_;
-};
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError("Llama config: cannot read '" + path + "'");
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
+  if (!section) return;
+  if (!section->is_object()) reader.fail("\"" + name + "\" must be an object");
+  const std::string where = name + ".";
+  config.rope_theta = reader.number(*section, "rope_theta", config.rope_theta, where);
+  std::string type = reader.text(*section, "rope_type", reader.text(*section, "type", "default"));
+  if (type == "default") return;
+  if (type != "llama3") {
+    reader.fail("rope type \"" + type + "\" is not supported (supported: default, llama3)");
+  }
+  RopeScaling& scaling = config.rope_scaling;
+  scaling.type = RopeType::kLlama3;
+  for (const char* key :
+       {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
+    if (!section->contains(key)) reader.fail("\"" + where + key + "\" is missing (llama3 rope)");
+  }
+  scaling.factor = reader.number(*section, "factor", scaling.factor, where);
+  scaling.low_freq_factor =
+      reader.number(*section, "low_freq_factor", scaling.low_freq_factor, where);
+  scaling.high_freq_factor =
+      reader.number(*section, "high_freq_factor", scaling.high_freq_factor, where);
+  scaling.original_max_position_embeddings =
+      reader.integer(*section, "original_max_position_embeddings",
+                     scaling.original_max_position_embeddings, where);
 }
 
 }  // namespace
@@ -129,10 +76,7 @@ const char* rope_type_name(RopeType type) {
 
 void LlamaConfig::validate() const {
   auto positive = [](int64_t value, const char* name) {
-    if (value <= 0) {
-      throw ConfigError(std::string("Llama config: ") + name + " must be positive, not " +
-                        std::to_string(value));
-    }
+    require_positive("Llama config", value, name);
   };
   positive(vocab_size, "vocab_size");
   positive(hidden_size, "hidden_size");
@@ -168,51 +112,33 @@ void LlamaConfig::validate() const {
 }
 
 LlamaConfig read_llama_config(const std::string& path_or_folder) {
-  std::string path = path_or_folder;
-  if (fs::is_directory(path)) path = (fs::path(path) / "config.json").string();
-  StrictJsonProblem problem;
-  const auto root = parse_strict_json(read_text(path), StrictJsonLimits{}, &problem);
-  if (!root) throw ConfigError("Llama config '" + path + "': " + problem.message);
-  if (!root->is_object()) throw ConfigError("Llama config '" + path + "': not a JSON object");
-  const ConfigReader reader(path, *root);
-
-  const std::string model_type = reader.text(*root, "model_type", "llama");
+  const ConfigJson reader("Llama config", path_or_folder);
+  const std::string model_type = reader.text("model_type", "llama");
   if (model_type != "llama") {
     reader.fail("model_type \"" + model_type + "\" is not \"llama\"");
   }
-  const std::string act = reader.text(*root, "hidden_act", "silu");
+  const std::string act = reader.text("hidden_act", "silu");
   if (act != "silu") reader.fail("hidden_act \"" + act + "\" is not supported (only silu)");
 
   LlamaConfig config;
-  for (const char* key : {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                          "num_attention_heads"}) {
-    if (!root->contains(key)) reader.fail(std::string("\"") + key + "\" is missing");
-  }
-  config.vocab_size = reader.integer(*root, "vocab_size", 0);
-  config.hidden_size = reader.integer(*root, "hidden_size", 0);
-  config.intermediate_size = reader.integer(*root, "intermediate_size", 0);
-  config.num_hidden_layers = reader.integer(*root, "num_hidden_layers", 0);
-  config.num_attention_heads = reader.integer(*root, "num_attention_heads", 0);
-  config.num_key_value_heads = reader.integer(*root, "num_key_value_heads", 0);
-  config.head_dim = reader.integer(*root, "head_dim", 0);
+  reader.require({"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                  "num_attention_heads"});
+  config.vocab_size = reader.integer("vocab_size", 0);
+  config.hidden_size = reader.integer("hidden_size", 0);
+  config.intermediate_size = reader.integer("intermediate_size", 0);
+  config.num_hidden_layers = reader.integer("num_hidden_layers", 0);
+  config.num_attention_heads = reader.integer("num_attention_heads", 0);
+  config.num_key_value_heads = reader.integer("num_key_value_heads", 0);
+  config.head_dim = reader.integer("head_dim", 0);
   config.max_position_embeddings =
-      reader.integer(*root, "max_position_embeddings", config.max_position_embeddings);
-  config.rms_norm_eps = reader.number(*root, "rms_norm_eps", config.rms_norm_eps);
-  config.tie_word_embeddings = reader.boolean(*root, "tie_word_embeddings", false);
-  config.attention_bias = reader.boolean(*root, "attention_bias", false);
-  config.mlp_bias = reader.boolean(*root, "mlp_bias", false);
-  reader.rope(config);
-  for (const auto& [key, value] : root->items()) {
-    if (!kModelledKeys.count(key)) config.other_keys[key] = value.dump();
-  }
-  for (const char* key : {"torch_dtype", "dtype"}) {
-    if (root->contains(key)) config.other_keys[key] = (*root)[key].dump();
-  }
-  try {
-    config.validate();
-  } catch (const ConfigError& e) {
-    throw ConfigError(std::string(e.what()) + " (in '" + path + "')");
-  }
+      reader.integer("max_position_embeddings", config.max_position_embeddings);
+  config.rms_norm_eps = reader.number("rms_norm_eps", config.rms_norm_eps);
+  config.tie_word_embeddings = reader.boolean("tie_word_embeddings", false);
+  config.attention_bias = reader.boolean("attention_bias", false);
+  config.mlp_bias = reader.boolean("mlp_bias", false);
+  read_rope(reader, config);
+  config.other_keys = reader.other_keys(kModelledKeys);
+  validate_from(config, reader.path());
   return config;
 }
 
@@ -256,11 +182,7 @@ std::string llama_config_json(const LlamaConfig& config, const std::string& dtyp
 void write_llama_config(const LlamaConfig& config, const std::string& directory,
                         const std::string& dtype) {
   config.validate();
-  fs::create_directories(directory);
-  const std::string path = (fs::path(directory) / "config.json").string();
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << llama_config_json(config, dtype);
-  if (!out.flush()) throw Error("write_llama_config: cannot write '" + path + "'");
+  write_config_file(directory, llama_config_json(config, dtype), "write_llama_config");
 }
 
 }  // namespace accelerate::models

@@ -5,6 +5,7 @@ add_library(accelerate_models SHARED
   ${CMAKE_CURRENT_LIST_DIR}/bert_config.cpp
   ${CMAKE_CURRENT_LIST_DIR}/bert_heads.cpp
   ${CMAKE_CURRENT_LIST_DIR}/bert_model.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/config_json.cpp
   ${CMAKE_CURRENT_LIST_DIR}/llama_config.cpp
   ${CMAKE_CURRENT_LIST_DIR}/llama_model.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pretrained_weights.cpp)

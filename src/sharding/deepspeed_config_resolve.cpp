@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "accelerate/errors.h"
+#include "common/environment_text.h"
 #include "sharding/deepspeed_config.h"
 
 namespace accelerate::sharding {
@@ -21,18 +22,6 @@ namespace {
 
 [[noreturn]] void fail(const std::string& source, const std::string& problem) {
   throw ConfigError(source + ": " + problem);
-}
-
-// The shortest text that reads back as `value`: 0.5, 1, 1e-05.
-std::string number_text(double value) {
-  std::ostringstream out;
-  for (int digits = 1; digits <= 17; ++digits) {
-    out.str("");
-    out.precision(digits);
-    out << value;
-    if (std::stod(out.str()) == value) break;
-  }
-  return out.str();
 }
 
 int64_t multiply(const std::string& source, int64_t a, int64_t b) {
@@ -168,10 +157,12 @@ void resolve_clipping(const DeepSpeedConfig& config, const ProgramValues& progra
   } else if (clipping.has_value()) {
     out.gradient_clipping = clipping.value;
     if (program.gradient_clipping && *program.gradient_clipping != clipping.value) {
-      out.notes.push_back(source + ": gradient_clipping is " + number_text(clipping.value) +
-                          " but the program's gradient clipping is " +
-                          number_text(*program.gradient_clipping) + "; the file's " +
-                          number_text(clipping.value) + " is used, as in Accelerate");
+      out.notes.push_back(
+          source + ": gradient_clipping is " +
+          accelerate::detail::shortest_number_text(clipping.value) +
+          " but the program's gradient clipping is " +
+          accelerate::detail::shortest_number_text(*program.gradient_clipping) + "; the file's " +
+          accelerate::detail::shortest_number_text(clipping.value) + " is used, as in Accelerate");
     }
   } else {
     out.gradient_clipping = 0;  // DeepSpeed's default: no clipping
@@ -179,7 +170,8 @@ void resolve_clipping(const DeepSpeedConfig& config, const ProgramValues& progra
       out.notes.push_back(source +
                           ": gradient_clipping is not set, so gradients are not clipped although "
                           "the program's gradient clipping is " +
-                          number_text(*program.gradient_clipping) + " (write \"auto\" to use it)");
+                          accelerate::detail::shortest_number_text(*program.gradient_clipping) +
+                          " (write \"auto\" to use it)");
     }
   }
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "accelerate/errors.h"
+#include "common/environment_text.h"
 #include "common/setting_values.h"
 #include "common/settings.h"
 #include "sharding/deepspeed_config.h"
@@ -14,17 +15,6 @@
 namespace accelerate::trainer {
 
 namespace {
-
-std::string shortest(double value) {
-  std::ostringstream out;
-  for (int digits = 1; digits <= 17; ++digits) {
-    out.str("");
-    out.precision(digits);
-    out << value;
-    if (std::stod(out.str()) == value) break;
-  }
-  return out.str();
-}
 
 // transformers' fill_match, minus the filling: an explicit file value that
 // differs from the TrainingArguments' is a mismatch ("auto" and absent are not).
@@ -50,13 +40,14 @@ class Mismatches {
   const std::vector<std::string>& found() const { return found_; }
 
  private:
-  static std::string text(double v) { return shortest(v); }
+  static std::string text(double v) { return accelerate::detail::shortest_number_text(v); }
   static std::string text(int64_t v) { return std::to_string(v); }
   static std::string text(bool v) { return v ? "true" : "false"; }
   static std::string text(const std::string& v) { return "\"" + v + "\""; }
   static std::string text(const std::vector<double>& v) {
     std::string out = "[";
-    for (double x : v) out += (out.size() > 1 ? ", " : "") + shortest(x);
+    for (double x : v)
+      out += (out.size() > 1 ? ", " : "") + accelerate::detail::shortest_number_text(x);
     return out + "]";
   }
   static std::string text(const sharding::ParamValue& v) {

@@ -14,6 +14,7 @@
 #include "accelerate/trainer.h"
 #include "support/temp_dir.h"
 #include "support/thread_ranks.h"
+#include "trainer/tiny_mlp.h"
 
 namespace trainer_control_test {
 
@@ -23,16 +24,8 @@ using accelerate::TrainerControl;
 using accelerate::TrainerState;
 using accelerate::TrainingArguments;
 
-struct TinyImpl : torch::nn::Module {
-  TinyImpl()
-      : fc1(register_module("fc1", torch::nn::Linear(3, 8))),
-        fc2(register_module("fc2", torch::nn::Linear(8, 1))) {
-    auto generator = at::detail::createCPUGenerator(31);
-    torch::NoGradGuard no_grad;
-    for (auto& p : parameters()) p.normal_(0.0, 0.5, generator);
-  }
-  torch::Tensor forward(const torch::Tensor& x) { return fc2(torch::tanh(fc1(x))); }
-  torch::nn::Linear fc1, fc2;
+struct TinyImpl : accelerate::testing::TinyMlpImpl {
+  TinyImpl() : TinyMlpImpl(3, 1, 31) {}
 };
 TORCH_MODULE(Tiny);
 using TinyTrainer = accelerate::Trainer<Tiny, accelerate::TensorDataset>;

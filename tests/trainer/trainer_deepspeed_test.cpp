@@ -14,22 +14,15 @@
 #include "accelerate/trainer.h"
 #include "support/temp_dir.h"
 #include "support/thread_ranks.h"
+#include "trainer/tiny_mlp.h"
 
 namespace trainer_deepspeed_test {
 
 using accelerate::Communicator;
 using accelerate::TrainingArguments;
 
-struct DsNetImpl : torch::nn::Module {
-  DsNetImpl()
-      : fc1(register_module("fc1", torch::nn::Linear(4, 8))),
-        fc2(register_module("fc2", torch::nn::Linear(8, 1))) {
-    auto generator = at::detail::createCPUGenerator(31);
-    torch::NoGradGuard no_grad;
-    for (auto& p : parameters()) p.normal_(0.0, 0.5, generator);
-  }
-  torch::Tensor forward(const torch::Tensor& x) { return fc2(torch::tanh(fc1(x))); }
-  torch::nn::Linear fc1, fc2;
+struct DsNetImpl : accelerate::testing::TinyMlpImpl {
+  DsNetImpl() : TinyMlpImpl(4, 1, 31) {}
 };
 TORCH_MODULE(DsNet);
 

@@ -17,22 +17,15 @@
 #include "support/process_runner.h"
 #include "support/temp_dir.h"
 #include "support/thread_ranks.h"
+#include "trainer/tiny_mlp.h"
 
 namespace trainer_eval_test {
 
 using accelerate::Communicator;
 using accelerate::TrainingArguments;
 
-struct ClassifierImpl : torch::nn::Module {
-  ClassifierImpl()
-      : fc1(register_module("fc1", torch::nn::Linear(4, 8))),
-        fc2(register_module("fc2", torch::nn::Linear(8, 2))) {
-    auto generator = at::detail::createCPUGenerator(23);
-    torch::NoGradGuard no_grad;
-    for (auto& p : parameters()) p.normal_(0.0, 0.5, generator);
-  }
-  torch::Tensor forward(const torch::Tensor& x) { return fc2(torch::tanh(fc1(x))); }
-  torch::nn::Linear fc1, fc2;
+struct ClassifierImpl : accelerate::testing::TinyMlpImpl {
+  ClassifierImpl() : TinyMlpImpl(4, 2, 23) {}
 };
 TORCH_MODULE(Classifier);
 

@@ -15,27 +15,21 @@
 #include "checkpoint/optimizer_kinds.h"
 #include "support/temp_dir.h"
 #include "support/thread_ranks.h"
+#include "trainer/tiny_mlp.h"
 
 namespace trainer_optim_test {
 
 using accelerate::Communicator;
 using accelerate::TrainingArguments;
 
-struct SmallNetImpl : torch::nn::Module {
-  SmallNetImpl()
-      : fc1(register_module("fc1", torch::nn::Linear(4, 8))),
-        fc2(register_module("fc2", torch::nn::Linear(8, 1))) {
-    auto generator = at::detail::createCPUGenerator(23);
-    torch::NoGradGuard no_grad;
-    for (auto& p : parameters()) p.normal_(0.0, 0.5, generator);
-  }
-  torch::Tensor forward(const torch::Tensor& x) { return fc2(torch::tanh(fc1(x))); }
-  torch::nn::Linear fc1, fc2;
+struct SmallNetImpl : accelerate::testing::TinyMlpImpl {
+  SmallNetImpl() : TinyMlpImpl(4, 1, 23) {}
 };
 TORCH_MODULE(SmallNet);
 
 using SmallTrainer = accelerate::Trainer<SmallNet, accelerate::TensorDataset>;
-using Weights = std::vector<at::Tensor>;
+using accelerate::testing::identical;
+using accelerate::testing::Weights;
 
 accelerate::TensorDataset regression_data(int64_t samples, uint64_t seed) {
   auto generator = at::detail::createCPUGenerator(seed);
@@ -62,20 +56,6 @@ TrainingArguments optim_args_base(const std::string& output_dir) {
       .seed(5);
 }
 
-Weights weights_of(SmallNet& model) {
-  Weights out;
-  for (const auto& p : model->parameters()) out.push_back(p.detach().clone());
-  return out;
-}
-
-bool identical(const Weights& a, const Weights& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (!torch::equal(a[i], b[i])) return false;
-  }
-  return true;
-}
-
 // What a run on 2 thread ranks leaves on rank 0.
 struct OptimRun {
   Weights weights;
@@ -93,7 +73,7 @@ OptimRun run_trainer(const TrainingArguments& args, bool with_eval = false) {
     SmallTrainer trainer(model, args, regression_data(64, 3), squared_error, eval, {}, comm);
     const auto output = trainer.train();
     if (comm->rank() != 0) return;
-    result.weights = weights_of(model);
+    result.weights = accelerate::testing::weights_of(*model);
     const auto* kind = accelerate::checkpoint::kind_of(trainer.optimizer());
     result.kind = kind ? kind->name : "?";
     for (const auto& group : trainer.optimizer().param_groups()) {
@@ -122,7 +102,7 @@ TEST(TrainerOptim, OptimNamesChooseTheOptimizer) {
   EXPECT_FALSE(identical(sgd.weights, adamw.weights));
   EXPECT_FALSE(identical(adafactor.weights, adamw.weights));
   SmallNet untrained;
-  EXPECT_FALSE(identical(adafactor.weights, weights_of(untrained)));
+  EXPECT_FALSE(identical(adafactor.weights, accelerate::testing::weights_of(*untrained)));
 }
 
 TEST(TrainerOptim, UnknownOptimAndMisplacedOptimArgsAreOneLineErrors) {

@@ -18,6 +18,7 @@
 #include "accelerate/trainer.h"
 #include "support/temp_dir.h"
 #include "support/thread_ranks.h"
+#include "trainer/tiny_mlp.h"
 
 namespace trainer_test {
 
@@ -68,21 +69,10 @@ TrainingArguments base_args(const std::string& output_dir) {
       .seed(5);
 }
 
-using Params = std::vector<at::Tensor>;
+using Params = accelerate::testing::Weights;
+using accelerate::testing::identical;
 
-Params rank0_params(Net& model) {
-  Params out;
-  for (const auto& p : model->parameters()) out.push_back(p.detach().clone());
-  return out;
-}
-
-bool same(const Params& a, const Params& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (!torch::equal(a[i], b[i])) return false;
-  }
-  return true;
-}
+Params rank0_params(Net& model) { return accelerate::testing::weights_of(*model); }
 
 // Runs `body(comm)` on 2 thread ranks and returns rank 0's result.
 template <class Body>
@@ -156,9 +146,9 @@ TEST(Trainer, TrainsAsTheHandWrittenLoopItStandsFor) {
     }
     return rank0_params(model);
   });
-  EXPECT_TRUE(same(by_trainer, by_hand));
+  EXPECT_TRUE(identical(by_trainer, by_hand));
   Net untrained;
-  EXPECT_FALSE(same(by_trainer, rank0_params(untrained)));
+  EXPECT_FALSE(identical(by_trainer, rank0_params(untrained)));
 }
 
 TEST(Trainer, AdamWDoesNotDecayBiasesAndLayerNorm) {
@@ -256,7 +246,7 @@ TEST(Trainer, ResumingFromACheckpointEndsWhereTheUninterruptedRunEnds) {
         TrainingArguments(args).output_dir(resumed.path()).resume_from_checkpoint("latest"), comm,
         &counter);
   });
-  EXPECT_TRUE(same(uninterrupted, continued));
+  EXPECT_TRUE(identical(uninterrupted, continued));
   // It resumed: steps 4 to 8 only.
   EXPECT_EQ(counter.steps, 5);
   EXPECT_EQ(counter.first_step, 4);
@@ -266,7 +256,7 @@ TEST(Trainer, ResumingFromACheckpointEndsWhereTheUninterruptedRunEnds) {
     return train_with_trainer(
         TrainingArguments(args).output_dir(empty.path()).resume_from_checkpoint("latest"), comm);
   });
-  EXPECT_TRUE(same(uninterrupted, fresh));
+  EXPECT_TRUE(identical(uninterrupted, fresh));
 }
 
 Params train_with_options(const TrainingArguments& args, accelerate::AcceleratorOptions options,
@@ -321,7 +311,7 @@ TEST(Trainer, ModelInitTrainsAsAModelBuiltBeforehandAlsoBuiltEmptyUnderFullShard
   };
   const Params built = on_two_ranks([&](auto comm) { return train_with_trainer(args, comm); });
   const Params initialised = on_two_ranks([&](auto comm) { return with_init({}, comm); });
-  EXPECT_TRUE(same(initialised, built));
+  EXPECT_TRUE(identical(initialised, built));
   EXPECT_EQ(built_empty, std::vector<int>({0, 0}));
   const Params empty = on_two_ranks([&](auto comm) {
     // FULL_SHARD without units (NO_WRAP): Net calls its layers directly.
@@ -344,8 +334,8 @@ TEST(Trainer, Bf16TrainsAndDiffersFromFp32) {
   const Params bf16 = on_two_ranks(
       [&](auto comm) { return train_with_trainer(base_args(dir.path()).bf16(true), comm); });
   Net untrained;
-  EXPECT_FALSE(same(bf16, fp32));
-  EXPECT_FALSE(same(bf16, rank0_params(untrained)));
+  EXPECT_FALSE(identical(bf16, fp32));
+  EXPECT_FALSE(identical(bf16, rank0_params(untrained)));
   for (std::size_t i = 0; i < fp32.size(); ++i) {
     EXPECT_TRUE(torch::allclose(bf16[i], fp32[i], 0.05, 0.05)) << "parameter " << i;
   }
