@@ -24,9 +24,10 @@ import os
 import sys
 
 import torch
-import transformers
 from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification, BertModel
+
+from reference_models import gradients, spread_and_save, write_versions
 
 VARIANTS = {
     # name: (class, num_labels, hidden_act, max_shard_size)
@@ -83,17 +84,8 @@ def make(out):
         config = tiny_config(num_labels, act)
         config._attn_implementation = "eager"
         model = cls(config)
-        # Larger weights than transformers' 0.02 init, norms away from 1, so
-        # a mistake moves the outputs well above rounding.
-        with torch.no_grad():
-            for pname, p in model.named_parameters():
-                if pname.endswith("LayerNorm.weight"):
-                    p.copy_(1.0 + 0.2 * torch.randn_like(p))
-                else:
-                    p.normal_(0.0, 0.15)
         folder = os.path.join(out, name)
-        kwargs = {"max_shard_size": shard} if shard else {}
-        model.save_pretrained(os.path.join(folder, "model"), **kwargs)
+        spread_and_save(model, folder, shard, "LayerNorm.weight")
 
         generator = torch.Generator().manual_seed(77 + index)
         ids, mask, types = inputs(generator, config.vocab_size)
@@ -116,17 +108,14 @@ def make(out):
                 logits=outputs.logits.detach().contiguous(),
                 loss=outputs.loss.detach().reshape(1),
             )
-            for pname, p in model.named_parameters():
-                if p.grad is not None:
-                    tensors["grad." + pname] = p.grad.contiguous()
+            tensors.update(gradients(model))
             base = model.bert(input_ids=ids, attention_mask=mask, token_type_ids=types)
         tensors["last_hidden_state"] = base.last_hidden_state.detach().contiguous()
         tensors["pooler_output"] = base.pooler_output.detach().contiguous()
         with open(os.path.join(folder, "problem_type.txt"), "w") as f:
             f.write(str(model.config.problem_type))
         save_file(tensors, os.path.join(folder, "reference.safetensors"))
-    with open(os.path.join(out, "versions.json"), "w") as f:
-        json.dump({"transformers": transformers.__version__, "torch": torch.__version__}, f)
+    write_versions(out)
 
 
 def outputs(model_dir, inputs_file, out_file):

@@ -11,14 +11,14 @@ transformers computes with them, for the C++ tests to compare against.
 
 Runs under the venv of scripts/install-reference-python.sh, on the CPU.
 """
-import json
 import os
 import sys
 
 import torch
-import transformers
 from safetensors.torch import load_file, save_file
 from transformers import LlamaConfig, LlamaForCausalLM
+
+from reference_models import gradients, spread_and_save, write_versions
 
 # Three bands of Llama 3.1's rope for head_dim 16 and theta 5e5: wavelengths
 # 6.3 (< 64/4: kept), 32.5 (between: blended), 168 and up (> 64/1: slowed).
@@ -63,17 +63,8 @@ def make(out):
         config = tiny_config(tied, rope, biases)
         config._attn_implementation = "eager"
         model = LlamaForCausalLM(config)
-        # Larger weights than transformers' 0.02 init, norms away from 1, so
-        # a mistake moves the logits well above rounding.
-        with torch.no_grad():
-            for pname, p in model.named_parameters():
-                if pname.endswith("norm.weight"):
-                    p.copy_(1.0 + 0.2 * torch.randn_like(p))
-                else:
-                    p.normal_(0.0, 0.15)
         folder = os.path.join(out, name)
-        kwargs = {"max_shard_size": shard} if shard else {}
-        model.save_pretrained(os.path.join(folder, "model"), **kwargs)
+        spread_and_save(model, folder, shard, "norm.weight")
 
         generator = torch.Generator().manual_seed(99 + index)
         ids = torch.randint(0, config.vocab_size, (2, 12), generator=generator)
@@ -89,11 +80,9 @@ def make(out):
             "logits": outputs.logits.detach().contiguous(),
             "loss": outputs.loss.detach().reshape(1),
         }
-        for pname, p in model.named_parameters():
-            tensors["grad." + pname] = p.grad.contiguous()
+        tensors.update(gradients(model))
         save_file(tensors, os.path.join(folder, "reference.safetensors"))
-    with open(os.path.join(out, "versions.json"), "w") as f:
-        json.dump({"transformers": transformers.__version__, "torch": torch.__version__}, f)
+    write_versions(out)
 
 
 def logits(model_dir, ids_file, out_file):

@@ -36,9 +36,11 @@ namespace {
 
 std::string make_reference_folder(const std::string& script) {
   // Remade when the script, the interpreter or the pinned versions change.
-  std::ifstream source(script), pins(REFERENCE_REQUIREMENTS);
+  // (and the helpers the scripts import, tests/models/reference_models.py).
+  std::ifstream source(script), pins(REFERENCE_REQUIREMENTS),
+      helpers((fs::path(script).parent_path() / "reference_models.py").string());
   std::ostringstream text;
-  text << source.rdbuf() << pins.rdbuf() << reference_interpreter();
+  text << source.rdbuf() << pins.rdbuf() << helpers.rdbuf() << reference_interpreter();
   const char* bin = std::getenv("ACCELERATE_TEST_BIN_DIR");
   const fs::path root = fs::path(bin ? bin : fs::temp_directory_path().string()) /
                         "models-reference" / fs::path(script).stem();
