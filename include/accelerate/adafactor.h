@@ -70,8 +70,8 @@ class Adafactor : public torch::optim::Optimizer {
   // Throws accelerate::ConfigError for lr with relative_step, or
   // warmup_init without relative_step (transformers' ValueErrors).
   explicit Adafactor(std::vector<torch::optim::OptimizerParamGroup> param_groups,
-                     AdafactorOptions defaults = {});
-  explicit Adafactor(std::vector<at::Tensor> params, AdafactorOptions defaults = {})
+                     AdafactorOptions defaults = AdafactorOptions());
+  explicit Adafactor(std::vector<at::Tensor> params, AdafactorOptions defaults = AdafactorOptions())
       : Adafactor({torch::optim::OptimizerParamGroup(std::move(params))}, std::move(defaults)) {}
 
   at::Tensor step(LossClosure closure = nullptr) override;
