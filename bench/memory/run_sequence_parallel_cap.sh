@@ -20,8 +20,8 @@ cap=$((cap_mib * 1048576))
 
 peak_of() {  # peak_of SP T: the largest rank's peak bytes
   "$cli" launch --cpu --num_processes "$1" --main_process_port 0 --use_parallelism_config \
-    --parallelism_config_sp_size "$1" "$bench" --seq_len "$2" 2>/dev/null |
-    awk '/^preset/ {for (i = 1; i < NF; i++) if ($i == "peak") print $(i + 1)}'
+    --parallelism_config_sp_size "$1" "$bench" --seq_len "$2" 2>/dev/null | grep -o "preset .*" |
+    awk '{for (i = 1; i < NF; i++) if ($i == "peak") print $(i + 1)}'
 }
 
 longest() {  # longest SP: the longest T within the cap
