@@ -32,14 +32,11 @@ Communicator& group_in(AutogradContext* ctx) {
 }
 
 // Row r of `send` ([sp, ...], contiguous) to rank r of the group; the rows
-// received, in rank order. Nothing is summed, so 16-bit floats travel as
-// their bits (Gloo has no bf16 type).
+// received, in rank order (any dtype: the Communicator moves the bytes).
 at::Tensor all_to_all_rows(const at::Tensor& send, Communicator& group, const char* what) {
-  const bool reinterpret = send.scalar_type() == at::kBFloat16 || send.scalar_type() == at::kHalf;
-  at::Tensor wire = reinterpret ? send.view(at::kShort) : send;
-  at::Tensor receive = at::empty_like(wire);
-  group.all_to_all_async(wire, receive, what).wait();
-  return reinterpret ? receive.view(send.scalar_type()) : receive;
+  at::Tensor receive = at::empty_like(send);
+  group.all_to_all_async(send, receive, what).wait();
+  return receive;
 }
 
 void require_attention_rank(const at::Tensor& x, const char* what) {

@@ -99,14 +99,7 @@ const char* to_string(SchedulerType type) {
   return detail::enum_name(kSchedulerTypeNames, type, "?");
 }
 
-std::string scheduler_type_names() {
-  std::string names;
-  for (const auto& entry : kSchedulerTypeNames) {
-    if (!names.empty()) names += ", ";
-    names += entry.name;
-  }
-  return names;
-}
+std::string scheduler_type_names() { return detail::joined_names(kSchedulerTypeNames); }
 
 std::optional<WsdShape> parse_wsd_shape(std::string_view text) {
   return detail::parse_enum(kWsdShapeNames, text, detail::NameCase::kExact);

@@ -34,10 +34,7 @@ std::optional<OptimizerName> parse_optimizer_name(const std::string& text) {
 
 OptimizerName require_optimizer_name(const std::string& text) {
   if (auto name = parse_optimizer_name(text)) return *name;
-  std::string valid;
-  for (const auto& entry : kOptimizerNames)
-    valid += (valid.empty() ? "" : ", ") + std::string(entry.name);
-  throw ConfigError("optim '" + text + "' is not one of: " + valid);
+  throw ConfigError("optim '" + text + "' is not one of: " + detail::joined_names(kOptimizerNames));
 }
 
 const char* to_string(OptimizerName name) { return detail::enum_name(kOptimizerNames, name, "?"); }

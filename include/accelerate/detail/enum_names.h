@@ -17,6 +17,7 @@
 #include <array>
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace accelerate::detail {
@@ -110,6 +111,18 @@ constexpr bool names_are_distinct(const EnumName<E> (&names)[N]) {
     }
   }
   return true;
+}
+
+// The names, in table order, joined by ", ": what error messages list as
+// the valid values.
+template <class E, std::size_t N>
+std::string joined_names(const EnumName<E> (&names)[N]) {
+  std::string joined;
+  for (const EnumName<E>& row : names) {
+    if (!joined.empty()) joined += ", ";
+    joined += row.name;
+  }
+  return joined;
 }
 
 }  // namespace accelerate::detail
