@@ -111,6 +111,19 @@ int main() {
 }
 ]] ACCELERATE_COMPAT_HAS_SDPA)
 
+# 2.x: a process group can be shut down explicitly (Backend::shutdown, what
+# Python's destroy_process_group calls). ProcessGroupNCCL warns at exit when
+# it was not, and NCCL's communicators are then torn down only by the
+# destructor's fallback.
+check_cxx_source_compiles([[
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+int main() {
+  c10d::Backend* backend = nullptr;
+  if (backend) backend->shutdown();
+  return 0;
+}
+]] ACCELERATE_COMPAT_BACKEND_SHUTDOWN)
+
 # c10::Allocator::allocate: const in 1.x, not in 2.x (the memory benches'
 # counting allocator overrides it).
 check_cxx_source_compiles([[
@@ -164,7 +177,7 @@ foreach(_probe ACCELERATE_COMPAT_BACKEND_BASE ACCELERATE_COMPAT_TCPSTORE_USE_LIB
                ACCELERATE_COMPAT_DEVICE_AUTOCAST ACCELERATE_COMPAT_OPTIM_STATE_POINTER_KEY
                ACCELERATE_COMPAT_HAS_NCCL ACCELERATE_COMPAT_HAS_CUDA_ALLOCATOR
                ACCELERATE_COMPAT_HAS_SDPA ACCELERATE_COMPAT_ALLOCATOR_CONST_ALLOCATE
-               ACCELERATE_COMPAT_ALLOCATOR_COPY_DATA)
+               ACCELERATE_COMPAT_ALLOCATOR_COPY_DATA ACCELERATE_COMPAT_BACKEND_SHUTDOWN)
   if(${_probe})
     set(${_probe} 1)
   else()

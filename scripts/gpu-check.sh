@@ -169,6 +169,10 @@ step build 300 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" || t
 if [[ -x "$build/tests/gpu/gpu_test" ]]; then
   step gpu-tests 120 "$build/tests/gpu/gpu_test" || true
   grep -E '^\[  (PASSED|FAILED|SKIPPED) \]' "$build/gpu-tests.log" | tee -a "$summary"
+  # LibTorch 2.x warns at exit about NCCL groups never shut down; ours are.
+  if grep -q 'destroy_process_group() was not called' "$build/gpu-tests.log"; then
+    say "gpu-tests: FAILED: an NCCL group was destroyed without shutdown (warning in $build/gpu-tests.log)"
+  fi
 else
   say "gpu-tests: SKIPPED (not built)"
 fi

@@ -54,5 +54,13 @@ c10::intrusive_ptr<Backend> make_nccl(const c10::intrusive_ptr<c10d::Store>& sto
 #endif
 }
 
+void shutdown(Backend& backend) {
+#if ACCELERATE_COMPAT_BACKEND_SHUTDOWN
+  backend.shutdown();
+#else
+  (void)backend;
+#endif
+}
+
 }  // namespace compat
 }  // namespace accelerate

@@ -48,5 +48,11 @@ c10::intrusive_ptr<Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& sto
 c10::intrusive_ptr<Backend> make_nccl(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                       int world_size, std::chrono::milliseconds timeout);
 
+// Tears down `backend`'s communicators now, as Python's
+// destroy_process_group does (Backend::shutdown, 2.x). Without it 2.x's
+// ProcessGroupNCCL warns at destruction that it was never shut down; 1.13
+// has no such call and frees everything in its destructor.
+void shutdown(Backend& backend);
+
 }  // namespace compat
 }  // namespace accelerate

@@ -210,6 +210,16 @@ c10::intrusive_ptr<c10d::Store> connect_store(const JobState& job) {
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Communicator::~Communicator() = default;
 
+Communicator::Impl::~Impl() {
+  if (!nccl) return;
+  // A destructor must not throw: an NCCL group already broken (a peer gone)
+  // can fail its shutdown, and then its own destructor's fallback frees it.
+  try {
+    compat::shutdown(*nccl);
+  } catch (const std::exception&) {
+  }
+}
+
 std::shared_ptr<Communicator> Communicator::connect(const JobState& job) {
   if (job.world_size == 1) {
     return std::shared_ptr<Communicator>(

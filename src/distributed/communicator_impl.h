@@ -85,6 +85,10 @@ struct Communicator::Impl {
   std::shared_ptr<detail::TrafficLedger> ledger;
   std::shared_ptr<detail::GroupCounters> traffic;
 
+  // Shuts NCCL down explicitly (compat::shutdown), as Python's
+  // destroy_process_group would.
+  ~Impl();
+
   bool single() const { return job.world_size == 1; }
 
   bool sums_in_shared_memory(const at::Tensor& tensor) const {

@@ -166,6 +166,7 @@ TEST(NcclCommunicator, OneRankNcclGroupInitialisesAndReturnsItsInput) {
   std::vector<at::Tensor> inputs{values.clone()};
   nccl->allgather(outputs, inputs)->wait();
   EXPECT_TRUE(at::equal(outputs[0][0].cpu(), values.cpu()));
+  accelerate::compat::shutdown(*nccl);  // as the Communicator does (nccl_shutdown_test)
   nccl.reset();
   ::unlink(path.c_str());
 }
