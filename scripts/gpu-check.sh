@@ -10,8 +10,8 @@
 #      ms/step, skipped steps),
 #   3. times the GPT example in bf16 against bench/gpt/gpt_twin.py on the same
 #      GPU in the same run (tokens/s and their ratio),
-#   4. ZeRO-3 with CPU offload against no offload (needs 2 GPUs: ZeRO on CUDA
-#      runs over NCCL, one GPU per process),
+#   4. ZeRO-3 with CPU offload against no offload: over NCCL with 2 GPUs; on
+#      one GPU, the GPT example offloaded against its plain run,
 # writing one summary file, and stops by itself before its time budget
 # (GPU_CHECK_BUDGET seconds, default 510: inside the device tool's 9 minutes).
 # Steps that do not fit in the time left, or cannot run here, are printed as
@@ -215,12 +215,26 @@ else
   say "gpt: SKIPPED (example not built or data/brown not carried)"
 fi
 
-# ---- 4. ZeRO-3 with CPU offload ---------------------------------------------------
-if ((gpus < 2)); then
-  say "zero3-offload: SKIPPED (needs 2 GPUs: ZeRO on CUDA runs over NCCL, one GPU per process; this machine has $gpus)"
-else
+# ---- 4. ZeRO-3 with CPU offload -------------------------------------------------
+# Two GPUs: the sharded offload tests over NCCL. One GPU: ZeRO-Offload as a
+# single GPU uses it (its one process's shards are whole buckets): the GPT
+# example at stage 3 with parameters and optimizer in host memory, against
+# the plain bf16 run of step 3 (eval loss, tokens/s).
+if ((gpus >= 2)); then
   step zero3-offload 120 "$build/tests/gpu/gpu_test" --gtest_filter='*Zero*:*Offload*' || true
   grep -E '^\[  (PASSED|FAILED|SKIPPED) \]' "$build/zero3-offload.log" | tee -a "$summary"
+else
+  say "zero3-offload: sharded over NCCL SKIPPED (needs 2 GPUs; this machine has $gpus); one-GPU offload tests ran in gpu-tests"
+fi
+if [[ -n "${cpp_tps:-}" ]] &&
+   step gpt-zero3-offload 120 env ACCELERATE_USE_DEEPSPEED=true ACCELERATE_DEEPSPEED_ZERO_STAGE=3 \
+     ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE=cpu ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE=cpu \
+     "$build/examples/gpt" "${common[@]}" --max_steps 60 --logging_steps 1 --bf16; then
+  offload_tps=$(awk '/^step [0-9]+: tokens\/s / { k = $2 + 0; if (k > 10) { s += $4; c++ } }
+                     END { if (c) printf "%.0f", s / c }' "$build/gpt-zero3-offload.log")
+  loss_of() { grep -o "'eval_loss': [0-9.]*" "$1" | tail -n1 | cut -d' ' -f2; }
+  say "  gpt bf16 ZeRO-3, parameters and optimizer offloaded: ${offload_tps:-?} tokens/s (no offload: $cpp_tps);" \
+      "eval_loss $(loss_of "$build/gpt-zero3-offload.log") (no offload: $(loss_of "$build/gpt-cpp.log"))"
 fi
 
 say "gpu-check: done in $SECONDS s; summary in $summary"

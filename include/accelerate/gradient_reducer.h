@@ -199,6 +199,9 @@ class GradientReducer {
   // reduce-scattered) goes through detail::ShardedGradients
   // (src/parallel/sharded_gradients.h), not through programs.
   friend struct detail::ShardedGradients;
+  // The constructor's second half: checks every process registered the same
+  // parameters, then hooks each one's gradient accumulator.
+  void install_hooks();
   // kSharded: how one bucket's reduce-scatter runs: `shard` (fp32) gets the
   // sum over `communicator`'s processes of row rank() of each one's
   // `buffer`. Unset: the Communicator's reduce_scatter_sum_async.
@@ -240,6 +243,11 @@ class GradientReducer {
   // bucket's gradients are computed (default true). false waits for each as
   // it launches: one bucket buffer alive at a time, communication exposed.
   void set_overlap_reduce_scatter(bool overlap);
+  // ZeRO offloading in a job of one process: the reducer works as in a job
+  // of many (hooks, buckets, shards that are whole buckets), though it has
+  // nobody to reduce with, because the offloaded optimizer steps the
+  // buckets' gradients. A reducer of one process is otherwise inert.
+  void reduce_alone();
   // kSharded, hybrid sharding (before the first backward): `replicas` joins
   // this process with those holding the same shard in the other groups of
   // the job. After each bucket's reduce-scatter in this reducer's group, its

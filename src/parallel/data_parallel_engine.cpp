@@ -3,6 +3,7 @@
 #include <torch/nn/module.h>
 
 #include "accelerate/errors.h"
+#include "parallel/sharded_gradients.h"
 
 namespace accelerate {
 
@@ -24,11 +25,13 @@ void DataParallelEngine::prepare_model(torch::nn::Module& module,
   add_model(module, /*broadcast_state=*/true);
 }
 
-GradientReducer* DataParallelEngine::add_model(torch::nn::Module& module, bool broadcast_state) {
-  if (!communicator_->job().is_distributed()) return nullptr;
+GradientReducer* DataParallelEngine::add_model(torch::nn::Module& module, bool broadcast_state,
+                                               bool even_alone) {
+  if (!communicator_->job().is_distributed() && !even_alone) return nullptr;
   // Every process starts from process 0's weights; then gradients keep them equal.
   if (broadcast_state) broadcast_module_state(*communicator_, module, /*include_buffers=*/true);
   models_.push_back({&module, GradientReducer::for_module(communicator_, module, options_)});
+  if (even_alone) detail::ShardedGradients::reduce_alone(*models_.back().reducer);
   return models_.back().reducer.get();
 }
 

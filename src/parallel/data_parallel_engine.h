@@ -31,8 +31,11 @@ class DataParallelEngine : public ParallelEngine {
 
   // For engines built on data parallelism (ZeRO's gradients travel through
   // the same reducers): gives `module` a reducer, after making its state
-  // process 0's when `broadcast_state`. Null in a job of one process.
-  GradientReducer* add_model(torch::nn::Module& module, bool broadcast_state);
+  // process 0's when `broadcast_state`. Null in a job of one process, unless
+  // `even_alone`: ZeRO offloading on one process keeps its buckets (whole,
+  // as one rank's shards) in host memory, so it needs the reducer's buckets.
+  GradientReducer* add_model(torch::nn::Module& module, bool broadcast_state,
+                             bool even_alone = false);
   const std::shared_ptr<Communicator>& communicator() const { return communicator_; }
 
  private:

@@ -136,7 +136,19 @@ GradientReducer::GradientReducer(std::shared_ptr<Communicator> communicator,
   s.used_since_sync.assign(s.parameters.size(), 0);
   s.reset_step();
   if (!s.distributed()) return;
+  install_hooks();
+}
 
+void GradientReducer::reduce_alone() {
+  State& s = *state_;
+  if (s.distributed()) return;
+  s.alone_but_active = true;
+  install_hooks();
+}
+
+void GradientReducer::install_hooks() {
+  State& s = *state_;
+  const Communicator& comm = *s.communicator;
   const std::string mine = parameter_signature(s.parameters);
   const auto everyone = s.communicator->all_gather_bytes(mine);
   for (std::size_t r = 0; r < everyone.size(); ++r) {

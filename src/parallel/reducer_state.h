@@ -78,7 +78,10 @@ struct GradientReducer::State {
   GradientSyncStats stats GUARDED_BY(mutex);
   int unused_warnings GUARDED_BY(mutex) = 0;
 
-  bool distributed() const { return communicator->world_size() > 1; }
+  // Set before any hook exists (GradientReducer::reduce_alone), then read only.
+  bool alone_but_active = false;
+  // Whether the reducer acts: more than one process, or ZeRO offload alone.
+  bool distributed() const { return communicator->world_size() > 1 || alone_but_active; }
   // A parameter's slice of its bucket buffer, shaped like the parameter.
   at::Tensor bucket_view(std::size_t parameter_index) REQUIRES(mutex);
   void mark_ready(std::size_t parameter_index) REQUIRES(mutex);

@@ -46,6 +46,8 @@ struct ShardedGradients {
   }
   // false: each bucket's reduce-scatter finishes before the next bucket's
   // gradients are computed (one bucket buffer alive at a time).
+  // One process offloading: the reducer acts though it has nobody to reduce with.
+  static void reduce_alone(GradientReducer& reducer) { reducer.reduce_alone(); }
   static void set_overlap_reduce_scatter(GradientReducer& reducer, bool overlap) {
     reducer.set_overlap_reduce_scatter(overlap);
   }

@@ -167,8 +167,11 @@ ShardedEngine::ShardedEngine(std::shared_ptr<Communicator> communicator, Shardin
 ShardedEngine::~ShardedEngine() = default;
 
 bool ShardedEngine::shards_anything() const {
+  // One process has nothing to shard, unless it offloads: then its "shards"
+  // are whole buckets kept in host memory.
   return settings_.stage != ZeroStage::kDataParallel &&
-         replicas_.communicator()->job().is_distributed();
+         (replicas_.communicator()->job().is_distributed() || settings_.offload.parameters ||
+          settings_.offload.optimizer);
 }
 
 EmptyWeightsGuard ShardedEngine::zero3_init() {
@@ -213,7 +216,7 @@ void ShardedEngine::prepare_model(torch::nn::Module& module,
                  "unit_forward)\n";
   }
   if (placement) module.to(*placement);
-  if (!distributed) return;
+  if (!distributed && !shards_anything()) return;
   if (shards_anything()) refuse_optimizers_holding(prepared_optimizers_, module);
   if (groups_.replicas) {
     // Every process starts from the main process's weights and buffers,
@@ -228,7 +231,8 @@ void ShardedEngine::prepare_model(torch::nn::Module& module,
   const bool stage3 = settings_.stage == ZeroStage::kParameters;
   const bool spread_in_group = !groups_.replicas;  // else broadcast over the job above
   GradientReducer* reducer =
-      replicas_.add_model(module, /*broadcast_state=*/!stage3 && spread_in_group);
+      replicas_.add_model(module, /*broadcast_state=*/!stage3 && spread_in_group,
+                          /*even_alone=*/shards_anything());
   if (stage3 && spread_in_group)
     broadcast_unbucketed_state(*replicas_.communicator(), module, *reducer);
   if (shards_anything()) shard_model(module, *reducer, /*units_start_free=*/built_empty);

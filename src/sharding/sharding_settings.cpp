@@ -41,7 +41,9 @@ Offload offload_for(const DeepSpeedPlugin& plugin,
       plugin.offload_optimizer_device() == OffloadDevice::kCpu || fsdp_offload;
   const bool copies = job.device.is_cuda() || settings::kOffloadOnCpuJob.read_or_default(env);
   Offload offload;
-  if (copies && job.is_distributed() && stage > 0) {
+  // One process offloads too (its shards are the whole buckets): that is how
+  // a model whose optimizer state or weights exceed one GPU trains on it.
+  if (copies && stage > 0) {
     offload.parameters = offload_parameters;
     offload.optimizer = offload_optimizer;
   }
@@ -64,12 +66,10 @@ Offload offload_for(const DeepSpeedPlugin& plugin,
     std::cerr << "accelerate: note: " << requested
               << " changes nothing in a CPU-only job: the parameters and the optimizer state "
                  "are in CPU memory already\n";
-  } else if (!job.is_distributed() || stage == 0) {
-    std::cerr << "accelerate: note: " << requested << " needs ZeRO's shards, which "
-              << (stage == 0 ? "stage 0 (data parallelism) does not make"
-                             : "a job of one process does not make (it trains as data "
-                               "parallelism)")
-              << ": nothing is offloaded\n";
+  } else if (stage == 0) {
+    std::cerr << "accelerate: note: " << requested
+              << " needs ZeRO's shards, which stage 0 (data parallelism) does not make: nothing "
+                 "is offloaded\n";
   } else {
     if (!job.device.is_cuda()) {
       std::cerr << "accelerate: note: " << requested << " with "

@@ -13,10 +13,11 @@
 // kernels, so AdamW can differ in the last bits from step to step; it is
 // held to a tolerance.
 //
-// ZeRO needs shards, so at least two processes: a job of one process
-// offloads nothing (the library says so in a note; zero_offload_test checks
-// it), and ZeRO on CUDA needs NCCL (ModelShards refuses CUDA buckets staged
-// through the host). Hence two GPUs, or a skip.
+// Sharding proper needs two GPUs (ZeRO on CUDA runs over NCCL, one GPU per
+// process; ModelShards refuses CUDA buckets staged through the host), or a
+// skip. One GPU offloads too (ZeRO-Offload's main use: a model whose
+// optimizer state or weights do not fit on the GPU): its one process's
+// shards are whole buckets, and no collective runs.
 #include <torch/torch.h>
 
 #include <gtest/gtest.h>
@@ -87,9 +88,13 @@ std::vector<at::Tensor> train(std::shared_ptr<Communicator> comm, const Recipe& 
                                          torch::optim::AdamWOptions(0.01).weight_decay(0.05));
 }
 
-std::vector<std::vector<at::Tensor>> train_on_every_gpu(const Recipe& recipe) {
+std::vector<std::vector<at::Tensor>> train_on_gpus(int gpus, const Recipe& recipe) {
   return accelerate::testing::on_each_cuda_rank<std::vector<at::Tensor>>(
-      cuda_device_count(), [&](std::shared_ptr<Communicator> comm) { return train(comm, recipe); });
+      gpus, [&](std::shared_ptr<Communicator> comm) { return train(comm, recipe); });
+}
+
+std::vector<std::vector<at::Tensor>> train_on_every_gpu(const Recipe& recipe) {
+  return train_on_gpus(cuda_device_count(), recipe);
 }
 
 // `tolerance` 0: bitwise.
@@ -149,6 +154,34 @@ TEST(CudaZeroOffload, AdamWOffloadStaysWithinRoundingOfTheGpuStep) {
   const auto on_gpu = train_on_every_gpu(recipe);
   recipe.offload = Offload::kOptimizer;
   expect_same(train_on_every_gpu(recipe), on_gpu, 1e-4);
+}
+
+TEST(CudaZeroOffload, OneGpuOffloadTrainsBitwiseAsWithout) {
+  ACCELERATE_GPU_REQUIRE_CUDA();
+  Recipe recipe;
+  recipe.stage = 1;
+  const auto on_gpu = train_on_gpus(1, recipe);
+  for (int stage : {1, 2, 3}) {
+    SCOPED_TRACE("optimizer offload, stage " + std::to_string(stage));
+    recipe.stage = stage;
+    recipe.offload = Offload::kOptimizer;
+    expect_same(train_on_gpus(1, recipe), on_gpu, 0);
+  }
+  SCOPED_TRACE("parameter offload, stage 3");
+  recipe.stage = 3;
+  recipe.offload = Offload::kParameters;
+  expect_same(train_on_gpus(1, recipe), on_gpu, 0);
+}
+
+// 16 AdamW steps on one GPU (two epochs of 8 batches), stepped on the CPU or on the GPU (FMA rounding).
+TEST(CudaZeroOffload, OneGpuAdamWOffloadStaysWithinRoundingOfTheGpuStep) {
+  ACCELERATE_GPU_REQUIRE_CUDA();
+  Recipe recipe;
+  recipe.step = Step::kAdamW;
+  recipe.stage = 3;
+  const auto on_gpu = train_on_gpus(1, recipe);
+  recipe.offload = Offload::kParameters;
+  expect_same(train_on_gpus(1, recipe), on_gpu, 1e-4);
 }
 
 // Where the host copies live: pinned memory, since the shards are on CUDA
