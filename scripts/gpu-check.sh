@@ -190,27 +190,37 @@ else
 fi
 
 # ---- 3. GPT bf16: the C++ example against its Python twin on the same GPU ---------
+# At 16 sequences per step (the CPU benches' batch), then 64, where the GPU
+# is busier and per-step overheads weigh less. Sets cpp_tps (batch 16).
+gpt_pair() {
+  local batch=$1 suffix=$2 tps py
+  common=(--preset small --vocab_size 8192 --per_device_train_batch_size "$batch"
+          --per_device_eval_batch_size 16 --warmup_steps 10 --eval_strategy no --save_strategy no
+          --max_eval_samples 128 --output_dir "$gpt_dir/out" --data_dir "$gpt_dir/data")
+  step "gpt-cpp$suffix" 120 "$build/examples/gpt" "${common[@]}" --max_steps 60 --logging_steps 1 --bf16 ||
+    return 1
+  tps=$(awk '/^step [0-9]+: tokens\/s / { k = $2 + 0; if (k > 10) { s += $4; c++ } }
+             END { if (c) printf "%.0f", s / c }' "$build/gpt-cpp$suffix.log")
+  [[ -z "$suffix" ]] && cpp_tps=$tps
+  train_tokens=$(ls "$gpt_dir"/data/cache/train.txt-*.tokens 2>/dev/null | head -n1)
+  eval_tokens=$(ls "$gpt_dir"/data/cache/validation.txt-*.tokens 2>/dev/null | head -n1)
+  say "  gpt C++ bf16, batch $batch: ${tps:-?} tokens/s (mean of steps 11-60)"
+  [[ -n "$train_tokens" ]] || return 0
+  step "gpt-python$suffix" 120 "$python" bench/gpt/gpt_twin.py --train "$train_tokens" \
+    --validation "$eval_tokens" --preset small --device cuda --bf16 --max_steps 60 --skip 10 \
+    --batch_size "$batch" --warmup_steps 10 --max_eval_samples 128 || return 0
+  py=$(sed -nE 's/^result .*tokens_per_s=([0-9.]+).*/\1/p' "$build/gpt-python$suffix.log")
+  say "  gpt Python twin bf16, batch $batch: ${py:-?} tokens/s; C++/Python $(awk -v a="${tps:-0}" -v b="${py:-0}" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "?" }')"
+}
 if [[ -x "$build/examples/gpt" && -f data/brown/train.txt ]]; then
   gpt_dir=$build/gpt-run
   mkdir -p "$gpt_dir/data" "$gpt_dir/out"
   for f in train.txt validation.txt; do ln -sf "$repo_root/data/brown/$f" "$gpt_dir/data/$f"; done
-  common=(--preset small --vocab_size 8192 --per_device_train_batch_size 16 --per_device_eval_batch_size 16
-          --warmup_steps 10 --eval_strategy no --save_strategy no --max_eval_samples 128
-          --output_dir "$gpt_dir/out" --data_dir "$gpt_dir/data")
-  if step gpt-cpp 120 "$build/examples/gpt" "${common[@]}" --max_steps 60 --logging_steps 1 --bf16; then
-    cpp_tps=$(awk '/^step [0-9]+: tokens\/s / { k = $2 + 0; if (k > 10) { s += $4; c++ } }
-                   END { if (c) printf "%.0f", s / c }' "$build/gpt-cpp.log")
-    train_tokens=$(ls "$gpt_dir"/data/cache/train.txt-*.tokens 2>/dev/null | head -n1)
-    eval_tokens=$(ls "$gpt_dir"/data/cache/validation.txt-*.tokens 2>/dev/null | head -n1)
-    say "  gpt C++ bf16: ${cpp_tps:-?} tokens/s (mean of steps 11-60)"
-    if [[ -n "$train_tokens" ]] &&
-       step gpt-python 120 "$python" bench/gpt/gpt_twin.py --train "$train_tokens" --validation "$eval_tokens" \
-         --preset small --device cuda --bf16 --max_steps 60 --skip 10 --batch_size 16 --warmup_steps 10 \
-         --max_eval_samples 128; then
-      py_tps=$(sed -nE 's/^result .*tokens_per_s=([0-9.]+).*/\1/p' "$build/gpt-python.log")
-      say "  gpt Python twin bf16: ${py_tps:-?} tokens/s; C++/Python $(awk -v a="${cpp_tps:-0}" -v b="${py_tps:-0}" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "?" }')"
-    fi
-  fi
+  gpt_pair 16 "" && gpt_pair 64 -b64
+  # step 4 runs at batch 16
+  common=(--preset small --vocab_size 8192 --per_device_train_batch_size 16
+          --per_device_eval_batch_size 16 --warmup_steps 10 --eval_strategy no --save_strategy no
+          --max_eval_samples 128 --output_dir "$gpt_dir/out" --data_dir "$gpt_dir/data")
 else
   say "gpt: SKIPPED (example not built or data/brown not carried)"
 fi

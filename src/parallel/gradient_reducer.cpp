@@ -46,9 +46,14 @@ std::string first_difference(const std::string& mine, const std::string& theirs)
 }
 
 // A bucket's buffer lives where the backend can reduce it: CUDA buffers need
-// NCCL; without it they are staged in host memory and reduced by Gloo.
+// NCCL; without it they are staged in host memory and reduced by Gloo. One
+// process (a reducer acting alone, reduce_alone) reduces with nobody: its
+// buffers stay beside the parameters.
 c10::Device buffer_device_for(const Communicator& communicator, c10::Device parameter_device) {
-  if (parameter_device.is_cuda() && communicator.job().backend != Backend::kNccl) return c10::kCPU;
+  if (parameter_device.is_cuda() && communicator.world_size() > 1 &&
+      communicator.job().backend != Backend::kNccl) {
+    return c10::kCPU;
+  }
   return parameter_device;
 }
 
