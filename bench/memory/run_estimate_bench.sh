@@ -106,6 +106,9 @@ placement_rows() {
 placement_rows "$ranks" 1,2,3 optimizer 0
 placement_rows "$ranks" 3 param 0
 placement_rows "$ranks" 3 both 0
+# One process offloads too (its shards are whole buckets).
+placement_rows 1 1,2,3 optimizer 0
+placement_rows 1 3 both 0
 if ((hybrid_ranks > 0)); then
   placement_rows "$hybrid_ranks" 2,3 none "$hybrid_group"
   placement_rows "$hybrid_ranks" 2,3 both "$hybrid_group"

@@ -28,8 +28,13 @@ struct TrainingSetup {
   // The processes one shard is cut for: a node's (hybrid) or the job's.
   int shard_processes() const { return hybrid ? processes_per_node() : num_processes; }
   // What the engine runs: one process per shard group trains as data
-  // parallelism (nothing to shard, nothing offloaded).
-  int effective_stage() const { return shard_processes() > 1 ? zero_stage : 0; }
+  // parallelism (nothing to shard), except a job of one process that
+  // offloads: its shards are whole buckets (ZeRO-Offload on one GPU).
+  int effective_stage() const {
+    if (shard_processes() > 1) return zero_stage;
+    const bool alone_offloading = num_processes == 1 && (offload_optimizer || offload_param);
+    return alone_offloading ? zero_stage : 0;
+  }
 };
 
 // Bytes one process holds between steps, where they live.

@@ -88,7 +88,10 @@ std::string render_training_estimate(const TrainingReportInput& input) {
   std::string out = "Training memory per process (accelerate-cpp): " + setup_line(setup) + "\n";
   out += render_box_table(cells);
   if (setup.effective_stage() != setup.zero_stage) {
-    out += "One process per shard: trained as data parallelism (stage 0), nothing offloaded.\n";
+    out += setup.num_processes == 1
+               ? "One process without offloading: trained as data parallelism (stage 0).\n"
+               : "One process per shard: trained as data parallelism (stage 0), nothing "
+                 "offloaded.\n";
   }
   if (state.host() > 0) {
     out += "Host memory per node (" + plural(setup.processes_per_node(), "process", "processes") +

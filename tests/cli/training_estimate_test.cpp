@@ -94,6 +94,20 @@ TEST(ModelStateEstimate, HybridShardsOverOneNodesProcesses) {
   EXPECT_DOUBLE_EQ(model_state_per_process(kPsi, 0, single).host(), 0);
 }
 
+// A job of one process offloads (ZeRO-Offload on one GPU): its shards are
+// whole buckets, so the stage's formulas hold with N = 1; without
+// offloading it trains as data parallelism.
+TEST(ModelStateEstimate, AJobOfOneProcessOffloadsAtItsStage) {
+  TrainingSetup alone = setup_of(3, 1);
+  EXPECT_EQ(alone.effective_stage(), 0);
+  alone.offload_optimizer = true;
+  alone.offload_param = true;
+  EXPECT_EQ(alone.effective_stage(), 3);
+  const ModelStateBytes offloaded = model_state_per_process(kPsi, 0, alone);
+  EXPECT_GT(offloaded.host(), 0);
+  EXPECT_LT(offloaded.device(), 16 * kPsi);
+}
+
 TEST(ModelStateEstimate, StageThreeGathersTwoUnitsDuringAStep) {
   EXPECT_DOUBLE_EQ(gathered_unit_bytes(1000, setup_of(3, 4)), 2 * 4 * 1000);
   EXPECT_DOUBLE_EQ(gathered_unit_bytes(1000, setup_of(2, 4)), 0);
