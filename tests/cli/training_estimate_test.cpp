@@ -171,6 +171,58 @@ TEST(ActivationEstimate, CheckpointingHoldsLessAndScoresGrowWithTheSquareOfT) {
   EXPECT_LT(s2 / s1, 4.0);
 }
 
+// bench/memory/configs/llama-bench.json: L = 4, C = 256, H = 8, 4 key/value
+// heads, I = 688, V = 4096, untied; measured by transformer_activation_bench.
+TransformerShape llama_bench_shape() {
+  TransformerShape shape;
+  shape.family = TransformerFamily::kLlama;
+  shape.layers = 4, shape.hidden = 256, shape.heads = 8, shape.kv_heads = 4;
+  shape.intermediate = 688, shape.vocab = 4096, shape.positions = 4096;
+  shape.tied_embeddings = false, shape.attention_bias = false, shape.mlp_bias = false;
+  return shape;
+}
+
+TEST(ActivationEstimate, LlamaCountsEachRmsNormsNormalisedInputAndTheRotaryTables) {
+  const TransformerShape llama = llama_bench_shape();
+  for (double t : {256.0, 1024.0}) {
+    const double a = 4 * 2 * t * 256, kv = a / 2, i = 4 * 2 * t * 688, s = 4 * 2 * 8 * t * t;
+    const double m = t * t, st = 4 * 2 * t, l = 4 * 2 * t * 4096, rope = 2 * 4 * t * 32;
+    // Per block: two RMSNorms' outputs and normalised inputs, q twice,
+    // attention out, h, output (9a); k twice and v at key/value width, k
+    // and v repeated to every head; the SwiGLU's four; scores, mask, 1/rms.
+    const double block = 9 * a + 3 * kv + 2 * a + 4 * i + s + m + 2 * st;
+    const ActivationBytes plain = activation_bytes(llama, {static_cast<int64_t>(t), 2, false});
+    EXPECT_DOUBLE_EQ(plain.held, a + rope + 4 * block + 2 * a + st + l) << t;
+    const ActivationBytes ckpt = activation_bytes(llama, {static_cast<int64_t>(t), 2, true});
+    EXPECT_DOUBLE_EQ(ckpt.held, a + rope + 3 * a + a + 2 * a + st + l) << t;
+  }
+}
+
+// bench/memory/configs/bert-bench.json: L = 4, C = 256, H = 8, I = 1024, a
+// sequence classifier (the library's BERT head).
+TEST(ActivationEstimate, BertIsASequenceClassifierWithoutVocabularyLogits) {
+  TransformerShape bert;
+  bert.family = TransformerFamily::kBert;
+  bert.layers = 4, bert.hidden = 256, bert.heads = 8, bert.kv_heads = 8;
+  bert.intermediate = 1024, bert.vocab = 4096, bert.positions = 4096, bert.causal = false;
+  for (double t : {256.0, 1024.0}) {
+    const double a = 4 * 2 * t * 256, i = 4 * 2 * t * 1024, s = 4 * 2 * 8 * t * t;
+    const double st = 4 * 2 * t, pooled = 4 * 2 * 256;
+    const double block = 8 * a + 2 * i + s + 4 * st;
+    // The embeddings' LayerNorm keeps its input too; the head, the pooler's
+    // dense and tanh outputs of the first token.
+    const ActivationBytes plain = activation_bytes(bert, {static_cast<int64_t>(t), 2, false});
+    EXPECT_DOUBLE_EQ(plain.held, 2 * a + 2 * st + 4 * block + 2 * pooled) << t;
+    const ActivationBytes ckpt = activation_bytes(bert, {static_cast<int64_t>(t), 2, true});
+    EXPECT_DOUBLE_EQ(ckpt.held, 2 * a + 2 * st + 3 * a + a + 2 * pooled) << t;
+    // Nothing scales with the vocabulary.
+    TransformerShape bigger = bert;
+    bigger.vocab = 8 * bert.vocab;
+    const ActivationBytes big = activation_bytes(bigger, {static_cast<int64_t>(t), 2, false});
+    EXPECT_DOUBLE_EQ(big.peak(), plain.peak()) << t;
+  }
+}
+
 TEST(TransformerShape, PresetsMatchTheGptExample) {
   // examples/gpt: "small" is ~14M parameters at vocab 8192.
   const TransformerShape small = gpt_preset("small", 8192);
