@@ -20,7 +20,9 @@
 #                counting allocator) measures the bytes held after forward and
 #                the peak above the model state at each T, with and without
 #                activation checkpointing; estimate-memory gpt-small --seq_len T
-#                prints the same two figures. Goal: the peak within 10%.
+#                prints the same two figures, also under bf16 autocast
+#                (--mixed_precision bf16, at BF16_SEQ_LENS). Goal: the peak
+#                within 10%.
 #
 #   configs      transformer_activation_bench (Llama as LlamaForCausalLM and
 #                BERT as BertForSequenceClassification from accelerate::models,
@@ -130,28 +132,34 @@ fi
 
 # One table row per bench line ($1: the estimate-memory model argument, $2: T).
 activation_rows() {
-  local model=$1 t=$2 line ckpt held peak flags table est_held est_peak
+  local model=$1 t=$2 line ckpt precision held peak flags table est_held est_peak
   while read -r line; do
     ckpt=$(awk '{ for (i = 1; i < NF; ++i) if ($i == "checkpointing") print $(i + 1) }' <<<"$line")
+    precision=$(awk '{ p = "no"; for (i = 1; i < NF; ++i) if ($i == "mixed_precision") p = $(i + 1); print p }' <<<"$line")
     held=$(awk '{ for (i = 1; i < NF; ++i) if ($i == "held") print $(i + 1) }' <<<"$line")
     peak=$(awk '{ for (i = 1; i < NF; ++i) if ($i == "peak") print $(i + 1) }' <<<"$line")
     flags=(--seq_len "$t" --micro_batch_size "$batch" --zero_stage 0)
     [[ $ckpt == on ]] && flags+=(--activation_checkpointing)
+    [[ $precision != no ]] && flags+=(--mixed_precision "$precision")
     table=$("$accelerate" estimate-memory "$model" "${flags[@]}")
     est_held=$(to_bytes "$(row_cells "$table" "activations held" | cut -d'|' -f1)")
     est_peak=$(to_bytes "$(row_cells "$table" "activation peak" | cut -d'|' -f1)")
-    awk -v t="$t" -v c="$ckpt" -v h="$held" -v eh="$est_held" -v p="$peak" -v ep="$est_peak" \
-      'BEGIN { printf "%-6s %-14s %11.2f MB %11.2f MB %7.3f %11.2f MB %11.2f MB %7.3f\n",
-               t, c, h / 1e6, eh / 1e6, eh / h, p / 1e6, ep / 1e6, ep / p }'
+    awk -v t="$t" -v m="$precision" -v c="$ckpt" -v h="$held" -v eh="$est_held" -v p="$peak" -v ep="$est_peak" \
+      'BEGIN { printf "%-6s %-9s %-14s %11.2f MB %11.2f MB %7.3f %11.2f MB %11.2f MB %7.3f\n",
+               t, m, c, h / 1e6, eh / 1e6, eh / h, p / 1e6, ep / 1e6, ep / p }'
   done
 }
 
 if [[ $parts == *" activations "* ]]; then
 echo
 echo "== activations: gpt_activation_peak_bench --preset small --batch $batch vs estimate-memory gpt-small --seq_len T =="
-printf '%-6s %-14s %14s %14s %7s %14s %14s %7s\n' T checkpointing "held meas." "held est." ratio "peak meas." "peak est." ratio
+printf '%-6s %-9s %-14s %14s %14s %7s %14s %14s %7s\n' T precision checkpointing "held meas." "held est." ratio "peak meas." "peak est." ratio
 for t in $seq_lens; do
   activation_rows gpt-small "$t" < <("$act_bench" --preset small --vocab 4096 --seq_len "$t" --batch "$batch" --steps 1)
+done
+# bf16 autocast (CPU), at the lengths of BF16_SEQ_LENS.
+for t in ${BF16_SEQ_LENS:-256 1024}; do
+  activation_rows gpt-small "$t" < <("$act_bench" --preset small --vocab 4096 --seq_len "$t" --batch "$batch" --steps 1 --mixed_precision bf16)
 done
 fi
 
@@ -159,7 +167,7 @@ if [[ $parts == *" configs "* ]]; then
 for config in $configs; do
   echo
   echo "== activations: transformer_activation_bench --config $(basename "$config") --batch $batch vs estimate-memory $(basename "$config") --seq_len T =="
-  printf '%-6s %-14s %14s %14s %7s %14s %14s %7s\n' T checkpointing "held meas." "held est." ratio "peak meas." "peak est." ratio
+  printf '%-6s %-9s %-14s %14s %14s %7s %14s %14s %7s\n' T precision checkpointing "held meas." "held est." ratio "peak meas." "peak est." ratio
   for t in $config_seq_lens; do
     activation_rows "$config" "$t" < <("$config_bench" --config "$config" --seq_len "$t" --batch "$batch" --steps 1)
   done

@@ -207,10 +207,57 @@ double tied_gradient(const TransformerShape& shape, const Sizes& /*z*/) {
              : 0;
 }
 
+// The GPT-2 family under bf16 autocast, as measured on LibTorch's CPU
+// autocast (docs/cli.md): the linears' inputs are saved as their bf16 casts
+// (half of a) and their outputs are bf16, the residual stream and the
+// LayerNorms stay fp32, and each linear saves its weight's bf16 cast.
+ActivationBytes bf16_activation_bytes(const TransformerShape& shape, const Sizes& z,
+                                      const ActivationOptions& options) {
+  const double layers = static_cast<double>(shape.layers);
+  // ln_1's and ln_2's outputs as bf16 casts, q k v, attention out and its
+  // projection's input (a/2 each); h and the block output in fp32 (a
+  // each); c_fc out and GELU out (i/2 each); softmax out (s/2); mask; stats.
+  const double block = 5.5 * z.a + z.i + z.s / 2 + z.mask + 4 * z.stats;
+  // The block's weights cast to bf16, saved by its linears (not under a
+  // checkpointed block's no-grad forward).
+  const double weights = 2 * static_cast<double>(block_parameters(shape));
+  const double head_weight = 2 * static_cast<double>(shape.vocab) * shape.hidden;
+  // ln_f's output as the head's bf16 input, its statistics, log_softmax's
+  // fp32 output; the head's weight cast.
+  const double head = z.a / 2 + 2 * z.stats + z.l + head_weight;
+  // The logits in bf16 and their fp32 cast beside everything held.
+  const double head_transient = 1.5 * z.l;
+  const double scores_transient = 2 * z.a + z.s + z.mask;
+  // What a block's backward frees before its scores: c_fc's output, the
+  // MLP's and ln_2's bf16 inputs.
+  const double freed = z.i + 1.5 * z.a;
+  ActivationBytes out;
+  if (!options.checkpointing) {
+    const double before_last = z.a + (layers - 1) * (block + weights);
+    out.held = z.a + layers * (block + weights) + head;
+    out.forward_peak = std::max(out.held + head_transient, before_last + scores_transient);
+    // The residual's gradient (fp32), q k v's (bf16), the scores' twice (bf16).
+    const double scores_backward =
+        before_last + block + weights - freed + 1.5 * z.a + z.s + tied_gradient(shape, z);
+    out.backward_peak = std::max(out.held + 2 * z.l, scores_backward);
+    return out;
+  }
+  const double inputs = layers * z.a;
+  out.held = inputs + z.a + head;
+  out.forward_peak = std::max(out.held + head_transient, inputs + scores_transient + weights);
+  // The recomputed block as above; its parameter gradients come out in
+  // bf16 (half of fp32's) before they are added to the fp32 .grad.
+  const double recompute = inputs + z.a + block + weights - freed + z.a + 1.5 * z.a + z.s +
+                           mlp_and_out_projection(shape) / 2 + tied_gradient(shape, z);
+  out.backward_peak = std::max(out.held + 2 * z.l, recompute);
+  return out;
+}
+
 }  // namespace
 
 ActivationBytes activation_bytes(const TransformerShape& shape, const ActivationOptions& options) {
   const Sizes z = sizes_of(shape, options);
+  if (options.bf16) return bf16_activation_bytes(shape, z, options);
   const double layers = static_cast<double>(shape.layers);
   const double block = block_held(shape, z);
   // Every block input (the embedding's output first) is also the previous
