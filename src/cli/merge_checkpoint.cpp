@@ -92,6 +92,15 @@ std::string run_helper(const std::vector<std::string>& argv) {
 std::string check_optimizer_files(const std::string& checkpoint_dir,
                                   const CheckpointMetadata& metadata) {
   const CheckpointFiles files(checkpoint_dir);
+  if (metadata.world_size > 1 && metadata.sharded_optimizers.empty()) {
+    // load_state resumes such a checkpoint on its own number of processes
+    // only: nothing here would let one process resume it.
+    throw Error("--include_optimizer: checkpoint " + checkpoint_dir + " was saved by " +
+                std::to_string(metadata.world_size) +
+                " processes without ZeRO (its optimizer state is whole already, and its random "
+                "states and loader positions are per process): resume it on " +
+                std::to_string(metadata.world_size) + " processes");
+  }
   const int saved_by = metadata.shards_saved_by();
   for (int64_t i = 0; i < metadata.optimizers; ++i) {
     const auto index = static_cast<std::size_t>(i);

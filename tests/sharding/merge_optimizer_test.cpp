@@ -176,8 +176,10 @@ TEST(MergeOptimizerRefusals, TornOptimizerShardsAndConflictingOptions) {
   run_session(2, sharded);
   const fs::path checkpoint = dir.file("checkpoint");
 
+  int refusals = 0;
   const auto refused = [&](const std::string& file, const std::string& message) {
     const auto result = merge({checkpoint.string(), dir.file("out"), "--include_optimizer"});
+    RecordProperty("refusal_" + std::to_string(refusals++), result.err);
     EXPECT_EQ(result.exit_code, 1) << file << ": " << result.err;
     EXPECT_THAT(result.err, HasSubstr(message)) << file;
     EXPECT_THAT(result.err, HasSubstr(file));
@@ -196,6 +198,16 @@ TEST(MergeOptimizerRefusals, TornOptimizerShardsAndConflictingOptions) {
     cut.write(bytes.data(), static_cast<std::streamsize>(bytes.size() / 2));
   }
   refused("optimizer_rank1.safetensors", "");
+
+  // Without ZeRO a multi-process checkpoint resumes on its processes only.
+  Session data_parallel = sharded;
+  data_parallel.stage = 0;
+  data_parallel.save_state_after = dir.file("stage0");
+  run_session(2, data_parallel);
+  const auto whole = merge({dir.file("stage0"), dir.file("out"), "--include_optimizer"});
+  EXPECT_EQ(whole.exit_code, 1);
+  EXPECT_THAT(whole.err, HasSubstr("saved by 2 processes without ZeRO"));
+  EXPECT_FALSE(fs::exists(dir.file("out")));
 
   for (const std::string flag : {"--dtype=bf16", "--max_shard_size=1MB", "--model=0"}) {
     const auto result = merge({checkpoint.string(), dir.file("out"), "--include_optimizer", flag});
