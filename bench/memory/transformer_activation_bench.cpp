@@ -5,6 +5,7 @@
 //
 //   transformer_activation_bench --config config.json [--seq_len 256] [--batch 1]
 //                                [--steps 2] [--checkpointing off|on|both]
+//                                [--mixed_precision no|bf16]
 //
 // Llama trains as LlamaForCausalLM (transformers' causal-LM loss over the
 // vocabulary); BERT as BertForSequenceClassification (the only BERT head
@@ -22,9 +23,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "accelerate/activation_checkpointing.h"
+#include "accelerate/autocast.h"
 #include "accelerate/errors.h"
 #include "accelerate/models/bert.h"
 #include "accelerate/models/llama.h"
@@ -63,8 +66,16 @@ at::Tensor llama_loss(am::LlamaForCausalLM& model, const at::Tensor& ids, bool c
   return am::causal_lm_loss(logits, ids);
 }
 
-Figures measure(torch::nn::Module& model, const LossFn& loss_of, int steps) {
+// bf16: the forward pass under CPU autocast, backward outside it.
+bool g_bf16 = false;
+
+Figures measure(torch::nn::Module& model, const LossFn& forward, int steps) {
   namespace compat = accelerate::compat;
+  const auto loss_of = [&] {
+    std::optional<accelerate::AutocastGuard> autocast;
+    if (g_bf16) autocast.emplace(torch::kCPU, torch::kBFloat16);
+    return forward();
+  };
   model.train();
   loss_of().backward();  // creates every .grad
   Figures most;
@@ -110,7 +121,7 @@ Figures run(const std::string& config_path, int64_t seq_len, int64_t batch, int 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string config, checkpointing = "both";
+  std::string config, checkpointing = "both", precision = "no";
   int64_t seq_len = 256, batch = 1;
   int steps = 2;
   for (int i = 1; i < argc; i += 2) {
@@ -130,6 +141,8 @@ int main(int argc, char** argv) {
       steps = std::stoi(value);
     } else if (flag == "--checkpointing" && (value == "on" || value == "off" || value == "both")) {
       checkpointing = value;
+    } else if (flag == "--mixed_precision" && (value == "no" || value == "bf16")) {
+      precision = value;
     } else {
       std::fprintf(stderr, "transformer_activation_bench: bad flag %s %s\n", flag.c_str(),
                    value.c_str());
@@ -140,16 +153,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "transformer_activation_bench: --config config.json is required\n");
     return 2;
   }
+  g_bf16 = precision == "bf16";
   accelerate::compat::install_cpu_allocation_counter();
   for (const bool on : {false, true}) {
     if ((on && checkpointing == "off") || (!on && checkpointing == "on")) continue;
     std::string family;
     const Figures f = run(config, seq_len, batch, steps, on, &family);
     std::printf(
-        "family %s seq_len %lld batch %lld checkpointing %s held %.0f forward_peak %.0f "
-        "backward_peak %.0f peak %.0f\n",
+        "family %s seq_len %lld batch %lld mixed_precision %s checkpointing %s held %.0f "
+        "forward_peak %.0f backward_peak %.0f peak %.0f\n",
         family.c_str(), static_cast<long long>(seq_len), static_cast<long long>(batch),
-        on ? "on" : "off", f.held, f.forward_peak, f.backward_peak,
+        precision.c_str(), on ? "on" : "off", f.held, f.forward_peak, f.backward_peak,
         std::max(f.forward_peak, f.backward_peak));
     std::fflush(stdout);
   }
