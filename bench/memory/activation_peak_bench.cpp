@@ -4,6 +4,7 @@
 //
 //   gpt_activation_peak_bench [--preset small] [--vocab 4096] [--seq_len 256]
 //                             [--batch 1] [--steps 2] [--checkpointing off|on|both]
+//                             [--mixed_precision no|bf16]
 //
 // Every CPU tensor allocation goes through a counting allocator
 // (src/compat/memory_compat.h), so the figures are live tensor bytes, not
@@ -20,8 +21,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 
+#include "accelerate/autocast.h"
 #include "compat/memory_compat.h"
 #include "gpt_model.h"
 
@@ -34,7 +37,7 @@ struct ActivationFigures {
 };
 
 ActivationFigures measure_activations(const std::string& preset, int64_t vocab, int64_t seq_len,
-                                      int64_t batch, int steps, bool checkpointing) {
+                                      int64_t batch, int steps, bool checkpointing, bool bf16) {
   namespace compat = accelerate::compat;
   gpt::GptConfig config = gpt::GptConfig::preset(preset, vocab);
   config.n_positions = seq_len;
@@ -44,14 +47,21 @@ ActivationFigures measure_activations(const std::string& preset, int64_t vocab, 
   model->train();
   const auto tokens = torch::randint(config.vocab_size, {batch, seq_len});
   const auto targets = tokens.roll(-1, 1);
+  // bf16: the forward pass under CPU autocast (fp32 weights), as
+  // Accelerator's mixed_precision "bf16" runs it; backward outside it.
+  const auto loss_of = [&] {
+    std::optional<accelerate::AutocastGuard> autocast;
+    if (bf16) autocast.emplace(torch::kCPU, torch::kBFloat16);
+    return model->loss(tokens, targets);
+  };
   // The warm-up step creates every .grad; later steps accumulate into them.
-  model->loss(tokens, targets).backward();
+  loss_of().backward();
   ActivationFigures most;
   for (int step = 0; step < steps; ++step) {
     for (auto& p : model->parameters()) p.mutable_grad().zero_();
     const double start = static_cast<double>(compat::cpu_live_bytes());
     compat::reset_cpu_peak_bytes();
-    auto loss = model->loss(tokens, targets);
+    auto loss = loss_of();
     const double held = static_cast<double>(compat::cpu_live_bytes()) - start;
     const double forward_peak = static_cast<double>(compat::cpu_peak_bytes()) - start;
     compat::reset_cpu_peak_bytes();
@@ -68,7 +78,7 @@ ActivationFigures measure_activations(const std::string& preset, int64_t vocab, 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string preset = "small", checkpointing = "both";
+  std::string preset = "small", checkpointing = "both", precision = "no";
   int64_t vocab = 4096, seq_len = 256, batch = 1;
   int steps = 2;
   for (int i = 1; i < argc; i += 2) {
@@ -90,6 +100,8 @@ int main(int argc, char** argv) {
       steps = std::stoi(value);
     } else if (flag == "--checkpointing" && (value == "on" || value == "off" || value == "both")) {
       checkpointing = value;
+    } else if (flag == "--mixed_precision" && (value == "no" || value == "bf16")) {
+      precision = value;
     } else {
       std::fprintf(stderr, "gpt_activation_peak_bench: bad flag %s %s\n", flag.c_str(),
                    value.c_str());
@@ -100,13 +112,15 @@ int main(int argc, char** argv) {
   accelerate::compat::install_cpu_allocation_counter();
   for (const bool on : {false, true}) {
     if ((on && checkpointing == "off") || (!on && checkpointing == "on")) continue;
-    const ActivationFigures f = measure_activations(preset, vocab, seq_len, batch, steps, on);
+    const ActivationFigures f =
+        measure_activations(preset, vocab, seq_len, batch, steps, on, precision == "bf16");
     std::printf(
-        "preset %s vocab %lld seq_len %lld batch %lld checkpointing %s held %.0f forward_peak %.0f "
-        "backward_peak %.0f peak %.0f\n",
+        "preset %s vocab %lld seq_len %lld batch %lld mixed_precision %s checkpointing %s held "
+        "%.0f "
+        "forward_peak %.0f backward_peak %.0f peak %.0f\n",
         preset.c_str(), static_cast<long long>(vocab), static_cast<long long>(seq_len),
-        static_cast<long long>(batch), on ? "on" : "off", f.held, f.forward_peak, f.backward_peak,
-        std::max(f.forward_peak, f.backward_peak));
+        static_cast<long long>(batch), precision.c_str(), on ? "on" : "off", f.held, f.forward_peak,
+        f.backward_peak, std::max(f.forward_peak, f.backward_peak));
     std::fflush(stdout);
   }
   return 0;

@@ -20,10 +20,18 @@
 #                counting allocator) measures the bytes held after forward and
 #                the peak above the model state at each T, with and without
 #                activation checkpointing; estimate-memory gpt-small --seq_len T
-#                prints the same two figures. Goal: the peak within 10%.
+#                prints the same two figures, also under bf16 autocast
+#                (--mixed_precision bf16, at BF16_SEQ_LENS). Goal: the peak
+#                within 10%.
+#
+#   configs      transformer_activation_bench (Llama as LlamaForCausalLM and
+#                BERT as BertForSequenceClassification from accelerate::models,
+#                built from bench/memory/configs/*.json) against
+#                estimate-memory CONFIG --seq_len T, the same two figures.
 #
 #   bench/memory/run_estimate_bench.sh [BUILD_DIR]
 #   RANKS=2 SEQ_LENS="256 1024 4096" BATCH=1 HYBRID_RANKS=4 HYBRID_GROUP=2 \
+#     CONFIG_SEQ_LENS="256 1024" PARTS="state placement activations configs" \
 #     bench/memory/run_estimate_bench.sh
 #
 # HYBRID_RANKS=0 leaves hybrid sharding out (4 processes on a 2-core machine
@@ -38,11 +46,16 @@ seq_lens=${SEQ_LENS:-256 1024 4096}
 batch=${BATCH:-1}
 hybrid_ranks=${HYBRID_RANKS:-4}
 hybrid_group=${HYBRID_GROUP:-2}
+config_seq_lens=${CONFIG_SEQ_LENS:-256 1024}
+parts=" ${PARTS:-state placement activations configs} "
+here=$(cd "$(dirname "$0")" && pwd)
+configs=${CONFIGS:-$here/configs/llama-bench.json $here/configs/bert-bench.json}
 accelerate=$build/bin/accelerate
 zero_bench=$(find "$build" -name zero_training_bench -type f -perm -u+x | head -1)
 act_bench=$(find "$build" -name gpt_activation_peak_bench -type f -perm -u+x | head -1)
-for tool in "$accelerate" "$zero_bench" "$act_bench"; do
-  [[ -x $tool ]] || { echo "run_estimate_bench: build accelerate_cli, zero_training_bench and gpt_activation_peak_bench first" >&2; exit 2; }
+config_bench=$(find "$build" -name transformer_activation_bench -type f -perm -u+x | head -1)
+for tool in "$accelerate" "$zero_bench" "$act_bench" "$config_bench"; do
+  [[ -x $tool ]] || { echo "run_estimate_bench: build accelerate_cli, zero_training_bench, gpt_activation_peak_bench and transformer_activation_bench first" >&2; exit 2; }
 done
 
 # Bytes from estimate-memory's table cell ("97.17 MB", powers of 1024).
@@ -55,6 +68,7 @@ row_cells() {
   grep -F "$2" <<<"$1" | head -1 | awk -F'│' '{ gsub(/^ +| +$/, "", $3); gsub(/^ +| +$/, "", $4); print $3 "|" $4 }'
 }
 
+if [[ $parts == *" state "* ]]; then
 echo "== model state per process: zero_training_bench --gpt small --ranks $ranks vs estimate-memory gpt-small =="
 out=$("$zero_bench" --gpt small --ranks "$ranks" --batch 1 --steps 2 --stages 0,1,2,3)
 printf '%-8s %-7s %16s %16s %8s\n' processes stage measured estimate ratio
@@ -67,6 +81,9 @@ for stage in 0 1 2 3; do
     'BEGIN { printf "%-8s %-7s %13.2f MB %13.2f MB %8.4f\n", n, s, m, e / 1e6, e / (m * 1e6) }'
 done
 
+fi
+
+if [[ $parts == *" placement "* ]]; then
 echo
 echo "== model state per process, device and host: zero_training_bench --gpt small --offload/--hybrid vs estimate-memory gpt-small =="
 printf '%-9s %-5s %-9s %13s %13s %7s %13s %13s %7s\n' processes stage offload "device meas." "device est." ratio "host meas." "host est." ratio
@@ -114,21 +131,48 @@ if ((hybrid_ranks > 0)); then
   placement_rows "$hybrid_ranks" 2,3 both "$hybrid_group"
 fi
 
-echo
-echo "== activations: gpt_activation_peak_bench --preset small --batch $batch vs estimate-memory gpt-small --seq_len T =="
-printf '%-6s %-14s %14s %14s %7s %14s %14s %7s\n' T checkpointing "held meas." "held est." ratio "peak meas." "peak est." ratio
-for t in $seq_lens; do
+fi
+
+# One table row per bench line ($1: the estimate-memory model argument, $2: T).
+activation_rows() {
+  local model=$1 t=$2 line ckpt precision held peak flags table est_held est_peak
   while read -r line; do
     ckpt=$(awk '{ for (i = 1; i < NF; ++i) if ($i == "checkpointing") print $(i + 1) }' <<<"$line")
+    precision=$(awk '{ p = "no"; for (i = 1; i < NF; ++i) if ($i == "mixed_precision") p = $(i + 1); print p }' <<<"$line")
     held=$(awk '{ for (i = 1; i < NF; ++i) if ($i == "held") print $(i + 1) }' <<<"$line")
     peak=$(awk '{ for (i = 1; i < NF; ++i) if ($i == "peak") print $(i + 1) }' <<<"$line")
     flags=(--seq_len "$t" --micro_batch_size "$batch" --zero_stage 0)
     [[ $ckpt == on ]] && flags+=(--activation_checkpointing)
-    table=$("$accelerate" estimate-memory gpt-small "${flags[@]}")
+    [[ $precision != no ]] && flags+=(--mixed_precision "$precision")
+    table=$("$accelerate" estimate-memory "$model" "${flags[@]}")
     est_held=$(to_bytes "$(row_cells "$table" "activations held" | cut -d'|' -f1)")
     est_peak=$(to_bytes "$(row_cells "$table" "activation peak" | cut -d'|' -f1)")
-    awk -v t="$t" -v c="$ckpt" -v h="$held" -v eh="$est_held" -v p="$peak" -v ep="$est_peak" \
-      'BEGIN { printf "%-6s %-14s %11.2f MB %11.2f MB %7.3f %11.2f MB %11.2f MB %7.3f\n",
-               t, c, h / 1e6, eh / 1e6, eh / h, p / 1e6, ep / 1e6, ep / p }'
-  done < <("$act_bench" --preset small --vocab 4096 --seq_len "$t" --batch "$batch" --steps 1)
+    awk -v t="$t" -v m="$precision" -v c="$ckpt" -v h="$held" -v eh="$est_held" -v p="$peak" -v ep="$est_peak" \
+      'BEGIN { printf "%-6s %-9s %-14s %11.2f MB %11.2f MB %7.3f %11.2f MB %11.2f MB %7.3f\n",
+               t, m, c, h / 1e6, eh / 1e6, eh / h, p / 1e6, ep / 1e6, ep / p }'
+  done
+}
+
+if [[ $parts == *" activations "* ]]; then
+echo
+echo "== activations: gpt_activation_peak_bench --preset small --batch $batch vs estimate-memory gpt-small --seq_len T =="
+printf '%-6s %-9s %-14s %14s %14s %7s %14s %14s %7s\n' T precision checkpointing "held meas." "held est." ratio "peak meas." "peak est." ratio
+for t in $seq_lens; do
+  activation_rows gpt-small "$t" < <("$act_bench" --preset small --vocab 4096 --seq_len "$t" --batch "$batch" --steps 1)
 done
+# bf16 autocast (CPU), at the lengths of BF16_SEQ_LENS.
+for t in ${BF16_SEQ_LENS:-256 1024}; do
+  activation_rows gpt-small "$t" < <("$act_bench" --preset small --vocab 4096 --seq_len "$t" --batch "$batch" --steps 1 --mixed_precision bf16)
+done
+fi
+
+if [[ $parts == *" configs "* ]]; then
+for config in $configs; do
+  echo
+  echo "== activations: transformer_activation_bench --config $(basename "$config") --batch $batch vs estimate-memory $(basename "$config") --seq_len T =="
+  printf '%-6s %-9s %-14s %14s %14s %7s %14s %14s %7s\n' T precision checkpointing "held meas." "held est." ratio "peak meas." "peak est." ratio
+  for t in $config_seq_lens; do
+    activation_rows "$config" "$t" < <("$config_bench" --config "$config" --seq_len "$t" --batch "$batch" --steps 1)
+  done
+done
+fi

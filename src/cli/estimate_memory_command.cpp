@@ -232,10 +232,10 @@ void check_training(const EstimateArguments& parsed) {
   }
   if (setup.offload_optimizer && setup.zero_stage == 0)
     throw ConfigError("--offload_optimizer needs ZeRO stage 1, 2 or 3 (it offloads shards)");
-  if (parsed.activation_flag && setup.mixed_precision != EstimateMixedPrecision::kNo) {
+  if (parsed.activation_flag && setup.mixed_precision == EstimateMixedPrecision::kFp16) {
     throw ConfigError(
-        "activations are estimated for fp32 training only; drop --mixed_precision "
-        "or the activation flags");
+        "activations under fp16 autocast are not estimated (measured: fp32, and bf16 for "
+        "GPT-2-style models); drop --mixed_precision fp16 or the activation flags");
   }
 }
 
@@ -387,8 +387,16 @@ TrainingReportInput training_input(const EstimateArguments& parsed, const Resolv
   input.shape = shape;
   input.outside_units = static_cast<double>(outside_block_parameters(shape));
   input.unit_parameters = static_cast<double>(block_parameters(shape));
-  if (parsed.setup.mixed_precision != EstimateMixedPrecision::kNo) return input;
+  const bool bf16 = parsed.setup.mixed_precision == EstimateMixedPrecision::kBf16;
+  if (parsed.setup.mixed_precision == EstimateMixedPrecision::kFp16) return input;
+  if (bf16 && shape.family != TransformerFamily::kGpt2) {
+    if (!parsed.activation_flag) return input;
+    throw ConfigError(std::string("activations under bf16 autocast are estimated for GPT-2-style "
+                                  "models only (measured); ") +
+                      family_name(shape.family) + ": fp32 only, drop --mixed_precision");
+  }
   ActivationOptions activations;
+  activations.bf16 = bf16;
   activations.seq_len = parsed.seq_len.value_or(shape.positions);
   activations.micro_batch = parsed.micro_batch.value_or(1);
   activations.checkpointing = parsed.checkpointing;

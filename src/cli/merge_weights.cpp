@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 
 #include "accelerate/detail/checkpoint_metadata.h"
@@ -19,6 +20,7 @@
 #include "checkpoint/safetensors_layout.h"
 #include "checkpoint/safetensors_model_files.h"
 #include "checkpoint/safetensors_sharding.h"
+#include "cli/merge_checkpoint.h"
 
 namespace accelerate::cli {
 namespace {
@@ -231,8 +233,9 @@ fs::path make_staging(const fs::path& output) {
   return staging;
 }
 
-MergeResult write_output(const Source& source, const MergeOptions& options,
-                         const fs::path& staging) {
+// `file_name`: the name of an unsplit output ("": save_model's).
+MergeResult write_output(const Source& source, const MergeOptions& options, const fs::path& staging,
+                         const std::string& file_name = "") {
   const auto& format = model_files::kSafetensors;
   std::vector<safetensors::TensorSpec> specs;
   std::vector<uint64_t> sizes;
@@ -250,7 +253,7 @@ MergeResult write_output(const Source& source, const MergeOptions& options,
   for (std::size_t s = 0; s < shards.size(); ++s) {
     const std::string name =
         shards.size() == 1
-            ? format.file()
+            ? (file_name.empty() ? format.file() : file_name)
             : safetensors::shard_file_name(format.stem, s, shards.size(), format.extension);
     std::vector<safetensors::TensorSpec> shard_specs;
     for (std::size_t i : shards[s]) {
@@ -280,16 +283,17 @@ MergeResult write_output(const Source& source, const MergeOptions& options,
   return result;
 }
 
-}  // namespace
-
-MergeResult merge_weights(const MergeOptions& options) {
-  const Source source = read_source(options);
+// Writes the output into a staging folder by `write` and renames it into
+// place (removing the staging folder on any error), then removes the
+// checkpoint when asked.
+MergeResult write_staged(const MergeOptions& options,
+                         const std::function<MergeResult(const fs::path&)>& write) {
   check_output(options);
   const fs::path output(options.output_dir);
   const fs::path staging = make_staging(output);
   MergeResult result;
   try {
-    result = write_output(source, options, staging);
+    result = write(staging);
     if (std::rename(staging.c_str(), output.c_str()) != 0) {
       throw Error("cannot rename " + staging.string() + " to " + options.output_dir + ": " +
                   std::strerror(errno));
@@ -308,6 +312,44 @@ MergeResult merge_weights(const MergeOptions& options) {
     }
   }
   return result;
+}
+
+// --include_optimizer: a checkpoint one process resumes from, every model
+// whole (one file each, as save_state names them) and the optimizers merged.
+MergeResult merge_into_checkpoint(const MergeOptions& options) {
+  const CheckpointMetadata metadata = read_checkpoint_metadata(options.checkpoint_dir);
+  std::vector<Source> sources;
+  for (int64_t i = 0; i < metadata.models; ++i) {
+    MergeOptions one = options;
+    one.model = static_cast<std::size_t>(i);
+    sources.push_back(read_source(one));
+  }
+  const std::string helper = check_optimizer_files(options.checkpoint_dir, metadata);
+  return write_staged(options, [&](const fs::path& staging) {
+    MergeResult result;
+    MergeOptions whole = options;
+    whole.max_shard_size = UINT64_MAX;
+    for (std::size_t i = 0; i < sources.size(); ++i) {
+      const std::string name =
+          fs::path(CheckpointFiles(staging.string()).model(i)).filename().string();
+      const MergeResult one = write_output(sources[i], whole, staging, name);
+      result.files.insert(result.files.end(), one.files.begin(), one.files.end());
+      result.tensors += one.tensors;
+      result.bytes += one.bytes;
+    }
+    write_checkpoint_rest(options.checkpoint_dir, metadata, helper, staging.string());
+    result.files.push_back(kCheckpointMetadataFile);
+    return result;
+  });
+}
+
+}  // namespace
+
+MergeResult merge_weights(const MergeOptions& options) {
+  if (options.include_optimizer) return merge_into_checkpoint(options);
+  const Source source = read_source(options);
+  return write_staged(
+      options, [&](const fs::path& staging) { return write_output(source, options, staging); });
 }
 
 }  // namespace accelerate::cli

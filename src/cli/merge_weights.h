@@ -18,6 +18,9 @@ struct MergeOptions {
   std::string dtype;                         // "", "BF16" or "F16": floating tensors in it
   std::size_t model = 0;                     // which model of the checkpoint
   bool remove_checkpoint_dir = false;
+  // Instead of the model alone: a checkpoint one process resumes from
+  // (every model whole, ZeRO optimizer shards merged into one process's).
+  bool include_optimizer = false;
 };
 
 struct MergeResult {

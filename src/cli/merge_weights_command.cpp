@@ -14,6 +14,7 @@ namespace {
 const char* const kMergeHelp =
     "usage: accelerate merge-weights CHECKPOINT_DIR OUTPUT_DIR [--max_shard_size SIZE]\n"
     "                                [--dtype bf16|fp16] [--model N] [--remove_checkpoint_dir]\n"
+    "                                [--include_optimizer]\n"
     "\n"
     "Writes the model of a save_state checkpoint as Hugging Face's safetensors files:\n"
     "model.safetensors, or model-0000i-of-0000N.safetensors shards and\n"
@@ -29,6 +30,9 @@ const char* const kMergeHelp =
     "  --dtype bf16|fp16        write floating-point tensors in this dtype (rounded to nearest)\n"
     "  --model N                the checkpoint's model N (default 0)\n"
     "  --remove_checkpoint_dir  delete CHECKPOINT_DIR once the output is in place\n"
+    "  --include_optimizer      write a checkpoint one process resumes from with load_state:\n"
+    "                           every model whole and the ZeRO optimizer shards merged\n"
+    "                           (not with --max_shard_size, --dtype or --model)\n"
     "  --unsafe_serialization   refused: only safetensors is written (see below)\n"
     "  -h, --help               show this help\n"
     "\n"
@@ -61,6 +65,7 @@ std::string flag_name(const std::string& arg) {
 MergeArguments parse_merge_arguments(const std::vector<std::string>& args) {
   MergeArguments parsed;
   std::vector<std::string> positional;
+  std::string resume_conflict;  // the first option a resumable checkpoint cannot honour
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "-h" || arg == "--help") {
@@ -85,22 +90,32 @@ MergeArguments parse_merge_arguments(const std::vector<std::string>& args) {
       throw ConfigError(
           "--unsafe_serialization is refused: merge-weights writes safetensors only (a pickled "
           "pytorch_model.bin runs code when loaded and needs LibTorch to write)");
+    } else if (name == "--include_optimizer") {
+      parsed.options.include_optimizer = true;
     } else if (name == "--remove_checkpoint_dir") {
       parsed.options.remove_checkpoint_dir = true;
     } else if (name == "--max_shard_size") {
       const std::string size = value();
       parsed.options.max_shard_size = safetensors::parse_size(size);
+      resume_conflict = resume_conflict.empty() ? "--max_shard_size" : resume_conflict;
     } else if (name == "--dtype") {
       parsed.options.dtype = parse_dtype(value());
+      resume_conflict = resume_conflict.empty() ? "--dtype" : resume_conflict;
     } else if (name == "--model") {
       const std::string text = value();
       const auto number = detail::parse_integer_in(text, 0, 1'000'000);
       if (!number)
         throw ConfigError("--model: expected a model index (0, 1, ...), got '" + text + "'");
       parsed.options.model = static_cast<std::size_t>(*number);
+      resume_conflict = resume_conflict.empty() ? "--model" : resume_conflict;
     } else {
       throw ConfigError("unknown option '" + arg + "' (see 'accelerate merge-weights --help')");
     }
+  }
+  if (parsed.options.include_optimizer && !resume_conflict.empty()) {
+    throw ConfigError(resume_conflict +
+                      " does not go with --include_optimizer: the output is a checkpoint that "
+                      "load_state resumes, with every model in one file in its training dtype");
   }
   if (positional.size() != 2) {
     throw ConfigError("expected CHECKPOINT_DIR and OUTPUT_DIR, got " +

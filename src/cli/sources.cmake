@@ -16,6 +16,7 @@ target_sources(accelerate_cli_core PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/transformer_shape.cpp
   ${CMAKE_CURRENT_LIST_DIR}/merge_weights.cpp
   ${CMAKE_CURRENT_LIST_DIR}/merge_weights_command.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/merge_checkpoint.cpp
   ${CMAKE_CURRENT_LIST_DIR}/safetensors_model_size.cpp)
 
 # ---- Build facts for `accelerate env` ---------------------------------------
@@ -63,3 +64,17 @@ set_target_properties(accelerate_sanity_check PROPERTIES
   INSTALL_RPATH "$ORIGIN/${_cli_lib_from_libexec}"
   INSTALL_RPATH_USE_LINK_PATH TRUE)
 install(TARGETS accelerate_sanity_check RUNTIME DESTINATION ${ACCELERATE_SANITY_INSTALL_DIR})
+
+# ---- The optimizer merger of `accelerate merge-weights --include_optimizer` --
+# A ZeRO shard's optimizer archive is a LibTorch archive, so merging it needs
+# LibTorch: a helper found like the sanity program (next to `accelerate` in
+# the build tree, in libexec once installed).
+add_executable(accelerate_merge_optimizer ${CMAKE_CURRENT_LIST_DIR}/optimizer_merge_program.cpp)
+target_link_libraries(accelerate_merge_optimizer PRIVATE accelerate::accelerate)
+target_include_directories(accelerate_merge_optimizer PRIVATE ${PROJECT_SOURCE_DIR}/src)
+set_target_properties(accelerate_merge_optimizer PROPERTIES
+  OUTPUT_NAME accelerate-merge-optimizer
+  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin
+  INSTALL_RPATH "$ORIGIN/${_cli_lib_from_libexec}"
+  INSTALL_RPATH_USE_LINK_PATH TRUE)
+install(TARGETS accelerate_merge_optimizer RUNTIME DESTINATION ${ACCELERATE_SANITY_INSTALL_DIR})

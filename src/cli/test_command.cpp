@@ -73,18 +73,27 @@ std::string current_executable_path() {
   return std::string(buffer, static_cast<size_t>(length));
 }
 
-std::vector<std::string> sanity_program_candidates(const std::string& executable_path) {
+std::vector<std::string> helper_program_candidates(const std::string& executable_path,
+                                                   const std::string& name) {
   const auto slash = executable_path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : executable_path.substr(0, slash);
-  return {dir + "/" + kSanityProgramName,
-          dir + "/" + ACCELERATE_LIBEXEC_FROM_BIN + "/" + kSanityProgramName};
+  return {dir + "/" + name, dir + "/" + ACCELERATE_LIBEXEC_FROM_BIN + "/" + name};
 }
 
-std::optional<std::string> find_sanity_program(const std::string& executable_path) {
-  for (const auto& candidate : sanity_program_candidates(executable_path)) {
+std::vector<std::string> sanity_program_candidates(const std::string& executable_path) {
+  return helper_program_candidates(executable_path, kSanityProgramName);
+}
+
+std::optional<std::string> find_helper_program(const std::string& executable_path,
+                                               const std::string& name) {
+  for (const auto& candidate : helper_program_candidates(executable_path, name)) {
     if (is_executable_file(candidate)) return candidate;
   }
   return std::nullopt;
+}
+
+std::optional<std::string> find_sanity_program(const std::string& executable_path) {
+  return find_helper_program(executable_path, kSanityProgramName);
 }
 
 int run_test_command(const std::vector<std::string>& args) {

@@ -26,6 +26,14 @@ std::string current_executable_path();
 // The first candidate that is an executable file, or nullopt.
 std::optional<std::string> find_sanity_program(const std::string& executable_path);
 
+// Where a LibTorch-linked helper program `name` of an `accelerate` at
+// `executable_path` may be (beside it, then libexec), and the first that is
+// an executable file.
+std::vector<std::string> helper_program_candidates(const std::string& executable_path,
+                                                   const std::string& name);
+std::optional<std::string> find_helper_program(const std::string& executable_path,
+                                               const std::string& name);
+
 // `args` are the arguments after "test". Returns the exit code: 0 success,
 // 1 a check or the launch failed, 2 bad flags or config file.
 int run_test_command(const std::vector<std::string>& args);

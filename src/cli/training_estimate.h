@@ -86,6 +86,9 @@ struct ActivationOptions {
   int64_t seq_len = 0;
   int64_t micro_batch = 1;
   bool checkpointing = false;
+  // The forward pass under bf16 autocast (fp32 weights): matmul outputs and
+  // the weights' casts in 2 bytes (measured for the GPT-2 family only).
+  bool bf16 = false;
 };
 struct ActivationBytes {
   double held = 0;

@@ -75,7 +75,8 @@ std::string render_training_estimate(const TrainingReportInput& input) {
     const ActivationBytes act = activation_bytes(*input.shape, *input.activations);
     const std::string shape = "T=" + std::to_string(input.activations->seq_len) + ", micro-batch " +
                               std::to_string(input.activations->micro_batch) +
-                              (input.activations->checkpointing ? ", checkpointed" : "");
+                              (input.activations->checkpointing ? ", checkpointed" : "") +
+                              (input.activations->bf16 ? ", bf16 autocast" : "");
     cells.push_back(
         {"activations held for backward (" + shape + ")", bytes_text(act.held), "0 bytes"});
     cells.push_back({"activation peak (forward or backward)", bytes_text(act.peak()), "0 bytes"});

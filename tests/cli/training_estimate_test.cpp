@@ -172,6 +172,30 @@ TEST(ActivationEstimate, GptBlockHoldsSixteenWidthsScoresAndMask) {
   }
 }
 
+// Under bf16 autocast the linears keep bf16 inputs, outputs and weight
+// casts, the residual stream and LayerNorms stay fp32: per block 5.5a + i +
+// s/2 + mask + stats and its weights at 2 bytes; the head keeps its bf16
+// input, fp32 log_softmax and its weight's cast. A checkpointed block's
+// no-grad forward saves no weight casts.
+TEST(ActivationEstimate, Bf16AutocastHalvesTheMatmulTensorsAndKeepsWeightCasts) {
+  const TransformerShape small = gpt_preset("small", 4096);
+  for (double t : {256.0, 1024.0}) {
+    const GptTerms z(1, t);
+    const double i = 4 * t * 1536, weights = 2.0 * block_parameters(small);
+    const double head = z.a / 2 + 2 * z.st + z.l + 2 * 4096 * 384;
+    const double block = 5.5 * z.a + i + z.s / 2 + z.m + 4 * z.st;
+    ActivationOptions options{static_cast<int64_t>(t), 1, false};
+    options.bf16 = true;
+    const ActivationBytes plain = activation_bytes(small, options);
+    EXPECT_DOUBLE_EQ(plain.held, z.a + 6 * (block + weights) + head) << t;
+    EXPECT_DOUBLE_EQ(plain.forward_peak, plain.held + 1.5 * z.l) << t;
+    options.checkpointing = true;
+    const ActivationBytes ckpt = activation_bytes(small, options);
+    EXPECT_DOUBLE_EQ(ckpt.held, 7 * z.a + head) << t;
+    EXPECT_LT(plain.held, activation_bytes(small, {static_cast<int64_t>(t), 1, false}).held * 1.1);
+  }
+}
+
 TEST(ActivationEstimate, CheckpointingHoldsLessAndScoresGrowWithTheSquareOfT) {
   const TransformerShape small = gpt_preset("small", 4096);
   const ActivationBytes plain = activation_bytes(small, {1024, 1, false});
@@ -183,6 +207,58 @@ TEST(ActivationEstimate, CheckpointingHoldsLessAndScoresGrowWithTheSquareOfT) {
   // Between the widths' 2x and the T x T scores' 4x, nearer the scores'.
   EXPECT_GT(s2 / s1, 3.0);
   EXPECT_LT(s2 / s1, 4.0);
+}
+
+// bench/memory/configs/llama-bench.json: L = 4, C = 256, H = 8, 4 key/value
+// heads, I = 688, V = 4096, untied; measured by transformer_activation_bench.
+TransformerShape llama_bench_shape() {
+  TransformerShape shape;
+  shape.family = TransformerFamily::kLlama;
+  shape.layers = 4, shape.hidden = 256, shape.heads = 8, shape.kv_heads = 4;
+  shape.intermediate = 688, shape.vocab = 4096, shape.positions = 4096;
+  shape.tied_embeddings = false, shape.attention_bias = false, shape.mlp_bias = false;
+  return shape;
+}
+
+TEST(ActivationEstimate, LlamaCountsEachRmsNormsNormalisedInputAndTheRotaryTables) {
+  const TransformerShape llama = llama_bench_shape();
+  for (double t : {256.0, 1024.0}) {
+    const double a = 4 * 2 * t * 256, kv = a / 2, i = 4 * 2 * t * 688, s = 4 * 2 * 8 * t * t;
+    const double m = t * t, st = 4 * 2 * t, l = 4 * 2 * t * 4096, rope = 2 * 4 * t * 32;
+    // Per block: two RMSNorms' outputs and normalised inputs, q twice,
+    // attention out, h, output (9a); k twice and v at key/value width, k
+    // and v repeated to every head; the SwiGLU's four; scores, mask, 1/rms.
+    const double block = 9 * a + 3 * kv + 2 * a + 4 * i + s + m + 2 * st;
+    const ActivationBytes plain = activation_bytes(llama, {static_cast<int64_t>(t), 2, false});
+    EXPECT_DOUBLE_EQ(plain.held, a + rope + 4 * block + 2 * a + st + l) << t;
+    const ActivationBytes ckpt = activation_bytes(llama, {static_cast<int64_t>(t), 2, true});
+    EXPECT_DOUBLE_EQ(ckpt.held, a + rope + 3 * a + a + 2 * a + st + l) << t;
+  }
+}
+
+// bench/memory/configs/bert-bench.json: L = 4, C = 256, H = 8, I = 1024, a
+// sequence classifier (the library's BERT head).
+TEST(ActivationEstimate, BertIsASequenceClassifierWithoutVocabularyLogits) {
+  TransformerShape bert;
+  bert.family = TransformerFamily::kBert;
+  bert.layers = 4, bert.hidden = 256, bert.heads = 8, bert.kv_heads = 8;
+  bert.intermediate = 1024, bert.vocab = 4096, bert.positions = 4096, bert.causal = false;
+  for (double t : {256.0, 1024.0}) {
+    const double a = 4 * 2 * t * 256, i = 4 * 2 * t * 1024, s = 4 * 2 * 8 * t * t;
+    const double st = 4 * 2 * t, pooled = 4 * 2 * 256;
+    const double block = 8 * a + 2 * i + s + 4 * st;
+    // The embeddings' LayerNorm keeps its input too; the head, the pooler's
+    // dense and tanh outputs of the first token.
+    const ActivationBytes plain = activation_bytes(bert, {static_cast<int64_t>(t), 2, false});
+    EXPECT_DOUBLE_EQ(plain.held, 2 * a + 2 * st + 4 * block + 2 * pooled) << t;
+    const ActivationBytes ckpt = activation_bytes(bert, {static_cast<int64_t>(t), 2, true});
+    EXPECT_DOUBLE_EQ(ckpt.held, 2 * a + 2 * st + 3 * a + a + 2 * pooled) << t;
+    // Nothing scales with the vocabulary.
+    TransformerShape bigger = bert;
+    bigger.vocab = 8 * bert.vocab;
+    const ActivationBytes big = activation_bytes(bigger, {static_cast<int64_t>(t), 2, false});
+    EXPECT_DOUBLE_EQ(big.peak(), plain.peak()) << t;
+  }
 }
 
 TEST(TransformerShape, PresetsMatchTheGptExample) {
@@ -289,6 +365,32 @@ TEST(EstimateMemoryTraining, PresetPrintsActivationRows) {
   EXPECT_NE(result.out.find("2 gathered blocks"), std::string::npos);
 }
 
+// bf16 autocast (measured for the GPT-2 family): the preset prints its
+// activation rows; Llama and BERT are refused with the activation flags and
+// print no activation rows without them.
+TEST(EstimateMemoryTraining, Bf16ActivationsForGptOnly) {
+  const auto gpt = run_accelerate(
+      {"estimate-memory", "gpt-small", "--seq_len", "256", "--mixed_precision", "bf16"});
+  ASSERT_EQ(gpt.exit_code, 0) << gpt.err;
+  EXPECT_NE(gpt.out.find("activations held for backward (T=256, micro-batch 1, bf16 autocast)"),
+            std::string::npos)
+      << gpt.out;
+  TemporaryFolder folder;
+  const std::string llama = folder.path() + "/config.json";
+  write_file(llama, R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
+                        "num_attention_heads": 4, "intermediate_size": 128,
+                        "max_position_embeddings": 256, "vocab_size": 1000})");
+  const auto refused =
+      run_accelerate({"estimate-memory", llama, "--seq_len", "128", "--mixed_precision", "bf16"});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("estimated for GPT-2-style models only"), std::string::npos)
+      << refused.err;
+  const auto quiet =
+      run_accelerate({"estimate-memory", llama, "--zero_stage", "0", "--mixed_precision", "bf16"});
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_EQ(quiet.out.find("activations held"), std::string::npos) << quiet.out;
+}
+
 TEST(EstimateMemoryTraining, BadValuesAreOneLineWithExitCodeTwo) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"1e9", "--zero_stage", "4"}, "--zero_stage expects 0, 1, 2 or 3, got '4'"},
@@ -301,7 +403,8 @@ TEST(EstimateMemoryTraining, BadValuesAreOneLineWithExitCodeTwo) {
       {{"1e9", "--fsdp_sharding_strategy", "SHARD"}, "--fsdp_sharding_strategy expects one of"},
       {{"1e9", "--zero_stage", "3", "--fsdp_sharding_strategy", "FULL_SHARD"}, "not both"},
       {{"1e9", "--vocab_size", "100"}, "--vocab_size applies to the GPT presets"},
-      {{"gpt-small", "--seq_len", "64", "--mixed_precision", "bf16"}, "fp32 training only"},
+      {{"gpt-small", "--seq_len", "64", "--mixed_precision", "fp16"},
+       "activations under fp16 autocast are not estimated"},
   };
   for (const auto& [args, expected] : cases) {
     std::vector<std::string> full = {"estimate-memory"};
