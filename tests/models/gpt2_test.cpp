@@ -313,3 +313,17 @@ TEST(GPT2Model, GradientCheckpointingGivesTheSameGradientsWithDropout) {
   model->transformer->set_gradient_checkpointing(false);
   EXPECT_FALSE(checkpoint_in_graph());
 }
+
+// Some tied checkpoints hold the head's copy of wte under lm_head.weight;
+// transformers ties it and loads the rest, so do we.
+TEST(GPT2Model, TiedModelSkipsAFilesCopyOfTheHead) {
+  torch::manual_seed(9);
+  am::GPT2LMHeadModel model(tiny_gpt2_config());
+  TempDir dir;
+  model->save_pretrained(dir.path());
+  auto tensors = accelerate::load_safetensors(dir.file("model.safetensors"));
+  tensors.emplace_back("lm_head.weight", model->transformer->wte->weight.detach().clone());
+  accelerate::save_safetensors(dir.file("model.safetensors"), tensors, {{"format", "pt"}});
+  auto back = am::GPT2LMHeadModelImpl::from_pretrained(dir.path());
+  EXPECT_TRUE(at::equal(back->forward(gpt2_ids()), model->forward(gpt2_ids())));
+}
