@@ -6,7 +6,6 @@
 
 #include <ATen/ATen.h>
 #include <torch/nn/functional/activation.h>
-#include <torch/nn/functional/loss.h>
 
 #include "accelerate/attention.h"
 #include "accelerate/errors.h"
@@ -176,20 +175,6 @@ LlamaForCausalLMImpl::LlamaForCausalLMImpl(LlamaConfig config) : config_(std::mo
 at::Tensor LlamaForCausalLMImpl::forward(const at::Tensor& input_ids) {
   const at::Tensor hidden = model(input_ids);
   return lm_head ? lm_head(hidden) : at::linear(hidden, model->embed_tokens->weight);
-}
-
-at::Tensor causal_lm_loss(const at::Tensor& logits, const at::Tensor& labels) {
-  if (logits.dim() != 3 || labels.sizes() != logits.sizes().slice(0, 2)) {
-    throw Error("causal_lm_loss: logits " + c10::str(logits.sizes()) + " and labels " +
-                c10::str(labels.sizes()) +
-                " do not match ([batch, tokens, vocab], [batch, tokens])");
-  }
-  // Position t predicts labels[t + 1]; the last position predicts nothing.
-  const at::Tensor shifted =
-      at::constant_pad_nd(labels.narrow(1, 1, labels.size(1) - 1), {0, 1}, -100);
-  return torch::nn::functional::cross_entropy(
-      logits.to(at::kFloat).reshape({-1, logits.size(-1)}), shifted.reshape({-1}),
-      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
 }
 
 at::Tensor LlamaForCausalLMImpl::loss(const at::Tensor& input_ids, const at::Tensor& labels) {

@@ -5,7 +5,11 @@ add_library(accelerate_models SHARED
   ${CMAKE_CURRENT_LIST_DIR}/bert_config.cpp
   ${CMAKE_CURRENT_LIST_DIR}/bert_heads.cpp
   ${CMAKE_CURRENT_LIST_DIR}/bert_model.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/causal_lm_loss.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config_json.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/gpt2_config.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/gpt2_model.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/gpt2_pretrained.cpp
   ${CMAKE_CURRENT_LIST_DIR}/llama_config.cpp
   ${CMAKE_CURRENT_LIST_DIR}/llama_model.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pretrained_weights.cpp)

@@ -26,6 +26,7 @@
 
 #include "accelerate/arg.h"
 #include "accelerate/model_saving.h"
+#include "accelerate/models/causal_lm_loss.h"
 #include "accelerate/models/llama_config.h"
 
 namespace accelerate::models {
@@ -135,8 +136,5 @@ class LlamaForCausalLMImpl : public torch::nn::Module {
   LlamaConfig config_;
 };
 TORCH_MODULE(LlamaForCausalLM);
-
-// transformers' ForCausalLMLoss on logits [batch, tokens, vocab].
-at::Tensor causal_lm_loss(const at::Tensor& logits, const at::Tensor& labels);
 
 }  // namespace accelerate::models

@@ -1,0 +1,176 @@
+// GPT-2 as LibTorch modules whose parameter names, layouts and arithmetic
+// are transformers' GPT2Model's and GPT2LMHeadModel's, so a Hugging Face
+// folder (the hub's gpt2 included) loads into them and what they save loads
+// in transformers:
+//
+//   namespace am = accelerate::models;
+//   am::GPT2LMHeadModel model(am::GPT2LMHeadModelImpl::from_pretrained("gpt2"));
+//   auto logits = model->forward(input_ids);             // [batch, tokens, vocab]
+//   auto loss = model->loss(input_ids, labels);           // labels = input_ids for LM
+//   model->save_pretrained("out");                        // config.json + safetensors
+//
+// Learned position embeddings, pre-LayerNorm blocks of causal self-attention
+// (accelerate::causal_attention) and an MLP, a final LayerNorm, and a head
+// tied to the token embedding unless the config unties it. The projections
+// are GPT-2's Conv1D: weights stored [in, out], the transpose of a Linear's,
+// as transformers' files hold them. The blocks run through
+// accelerate::unit_forward, so prepare() can make each one a ZeRO stage-3
+// unit (FSDP auto-wrap class name "GPT2Block"), and
+// set_gradient_checkpointing(true) checkpoints their activations. Dropout
+// follows train()/eval(). No KV cache and no attention mask (every sequence
+// of a batch is full). See docs/models.md.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/pimpl.h>
+
+#include <string>
+#include <vector>
+
+#include "accelerate/arg.h"
+#include "accelerate/model_saving.h"
+#include "accelerate/models/causal_lm_loss.h"
+#include "accelerate/models/gpt2_config.h"
+
+namespace accelerate::models {
+
+// transformers' Conv1D: y = x W + b with W of shape [in, out]. Initialised
+// with W ~ N(0, std), b = 0.
+class GPT2Conv1DImpl : public torch::nn::Module {
+ public:
+  GPT2Conv1DImpl(int64_t in_features, int64_t out_features, double std = 0.02);
+  at::Tensor forward(const at::Tensor& x);
+  at::Tensor weight;  // [in, out]
+  at::Tensor bias;    // [out]
+};
+TORCH_MODULE(GPT2Conv1D);
+
+// Causal self-attention: c_attn projects to queries, keys and values (in
+// that order along its output), c_proj back; dropout on the attention
+// weights (attn_pdrop) and on the output (resid_pdrop).
+class GPT2AttentionImpl : public torch::nn::Module {
+ public:
+  // `layer`: the block's index (scale_attn_by_inverse_layer_idx).
+  GPT2AttentionImpl(const GPT2Config& config, int64_t layer);
+  at::Tensor forward(const at::Tensor& x);  // [batch, tokens, n_embd]
+  GPT2Conv1D c_attn{nullptr}, c_proj{nullptr};
+
+ private:
+  int64_t heads_, head_dim_;
+  // What q is multiplied by before causal_attention's 1/sqrt(head_dim), so
+  // that the logits get the config's scaling (1 in GPT-2's default).
+  double query_factor_;
+  double attn_pdrop_, resid_pdrop_;
+};
+TORCH_MODULE(GPT2Attention);
+
+// dropout(c_proj(act(c_fc(x)))), n_embd -> inner_width() -> n_embd.
+class GPT2MLPImpl : public torch::nn::Module {
+ public:
+  explicit GPT2MLPImpl(const GPT2Config& config);
+  at::Tensor forward(const at::Tensor& x);
+  GPT2Conv1D c_fc{nullptr}, c_proj{nullptr};
+
+ private:
+  GPT2Activation activation_;
+  double resid_pdrop_;
+};
+TORCH_MODULE(GPT2MLP);
+
+// x + attn(ln_1(x)), then h + mlp(ln_2(h)).
+class GPT2BlockImpl : public torch::nn::Module {
+ public:
+  GPT2BlockImpl(const GPT2Config& config, int64_t layer);
+  at::Tensor forward(const at::Tensor& x);
+  torch::nn::LayerNorm ln_1{nullptr};
+  GPT2Attention attn{nullptr};
+  torch::nn::LayerNorm ln_2{nullptr};
+  GPT2MLP mlp{nullptr};
+};
+TORCH_MODULE(GPT2Block);
+
+struct GPT2LoadOptions {
+  // The parameters' dtype: checkpoint tensors of any floating dtype are
+  // converted to it (kFloat: a bf16 checkpoint trains in fp32).
+  ACCELERATE_ARG(at::ScalarType, dtype) = at::kFloat;
+};
+
+// The transformer without a head. Parameters: wte.weight, wpe.weight,
+// h.N.ln_1.{weight,bias}, h.N.attn.c_attn.{weight,bias},
+// h.N.attn.c_proj.{weight,bias}, h.N.ln_2.{weight,bias},
+// h.N.mlp.c_fc.{weight,bias}, h.N.mlp.c_proj.{weight,bias}, ln_f.{weight,bias}.
+class GPT2ModelImpl : public torch::nn::Module {
+ public:
+  // GPT-2's initialisation, as transformers': weights ~ N(0,
+  // initializer_range), the projections into the residual stream (c_proj)
+  // with std initializer_range / sqrt(2 n_layer), biases 0, LayerNorms 1
+  // and 0. fp32, on the CPU.
+  explicit GPT2ModelImpl(GPT2Config config);
+  // The final normed hidden states [batch, tokens, n_embd] for token ids
+  // [batch, tokens] at positions 0..tokens-1 (Error beyond n_positions).
+  at::Tensor forward(const at::Tensor& input_ids);
+
+  // Loads a base model's folder or a GPT2LMHeadModel's (its head dropped).
+  static std::shared_ptr<GPT2ModelImpl> from_pretrained(const std::string& folder,
+                                                        const GPT2LoadOptions& options = {});
+  // config.json (architectures ["GPT2Model"]) plus the weights, unprefixed.
+  std::vector<std::string> save_pretrained(
+      const std::string& folder, const ShardSize& max_shard_size = ShardSize("5GB")) const;
+
+  // Activation checkpointing of every block (transformers'
+  // gradient_checkpointing_enable()): while grad mode is on, each block
+  // keeps only its input and recomputes its forward in backward (still a
+  // ZeRO stage-3 unit). Off by default.
+  void set_gradient_checkpointing(bool on) { gradient_checkpointing_ = on; }
+  bool gradient_checkpointing() const { return gradient_checkpointing_; }
+
+  const GPT2Config& config() const { return config_; }
+  torch::nn::Embedding wte{nullptr}, wpe{nullptr};
+  torch::nn::ModuleList h{nullptr};  // of GPT2Block
+  torch::nn::LayerNorm ln_f{nullptr};
+
+ private:
+  GPT2Config config_;
+  bool gradient_checkpointing_ = false;
+};
+TORCH_MODULE(GPT2Model);
+
+// Parameters: transformer.<GPT2Model's>, and lm_head.weight only when the
+// config unties the head (tied, the head is transformer.wte.weight and the
+// files hold no lm_head.weight, as transformers').
+class GPT2LMHeadModelImpl : public torch::nn::Module {
+ public:
+  explicit GPT2LMHeadModelImpl(GPT2Config config);
+  // Logits [batch, tokens, vocab] for token ids [batch, tokens].
+  at::Tensor forward(const at::Tensor& input_ids);
+  // transformers' causal-LM loss (causal_lm_loss.h): logits at position t
+  // predict labels[t+1]; labels of -100 are ignored; the mean, in fp32.
+  at::Tensor loss(const at::Tensor& input_ids, const at::Tensor& labels);
+
+  // Builds the model from `folder`'s config.json and loads its weights:
+  // a GPT2LMHeadModel's files ("transformer." names) or a base model's (no
+  // prefix, as the hub's gpt2 holds them, with its attn.bias buffers, which
+  // are skipped).
+  static std::shared_ptr<GPT2LMHeadModelImpl> from_pretrained(const std::string& folder,
+                                                              const GPT2LoadOptions& options = {});
+  // config.json (architectures ["GPT2LMHeadModel"]) plus the weights
+  // (shards above max_shard_size, as transformers' save_pretrained),
+  // loadable by from_pretrained here and in transformers. Returns the
+  // weight files written.
+  std::vector<std::string> save_pretrained(
+      const std::string& folder, const ShardSize& max_shard_size = ShardSize("5GB")) const;
+
+  const GPT2Config& config() const { return config_; }
+  GPT2Model transformer{nullptr};
+  torch::nn::Linear lm_head{nullptr};  // null when tied
+
+ private:
+  GPT2Config config_;
+};
+TORCH_MODULE(GPT2LMHeadModel);
+
+}  // namespace accelerate::models

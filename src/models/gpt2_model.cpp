@@ -1,0 +1,170 @@
+// The GPT-2 modules (include/accelerate/models/gpt2.h). The arithmetic
+// follows transformers' modeling_gpt2.py step for step (Conv1D as addmm with
+// [in, out] weights, pre-LayerNorm blocks, learned positions added to the
+// token embeddings), so outputs agree with transformers' to fp32 rounding;
+// tests/models checks that.
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <cmath>
+
+#include "accelerate/activation_checkpointing.h"
+#include "accelerate/attention.h"
+#include "accelerate/errors.h"
+#include "accelerate/models/gpt2.h"
+#include "accelerate/unit_forward.h"
+
+namespace accelerate::models {
+namespace {
+
+torch::nn::LayerNorm gpt2_layer_norm(const GPT2Config& config) {
+  return torch::nn::LayerNorm(
+      torch::nn::LayerNormOptions({config.n_embd}).eps(config.layer_norm_epsilon));
+}
+
+// GPT-2's scaled initialisation of the projections that add into the
+// residual stream: two per block (attention and MLP).
+double gpt2_residual_std(const GPT2Config& config) {
+  return config.initializer_range / std::sqrt(2.0 * static_cast<double>(config.n_layer));
+}
+
+at::Tensor gpt2_activate(const at::Tensor& x, GPT2Activation activation) {
+  switch (activation) {
+    case GPT2Activation::kGeluNew:
+    case GPT2Activation::kGeluPytorchTanh:
+    case GPT2Activation::kGeluFast:
+      return at::gelu(x, "tanh");
+    case GPT2Activation::kGelu:
+      return at::gelu(x);
+    case GPT2Activation::kRelu:
+      return at::relu(x);
+    case GPT2Activation::kSilu:
+      return at::silu(x);
+    case GPT2Activation::kQuickGelu:
+      return x * at::sigmoid(x * 1.702);
+  }
+  throw Error("GPT-2: unknown activation");
+}
+
+}  // namespace
+
+GPT2Conv1DImpl::GPT2Conv1DImpl(int64_t in_features, int64_t out_features, double std) {
+  weight = register_parameter("weight", at::empty({in_features, out_features}).normal_(0.0, std));
+  bias = register_parameter("bias", at::zeros({out_features}));
+}
+
+at::Tensor GPT2Conv1DImpl::forward(const at::Tensor& x) {
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape.back() = weight.size(1);
+  return at::addmm(bias, x.reshape({-1, x.size(-1)}), weight).view(shape);
+}
+
+GPT2AttentionImpl::GPT2AttentionImpl(const GPT2Config& config, int64_t layer)
+    : heads_(config.n_head),
+      head_dim_(config.head_dim()),
+      // causal_attention divides by sqrt(head_dim) itself.
+      query_factor_(config.attention_scaling(layer) *
+                    std::sqrt(static_cast<double>(config.head_dim()))),
+      attn_pdrop_(config.attn_pdrop),
+      resid_pdrop_(config.resid_pdrop) {
+  c_attn = register_module("c_attn",
+                           GPT2Conv1D(config.n_embd, 3 * config.n_embd, config.initializer_range));
+  c_proj = register_module("c_proj",
+                           GPT2Conv1D(config.n_embd, config.n_embd, gpt2_residual_std(config)));
+}
+
+at::Tensor GPT2AttentionImpl::forward(const at::Tensor& x) {
+  const int64_t batch = x.size(0), tokens = x.size(1), width = heads_ * head_dim_;
+  const auto qkv = c_attn(x).split(width, /*dim=*/2);
+  auto heads = [&](const at::Tensor& projected) {
+    return projected.view({batch, tokens, heads_, head_dim_}).transpose(1, 2);
+  };
+  at::Tensor q = heads(qkv[0]);
+  // Exactly 1 in GPT-2's default: no multiplication, no rounding.
+  if (query_factor_ != 1.0) q = q * query_factor_;
+  const at::Tensor attended =
+      causal_attention(q, heads(qkv[1]), heads(qkv[2]),
+                       AttentionOptions().dropout_p(is_training() ? attn_pdrop_ : 0.0));
+  const at::Tensor merged = attended.transpose(1, 2).reshape({batch, tokens, width});
+  return at::dropout(c_proj(merged), resid_pdrop_, is_training());
+}
+
+GPT2MLPImpl::GPT2MLPImpl(const GPT2Config& config)
+    : activation_(config.activation_function), resid_pdrop_(config.resid_pdrop) {
+  c_fc = register_module("c_fc",
+                         GPT2Conv1D(config.n_embd, config.inner_width(), config.initializer_range));
+  c_proj = register_module(
+      "c_proj", GPT2Conv1D(config.inner_width(), config.n_embd, gpt2_residual_std(config)));
+}
+
+at::Tensor GPT2MLPImpl::forward(const at::Tensor& x) {
+  return at::dropout(c_proj(gpt2_activate(c_fc(x), activation_)), resid_pdrop_, is_training());
+}
+
+GPT2BlockImpl::GPT2BlockImpl(const GPT2Config& config, int64_t layer) {
+  ln_1 = register_module("ln_1", gpt2_layer_norm(config));
+  attn = register_module("attn", GPT2Attention(config, layer));
+  ln_2 = register_module("ln_2", gpt2_layer_norm(config));
+  mlp = register_module("mlp", GPT2MLP(config));
+}
+
+at::Tensor GPT2BlockImpl::forward(const at::Tensor& x) {
+  const at::Tensor h = attn(ln_1(x)) + x;
+  return mlp(ln_2(h)) + h;
+}
+
+GPT2ModelImpl::GPT2ModelImpl(GPT2Config config) : config_(std::move(config)) {
+  config_.validate();
+  wte = register_module("wte", torch::nn::Embedding(config_.vocab_size, config_.n_embd));
+  wpe = register_module("wpe", torch::nn::Embedding(config_.n_positions, config_.n_embd));
+  h = register_module("h", torch::nn::ModuleList());
+  for (int64_t i = 0; i < config_.n_layer; ++i) h->push_back(GPT2Block(config_, i));
+  ln_f = register_module("ln_f", gpt2_layer_norm(config_));
+  at::NoGradGuard no_grad;
+  wte->weight.normal_(0.0, config_.initializer_range);
+  wpe->weight.normal_(0.0, config_.initializer_range);
+}
+
+at::Tensor GPT2ModelImpl::forward(const at::Tensor& input_ids) {
+  if (input_ids.dim() != 2) {
+    throw Error("GPT-2: input_ids must be [batch, tokens], not " + c10::str(input_ids.sizes()));
+  }
+  const int64_t tokens = input_ids.size(1);
+  if (tokens > config_.n_positions) {
+    throw Error("GPT-2: " + std::to_string(tokens) + " tokens exceed n_positions " +
+                std::to_string(config_.n_positions));
+  }
+  const at::Tensor positions = at::arange(tokens, input_ids.options().dtype(at::kLong));
+  at::Tensor x = wte(input_ids) + wpe(positions).unsqueeze(0);
+  x = at::dropout(x, config_.embd_pdrop, is_training());
+  const bool checkpointing = gradient_checkpointing_ && at::GradMode::is_enabled();
+  for (size_t i = 0; i < h->size(); ++i) {
+    auto block = h->ptr<GPT2BlockImpl>(i);
+    // Either call makes the block a ZeRO stage-3 unit when prepare() made
+    // it one; checkpointing also drops its activations until backward.
+    x = checkpointing ? checkpoint_activations(block, x) : unit_forward(block, x);
+  }
+  return ln_f(x);
+}
+
+GPT2LMHeadModelImpl::GPT2LMHeadModelImpl(GPT2Config config) : config_(std::move(config)) {
+  transformer = register_module("transformer", GPT2Model(config_));
+  if (!config_.tie_word_embeddings) {
+    lm_head = register_module(
+        "lm_head", torch::nn::Linear(
+                       torch::nn::LinearOptions(config_.n_embd, config_.vocab_size).bias(false)));
+    at::NoGradGuard no_grad;
+    lm_head->weight.normal_(0.0, config_.initializer_range);
+  }
+}
+
+at::Tensor GPT2LMHeadModelImpl::forward(const at::Tensor& input_ids) {
+  const at::Tensor hidden = transformer(input_ids);
+  return lm_head ? lm_head(hidden) : at::linear(hidden, transformer->wte->weight);
+}
+
+at::Tensor GPT2LMHeadModelImpl::loss(const at::Tensor& input_ids, const at::Tensor& labels) {
+  return causal_lm_loss(forward(input_ids), labels);
+}
+
+}  // namespace accelerate::models

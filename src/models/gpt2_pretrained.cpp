@@ -1,0 +1,63 @@
+// Loading and saving of the GPT-2 models (include/accelerate/models/gpt2.h)
+// through load_pretrained_weights with transformers' rules for GPT-2: base
+// prefix "transformer", and the attn.bias / attn.masked_bias buffers older
+// files (the hub's gpt2 among them) hold skipped, as transformers'
+// _keys_to_ignore_on_load_unexpected does. The Conv1D weights need no
+// conversion: the modules hold them in the files' [in, out] layout.
+#include <ATen/ATen.h>
+
+#include "accelerate/models/gpt2.h"
+#include "accelerate/models/pretrained.h"
+
+namespace accelerate::models {
+namespace {
+
+PretrainedLoadOptions gpt2_load_rules(bool tied) {
+  std::vector<std::string> ignored = {".attn.bias", ".attn.masked_bias"};
+  // A tied model's head is wte: a file's copy of it has nowhere to go.
+  if (tied) ignored.push_back("lm_head.weight");
+  return PretrainedLoadOptions().base_model_prefix("transformer").ignore_unexpected(ignored);
+}
+
+std::string gpt2_dtype_name(const torch::nn::Module& module) {
+  for (const auto& p : module.parameters()) {
+    return p.scalar_type() == at::kBFloat16 ? "bfloat16"
+           : p.scalar_type() == at::kHalf   ? "float16"
+                                            : "float32";
+  }
+  return "float32";
+}
+
+}  // namespace
+
+std::shared_ptr<GPT2ModelImpl> GPT2ModelImpl::from_pretrained(const std::string& folder,
+                                                              const GPT2LoadOptions& options) {
+  auto model = std::make_shared<GPT2ModelImpl>(read_gpt2_config(folder));
+  if (options.dtype() != at::kFloat) model->to(options.dtype());
+  load_pretrained_weights(*model, folder, gpt2_load_rules(/*tied=*/true));
+  return model;
+}
+
+std::vector<std::string> GPT2ModelImpl::save_pretrained(const std::string& folder,
+                                                        const ShardSize& max_shard_size) const {
+  auto files = save_pretrained_weights(*this, folder, max_shard_size);
+  write_gpt2_config(config_, folder, "GPT2Model", gpt2_dtype_name(*this));
+  return files;
+}
+
+std::shared_ptr<GPT2LMHeadModelImpl> GPT2LMHeadModelImpl::from_pretrained(
+    const std::string& folder, const GPT2LoadOptions& options) {
+  auto model = std::make_shared<GPT2LMHeadModelImpl>(read_gpt2_config(folder));
+  if (options.dtype() != at::kFloat) model->to(options.dtype());
+  load_pretrained_weights(*model, folder, gpt2_load_rules(model->config().tie_word_embeddings));
+  return model;
+}
+
+std::vector<std::string> GPT2LMHeadModelImpl::save_pretrained(
+    const std::string& folder, const ShardSize& max_shard_size) const {
+  auto files = save_pretrained_weights(*this, folder, max_shard_size);
+  write_gpt2_config(config_, folder, "GPT2LMHeadModel", gpt2_dtype_name(*this));
+  return files;
+}
+
+}  // namespace accelerate::models
