@@ -16,6 +16,12 @@ import tempfile
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
+try:  # transformers' Trainer needs it; an older reference venv lacks it
+    import accelerate  # noqa: F401
+except ImportError:
+    print("the reference lacks accelerate: run scripts/install-reference-python.sh", file=sys.stderr)
+    sys.exit(77)
+
 # samples, batch, accumulation, max_steps, epochs, logging_strategy,
 # logging_steps, logging_first_step, eval_strategy, eval_steps (0: unset),
 # save_strategy, save_steps

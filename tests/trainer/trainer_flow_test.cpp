@@ -123,6 +123,8 @@ TEST(TrainerFlow, LogsEvaluatesAndSavesAtTransformersSteps) {
   const auto result = accelerate::testing::run_program(
       {flow_reference_python(), TRAINER_FLOW_SCRIPT, file},
       {{"HF_HUB_OFFLINE", "1"}, {"CUDA_VISIBLE_DEVICES", ""}}, std::chrono::minutes(3));
+  // 77: a reference venv installed before accelerate joined its requirements.
+  if (result.exit_code == 77) GTEST_SKIP() << result.err;
   ASSERT_EQ(result.exit_code, 0) << result.err;
   std::ifstream in(file);
   std::string line, label;

@@ -204,9 +204,9 @@ TEST(Trainer, LogsEvaluatesAndSavesAtTheirIntervals) {
   EXPECT_DOUBLE_EQ(recorder->logs[1].at("learning_rate"), 0.02 * 4.0 / 6.0);
   ASSERT_EQ(recorder->evaluations.size(), 2u);  // steps 4 and 8
   // Steps 3 and 6, and the last step, 8, as transformers saves it.
-  EXPECT_EQ(recorder->saves, (std::vector<std::string>{dir.path() + "/checkpoint-3",
-                                                       dir.path() + "/checkpoint-6",
-                                                       dir.path() + "/checkpoint-8"}));
+  EXPECT_EQ(recorder->saves,
+            (std::vector<std::string>{dir.path() + "/checkpoint-3", dir.path() + "/checkpoint-6",
+                                      dir.path() + "/checkpoint-8"}));
   // save_total_limit 1: only the newest folder is left, with its state.
   const auto left = std::vector<std::string>{dir.path() + "/checkpoint-8"};
   std::vector<std::string> found;
