@@ -1,7 +1,9 @@
-"""When transformers' Trainer logs, evaluates and saves, for
+"""When transformers' Trainer logs, evaluates and saves, and how its
+predict() pads predictions of varying length, for
 tests/trainer/trainer_flow_test.cpp.
 
-  python trainer_flow_reference.py OUT.txt
+  python trainer_flow_reference.py flow OUT.txt
+  python trainer_flow_reference.py padding IN.safetensors OUT.safetensors
 
 Run under $ACCELERATE_REFERENCE_PYTHON (transformers and torch); CPU only.
 Each case trains a one-layer regression model on random data; the script
@@ -89,9 +91,62 @@ def run(case, out):
         out.write(name + "".join(f" {s}" for s in steps) + "\n")
 
 
+def flow(out_path):
+    with open(out_path, "w") as out:
+        for case in CASES:
+            run(case, out)
+
+
+class Tagger(torch.nn.Module):
+    """A per-token classifier whose loss ignores the -100 labels."""
+
+    def __init__(self, weight, bias):
+        super().__init__()
+        self.fc = torch.nn.Linear(1, weight.shape[0])
+        with torch.no_grad():
+            self.fc.weight.copy_(weight)
+            self.fc.bias.copy_(bias)
+
+    def forward(self, x, labels):
+        logits = self.fc(x)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                 labels.reshape(-1))
+        return {"loss": loss, "logits": logits}
+
+
+def dynamic_padding(samples):
+    """Each batch cut to its longest sample (labels past a length are -100)."""
+    x = torch.stack([s["x"] for s in samples])
+    labels = torch.stack([s["labels"] for s in samples])
+    longest = int(labels.ne(-100).sum(1).max())
+    return {"x": x[:, :longest], "labels": labels[:, :longest]}
+
+
+def padding(in_path, out_path):
+    """predict() of the tagger in IN over its tokens, batches of 4: plain, and
+    with an argmax as preprocess_logits_for_metrics."""
+    from safetensors.torch import load_file, save_file
+
+    t = load_file(in_path)
+    data = [{"x": t["x"][i], "labels": t["labels"][i]} for i in range(t["x"].shape[0])]
+    out = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for name, preprocess in (("plain", None), ("argmax", lambda logits, _: logits.argmax(-1))):
+            args = TrainingArguments(output_dir=folder, use_cpu=True, report_to="none",
+                                     per_device_eval_batch_size=4, disable_tqdm=True)
+            trainer = Trainer(model=Tagger(t["weight"], t["bias"]), args=args,
+                              data_collator=dynamic_padding,
+                              preprocess_logits_for_metrics=preprocess)
+            result = trainer.predict(data)
+            out[name + ".predictions"] = torch.as_tensor(result.predictions).contiguous()
+            out[name + ".label_ids"] = torch.as_tensor(result.label_ids).contiguous()
+    save_file(out, out_path)
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    with open(sys.argv[1], "w") as out:
-        for case in CASES:
-            run(case, out)
+    if sys.argv[1] == "flow":
+        flow(sys.argv[2])
+    else:
+        padding(sys.argv[2], sys.argv[3])
