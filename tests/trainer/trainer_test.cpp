@@ -355,6 +355,26 @@ TEST(Trainer, BadArgumentsAreOneLineConfigErrors) {
   } catch (const accelerate::ConfigError& error) {
     EXPECT_EQ(std::string(error.what()), "TrainingArguments: warmup_ratio must be in [0, 1]");
   }
+  // logging_steps 0 is refused only where it is used, as in Hugging Face.
+  const auto message = [](const TrainingArguments& args) {
+    try {
+      args.validate();
+    } catch (const accelerate::ConfigError& error) {
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message(base_args("x").logging_steps(0)),
+            "TrainingArguments: logging_strategy steps requires a positive logging_steps");
+  EXPECT_EQ(message(base_args("x")
+                        .logging_steps(0)
+                        .logging_strategy(accelerate::IntervalStrategy::kEpoch)
+                        .eval_strategy(accelerate::IntervalStrategy::kSteps)),
+            "TrainingArguments: eval_strategy steps requires a positive eval_steps or "
+            "logging_steps");
+  EXPECT_EQ(
+      message(base_args("x").logging_steps(0).logging_strategy(accelerate::IntervalStrategy::kNo)),
+      "no error");
   EXPECT_EQ(accelerate::parse_interval_strategy("epoch"), accelerate::IntervalStrategy::kEpoch);
   EXPECT_FALSE(accelerate::parse_interval_strategy("sometimes").has_value());
 }
