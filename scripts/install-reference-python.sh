@@ -37,7 +37,7 @@ if [[ ! -f "$stamp" ]]; then
     "$venv/bin/python" -m pip install -q --no-cache-dir -r "$requirements" \
     -c <(echo "$torch_pin") </dev/null ||
     die "pip install -r $requirements failed"
-  "$venv/bin/python" -c 'import transformers, safetensors, tokenizers' ||
+  "$venv/bin/python" -c 'import transformers, safetensors, tokenizers, accelerate' ||
     die "the reference packages do not import in $venv"
   rm -f -- "$venv"/.accelerate-reference-*
   touch "$stamp"

@@ -44,6 +44,7 @@
 
 #include "accelerate/accelerator.h"
 #include "accelerate/data_loader.h"
+#include "accelerate/detail/trainer_evaluation.h"
 #include "accelerate/detail/trainer_loop.h"
 #include "accelerate/detail/trainer_optimizer.h"
 #include "accelerate/lr_schedule.h"
@@ -153,7 +154,6 @@ class Trainer {
     while (!loop_.should_stop_training()) {
       loop_.begin_epoch();
       bool step_begun = false;
-      bool loader_finished = true;
       for (auto& batch : *train_loader_) {
         if (!step_begun) loop_.begin_step();
         step_begun = true;
@@ -174,17 +174,12 @@ class Trainer {
         }
         optimizer_step(parameters);
         step_begun = false;
-        if (loop_.should_stop_training() || control.should_epoch_stop) {
-          loader_finished = train_loader_->end_of_dataloader();
-          break;
-        }
+        if (loop_.should_stop_training() || control.should_epoch_stop) break;
       }
-      // Epoch-end evaluation and saving after whole epochs (or a callback's
-      // should_epoch_stop), not when max_steps ends one part-way.
-      if (loader_finished || control.should_epoch_stop) {
-        loop_.end_epoch();
-        evaluate_and_save_if_due();
-      }
+      // As in Hugging Face, also when max_steps or a callback ends the epoch
+      // part-way: an "epoch" strategy then logs, evaluates or saves the last step.
+      loop_.end_epoch();
+      evaluate_and_save_if_due();
     }
     if (auto best = loop_.best_checkpoint_to_load()) load_best_model(*best);
     loop_.remove_all_but_best_checkpoint();
@@ -208,14 +203,16 @@ class Trainer {
   // Predictions (the logits, or preprocess_logits_for_metrics' result) for
   // every sample of `dataset` in order, its labels, and metrics prefixed
   // "test_" (the loss when the function returns one, compute_metrics' when
-  // set). Collective. The dataset's loader stays prepared (it counts among
-  // the loaders of later checkpoints).
+  // set). Callbacks see on_predict. Collective. The dataset's loader stays
+  // prepared (it counts among the loaders of later checkpoints).
   PredictionOutput predict(Dataset dataset) {
     predict_loaders_.push_back(std::make_unique<Loader>(
         std::move(dataset),
         loader_options(loop_.args().per_device_eval_batch_size(), loop_.args())));
     accelerator_->prepare(*predict_loaders_.back());
-    return evaluation_loop(*predict_loaders_.back(), "test", /*collect=*/true);
+    PredictionOutput output = evaluation_loop(*predict_loaders_.back(), "test", /*collect=*/true);
+    loop_.report_prediction(output.metrics);
+    return output;
   }
 
   // Hugging Face's compute_metrics, run on the gathered predictions of
@@ -391,14 +388,22 @@ class Trainer {
     loop_.keep_counters_on_load(false);
   }
 
+  // Predictions and labels of different lengths (dynamic padding) are
+  // padded with -100 along their second dimension, across the processes
+  // before gathering and across the batches when concatenated, as Hugging
+  // Face's evaluation loop does.
   PredictionOutput evaluation_loop(Loader& loader, const std::string& prefix, bool collect) {
     const bool was_training = model_->is_training();
     model_->eval();
     const auto started = std::chrono::steady_clock::now();
-    double sum = 0;
-    int64_t count = 0;
+    detail::EvaluationLoss losses(loop_.args().logging_nan_inf_filter());
     bool has_loss = false;
     std::vector<at::Tensor> predictions, labels;
+    const auto pad = [this](at::Tensor t) {
+      return t.dim() >= 2
+                 ? accelerator_->pad_across_processes(t.contiguous(), 1, detail::kEvalPaddingIndex)
+                 : t.contiguous();
+    };
     {
       torch::NoGradGuard no_grad;
       for (auto& batch : loader) {
@@ -415,24 +420,22 @@ class Trainer {
         // A summed loss (count_items_with) becomes the batch's mean per item.
         if (has_loss && count_items_)
           loss = loss / static_cast<double>(std::max<int64_t>(1, count_items_(batch)));
-        const at::Tensor gathered =
-            accelerator_->gather_for_metrics(loss.expand({rows}).contiguous());
-        sum += gathered.sum().template item<double>();
-        count += gathered.numel();
-        if (!collect || !output.logits.defined()) continue;
-        at::Tensor label = output.labels.defined() ? output.labels : detail::batch_labels(batch);
-        at::Tensor prediction = output.logits.detach();
-        if (preprocess_logits_) prediction = preprocess_logits_(prediction, label);
-        predictions.push_back(accelerator_->gather_for_metrics(prediction.contiguous()).cpu());
-        if (label.defined()) {
-          labels.push_back(accelerator_->gather_for_metrics(label.detach().contiguous()).cpu());
+        losses.add(accelerator_->gather_for_metrics(loss.expand({rows}).contiguous()));
+        if (collect && output.logits.defined()) {
+          at::Tensor label = output.labels.defined() ? output.labels : detail::batch_labels(batch);
+          if (label.defined()) label = pad(label.detach());
+          at::Tensor prediction = pad(output.logits.detach());
+          if (preprocess_logits_) prediction = pad(preprocess_logits_(prediction, label));
+          predictions.push_back(accelerator_->gather_for_metrics(prediction).cpu());
+          if (label.defined()) labels.push_back(accelerator_->gather_for_metrics(label).cpu());
         }
+        loop_.prediction_step();
       }
     }
     if (was_training) model_->train();
     PredictionOutput result;
-    if (!predictions.empty()) result.predictions = at::cat(predictions);
-    if (!labels.empty()) result.label_ids = at::cat(labels);
+    result.predictions = detail::pad_and_concatenate(predictions);
+    result.label_ids = detail::pad_and_concatenate(labels);
     if (compute_metrics_ && result.predictions.defined() && result.label_ids.defined()) {
       result.metrics = detail::prefixed(
           compute_metrics_(EvalPrediction{result.predictions, result.label_ids}), prefix);
@@ -440,13 +443,13 @@ class Trainer {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (has_loss) {
-      const double loss = count ? sum / static_cast<double>(count) : std::nan("");
+      const double loss = losses.mean().value_or(std::nan(""));
       result.metrics[prefix + "_loss"] = loss;
       result.metrics[prefix + "_perplexity"] = std::exp(loss);
     }
     result.metrics[prefix + "_runtime"] = seconds;
     result.metrics[prefix + "_samples_per_second"] =
-        static_cast<double>(count) / std::max(seconds, 1e-9);
+        static_cast<double>(losses.samples()) / std::max(seconds, 1e-9);
     return result;
   }
 

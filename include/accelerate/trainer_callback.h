@@ -93,6 +93,12 @@ class TrainerCallback {
                       TrainerControl& /*control*/, const Metrics& logs) {
     on_log(state, logs);
   }
+  // After each batch of an evaluation or a prediction (evaluate, predict).
+  virtual void on_prediction_step(const TrainingArguments& /*args*/, const TrainerState& /*state*/,
+                                  TrainerControl& /*control*/) {}
+  // After predict(), with its "test_" metrics.
+  virtual void on_predict(const TrainingArguments& /*args*/, const TrainerState& /*state*/,
+                          TrainerControl& /*control*/, const Metrics& /*metrics*/) {}
 
   // The observe-only forms.
   virtual void on_train_begin(const TrainerState& /*state*/) {}

@@ -69,11 +69,21 @@ struct TrainingArguments {
   // Warm-up steps: warmup_steps when > 0, else ceil(warmup_ratio * steps).
   ACCELERATE_ARG(double, warmup_ratio) = 0.0;
   ACCELERATE_ARG(int64_t, warmup_steps) = 0;
-  // Log the mean training loss, grad norm and learning rate every
-  // logging_steps optimizer steps (main process; trackers in report_to).
+  // When to log the mean training loss, grad norm and learning rate (main
+  // process; trackers in report_to): never, every logging_steps optimizer
+  // steps, or at the end of every epoch.
+  ACCELERATE_ARG(IntervalStrategy, logging_strategy) = IntervalStrategy::kSteps;
   ACCELERATE_ARG(int64_t, logging_steps) = 500;
+  // Also log after the first optimizer step, whatever the strategy.
+  ACCELERATE_ARG(bool, logging_first_step) = false;
+  // A NaN or infinite micro-batch loss counts in the logged training loss as
+  // the mean since the last log, and non-finite batch losses are left out of
+  // the evaluation loss (unless every one is). Training itself is unchanged.
+  ACCELERATE_ARG(bool, logging_nan_inf_filter) = true;
   ACCELERATE_ARG(IntervalStrategy, eval_strategy) = IntervalStrategy::kNo;
   ACCELERATE_ARG(std::optional<int64_t>, eval_steps);  // nullopt: logging_steps
+  // With "steps", the last step is saved (and evaluated) too when it is not a
+  // multiple of save_steps (eval_steps), as Hugging Face's Trainer does.
   ACCELERATE_ARG(IntervalStrategy, save_strategy) = IntervalStrategy::kSteps;
   ACCELERATE_ARG(int64_t, save_steps) = 500;
   // Keep at most this many checkpoints in output_dir (the oldest go first).

@@ -3,6 +3,7 @@
 target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_folders.cpp
   ${CMAKE_CURRENT_LIST_DIR}/trainer_callback.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/trainer_evaluation.cpp
   ${CMAKE_CURRENT_LIST_DIR}/trainer_loop.cpp
   ${CMAKE_CURRENT_LIST_DIR}/trainer_optimizer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/trainer_deepspeed.cpp

@@ -138,9 +138,16 @@ void TrainerLoop::begin_step() {
 void TrainerLoop::add_loss(const at::Tensor& loss, int64_t samples) {
   // The accumulation in force (the Accelerator's), which the logged loss,
   // epoch and throughput follow.
-  const at::Tensor share =
-      loss.detach().to(at::kDouble) / accelerator_.gradient_accumulation_steps();
-  loss_sum_ = loss_sum_.defined() ? loss_sum_ + share : share;
+  at::Tensor share = loss.detach().to(at::kDouble) / accelerator_.gradient_accumulation_steps();
+  const at::Tensor so_far = loss_sum_.defined() ? loss_sum_ : at::zeros_like(share);
+  if (args_.logging_nan_inf_filter()) {
+    // Hugging Face's substitute for a NaN/Inf loss: what has been summed since
+    // the last log over the steps since then, this one included. A select,
+    // not a test, so the device need not be waited for.
+    share = at::where(share.isfinite(), share, so_far / static_cast<double>(1 + loss_steps_))
+                .reshape(share.sizes());
+  }
+  loss_sum_ = so_far + share;
   samples_seen_ += samples;
 }
 
@@ -159,20 +166,29 @@ void TrainerLoop::end_step(double grad_norm, double learning_rate) {
   last_learning_rate_ = learning_rate;
   // Hugging Face's DefaultFlowCallback, before the program's callbacks.
   const int64_t step = state_.global_step;
+  const bool eval_steps = args_.eval_strategy() == IntervalStrategy::kSteps;
+  const bool save_steps = args_.save_strategy() == IntervalStrategy::kSteps;
+  // validate() made these positive where their strategy is steps.
   const int64_t eval_every = args_.eval_steps().value_or(args_.logging_steps());
-  if (step % args_.logging_steps() == 0 || done()) control_.should_log = true;
-  if (args_.eval_strategy() == IntervalStrategy::kSteps && step % eval_every == 0) {
-    control_.should_evaluate = true;
+  if (step == 1 && args_.logging_first_step()) control_.should_log = true;
+  if (args_.logging_strategy() == IntervalStrategy::kSteps && step % args_.logging_steps() == 0) {
+    control_.should_log = true;
   }
-  if (args_.save_strategy() == IntervalStrategy::kSteps && step % args_.save_steps() == 0) {
-    control_.should_save = true;
+  if (eval_steps && step % eval_every == 0) control_.should_evaluate = true;
+  if (save_steps && step % args_.save_steps() == 0) control_.should_save = true;
+  if (done()) {
+    control_.should_training_stop = true;
+    // The last step is evaluated and saved under "steps" strategies even when
+    // it is no multiple of their interval, as transformers 5.24 does.
+    if (eval_steps) control_.should_evaluate = true;
+    if (save_steps) control_.should_save = true;
   }
-  if (done()) control_.should_training_stop = true;
   for (auto& callback : callbacks_) callback->on_step_end(args_, state_, control_);
   log_if_due();
 }
 
 void TrainerLoop::end_epoch() {
+  if (args_.logging_strategy() == IntervalStrategy::kEpoch) control_.should_log = true;
   if (args_.eval_strategy() == IntervalStrategy::kEpoch) control_.should_evaluate = true;
   if (args_.save_strategy() == IntervalStrategy::kEpoch) control_.should_save = true;
   for (auto& callback : callbacks_) callback->on_epoch_end(args_, state_, control_);
@@ -201,6 +217,14 @@ void TrainerLoop::log_if_due() {
 void TrainerLoop::report_evaluation(Metrics metrics) {
   metrics["epoch"] = state_.epoch;
   publish(std::move(metrics), /*evaluation=*/true);
+}
+
+void TrainerLoop::prediction_step() {
+  for (auto& callback : callbacks_) callback->on_prediction_step(args_, state_, control_);
+}
+
+void TrainerLoop::report_prediction(const Metrics& metrics) {
+  for (auto& callback : callbacks_) callback->on_predict(args_, state_, control_, metrics);
 }
 
 void TrainerLoop::track_best(const Metrics& metrics) {
@@ -288,6 +312,14 @@ void TrainerLoop::remove_all_but_best_checkpoint() {
 
 Metrics TrainerLoop::end_train() {
   if (bar_) bar_->close();
+  // The steps since the last log count in train_loss too, as in Hugging Face
+  // (no log is forced at the last step). Every process has the same count.
+  if (loss_steps_ > 0) {
+    total_loss_ += mean_over_processes(loss_sum_.defined() ? loss_sum_.item<double>() : 0.0);
+    total_loss_steps_ += loss_steps_;
+    loss_sum_ = at::Tensor();
+    loss_steps_ = 0;
+  }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   const double samples =

@@ -96,8 +96,13 @@ void TrainingArguments::validate() const {
           "set max_steps or num_train_epochs to a positive number");
   require(warmup_ratio() >= 0 && warmup_ratio() <= 1, "warmup_ratio must be in [0, 1]");
   require(warmup_steps() >= 0, "warmup_steps must not be negative");
-  require(logging_steps() > 0, "logging_steps must be positive");
+  require(logging_steps() >= 0, "logging_steps must not be negative");
+  require(logging_strategy() != IntervalStrategy::kSteps || logging_steps() > 0,
+          "logging_strategy steps requires a positive logging_steps");
   require(!eval_steps() || *eval_steps() > 0, "eval_steps must be positive");
+  // Hugging Face's fallback: eval_steps defaults to logging_steps.
+  require(eval_strategy() != IntervalStrategy::kSteps || eval_steps() || logging_steps() > 0,
+          "eval_strategy steps requires a positive eval_steps or logging_steps");
   require(save_strategy() != IntervalStrategy::kSteps || save_steps() > 0,
           "save_steps must be positive with save_strategy steps");
   require(!save_total_limit() || *save_total_limit() > 0, "save_total_limit must be positive");

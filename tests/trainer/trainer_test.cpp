@@ -203,9 +203,12 @@ TEST(Trainer, LogsEvaluatesAndSavesAtTheirIntervals) {
   EXPECT_DOUBLE_EQ(recorder->logs[0].at("learning_rate"), 0.02 * 6.0 / 6.0);  // step 2 of 2 warm-up
   EXPECT_DOUBLE_EQ(recorder->logs[1].at("learning_rate"), 0.02 * 4.0 / 6.0);
   ASSERT_EQ(recorder->evaluations.size(), 2u);  // steps 4 and 8
-  EXPECT_EQ(recorder->saves.size(), 2u);        // steps 3 and 6
+  // Steps 3 and 6, and the last step, 8, as transformers saves it.
+  EXPECT_EQ(recorder->saves,
+            (std::vector<std::string>{dir.path() + "/checkpoint-3", dir.path() + "/checkpoint-6",
+                                      dir.path() + "/checkpoint-8"}));
   // save_total_limit 1: only the newest folder is left, with its state.
-  const auto left = std::vector<std::string>{dir.path() + "/checkpoint-6"};
+  const auto left = std::vector<std::string>{dir.path() + "/checkpoint-8"};
   std::vector<std::string> found;
   for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
     if (entry.path().filename().string().rfind("checkpoint-", 0) == 0) {
@@ -213,7 +216,7 @@ TEST(Trainer, LogsEvaluatesAndSavesAtTheirIntervals) {
     }
   }
   EXPECT_EQ(found, left);
-  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/checkpoint-6/trainer_state.json"));
+  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/checkpoint-8/trainer_state.json"));
 }
 
 TEST(Trainer, EvaluationLossIsTheMeanOverEverySampleOnce) {
@@ -352,6 +355,26 @@ TEST(Trainer, BadArgumentsAreOneLineConfigErrors) {
   } catch (const accelerate::ConfigError& error) {
     EXPECT_EQ(std::string(error.what()), "TrainingArguments: warmup_ratio must be in [0, 1]");
   }
+  // logging_steps 0 is refused only where it is used, as in Hugging Face.
+  const auto message = [](const TrainingArguments& args) {
+    try {
+      args.validate();
+    } catch (const accelerate::ConfigError& error) {
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message(base_args("x").logging_steps(0)),
+            "TrainingArguments: logging_strategy steps requires a positive logging_steps");
+  EXPECT_EQ(message(base_args("x")
+                        .logging_steps(0)
+                        .logging_strategy(accelerate::IntervalStrategy::kEpoch)
+                        .eval_strategy(accelerate::IntervalStrategy::kSteps)),
+            "TrainingArguments: eval_strategy steps requires a positive eval_steps or "
+            "logging_steps");
+  EXPECT_EQ(
+      message(base_args("x").logging_steps(0).logging_strategy(accelerate::IntervalStrategy::kNo)),
+      "no error");
   EXPECT_EQ(accelerate::parse_interval_strategy("epoch"), accelerate::IntervalStrategy::kEpoch);
   EXPECT_FALSE(accelerate::parse_interval_strategy("sometimes").has_value());
 }

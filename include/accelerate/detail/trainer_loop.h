@@ -83,6 +83,10 @@ class TrainerLoop {
   void end_epoch();
   // on_evaluate (clears should_evaluate), the history and the trackers.
   void report_evaluation(Metrics metrics);
+  // on_prediction_step, after each evaluation or prediction batch.
+  void prediction_step();
+  // on_predict, after predict().
+  void report_prediction(const Metrics& metrics);
   // Hugging Face's best-metric rule, after an evaluation during training:
   // a better metric_for_best_model makes this step the best one. Throws
   // ConfigError when the evaluation lacks that metric.
