@@ -173,7 +173,8 @@ TEST(CudaZeroOffload, OneGpuOffloadTrainsBitwiseAsWithout) {
   expect_same(train_on_gpus(1, recipe), on_gpu, 0);
 }
 
-// 16 AdamW steps on one GPU (two epochs of 8 batches), stepped on the CPU or on the GPU (FMA rounding).
+// 16 AdamW steps on one GPU (two epochs of 8 batches), stepped on the CPU or on the GPU (FMA
+// rounding).
 TEST(CudaZeroOffload, OneGpuAdamWOffloadStaysWithinRoundingOfTheGpuStep) {
   ACCELERATE_GPU_REQUIRE_CUDA();
   Recipe recipe;
