@@ -47,12 +47,16 @@ if [[ $processes == 1 ]]; then
   checkpoint=(--checkpointing_steps 25)
   resume_from=step_25
   epochs=1
+  resumed_epochs=1
+  resumed_examples=120  # 320 - 25 batches of 8: the rest of the epoch
 else
   # 2 epochs of 20 optimizer steps of 2 x 4; a checkpoint after each epoch.
   flags=(--max_train_samples 160 --batch_size 4 --num_epochs 2)
   checkpoint=(--checkpointing_steps epoch)
   resume_from=epoch_0
   epochs=2
+  resumed_epochs=1      # epoch 1 only
+  resumed_examples=160
 fi
 
 whole=$(run "$work/whole" "${flags[@]}" "${checkpoint[@]}" --with_tracking)
@@ -77,6 +81,11 @@ echo "$resumed"
 resumed_last=$(grep -E "epoch [0-9]+: \{'accuracy'" <<<"$resumed" | tail -n 1 | sed 's/^\[rank0\]: //')
 echo "uninterrupted: $last"
 echo "resumed:       $resumed_last"
+# assert: it continued from the checkpoint (only what was left was trained;
+# a run from scratch would print the uninterrupted run's lines too)
+grep -q "resuming from $work/whole/$resume_from" <<<"$resumed"
+[[ $(grep -cE "epoch [0-9]+: \{'accuracy'" <<<"$resumed") -eq $resumed_epochs ]]
+grep -q "validation examples; train $resumed_examples examples in" <<<"$resumed"
 # assert: the resumed run ends exactly where the uninterrupted one ended
 [[ "$last" == "$resumed_last" ]]
 
