@@ -15,6 +15,10 @@
 #   EVAL_SAMPLES       first N validation sentences, 0 = all 1000 [0]
 #   EPOCHS             [3]   BATCH_SIZE [16]   LR [2e-5]   WARMUP [100]   MAX_LENGTH [128]
 #   PROCESSES          the process counts to run ["1 2"]
+#   ROUNDS             runs of each side per process count, in alternating
+#                      order (ours first in odd rounds); samples/s is the
+#                      median over rounds, the metrics are the first round's
+#                      (every round gives the same ones) [1]
 # One thread per process on both sides (the launcher's default for 2
 # processes on 2 cores; torchrun's too), so the 1-process runs compare the
 # same compute. Each run's log is kept in LOG_DIR [/tmp/nlp-bench].
@@ -52,20 +56,34 @@ samples_per_second() {
 
 printf '%-9s %-24s %-24s %-14s %-10s %-10s %s\n' processes "ours acc / f1" "twin acc / f1" \
   "diff (points)" "ours s/s" "twin s/s" "ratio"
-for p in ${PROCESSES:-1 2}; do
-  ours=$logs/ours_${p}p.log twin=$logs/twin_${p}p.log
-  "$build/bin/accelerate" launch --cpu --num_processes "$p" --num_cpu_threads_per_process 1 \
-    --main_process_port 0 "$build/examples/nlp" "${flags[@]}" --output_dir "$logs/out" >"$ours" 2>&1 ||
-    die "ours failed on $p processes: $(tail -n 1 "$ours")"
-  (cd "$root" && OMP_NUM_THREADS=1 "$python" -m torch.distributed.run --nproc_per_node "$p" \
+run_ours() {  # run_ours PROCESSES LOG
+  "$build/bin/accelerate" launch --cpu --num_processes "$1" --num_cpu_threads_per_process 1 \
+    --main_process_port 0 "$build/examples/nlp" "${flags[@]}" --output_dir "$logs/out" >"$2" 2>&1 ||
+    die "ours failed on $1 processes: $(tail -n 1 "$2")"
+}
+run_twin() {  # run_twin PROCESSES LOG
+  (cd "$root" && OMP_NUM_THREADS=1 "$python" -m torch.distributed.run --nproc_per_node "$1" \
     --master_port $((29500 + RANDOM % 1000)) bench/nlp/complete_nlp_example.py "${flags[@]}") \
-    >"$twin" 2>&1 || die "the twin failed on $p processes: $(tail -n 1 "$twin")"
-  read -r our_acc our_f1 <<<"$(last_metrics "$ours")"
-  read -r twin_acc twin_f1 <<<"$(last_metrics "$twin")"
-  our_rate=$(samples_per_second "$ours") twin_rate=$(samples_per_second "$twin")
+    >"$2" 2>&1 || die "the twin failed on $1 processes: $(tail -n 1 "$2")"
+}
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+for p in ${PROCESSES:-1 2}; do
+  our_rates=() twin_rates=()
+  for ((round = 1; round <= ${ROUNDS:-1}; ++round)); do
+    ours=$logs/ours_${p}p_$round.log twin=$logs/twin_${p}p_$round.log
+    if ((round % 2)); then run_ours "$p" "$ours"; run_twin "$p" "$twin"
+    else run_twin "$p" "$twin"; run_ours "$p" "$ours"; fi
+    our_rates+=("$(samples_per_second "$ours")") twin_rates+=("$(samples_per_second "$twin")")
+  done
+  read -r our_acc our_f1 <<<"$(last_metrics "$logs/ours_${p}p_1.log")"
+  read -r twin_acc twin_f1 <<<"$(last_metrics "$logs/twin_${p}p_1.log")"
+  our_rate=$(printf '%s\n' "${our_rates[@]}" | median)
+  twin_rate=$(printf '%s\n' "${twin_rates[@]}" | median)
+  echo "$p processes: ours samples/s ${our_rates[*]}; twin ${twin_rates[*]}" >&2
   awk -v p="$p" -v a="$our_acc" -v f="$our_f1" -v b="$twin_acc" -v g="$twin_f1" \
     -v r="$our_rate" -v t="$twin_rate" 'BEGIN {
-      printf "%-9s %-24s %-24s %-14s %-10s %-10s %.2fx\n", p,
+      printf "%-9s %-24s %-24s %-14s %-10.2f %-10.2f %.2fx\n", p,
         sprintf("%.4f / %.4f", a, f), sprintf("%.4f / %.4f", b, g),
         sprintf("%+.1f / %+.1f", 100 * (a - b), 100 * (f - g)), r, t, r / t }'
 done
