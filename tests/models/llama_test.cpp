@@ -1,7 +1,8 @@
 // The Llama model without the Python reference (those comparisons are in
 // llama_reference_test.cpp): config.json in both transformers spellings,
-// parameter names, the llama3 rope bands, save/load round trips, bf16
-// checkpoints, and the one-line errors for bad folders.
+// parameter names, the llama3 rope bands, building without weights,
+// save/load round trips, bf16 checkpoints, and the one-line errors for bad
+// folders.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "accelerate/empty_weights.h"
 #include "accelerate/errors.h"
 #include "accelerate/models/llama.h"
 #include "accelerate/models/pretrained.h"
@@ -169,6 +171,23 @@ TEST(LlamaModel, Llama3RopeKeepsHighSlowsLowAndBlendsBetween) {
   EXPECT_EQ(kept, 1);
   EXPECT_EQ(blended, 1);
   EXPECT_EQ(slowed, 6);
+}
+
+// As on a ZeRO-3 process that receives its weights (zero3_init): built
+// inside the empty-weights guard, where nothing is computed, it must still
+// run once its parameters are filled (the rotary frequencies are not one).
+TEST(LlamaModel, BuiltWithoutWeightsRunsOnceTheyAreFilled) {
+  torch::manual_seed(3);
+  am::LlamaForCausalLM built(tiny_llama_config());
+  am::LlamaForCausalLM empty{nullptr};
+  {
+    auto guard = accelerate::init_empty_weights();
+    empty = am::LlamaForCausalLM(tiny_llama_config());
+  }
+  at::NoGradGuard no_grad;
+  const auto weights = built->named_parameters();
+  for (auto& entry : empty->named_parameters()) entry.value().copy_(weights[entry.key()]);
+  EXPECT_TRUE(at::equal(empty->forward(tiny_ids()), built->forward(tiny_ids())));
 }
 
 TEST(LlamaModel, SavesAndLoadsItsOwnFoldersOneFileAndSharded) {
