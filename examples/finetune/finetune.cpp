@@ -16,10 +16,12 @@
 #include <accelerate/trainer.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -66,6 +68,29 @@ std::string read_model_type(const std::string& folder) {
   return found->get<std::string>();
 }
 
+// Training tokens/s of this run: the optimizer steps it took (a resumed
+// run counts only its own) over the time inside them, so evaluations,
+// logging and checkpoints are not counted.
+class TrainingSpeed : public accelerate::TrainerCallback {
+ public:
+  void on_step_begin(const accelerate::TrainingArguments&, const accelerate::TrainerState&,
+                     accelerate::TrainerControl&) override {
+    begin_ = std::chrono::steady_clock::now();
+  }
+  void on_step_end(const accelerate::TrainerState&) override {
+    seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - begin_).count();
+    ++steps_;
+  }
+  double tokens_per_second(int64_t tokens_per_step) const {
+    return seconds_ > 0 ? static_cast<double>(steps_ * tokens_per_step) / seconds_ : 0.0;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point begin_;
+  double seconds_ = 0;
+  int64_t steps_ = 0;
+};
+
 template <class Family>
 int run_family(const FinetuneFlags& f) {
   using Model = typename Family::Model;
@@ -87,7 +112,10 @@ int run_family(const FinetuneFlags& f) {
   const auto blocks = [&](const std::string& path) {
     return finetune::TextBlocks(finetune::tokenize_lines(path, tokenizer), block_size, path);
   };
+  const auto tokenizing = std::chrono::steady_clock::now();
   finetune::TextBlocks train_data = blocks(f.train_file);
+  const double tokenize_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - tokenizing).count();
   std::optional<finetune::TextBlocks> validation_data;
   if (!f.validation_file.empty()) validation_data = blocks(f.validation_file);
 
@@ -111,23 +139,24 @@ int run_family(const FinetuneFlags& f) {
   for (const auto& p : model->parameters()) parameters += p.numel();
   accelerator.print("model_type ", Family::model_type, ": ", parameters, " parameters; ",
                     f.train_file, ": ", train_data.tokens(), " tokens in ", train_data.size(),
-                    " blocks of ", block_size, "; ", accelerator.num_processes(), " process(es), ",
-                    trainer.state().max_steps, " steps");
-  const auto result = trainer.train();
-  const auto runtime = result.metrics.find("train_runtime");
-  if (runtime != result.metrics.end() && runtime->second > 0) {
-    const double tokens = static_cast<double>(result.global_step) *
-                          static_cast<double>(args.per_device_train_batch_size() *
-                                              accelerator.gradient_accumulation_steps() *
-                                              accelerator.num_processes() * block_size);
-    accelerator.print("train tokens/s ", static_cast<int64_t>(tokens / runtime->second));
-  }
+                    " blocks of ", block_size, " (tokenized in ", tokenize_seconds, " s); ",
+                    accelerator.num_processes(), " process(es), ", trainer.state().max_steps,
+                    " steps");
+  auto speed = std::make_shared<TrainingSpeed>();
+  trainer.add_callback(speed);
+  trainer.train();
+  // The accumulation in force (a DeepSpeed file's, which the Trainer checks).
+  const int64_t tokens_per_step = args.per_device_train_batch_size() *
+                                  accelerator.gradient_accumulation_steps() *
+                                  accelerator.num_processes() * block_size;
+  accelerator.print("train tokens/s ",
+                    static_cast<int64_t>(speed->tokens_per_second(tokens_per_step)));
 
   // Every process: under ZeRO-3 each unit's weights are gathered in turn and
   // written by the main process (no process holds the whole model).
   const std::string final_dir = args.output_dir() + "/final";
-  const auto files = accelerator.save_model(
-      model, final_dir, accelerate::SaveModelOptions().max_shard_size(f.max_shard_size));
+  accelerator.save_model(model, final_dir,
+                         accelerate::SaveModelOptions().max_shard_size(f.max_shard_size));
   if (accelerator.is_main_process()) {
     Family::write_config(config, final_dir);
     for (const char* name : kTokenizerFiles) {
@@ -136,7 +165,7 @@ int run_family(const FinetuneFlags& f) {
         fs::copy_file(source, fs::path(final_dir) / name, fs::copy_options::overwrite_existing);
       }
     }
-    accelerator.print("saved ", final_dir, " (", files.size(), " weight file(s))");
+    accelerator.print("saved ", final_dir);
   }
   accelerator.wait_for_everyone();
   return 0;
