@@ -40,6 +40,13 @@ class EmptyWeightsGuard {
   std::unique_ptr<Impl> impl_;
 };
 
+// True while an active guard lives on the calling thread. Code that fills
+// weights checks it to skip work the guard would discard: loading a
+// pretrained folder (accelerate::models) checks the files' names and shapes
+// but reads no tensor data then, so a ZeRO-3 process that receives its
+// shards from the main one never holds the whole weights.
+bool building_empty_weights();
+
 // Accelerate's init_empty_weights() (parameters and buffers alike).
 [[nodiscard]] inline EmptyWeightsGuard init_empty_weights() { return EmptyWeightsGuard(true); }
 

@@ -14,14 +14,24 @@ struct EmptyWeightsGuard::Impl {
   c10::impl::LocalDispatchKeySet saved = c10::impl::tls_local_dispatch_key_set();
 };
 
+namespace {
+// Active guards on this thread (nested guards count each).
+thread_local int active_guards = 0;
+}  // namespace
+
+bool building_empty_weights() { return active_guards > 0; }
+
 EmptyWeightsGuard::EmptyWeightsGuard(bool active) {
   if (!active) return;
   impl_ = std::make_unique<Impl>();
   c10::impl::tls_set_dispatch_key_included(c10::DispatchKey::Meta, true);
+  ++active_guards;
 }
 
 EmptyWeightsGuard::~EmptyWeightsGuard() {
-  if (impl_) c10::impl::_force_tls_local_dispatch_key_set(impl_->saved);
+  if (!impl_) return;
+  c10::impl::_force_tls_local_dispatch_key_set(impl_->saved);
+  --active_guards;
 }
 
 EmptyWeightsGuard::EmptyWeightsGuard(EmptyWeightsGuard&&) noexcept = default;

@@ -128,7 +128,7 @@ at::Tensor LlamaDecoderLayerImpl::forward(const at::Tensor& x, const at::Tensor&
   return h + mlp(post_attention_layernorm(h));
 }
 
-LlamaModelImpl::LlamaModelImpl(const LlamaConfig& config) {
+LlamaModelImpl::LlamaModelImpl(const LlamaConfig& config) : config_(config) {
   config.validate();
   embed_tokens =
       register_module("embed_tokens", torch::nn::Embedding(config.vocab_size, config.hidden_size));
@@ -136,12 +136,12 @@ LlamaModelImpl::LlamaModelImpl(const LlamaConfig& config) {
   for (int64_t i = 0; i < config.num_hidden_layers; ++i)
     layers->push_back(LlamaDecoderLayer(config));
   norm = register_module("norm", LlamaRMSNorm(config.hidden_size, config.rms_norm_eps));
-  inv_freq_ = rope_inverse_frequencies(config);
 }
 
 RotaryTables LlamaModelImpl::rotary(int64_t tokens, const c10::Device& device) const {
   const at::Tensor positions = at::arange(tokens, at::TensorOptions(device).dtype(at::kFloat));
-  const at::Tensor freqs = positions.unsqueeze(-1) * inv_freq_.to(device).unsqueeze(0);
+  const at::Tensor inv_freq = rope_inverse_frequencies(config_).to(device);
+  const at::Tensor freqs = positions.unsqueeze(-1) * inv_freq.unsqueeze(0);
   const at::Tensor angles = at::cat({freqs, freqs}, -1);
   return {angles.cos(), angles.sin()};
 }

@@ -14,6 +14,7 @@
 #include <memory>
 #include <set>
 
+#include "accelerate/empty_weights.h"
 #include "accelerate/errors.h"
 #include "accelerate/safetensors.h"
 #include "checkpoint/safetensors_sharding.h"
@@ -173,6 +174,10 @@ PretrainedLoadReport load_pretrained_weights(torch::nn::Module& module, const st
     }
     throw Error(message);
   }
+  // Built inside Accelerator::zero3_init() on a process that receives its
+  // shards from the main one: the parameters have no memory to fill, and
+  // reading into them would make them resident (a whole copy per process).
+  if (building_empty_weights()) return report;
 
   at::NoGradGuard no_grad;
   for (const auto& step : plan) {

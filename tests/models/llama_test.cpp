@@ -1,14 +1,20 @@
 // The Llama model without the Python reference (those comparisons are in
 // llama_reference_test.cpp): config.json in both transformers spellings,
-// parameter names, the llama3 rope bands, save/load round trips, bf16
-// checkpoints, and the one-line errors for bad folders.
+// parameter names, the llama3 rope bands, building and loading without
+// weights (ZeRO-3's zero3_init), save/load round trips, bf16 checkpoints,
+// and the one-line errors for bad folders.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 
+#include "accelerate/empty_weights.h"
 #include "accelerate/errors.h"
 #include "accelerate/models/llama.h"
 #include "accelerate/models/pretrained.h"
@@ -169,6 +175,60 @@ TEST(LlamaModel, Llama3RopeKeepsHighSlowsLowAndBlendsBetween) {
   EXPECT_EQ(kept, 1);
   EXPECT_EQ(blended, 1);
   EXPECT_EQ(slowed, 6);
+}
+
+// As on a ZeRO-3 process that receives its weights (zero3_init): built
+// inside the empty-weights guard, where nothing is computed, it must still
+// run once its parameters are filled (the rotary frequencies are not one).
+TEST(LlamaModel, BuiltWithoutWeightsRunsOnceTheyAreFilled) {
+  torch::manual_seed(3);
+  am::LlamaForCausalLM built(tiny_llama_config());
+  am::LlamaForCausalLM empty{nullptr};
+  {
+    auto guard = accelerate::init_empty_weights();
+    empty = am::LlamaForCausalLM(tiny_llama_config());
+  }
+  at::NoGradGuard no_grad;
+  const auto weights = built->named_parameters();
+  for (auto& entry : empty->named_parameters()) entry.value().copy_(weights[entry.key()]);
+  EXPECT_TRUE(at::equal(empty->forward(tiny_ids()), built->forward(tiny_ids())));
+}
+
+namespace {
+// The share of `tensor`'s memory pages that are resident (mincore).
+double resident_page_share(const at::Tensor& tensor) {
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(tensor.data_ptr()) / page * page;
+  const auto end = reinterpret_cast<std::uintptr_t>(tensor.data_ptr()) + tensor.nbytes();
+  std::vector<unsigned char> pages((end - begin + page - 1) / page);
+  if (::mincore(reinterpret_cast<void*>(begin), end - begin, pages.data()) != 0) return -1;
+  std::size_t resident = 0;
+  for (unsigned char flags : pages) resident += flags & 1;
+  return static_cast<double>(resident) / static_cast<double>(pages.size());
+}
+}  // namespace
+
+// Loading a folder inside the guard (from_pretrained under zero3_init on a
+// receiving process) checks the files but reads no data into the weights:
+// their pages stay unbacked. 64 MB: above glibc's mmap threshold, so the
+// weight has fresh pages of its own.
+TEST(PretrainedWeights, LoadingInsideTheEmptyWeightsGuardReadsNoData) {
+  TempDir dir;
+  torch::nn::Linear saved(4096, 4096);
+  am::save_pretrained_weights(*saved, dir.path());
+  torch::nn::Linear empty{nullptr};
+  {
+    auto guard = accelerate::init_empty_weights();
+    empty = torch::nn::Linear(4096, 4096);
+    am::load_pretrained_weights(*empty, dir.path());
+    // The names and shapes are still checked there.
+    torch::nn::Linear wider(4096, 4097);
+    EXPECT_THROW(am::load_pretrained_weights(*wider, dir.path()), accelerate::Error);
+  }
+  EXPECT_LT(resident_page_share(empty->weight), 0.01) << "the load wrote the weight";
+  am::load_pretrained_weights(*empty, dir.path());  // after the guard: a real load
+  EXPECT_GT(resident_page_share(empty->weight), 0.99) << "the check cannot tell (mincore)";
+  EXPECT_TRUE(at::equal(empty->weight, saved->weight));
 }
 
 TEST(LlamaModel, SavesAndLoadsItsOwnFoldersOneFileAndSharded) {

@@ -94,9 +94,12 @@ class LlamaModelImpl : public torch::nn::Module {
   RotaryTables rotary(int64_t tokens, const c10::Device& device) const;
 
  private:
-  // Not a buffer: transformers does not save it either (it is recomputed
-  // from the config), so it stays out of the state dict.
-  at::Tensor inv_freq_;
+  // The rotary frequencies are computed from it at each forward, not kept
+  // as a tensor: a model built inside Accelerator::zero3_init() on a process
+  // that receives its weights from the main one computes nothing at
+  // construction (prepare() fills parameters and buffers, not other
+  // tensors), and transformers saves no such buffer either.
+  LlamaConfig config_;
 };
 TORCH_MODULE(LlamaModel);
 

@@ -1,0 +1,49 @@
+// The model families examples/finetune fine-tunes, chosen by config.json's
+// "model_type" (as transformers' AutoModelForCausalLM does). A family is a
+// struct with what the program needs of it; adding one (GPT-2, ...) is a
+// struct here and one line in finetune.cpp's table:
+//
+//   struct Gpt2Family {
+//     static constexpr const char* model_type = "gpt2";
+//     using Model = ...;                                  // a TORCH_MODULE holder
+//     using Config = ...;
+//     static Config read_config(const std::string& folder);
+//     static int64_t max_positions(const Config&);        // the longest block
+//     static int64_t vocab_size(const Config&);
+//     static Model load(const std::string& folder);       // config + weights
+//     static at::Tensor loss(Model&, const at::Tensor& ids);  // mean causal-LM loss
+//     static void write_config(const Config&, const std::string& folder);
+//   };
+#pragma once
+
+#include <accelerate/models/llama.h>
+#include <accelerate/models/llama_config.h>
+
+#include <cstdint>
+#include <string>
+
+namespace finetune {
+
+// Llama 2, Llama 3.x and models of their layout (accelerate/models/llama.h).
+struct LlamaFamily {
+  static constexpr const char* model_type = "llama";
+  using Model = accelerate::models::LlamaForCausalLM;
+  using Config = accelerate::models::LlamaConfig;
+
+  static Config read_config(const std::string& folder) {
+    return accelerate::models::read_llama_config(folder);
+  }
+  static int64_t max_positions(const Config& config) { return config.max_position_embeddings; }
+  static int64_t vocab_size(const Config& config) { return config.vocab_size; }
+  // fp32 parameters whatever the checkpoint's dtype: the optimizer's
+  // masters; --bf16 runs the arithmetic in bfloat16 on top.
+  static Model load(const std::string& folder) {
+    return Model(accelerate::models::LlamaForCausalLMImpl::from_pretrained(folder));
+  }
+  static at::Tensor loss(Model& model, const at::Tensor& ids) { return model->loss(ids, ids); }
+  static void write_config(const Config& config, const std::string& folder) {
+    accelerate::models::write_llama_config(config, folder, "float32");
+  }
+};
+
+}  // namespace finetune
