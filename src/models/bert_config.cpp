@@ -187,14 +187,7 @@ BertConfig read_bert_config(const std::string& path_or_folder) {
 
 std::string bert_config_json(const BertConfig& config, const std::string& architecture,
                              const std::string& dtype) {
-  json out = json::object();
-  for (const auto& [key, text] : config.other_keys) out[key] = json::parse(text);
-  if (!dtype.empty()) {
-    out["torch_dtype"] = dtype;
-    out["dtype"] = dtype;
-  }
-  out["model_type"] = "bert";
-  out["architectures"] = json::array({architecture});
+  json out = config_json_start(config.other_keys, "bert", architecture, dtype);
   out["vocab_size"] = config.vocab_size;
   out["hidden_size"] = config.hidden_size;
   out["num_hidden_layers"] = config.num_hidden_layers;

@@ -83,6 +83,20 @@ std::map<std::string, std::string> ConfigJson::other_keys(
   return other;
 }
 
+nlohmann::json config_json_start(const std::map<std::string, std::string>& other_keys,
+                                 const std::string& model_type, const std::string& architecture,
+                                 const std::string& dtype) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [key, text] : other_keys) out[key] = nlohmann::json::parse(text);
+  if (!dtype.empty()) {
+    out["torch_dtype"] = dtype;
+    out["dtype"] = dtype;
+  }
+  out["model_type"] = model_type;
+  out["architectures"] = nlohmann::json::array({architecture});
+  return out;
+}
+
 void write_config_file(const std::string& directory, const std::string& text, const char* writer) {
   fs::create_directories(directory);
   const std::string path = (fs::path(directory) / "config.json").string();

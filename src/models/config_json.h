@@ -63,6 +63,13 @@ class ConfigJson {
   nlohmann::json root_;
 };
 
+// The start of every config.json we write: the kept unmodelled keys, the
+// weights' dtype under both names transformers reads (when not empty),
+// model_type and architectures; the family adds its own keys after.
+nlohmann::json config_json_start(const std::map<std::string, std::string>& other_keys,
+                                 const std::string& model_type, const std::string& architecture,
+                                 const std::string& dtype);
+
 // Writes `text` to DIRECTORY/config.json (creating the folder); Error
 // naming `writer` and the file when it cannot.
 void write_config_file(const std::string& directory, const std::string& text, const char* writer);

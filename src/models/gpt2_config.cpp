@@ -141,14 +141,7 @@ GPT2Config read_gpt2_config(const std::string& path_or_folder) {
 
 std::string gpt2_config_json(const GPT2Config& config, const std::string& architecture,
                              const std::string& dtype) {
-  json out = json::object();
-  for (const auto& [key, text] : config.other_keys) out[key] = json::parse(text);
-  if (!dtype.empty()) {
-    out["torch_dtype"] = dtype;
-    out["dtype"] = dtype;
-  }
-  out["model_type"] = "gpt2";
-  out["architectures"] = json::array({architecture});
+  json out = config_json_start(config.other_keys, "gpt2", architecture, dtype);
   out["vocab_size"] = config.vocab_size;
   out["n_positions"] = config.n_positions;
   out["n_embd"] = config.n_embd;

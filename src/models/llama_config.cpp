@@ -143,14 +143,7 @@ LlamaConfig read_llama_config(const std::string& path_or_folder) {
 }
 
 std::string llama_config_json(const LlamaConfig& config, const std::string& dtype) {
-  json out = json::object();
-  for (const auto& [key, text] : config.other_keys) out[key] = json::parse(text);
-  if (!dtype.empty()) {
-    out["torch_dtype"] = dtype;
-    out["dtype"] = dtype;
-  }
-  out["model_type"] = "llama";
-  out["architectures"] = json::array({"LlamaForCausalLM"});
+  json out = config_json_start(config.other_keys, "llama", "LlamaForCausalLM", dtype);
   out["hidden_act"] = "silu";
   out["vocab_size"] = config.vocab_size;
   out["hidden_size"] = config.hidden_size;
