@@ -9,6 +9,7 @@
 #include "accelerate/errors.h"
 #include "accelerate/models/bert.h"
 #include "accelerate/models/pretrained.h"
+#include "models/config_json.h"
 
 namespace accelerate::models {
 namespace {
@@ -18,15 +19,6 @@ PretrainedLoadOptions bert_load_rules(std::vector<std::string> allow_missing) {
       .base_model_prefix("bert")
       .ignore_unexpected({"position_ids", "cls."})
       .allow_missing(std::move(allow_missing));
-}
-
-std::string dtype_name_of(const torch::nn::Module& module) {
-  for (const auto& p : module.parameters()) {
-    return p.scalar_type() == at::kBFloat16 ? "bfloat16"
-           : p.scalar_type() == at::kHalf   ? "float16"
-                                            : "float32";
-  }
-  return "float32";
 }
 
 }  // namespace
@@ -103,7 +95,7 @@ std::shared_ptr<BertModelImpl> BertModelImpl::from_pretrained(const std::string&
 std::vector<std::string> BertModelImpl::save_pretrained(const std::string& folder,
                                                         const ShardSize& max_shard_size) const {
   auto files = save_pretrained_weights(*this, folder, max_shard_size);
-  write_bert_config(config_, folder, "BertModel", dtype_name_of(*this));
+  write_bert_config(config_, folder, "BertModel", saved_dtype_name(*this));
   return files;
 }
 
@@ -127,7 +119,7 @@ BertForSequenceClassificationImpl::from_pretrained(const std::string& folder,
 std::vector<std::string> BertForSequenceClassificationImpl::save_pretrained(
     const std::string& folder, const ShardSize& max_shard_size) const {
   auto files = save_pretrained_weights(*this, folder, max_shard_size);
-  write_bert_config(config_, folder, "BertForSequenceClassification", dtype_name_of(*this));
+  write_bert_config(config_, folder, "BertForSequenceClassification", saved_dtype_name(*this));
   return files;
 }
 

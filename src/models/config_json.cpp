@@ -4,6 +4,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <torch/nn/module.h>
+
 #include "common/strict_json.h"
 
 namespace accelerate::models {
@@ -81,6 +83,15 @@ std::map<std::string, std::string> ConfigJson::other_keys(
     if (root_.contains(key)) other[key] = root_[key].dump();
   }
   return other;
+}
+
+std::string saved_dtype_name(const torch::nn::Module& module) {
+  for (const at::Tensor& p : module.parameters()) {
+    return p.scalar_type() == at::kBFloat16 ? "bfloat16"
+           : p.scalar_type() == at::kHalf   ? "float16"
+                                            : "float32";
+  }
+  return "float32";
 }
 
 nlohmann::json config_json_start(const std::map<std::string, std::string>& other_keys,

@@ -12,6 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
+namespace torch::nn {
+class Module;
+}
+
 namespace accelerate::models {
 
 class ConfigJson {
@@ -69,6 +73,10 @@ class ConfigJson {
 nlohmann::json config_json_start(const std::map<std::string, std::string>& other_keys,
                                  const std::string& model_type, const std::string& architecture,
                                  const std::string& dtype);
+
+// The dtype a saved config.json names for `module`'s weights (its first
+// parameter's): "bfloat16", "float16" or "float32".
+std::string saved_dtype_name(const torch::nn::Module& module);
 
 // Writes `text` to DIRECTORY/config.json (creating the folder); Error
 // naming `writer` and the file when it cannot.

@@ -8,6 +8,7 @@
 
 #include "accelerate/models/gpt2.h"
 #include "accelerate/models/pretrained.h"
+#include "models/config_json.h"
 
 namespace accelerate::models {
 namespace {
@@ -17,15 +18,6 @@ PretrainedLoadOptions gpt2_load_rules(bool tied) {
   // A tied model's head is wte: a file's copy of it has nowhere to go.
   if (tied) ignored.push_back("lm_head.weight");
   return PretrainedLoadOptions().base_model_prefix("transformer").ignore_unexpected(ignored);
-}
-
-std::string gpt2_dtype_name(const torch::nn::Module& module) {
-  for (const auto& p : module.parameters()) {
-    return p.scalar_type() == at::kBFloat16 ? "bfloat16"
-           : p.scalar_type() == at::kHalf   ? "float16"
-                                            : "float32";
-  }
-  return "float32";
 }
 
 }  // namespace
@@ -41,7 +33,7 @@ std::shared_ptr<GPT2ModelImpl> GPT2ModelImpl::from_pretrained(const std::string&
 std::vector<std::string> GPT2ModelImpl::save_pretrained(const std::string& folder,
                                                         const ShardSize& max_shard_size) const {
   auto files = save_pretrained_weights(*this, folder, max_shard_size);
-  write_gpt2_config(config_, folder, "GPT2Model", gpt2_dtype_name(*this));
+  write_gpt2_config(config_, folder, "GPT2Model", saved_dtype_name(*this));
   return files;
 }
 
@@ -56,7 +48,7 @@ std::shared_ptr<GPT2LMHeadModelImpl> GPT2LMHeadModelImpl::from_pretrained(
 std::vector<std::string> GPT2LMHeadModelImpl::save_pretrained(
     const std::string& folder, const ShardSize& max_shard_size) const {
   auto files = save_pretrained_weights(*this, folder, max_shard_size);
-  write_gpt2_config(config_, folder, "GPT2LMHeadModel", gpt2_dtype_name(*this));
+  write_gpt2_config(config_, folder, "GPT2LMHeadModel", saved_dtype_name(*this));
   return files;
 }
 

@@ -11,6 +11,7 @@
 #include "accelerate/errors.h"
 #include "accelerate/models/pretrained.h"
 #include "accelerate/unit_forward.h"
+#include "models/config_json.h"
 
 namespace accelerate::models {
 namespace {
@@ -191,16 +192,8 @@ std::shared_ptr<LlamaForCausalLMImpl> LlamaForCausalLMImpl::from_pretrained(
 
 std::vector<std::string> LlamaForCausalLMImpl::save_pretrained(
     const std::string& folder, const ShardSize& max_shard_size) const {
-  at::ScalarType dtype = at::kFloat;
-  for (const auto& p : parameters()) {
-    dtype = p.scalar_type();
-    break;
-  }
-  const std::string dtype_name = dtype == at::kBFloat16 ? "bfloat16"
-                                 : dtype == at::kHalf   ? "float16"
-                                                        : "float32";
   auto files = save_pretrained_weights(*this, folder, max_shard_size);
-  write_llama_config(config_, folder, dtype_name);
+  write_llama_config(config_, folder, saved_dtype_name(*this));
   return files;
 }
 
