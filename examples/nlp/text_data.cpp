@@ -1,7 +1,5 @@
 #include "text_data.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
@@ -38,18 +36,11 @@ int column_of(const std::vector<std::string>& header, std::initializer_list<cons
 
 accelerate::Tokenizer load_tokenizer(const std::string& path) {
   const std::string file = std::filesystem::is_directory(path) ? path + "/tokenizer.json" : path;
-  std::ifstream in(file, std::ios::binary);
-  if (!in)
+  if (!std::filesystem::exists(file))
     throw std::runtime_error(file + ": cannot open (scripts/fetch-minilm.sh fetches MiniLM)");
-  std::ostringstream text;
-  text << in.rdbuf();
-  nlohmann::json json = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (json.is_object()) {
-    json.erase("truncation");
-    json.erase("padding");
-    return accelerate::Tokenizer::from_json(json.dump(), file);
-  }
-  return accelerate::Tokenizer::from_json(text.str(), file);  // its error names the problem
+  // MiniLM's file carries truncation and padding sections; the example pads
+  // and truncates each batch itself, as transformers' tokenizers do.
+  return accelerate::Tokenizer::from_file(file, accelerate::SavedEncodingSettings::kIgnore);
 }
 
 std::vector<LabelledText> read_labelled_tsv(const std::string& path, size_t max_samples) {

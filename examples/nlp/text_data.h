@@ -19,11 +19,10 @@
 
 namespace nlp {
 
-// The tokenizer of a model folder (or a tokenizer.json file) without the
-// file's "truncation" and "padding" sections, which accelerate::Tokenizer
-// refuses: transformers' fast tokenizers replace them on every call with the
-// call's own settings (here: tokenize() truncates, PadCollate pads), so a
-// program going through transformers never sees them either.
+// The tokenizer of a model folder (or a tokenizer.json file), ignoring the
+// file's "truncation" and "padding" sections (SavedEncodingSettings::kIgnore):
+// transformers' fast tokenizers replace them on every call with the call's
+// own settings (here: tokenize() truncates, PadCollate pads).
 // all-MiniLM-L6-v2's file has both (truncation to 128, padding to 128).
 accelerate::Tokenizer load_tokenizer(const std::string& path);
 

@@ -27,15 +27,25 @@ struct Encoding {
   std::vector<int32_t> type_ids;
 };
 
+// What to do with a tokenizer.json's "truncation" and "padding" sections,
+// which this reader does not apply. `tokenizers` applies them on every
+// encode, so by default a file holding them is refused; transformers'
+// tokenizers override them on every call (its padding and truncation are
+// per call), so a program that pads and truncates itself, as transformers
+// does, ignores them.
+enum class SavedEncodingSettings { kRefuse, kIgnore };
+
 class Tokenizer {
  public:
   // `path` is a tokenizer.json file or a folder holding one (a model folder).
   // Throws accelerate::Error naming the file and the problem: unreadable,
   // invalid JSON, or a component type or setting this reader does not
   // implement (so a file is never half-understood).
-  static Tokenizer from_file(const std::string& path);
+  static Tokenizer from_file(const std::string& path,
+                             SavedEncodingSettings saved = SavedEncodingSettings::kRefuse);
   // The same from the file's text; `origin` names it in errors.
-  static Tokenizer from_json(const std::string& json_text, const std::string& origin);
+  static Tokenizer from_json(const std::string& json_text, const std::string& origin,
+                             SavedEncodingSettings saved = SavedEncodingSettings::kRefuse);
 
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;

@@ -321,7 +321,8 @@ void read_post_processor(const nlohmann::json& spec, Tokenizer::Impl& impl) {
 
 }  // namespace
 
-Tokenizer Tokenizer::from_json(const std::string& json_text, const std::string& origin) {
+Tokenizer Tokenizer::from_json(const std::string& json_text, const std::string& origin,
+                               SavedEncodingSettings saved) {
   StrictJsonProblem problem;
   const auto json = parse_strict_json(json_text, StrictJsonLimits{}, &problem);
   if (!json) tokenizer_json_error(origin, "not valid JSON: " + problem.message);
@@ -330,7 +331,8 @@ Tokenizer Tokenizer::from_json(const std::string& json_text, const std::string& 
   impl->origin = origin;
   try {
     for (const char* key : {"truncation", "padding"}) {
-      if (json->contains(key) && !(*json)[key].is_null()) {
+      if (saved == SavedEncodingSettings::kRefuse && json->contains(key) &&
+          !(*json)[key].is_null()) {
         tokenizer_json_error(origin, std::string(key) + " settings are not supported");
       }
     }
@@ -354,14 +356,14 @@ Tokenizer Tokenizer::from_json(const std::string& json_text, const std::string& 
   return Tokenizer(std::move(impl));
 }
 
-Tokenizer Tokenizer::from_file(const std::string& path) {
+Tokenizer Tokenizer::from_file(const std::string& path, SavedEncodingSettings saved) {
   namespace fs = std::filesystem;
   const fs::path file = fs::is_directory(path) ? fs::path(path) / "tokenizer.json" : fs::path(path);
   std::ifstream in(file, std::ios::binary);
   if (!in) throw Error("tokenizer.json " + file.string() + ": cannot be read");
   std::ostringstream text;
   text << in.rdbuf();
-  return from_json(text.str(), file.string());
+  return from_json(text.str(), file.string(), saved);
 }
 
 Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -114,6 +114,24 @@ TEST(TokenizerJson, UnsupportedSplitPatternAndSettingsAreRefused) {
             std::string::npos);
 }
 
+// transformers' way with a file's truncation and padding sections: a
+// program that pads and truncates per call ignores them, and encodes as
+// from the file without them.
+TEST(TokenizerJson, SavedTruncationAndPaddingCanBeIgnored) {
+  const std::string with_settings =
+      small_wordpiece(R"(, "truncation": {"max_length": 2}, "padding": {"length": 8})");
+  const Tokenizer ignoring =
+      Tokenizer::from_json(with_settings, "t.json", accelerate::SavedEncodingSettings::kIgnore);
+  const Tokenizer plain = Tokenizer::from_json(small_wordpiece(), "t.json");
+  const std::vector<int32_t> ids = ignoring.encode("UNAFFABLE ab abx");
+  EXPECT_EQ(ids, plain.encode("UNAFFABLE ab abx"));
+  EXPECT_EQ(ids.size(), 8u) << "truncated to 2 ids had the settings applied";
+  EXPECT_NE(error_of([&] {
+              Tokenizer::from_json(with_settings, "t.json");
+            }).find("truncation settings are not supported"),
+            std::string::npos);
+}
+
 TEST(TokenizerJson, FileErrorsNameTheFile) {
   const std::string missing = error_of([] { Tokenizer::from_file("/nonexistent/tok.json"); });
   EXPECT_NE(missing.find("/nonexistent/tok.json: cannot be read"), std::string::npos) << missing;
