@@ -1,7 +1,9 @@
 #include "gpt_model.h"
 
 #include <accelerate/activation_checkpointing.h>
+#include <accelerate/activations.h>
 #include <accelerate/attention.h>
+#include <accelerate/cross_entropy.h>
 #include <accelerate/errors.h>
 #include <accelerate/safetensors.h>
 
@@ -95,7 +97,8 @@ MlpImpl::MlpImpl(const GptConfig& config)
       dropout(register_module("dropout", torch::nn::Dropout(config.dropout))) {}
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  return dropout(c_proj(torch::gelu(c_fc(x), "tanh")));  // GPT-2's "gelu_new"
+  // GPT-2's "gelu_new", on the library's fused CPU kernel
+  return dropout(c_proj(accelerate::gelu(c_fc(x), accelerate::GeluApproximation::kTanh)));
 }
 
 BlockImpl::BlockImpl(const GptConfig& config) {
@@ -163,17 +166,17 @@ torch::Tensor GptImpl::forward(const torch::Tensor& tokens, int64_t first_positi
 torch::Tensor GptImpl::loss(const torch::Tensor& tokens, const torch::Tensor& targets) {
   if (!sequence_parallel.enabled()) {
     const auto logits = forward(tokens);
-    return torch::nn::functional::cross_entropy(
-        logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), targets.reshape({-1}));
+    // In float, on the library's fused kernel (no float copy of the logits).
+    return accelerate::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
   }
   // The targets are the next tokens already (the windows are shifted before
   // any split), so each rank takes the same columns of both.
   const auto mine = accelerate::slice_tokens(tokens, sequence_parallel);
   const auto my_targets = accelerate::slice_tokens(targets, sequence_parallel);
   const auto logits = forward(mine, sequence_parallel.rank() * mine.size(1));
-  const auto sum = torch::nn::functional::cross_entropy(
-      logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), my_targets.reshape({-1}),
-      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+  const auto sum = accelerate::cross_entropy(
+      logits.reshape({-1, logits.size(-1)}), my_targets.reshape({-1}),
+      accelerate::CrossEntropyOptions().reduction(accelerate::LossReduction::kSum));
   return accelerate::sequence_parallel_loss(sum, torch::tensor(my_targets.numel(), torch::kLong),
                                             sequence_parallel);
 }

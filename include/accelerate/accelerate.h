@@ -2,7 +2,8 @@
 // Include this one header. What sits beside Accelerate has its own header,
 // included when a program wants it: accelerate/trainer.h (Trainer,
 // TrainingArguments, callbacks), accelerate/bpe_tokenizer.h,
-// accelerate/attention.h, accelerate/mnist.h.
+// accelerate/attention.h, accelerate/activations.h, accelerate/cross_entropy.h,
+// accelerate/mnist.h.
 #pragma once
 
 #include "accelerate/accelerator.h"

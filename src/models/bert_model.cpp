@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "accelerate/activation_checkpointing.h"
+#include "accelerate/activations.h"
 #include "accelerate/attention.h"
 #include "accelerate/errors.h"
 #include "accelerate/models/bert.h"
@@ -27,7 +28,7 @@ at::Tensor activate(const at::Tensor& x, BertActivation activation) {
     case BertActivation::kGelu:
       return at::gelu(x);
     case BertActivation::kGeluTanh:
-      return at::gelu(x, "tanh");
+      return gelu(x, GeluApproximation::kTanh);
     case BertActivation::kRelu:
       return at::relu(x);
   }

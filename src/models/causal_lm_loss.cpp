@@ -2,8 +2,8 @@
 #include "accelerate/models/causal_lm_loss.h"
 
 #include <ATen/ATen.h>
-#include <torch/nn/functional/loss.h>
 
+#include "accelerate/cross_entropy.h"
 #include "accelerate/errors.h"
 
 namespace accelerate::models {
@@ -17,9 +17,8 @@ at::Tensor causal_lm_loss(const at::Tensor& logits, const at::Tensor& labels) {
   // Position t predicts labels[t + 1]; the last position predicts nothing.
   const at::Tensor shifted =
       at::constant_pad_nd(labels.narrow(1, 1, labels.size(1) - 1), {0, 1}, -100);
-  return torch::nn::functional::cross_entropy(
-      logits.to(at::kFloat).reshape({-1, logits.size(-1)}), shifted.reshape({-1}),
-      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
+  return cross_entropy(logits.reshape({-1, logits.size(-1)}), shifted.reshape({-1}),
+                       CrossEntropyOptions().ignore_index(-100));
 }
 
 }  // namespace accelerate::models

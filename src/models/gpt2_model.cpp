@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "accelerate/activation_checkpointing.h"
+#include "accelerate/activations.h"
 #include "accelerate/attention.h"
 #include "accelerate/errors.h"
 #include "accelerate/models/gpt2.h"
@@ -33,7 +34,7 @@ at::Tensor gpt2_activate(const at::Tensor& x, GPT2Activation activation) {
     case GPT2Activation::kGeluNew:
     case GPT2Activation::kGeluPytorchTanh:
     case GPT2Activation::kGeluFast:
-      return at::gelu(x, "tanh");
+      return gelu(x, GeluApproximation::kTanh);  // the library's fused kernel on CPU
     case GPT2Activation::kGelu:
       return at::gelu(x);
     case GPT2Activation::kRelu:

@@ -1,0 +1,88 @@
+#include "accelerate/activations.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/record_function.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "nn/gelu_kernels.h"
+
+namespace accelerate {
+namespace {
+
+// Elements per task of at::parallel_for: large enough that a task outlasts
+// the pool's wake-up, small enough that both halves of a 2-core machine get
+// work from a 16 x 256 x 1536 MLP activation.
+constexpr int64_t kGrain = 1 << 15;
+
+bool has_fused_tanh_gelu(const at::Tensor& x) {
+  return x.device().is_cpu() && x.layout() == at::kStrided &&
+         (x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16);
+}
+
+// bfloat16 elements as their raw bits, the form the kernels take.
+const uint16_t* raw_bits(const at::Tensor& t) {
+  return reinterpret_cast<const uint16_t*>(t.data_ptr<at::BFloat16>());
+}
+uint16_t* raw_bits_out(at::Tensor& t) {
+  return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>());
+}
+
+at::Tensor tanh_gelu_forward(const at::Tensor& x) {
+  at::Tensor y = at::empty_like(x);
+  at::parallel_for(0, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    if (x.scalar_type() == at::kFloat) {
+      detail::gelu_tanh_forward(x.data_ptr<float>() + begin, y.data_ptr<float>() + begin,
+                                end - begin);
+    } else {
+      detail::gelu_tanh_forward(raw_bits(x) + begin, raw_bits_out(y) + begin, end - begin);
+    }
+  });
+  return y;
+}
+
+at::Tensor tanh_gelu_backward(const at::Tensor& grad, const at::Tensor& x) {
+  at::Tensor dx = at::empty_like(x);
+  at::parallel_for(0, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    if (x.scalar_type() == at::kFloat) {
+      detail::gelu_tanh_backward(grad.data_ptr<float>() + begin, x.data_ptr<float>() + begin,
+                                 dx.data_ptr<float>() + begin, end - begin);
+    } else {
+      detail::gelu_tanh_backward(raw_bits(grad) + begin, raw_bits(x) + begin,
+                                 raw_bits_out(dx) + begin, end - begin);
+    }
+  });
+  return dx;
+}
+
+// The saved input is what backward needs (tanh is recomputed, as LibTorch's
+// GeluBackward does), so the memory kept per call is LibTorch's.
+struct FusedTanhGelu : torch::autograd::Function<FusedTanhGelu> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x) {
+    // Named in profiler traces (an autograd Function's forward is not an op).
+    RECORD_FUNCTION("accelerate::gelu_tanh", std::vector<c10::IValue>({x}));
+    const at::Tensor input = x.contiguous();
+    ctx->save_for_backward({input});
+    return tanh_gelu_forward(input);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const at::Tensor x = ctx->get_saved_variables()[0];
+    const at::Tensor grad = grads[0].to(x.scalar_type()).contiguous();
+    return {tanh_gelu_backward(grad, x)};
+  }
+};
+
+}  // namespace
+
+at::Tensor gelu(const at::Tensor& x, GeluApproximation approximation) {
+  if (approximation == GeluApproximation::kNone) return at::gelu(x);
+  if (!has_fused_tanh_gelu(x)) return at::gelu(x, "tanh");
+  return FusedTanhGelu::apply(x);
+}
+
+}  // namespace accelerate

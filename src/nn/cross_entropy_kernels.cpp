@@ -1,0 +1,113 @@
+#include "nn/cross_entropy_kernels.h"
+
+#include <cmath>
+#include <limits>
+
+#include "nn/vector_math.h"
+
+namespace accelerate {
+namespace detail {
+namespace {
+
+using vector_math::fast_exp_nonpositive;
+using vector_math::load;
+using vector_math::store;
+
+// Independent partial results per lane, so that the reductions vectorize
+// without reassociating a single float sum (which GCC may not do).
+constexpr int64_t kLanes = 16;
+
+template <typename T>
+ACCELERATE_ALWAYS_INLINE float row_max(const T* x, int64_t classes) {
+  float lanes[kLanes];
+  for (int64_t l = 0; l < kLanes; ++l) lanes[l] = -std::numeric_limits<float>::infinity();
+  int64_t j = 0;
+  for (; j + kLanes <= classes; j += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) {
+      const float v = load(x[j + l]);
+      lanes[l] = lanes[l] < v ? v : lanes[l];
+    }
+  }
+  float best = -std::numeric_limits<float>::infinity();
+  for (; j < classes; ++j) best = best < load(x[j]) ? load(x[j]) : best;
+  for (int64_t l = 0; l < kLanes; ++l) best = best < lanes[l] ? lanes[l] : best;
+  return best;
+}
+
+// log sum_j exp(x_j), shifted by the row maximum so every exponent is <= 0.
+// A NaN anywhere, or infinities, give NaN, as LibTorch's log_softmax does.
+template <typename T>
+ACCELERATE_ALWAYS_INLINE float row_logsumexp(const T* x, int64_t classes) {
+  const float top = row_max(x, classes);
+  float lanes[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= classes; j += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) lanes[l] += fast_exp_nonpositive(load(x[j + l]) - top);
+  }
+  float sum = 0.0f;
+  for (; j < classes; ++j) sum += fast_exp_nonpositive(load(x[j]) - top);
+  for (int64_t l = 0; l < kLanes; ++l) sum += lanes[l];
+  // fast_exp_nonpositive clamps its argument, so a NaN or an infinite
+  // maximum has to be passed on explicitly.
+  if (std::isnan(sum) || std::isinf(top)) return std::numeric_limits<float>::quiet_NaN();
+  return top + std::log(sum);
+}
+
+template <typename T>
+ACCELERATE_ALWAYS_INLINE void forward_rows(const T* logits, int64_t rows, int64_t classes,
+                                           const int64_t* targets, int64_t ignore_index, float* lse,
+                                           float* loss) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* x = logits + r * classes;
+    lse[r] = row_logsumexp(x, classes);
+    loss[r] = targets[r] == ignore_index ? 0.0f : lse[r] - load(x[targets[r]]);
+  }
+}
+
+template <typename T>
+ACCELERATE_ALWAYS_INLINE void backward_rows(const T* logits, int64_t rows, int64_t classes,
+                                            const int64_t* targets, int64_t ignore_index,
+                                            const float* lse, const float* row_scale, T* grad) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* x = logits + r * classes;
+    T* g = grad + r * classes;
+    const bool ignored = targets[r] == ignore_index;
+    const float scale = ignored ? 0.0f : row_scale[r];
+    const float shift = lse[r];
+    for (int64_t j = 0; j < classes; ++j) {
+      store(scale * fast_exp_nonpositive(load(x[j]) - shift), g + j);
+    }
+    if (!ignored) store(load(g[targets[r]]) - scale, g + targets[r]);
+  }
+}
+
+}  // namespace
+
+ACCELERATE_VECTOR_CLONES void cross_entropy_forward(const float* logits, int64_t rows,
+                                                    int64_t classes, const int64_t* targets,
+                                                    int64_t ignore_index, float* lse, float* loss) {
+  forward_rows(logits, rows, classes, targets, ignore_index, lse, loss);
+}
+
+ACCELERATE_VECTOR_CLONES void cross_entropy_forward(const uint16_t* logits, int64_t rows,
+                                                    int64_t classes, const int64_t* targets,
+                                                    int64_t ignore_index, float* lse, float* loss) {
+  forward_rows(logits, rows, classes, targets, ignore_index, lse, loss);
+}
+
+ACCELERATE_VECTOR_CLONES void cross_entropy_backward(const float* logits, int64_t rows,
+                                                     int64_t classes, const int64_t* targets,
+                                                     int64_t ignore_index, const float* lse,
+                                                     const float* row_scale, float* grad) {
+  backward_rows(logits, rows, classes, targets, ignore_index, lse, row_scale, grad);
+}
+
+ACCELERATE_VECTOR_CLONES void cross_entropy_backward(const uint16_t* logits, int64_t rows,
+                                                     int64_t classes, const int64_t* targets,
+                                                     int64_t ignore_index, const float* lse,
+                                                     const float* row_scale, uint16_t* grad) {
+  backward_rows(logits, rows, classes, targets, ignore_index, lse, row_scale, grad);
+}
+
+}  // namespace detail
+}  // namespace accelerate
