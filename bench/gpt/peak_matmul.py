@@ -3,7 +3,8 @@
 bench/gpt/run_gpt_bench.sh: the best of --repeats timings of an n x n x n
 matmul (2 n^3 FLOPs) in float32 and in bfloat16, through the same LibTorch
 library the C++ example links (Debian's 1.13: fp32 goes to OpenBLAS, bf16 to
-oneDNN). Threads: OMP_NUM_THREADS and OPENBLAS_NUM_THREADS as exported (the
+oneDNN; for the bench's HF table, run with HF_PYTHON: the newest torch, whose
+LibTorch CPP_NEW_BUILD links). Threads: OMP_NUM_THREADS and OPENBLAS_NUM_THREADS as exported (the
 bench exports all cores). Prints "peak fp32_gflops=... bf16_gflops=...".
 """
 
