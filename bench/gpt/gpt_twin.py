@@ -27,8 +27,9 @@ Prints on rank 0 one line per step (loss = mean over ranks, seconds, and the
 phases data/forward/backward/clip/optimizer/log in ms, as bench/gpt/gpt_profile
 does) and a final "result ..." line: tokens/s over the steps after --skip,
 eval_loss over the first --max_eval_samples validation windows. --trace FILE:
-the profiler's trace of step --skip + 1 (bench/gpt/trace_summary.py compares
-it with gpt_profile --trace's).
+the profiler's trace of step --skip + 1 from its forward on, as gpt_profile's
+(bench/gpt/trace_summary.py compares the two; bench/gpt/run_gpt_profile.sh
+runs both).
 """
 
 import argparse
@@ -205,13 +206,15 @@ def run(rank, world, args, port):
     last = time.perf_counter()
     for step in range(args.max_steps):
         profiler = None
-        if args.trace and rank == 0 and step == args.skip:
-            profiler = torch.autograd.profiler.profile()
-            profiler.__enter__()
         t0 = time.perf_counter()
         first = (step * world + rank) * batch
         data, target = train.batch(order[first:first + batch])
         data, target = data.to(device), target.to(device)
+        if args.trace and rank == 0 and step == args.skip:
+            # From the forward on, as gpt_profile's trace (its batch is
+            # fetched before the profiler starts).
+            profiler = torch.autograd.profiler.profile()
+            profiler.__enter__()
         t1 = time.perf_counter()
         with autocast():
             loss = loss_of(data, target)
