@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "nn/row_reductions.h"
 #include "nn/vector_math.h"
 
 namespace accelerate {
@@ -11,44 +12,16 @@ namespace {
 
 using vector_math::fast_exp_nonpositive;
 using vector_math::load;
+using vector_math::row_exp_sum;
+using vector_math::row_max;
 using vector_math::store;
-
-// Independent partial results per lane, so that the reductions vectorize
-// without reassociating a single float sum (which GCC may not do).
-constexpr int64_t kLanes = 16;
-
-template <typename T>
-ACCELERATE_ALWAYS_INLINE float row_max(const T* x, int64_t classes) {
-  float lanes[kLanes];
-  for (int64_t l = 0; l < kLanes; ++l) lanes[l] = -std::numeric_limits<float>::infinity();
-  int64_t j = 0;
-  for (; j + kLanes <= classes; j += kLanes) {
-    for (int64_t l = 0; l < kLanes; ++l) {
-      const float v = load(x[j + l]);
-      lanes[l] = lanes[l] < v ? v : lanes[l];
-    }
-  }
-  float best = -std::numeric_limits<float>::infinity();
-  for (; j < classes; ++j) best = best < load(x[j]) ? load(x[j]) : best;
-  for (int64_t l = 0; l < kLanes; ++l) best = best < lanes[l] ? lanes[l] : best;
-  return best;
-}
 
 // log sum_j exp(x_j), shifted by the row maximum so every exponent is <= 0.
 // A NaN anywhere, or infinities, give NaN, as LibTorch's log_softmax does.
 template <typename T>
 ACCELERATE_ALWAYS_INLINE float row_logsumexp(const T* x, int64_t classes) {
   const float top = row_max(x, classes);
-  float lanes[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= classes; j += kLanes) {
-    for (int64_t l = 0; l < kLanes; ++l) lanes[l] += fast_exp_nonpositive(load(x[j + l]) - top);
-  }
-  float sum = 0.0f;
-  for (; j < classes; ++j) sum += fast_exp_nonpositive(load(x[j]) - top);
-  for (int64_t l = 0; l < kLanes; ++l) sum += lanes[l];
-  // fast_exp_nonpositive clamps its argument, so a NaN or an infinite
-  // maximum has to be passed on explicitly.
+  const float sum = row_exp_sum(x, classes, top, 1.0f);
   if (std::isnan(sum) || std::isinf(top)) return std::numeric_limits<float>::quiet_NaN();
   return top + std::log(sum);
 }

@@ -6,7 +6,9 @@ namespace accelerate {
 namespace detail {
 namespace {
 
-using namespace vector_math;  // NOLINT: the kernels are written in its terms
+using vector_math::fast_exp_nonpositive;
+using vector_math::load;
+using vector_math::store;
 
 constexpr float kSqrtTwoOverPi = 0.7978845608028654f;
 constexpr float kCubic = 0.044715f;

@@ -4,6 +4,8 @@
 target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/activations.cpp
   ${CMAKE_CURRENT_LIST_DIR}/attention.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/causal_softmax.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/causal_softmax_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cross_entropy.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cross_entropy_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gelu_kernels.cpp
@@ -12,6 +14,7 @@ target_sources(accelerate PRIVATE
 # does for them only at -O3 (its -O2 cost model refuses loops with a
 # remainder); kept out of unity batches so the flag stays on these files alone.
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/gelu_kernels.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/cross_entropy_kernels.cpp PROPERTIES
+  ${CMAKE_CURRENT_LIST_DIR}/cross_entropy_kernels.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/causal_softmax_kernels.cpp PROPERTIES
   SKIP_UNITY_BUILD_INCLUSION ON
   COMPILE_OPTIONS "$<$<OR:$<CXX_COMPILER_ID:GNU>,$<CXX_COMPILER_ID:Clang>>:-O3>")

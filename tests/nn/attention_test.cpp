@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <limits>
+#include <vector>
 
 #include "accelerate/attention.h"
 #include "accelerate/errors.h"
@@ -36,6 +39,71 @@ TEST(CausalAttention, ExplicitKernelComputesMaskedSoftmaxAttention) {
   EXPECT_TRUE(torch::allclose(out, reference(q, k, v), 1e-5, 1e-6));
 }
 
+// Value and the gradients of sum(out * g) in q, k, v.
+std::vector<torch::Tensor> attention_and_grads(
+    const std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&,
+                                      const torch::Tensor&)>& attend,
+    const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+    const torch::Tensor& g) {
+  auto lq = q.detach().requires_grad_(), lk = k.detach().requires_grad_(),
+       lv = v.detach().requires_grad_();
+  auto out = attend(lq, lk, lv);
+  auto grads = torch::autograd::grad({out}, {lq, lk, lv}, {g});
+  return {out.detach(), grads[0], grads[1], grads[2]};
+}
+
+torch::Tensor explicit_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                 const torch::Tensor& v) {
+  return accelerate::causal_attention(q, k, v,
+                                      AttentionOptions().kernel(AttentionKernel::kExplicit));
+}
+
+// On CPU the explicit kernel's scale-mask-softmax is the library's fused
+// causal softmax; its gradients must be the direct computation's, for
+// row lengths that leave vector remainders (7, 33) and the GPT shapes (64).
+TEST(CausalAttention, ExplicitKernelGradientsEqualTheDirectComputation) {
+  torch::manual_seed(3);
+  for (int64_t tokens : {1, 7, 33, 64}) {
+    auto q = torch::randn({2, 3, tokens, 16}), k = torch::randn({2, 3, tokens, 16}),
+         v = torch::randn({2, 3, tokens, 16}), g = torch::randn({2, 3, tokens, 16});
+    auto ours = attention_and_grads(explicit_attention, q, k, v, g);
+    auto direct = attention_and_grads(reference, q, k, v, g);
+    for (size_t i = 0; i < ours.size(); ++i) {
+      EXPECT_TRUE(torch::allclose(ours[i], direct[i], 1e-5, 1e-5))
+          << "tokens " << tokens << " tensor " << i << " max diff "
+          << (ours[i] - direct[i]).abs().max().item<double>();
+    }
+  }
+}
+
+// bfloat16 q, k, v (what bf16 autocast hands attention): the softmax runs in
+// float and rounds its output once, so the result is the float
+// computation's to bfloat16 accuracy, and comes back in bfloat16.
+TEST(CausalAttention, ExplicitKernelInBFloat16MatchesFloat) {
+  torch::manual_seed(4);
+  auto q = torch::randn({2, 3, 40, 16}), k = torch::randn({2, 3, 40, 16}),
+       v = torch::randn({2, 3, 40, 16}), g = torch::randn({2, 3, 40, 16});
+  auto bf = [](const torch::Tensor& t) { return t.to(torch::kBFloat16); };
+  auto ours = attention_and_grads(explicit_attention, bf(q), bf(k), bf(v), bf(g));
+  auto wide = attention_and_grads(reference, bf(q).to(torch::kFloat), bf(k).to(torch::kFloat),
+                                  bf(v).to(torch::kFloat), bf(g).to(torch::kFloat));
+  for (size_t i = 0; i < ours.size(); ++i) {
+    ASSERT_EQ(ours[i].scalar_type(), torch::kBFloat16);
+    const double scale = wide[i].abs().max().item<double>();
+    EXPECT_LT((ours[i].to(torch::kFloat) - wide[i]).abs().max().item<double>(), 0.03 * scale)
+        << "tensor " << i;
+  }
+}
+
+TEST(CausalAttention, ANaNScorePoisonsOnlyTheRowsThatSeeIt) {
+  auto q = torch::randn({1, 1, 6, 4}), k = torch::randn({1, 1, 6, 4}),
+       v = torch::randn({1, 1, 6, 4});
+  k[0][0][3][0] = std::numeric_limits<float>::quiet_NaN();  // key 3: seen by queries 3, 4, 5
+  auto out = explicit_attention(q, k, v);
+  EXPECT_FALSE(out.slice(2, 0, 3).isnan().any().item<bool>());
+  EXPECT_TRUE(out.slice(2, 3, 6).isnan().all().item<bool>());
+}
+
 TEST(CausalAttention, FusedKernelAgreesWithTheExplicitOneWhereItExists) {
   torch::manual_seed(0);
   auto q = torch::randn({2, 4, 16, 8}), k = torch::randn({2, 4, 16, 8}),
@@ -51,6 +119,28 @@ TEST(CausalAttention, FusedKernelAgreesWithTheExplicitOneWhereItExists) {
   auto plain =
       accelerate::causal_attention(q, k, v, AttentionOptions().kernel(AttentionKernel::kExplicit));
   EXPECT_TRUE(torch::allclose(fused, plain, 1e-5, 1e-6));
+}
+
+// kAuto's choice on CPU: bfloat16 up to 256 tokens takes the explicit
+// kernel (the faster there, bench/gpt/attention_bench); float, and longer
+// sequences, take the fused one where it exists.
+TEST(CausalAttention, AutoTakesTheExplicitKernelForShortBFloat16OnCpu) {
+  torch::manual_seed(5);
+  auto kernel = [](AttentionKernel k) { return AttentionOptions().kernel(k); };
+  for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    for (int64_t tokens : {256, 257}) {
+      auto q = torch::randn({1, 2, tokens, 8}).to(dtype),
+           k = torch::randn({1, 2, tokens, 8}).to(dtype),
+           v = torch::randn({1, 2, tokens, 8}).to(dtype);
+      auto automatic = accelerate::causal_attention(q, k, v);
+      const bool explicit_expected =
+          !accelerate::fused_attention_available() || (dtype == torch::kBFloat16 && tokens <= 256);
+      auto expected = accelerate::causal_attention(
+          q, k, v,
+          kernel(explicit_expected ? AttentionKernel::kExplicit : AttentionKernel::kFused));
+      EXPECT_TRUE(torch::equal(automatic, expected)) << dtype << " " << tokens << " tokens";
+    }
+  }
 }
 
 TEST(CausalAttention, DropoutZeroesWeightsOnlyWhenAsked) {

@@ -1,0 +1,92 @@
+// attention_bench: forward + backward time of accelerate::causal_attention's
+// kernels on one GPT layer's shapes, on this LibTorch and CPU, in float and
+// in bfloat16 (what bf16 autocast hands attention), to choose the kernel
+// AttentionKernel::kAuto takes on CPU (docs/gpt.md, "Performance").
+//
+//   attention_bench [--batch 16] [--heads 6] [--tokens 256] [--head_dim 64] [--repeats 10]
+//
+// Prints one line per dtype and kernel: the median ms of --repeats
+// forward+backward passes after two warm-up passes, and the ratio to the
+// explicit kernel.
+#include <accelerate/attention.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace {
+
+double median_ms(const accelerate::AttentionKernel kernel, const std::vector<torch::Tensor>& qkv,
+                 const torch::Tensor& grad, int repeats) {
+  const auto options = accelerate::AttentionOptions().kernel(kernel);
+  auto pass = [&] {
+    auto out = accelerate::causal_attention(qkv[0], qkv[1], qkv[2], options);
+    out.backward(grad);
+  };
+  pass();
+  pass();
+  std::vector<double> times;
+  for (int i = 0; i < repeats; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    pass();
+    times.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t batch = 16, heads = 6, tokens = 256, head_dim = 64;
+  int repeats = 10;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const long long value = std::atoll(argv[i + 1]);
+    if (value < 1) {
+      std::fprintf(stderr, "attention_bench: error: %s must be a positive integer\n", argv[i]);
+      return 2;
+    }
+    if (flag == "--batch")
+      batch = value;
+    else if (flag == "--heads")
+      heads = value;
+    else if (flag == "--tokens")
+      tokens = value;
+    else if (flag == "--head_dim")
+      head_dim = value;
+    else if (flag == "--repeats")
+      repeats = static_cast<int>(value);
+    else {
+      std::fprintf(stderr, "attention_bench: error: unknown flag %s\n", argv[i]);
+      return 2;
+    }
+  }
+  std::printf("causal attention [%lld, %lld, %lld, %lld], %d threads, fused kernel %s\n",
+              static_cast<long long>(batch), static_cast<long long>(heads),
+              static_cast<long long>(tokens), static_cast<long long>(head_dim),
+              torch::get_num_threads(),
+              accelerate::fused_attention_available() ? "available" : "absent");
+  torch::manual_seed(0);
+  for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    std::vector<torch::Tensor> qkv;
+    for (int i = 0; i < 3; ++i) {
+      qkv.push_back(torch::randn({batch, heads, tokens, head_dim}).to(dtype).requires_grad_());
+    }
+    const auto grad = torch::randn({batch, heads, tokens, head_dim}).to(dtype);
+    const double plain = median_ms(accelerate::AttentionKernel::kExplicit, qkv, grad, repeats);
+    std::printf("  %-8s explicit %8.2f ms\n", dtype == torch::kFloat ? "float" : "bfloat16", plain);
+    if (accelerate::fused_attention_available()) {
+      const double fused = median_ms(accelerate::AttentionKernel::kFused, qkv, grad, repeats);
+      std::printf("  %-8s fused    %8.2f ms  (%.2fx the explicit kernel's time)\n",
+                  dtype == torch::kFloat ? "float" : "bfloat16", fused, fused / plain);
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,21 @@
+// Attention's causal softmax on the library's fused CPU kernel (internal to
+// the nn area; accelerate::causal_attention's explicit kernel uses it).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+namespace accelerate {
+namespace detail {
+
+// Whether fused_causal_softmax takes these scores: CPU, float or bfloat16.
+bool has_fused_causal_softmax(const at::Tensor& scores);
+
+// softmax(scale * scores) over the last dimension with query i (dimension
+// -2) seeing keys j <= i + keys - queries, 0 elsewhere; in float, returned in
+// the scores' type; differentiable in scores. One pass over the scores
+// replaces LibTorch's scale, mask, softmax (and, under bf16 autocast, the
+// casts to float and back); backward saves only the probabilities.
+at::Tensor fused_causal_softmax(const at::Tensor& scores, double scale);
+
+}  // namespace detail
+}  // namespace accelerate
