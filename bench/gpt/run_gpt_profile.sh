@@ -38,9 +38,12 @@
 # Threads per process, both sides: OMP_NUM_THREADS = cores / N,
 # OPENBLAS_NUM_THREADS = BLAS_THREADS (default the same), OMP_WAIT_POLICY =
 # PASSIVE; bench/gpt/run_gpt_threads.sh checks which sizes are fastest.
-# On LibTorch 2.x, examples/gpt's attention is the fused kernel
-# (scaled_dot_product_attention) while the twin keeps the explicit masked
-# softmax: the "attention" family then compares two different kernels.
+# examples/gpt's attention is the explicit form with the library's fused
+# causal softmax on LibTorch 1.13, and on the newest LibTorch in bf16 (the
+# faster there, docs/kernels.md); in fp32 on the newest LibTorch it is
+# LibTorch's fused scaled_dot_product_attention. The twin keeps PyTorch's
+# explicit masked softmax throughout, so "attention" compares different
+# kernels.
 #
 # Usage: bash bench/gpt/run_gpt_profile.sh [BUILD_DIR [NEW_BUILD_DIR]]
 #   defaults build and build-cuda. BUILD_DIR needs bench/gpt/gpt_profile,

@@ -56,8 +56,8 @@ FAMILIES = [
                       r"|barrier|alltoall|all_to_all|reducer::|ddp\.|distributeddataparallel"),
     ("matmul", r"^(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|dot|_addmm_activation|mkldnn_.*matmul.*"
                r"|mkldnn_linear.*|_mkldnn_.*)$"),
-    ("loss", r"log_softmax|nll_loss|cross_entropy"),
-    ("attention", r"softmax_backward_data$|^_?softmax$|^masked_fill_?$|scaled_dot_product|flash|"
+    ("loss", r"log_softmax|nll_loss|cross_?entropy"),
+    ("attention", r"softmax_backward_data$|^_?softmax$|causal_?softmax|^masked_fill_?$|scaled_dot_product|flash|"
                   r"efficient_attention|^triu_?$|^tril_?$"),
     ("activation", r"gelu|silu|relu|^tanh|sigmoid"),
     ("norm", r"layer_norm|rms_norm|batch_norm|group_norm"),
