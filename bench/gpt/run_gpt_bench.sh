@@ -139,15 +139,8 @@ LOG_DIR="${LOG_DIR:-$(mktemp -d /tmp/gpt-bench.XXXXXX)}"
 cores="$(nproc)"
 layers=${dims[0]} width=${dims[1]} context=${dims[2]}
 
-load1() { cut -d' ' -f1 /proc/loadavg; }
-busy() { awk -v l="$(load1)" -v m="$MAX_LOAD" 'BEGIN { exit !(l >= m) }'; }
-wait_quiet() {
-  local waited=0
-  while busy && ((waited < MAX_WAIT)); do sleep 10; waited=$((waited + 10)); done
-  if busy; then
-    printf '  warning: load %s still above %s after %ds; measuring anyway\n' "$(load1)" "$MAX_LOAD" "$waited"
-  fi
-}
+# load1, busy, wait_quiet
+source "$root/bench/gpt/quiet_machine.sh"
 
 # ---- the data: the C++ program writes the token files ----------------------
 mkdir -p "$LOG_DIR/data" "$LOG_DIR/out"

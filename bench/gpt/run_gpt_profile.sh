@@ -126,15 +126,8 @@ for r in $ROWS; do
 done
 ((${#rows[@]})) || die "no row to run (see the notes above)"
 
-load1() { cut -d' ' -f1 /proc/loadavg; }
-busy() { awk -v l="$(load1)" -v m="$MAX_LOAD" 'BEGIN { exit !(l >= m) }'; }
-wait_quiet() {
-  local waited=0
-  while busy && ((waited < MAX_WAIT)); do sleep 10; waited=$((waited + 10)); done
-  if busy; then
-    printf '  warning: load %s still above %s after %ds; measuring anyway\n' "$(load1)" "$MAX_LOAD" "$waited" >&2
-  fi
-}
+# load1, busy, wait_quiet
+source "$root/bench/gpt/quiet_machine.sh"
 
 # ---- the data: the C++ example writes the token files (as run_gpt_bench.sh) ---
 for f in train.txt validation.txt; do ln -sf "$(cd "$DATA_DIR" && pwd)/$f" "$LOG_DIR/data/$f"; done

@@ -80,15 +80,8 @@ done
 cores="$(nproc)"
 mkdir -p "$LOG_DIR/data" "$LOG_DIR/out" || die "cannot create $LOG_DIR"
 
-load1() { cut -d' ' -f1 /proc/loadavg; }
-busy() { awk -v l="$(load1)" -v m="$MAX_LOAD" 'BEGIN { exit !(l >= m) }'; }
-wait_quiet() {
-  local waited=0
-  while busy && ((waited < MAX_WAIT)); do sleep 10; waited=$((waited + 10)); done
-  if busy; then
-    printf '  warning: load %s still above %s after %ds; measuring anyway\n' "$(load1)" "$MAX_LOAD" "$waited" >&2
-  fi
-}
+# load1, busy, wait_quiet
+source "$root/bench/gpt/quiet_machine.sh"
 
 # ---- the data (as run_gpt_bench.sh) --------------------------------------------
 for f in train.txt validation.txt; do ln -sf "$(cd "$DATA_DIR" && pwd)/$f" "$LOG_DIR/data/$f"; done
