@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nn/gelu_kernels.h"
+#include "nn/kernel_tensors.h"
 
 namespace accelerate {
 namespace {
@@ -18,19 +19,6 @@ namespace {
 // work from a 16 x 256 x 1536 MLP activation.
 constexpr int64_t kGrain = 1 << 15;
 
-bool has_fused_tanh_gelu(const at::Tensor& x) {
-  return x.device().is_cpu() && x.layout() == at::kStrided &&
-         (x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16);
-}
-
-// bfloat16 elements as their raw bits, the form the kernels take.
-const uint16_t* raw_bits(const at::Tensor& t) {
-  return reinterpret_cast<const uint16_t*>(t.data_ptr<at::BFloat16>());
-}
-uint16_t* raw_bits_out(at::Tensor& t) {
-  return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>());
-}
-
 at::Tensor tanh_gelu_forward(const at::Tensor& x) {
   at::Tensor y = at::empty_like(x);
   at::parallel_for(0, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
@@ -38,7 +26,8 @@ at::Tensor tanh_gelu_forward(const at::Tensor& x) {
       detail::gelu_tanh_forward(x.data_ptr<float>() + begin, y.data_ptr<float>() + begin,
                                 end - begin);
     } else {
-      detail::gelu_tanh_forward(raw_bits(x) + begin, raw_bits_out(y) + begin, end - begin);
+      detail::gelu_tanh_forward(detail::bf16_bits(x) + begin, detail::bf16_bits(y) + begin,
+                                end - begin);
     }
   });
   return y;
@@ -51,8 +40,8 @@ at::Tensor tanh_gelu_backward(const at::Tensor& grad, const at::Tensor& x) {
       detail::gelu_tanh_backward(grad.data_ptr<float>() + begin, x.data_ptr<float>() + begin,
                                  dx.data_ptr<float>() + begin, end - begin);
     } else {
-      detail::gelu_tanh_backward(raw_bits(grad) + begin, raw_bits(x) + begin,
-                                 raw_bits_out(dx) + begin, end - begin);
+      detail::gelu_tanh_backward(detail::bf16_bits(grad) + begin, detail::bf16_bits(x) + begin,
+                                 detail::bf16_bits(dx) + begin, end - begin);
     }
   });
   return dx;
@@ -81,7 +70,7 @@ struct FusedTanhGelu : torch::autograd::Function<FusedTanhGelu> {
 
 at::Tensor gelu(const at::Tensor& x, GeluApproximation approximation) {
   if (approximation == GeluApproximation::kNone) return at::gelu(x);
-  if (!has_fused_tanh_gelu(x)) return at::gelu(x, "tanh");
+  if (!detail::fused_kernel_takes(x)) return at::gelu(x, "tanh");
   return FusedTanhGelu::apply(x);
 }
 

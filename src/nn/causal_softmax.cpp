@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nn/causal_softmax_kernels.h"
+#include "nn/kernel_tensors.h"
 
 namespace accelerate {
 namespace detail {
@@ -50,9 +51,7 @@ struct FusedCausalSoftmax : torch::autograd::Function<FusedCausalSoftmax> {
         causal_softmax_forward(scores.data_ptr<float>() + first, probs.data_ptr<float>() + first,
                                block);
       } else {
-        causal_softmax_forward(
-            reinterpret_cast<const uint16_t*>(scores.data_ptr<at::BFloat16>()) + first,
-            reinterpret_cast<uint16_t*>(probs.data_ptr<at::BFloat16>()) + first, block);
+        causal_softmax_forward(bf16_bits(scores) + first, bf16_bits(probs) + first, block);
       }
     });
     ctx->save_for_backward({probs});
@@ -71,10 +70,8 @@ struct FusedCausalSoftmax : torch::autograd::Function<FusedCausalSoftmax> {
         causal_softmax_backward(probs.data_ptr<float>() + first, grad.data_ptr<float>() + first,
                                 grad_scores.data_ptr<float>() + first, block);
       } else {
-        causal_softmax_backward(
-            reinterpret_cast<const uint16_t*>(probs.data_ptr<at::BFloat16>()) + first,
-            reinterpret_cast<const uint16_t*>(grad.data_ptr<at::BFloat16>()) + first,
-            reinterpret_cast<uint16_t*>(grad_scores.data_ptr<at::BFloat16>()) + first, block);
+        causal_softmax_backward(bf16_bits(probs) + first, bf16_bits(grad) + first,
+                                bf16_bits(grad_scores) + first, block);
       }
     });
     return {grad_scores, at::Tensor()};
@@ -84,8 +81,7 @@ struct FusedCausalSoftmax : torch::autograd::Function<FusedCausalSoftmax> {
 }  // namespace
 
 bool has_fused_causal_softmax(const at::Tensor& scores) {
-  return scores.device().is_cpu() && scores.layout() == at::kStrided && scores.dim() >= 2 &&
-         (scores.scalar_type() == at::kFloat || scores.scalar_type() == at::kBFloat16);
+  return fused_kernel_takes(scores) && scores.dim() >= 2;
 }
 
 at::Tensor fused_causal_softmax(const at::Tensor& scores, double scale) {

@@ -11,17 +11,13 @@
 
 #include "accelerate/errors.h"
 #include "nn/cross_entropy_kernels.h"
+#include "nn/kernel_tensors.h"
 
 namespace accelerate {
 namespace {
 
 // Logits per task of at::parallel_for: a few vocabulary-sized rows.
 constexpr int64_t kGrainElements = 1 << 15;
-
-bool has_fused_cross_entropy(const at::Tensor& logits) {
-  return logits.device().is_cpu() && logits.layout() == at::kStrided &&
-         (logits.scalar_type() == at::kFloat || logits.scalar_type() == at::kBFloat16);
-}
 
 void check_inputs(const at::Tensor& logits, const at::Tensor& targets) {
   if (logits.dim() != 2 || targets.dim() != 1 || targets.size(0) != logits.size(0)) {
@@ -35,30 +31,29 @@ void check_inputs(const at::Tensor& logits, const at::Tensor& targets) {
   }
 }
 
-void check_target_range(const at::Tensor& targets, int64_t classes, int64_t ignore_index) {
-  const at::Tensor bad =
-      targets.ne(ignore_index).logical_and(targets.lt(0).logical_or(targets.ge(classes)));
+// The number of rows that count (target != ignore_index), after checking
+// that each of their targets is a class: one pass over the targets for both.
+int64_t counted_rows(const at::Tensor& targets, int64_t classes, int64_t ignore_index) {
+  const at::Tensor kept = targets.ne(ignore_index);
+  const at::Tensor bad = kept.logical_and(targets.lt(0).logical_or(targets.ge(classes)));
   if (bad.any().item<bool>()) {
     const int64_t first = targets.masked_select(bad)[0].item<int64_t>();
     throw Error("cross_entropy: target " + std::to_string(first) + " is outside [0, " +
                 std::to_string(classes) + ") and is not ignore_index " +
                 std::to_string(ignore_index));
   }
+  return kept.sum().item<int64_t>();
 }
 
 int64_t grain_rows(int64_t classes) { return std::max<int64_t>(1, kGrainElements / classes); }
-
-template <typename Raw, typename Element>
-const Raw* raw(const at::Tensor& t) {
-  return reinterpret_cast<const Raw*>(t.data_ptr<Element>());
-}
 
 // The forward pass keeps the logits (the caller's tensor, no copy), the
 // targets and one float per row; LibTorch's keeps a float log-softmax of
 // the whole [rows, classes].
 struct FusedCrossEntropy : torch::autograd::Function<FusedCrossEntropy> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& logits_in,
-                            const at::Tensor& targets_in, int64_t ignore_index, int64_t reduction) {
+                            const at::Tensor& targets_in, int64_t ignore_index, int64_t reduction,
+                            int64_t counted) {
     // Named in profiler traces (an autograd Function's forward is not an op).
     RECORD_FUNCTION("accelerate::cross_entropy", std::vector<c10::IValue>({logits_in}));
     const at::Tensor logits = logits_in.contiguous();
@@ -71,14 +66,13 @@ struct FusedCrossEntropy : torch::autograd::Function<FusedCrossEntropy> {
       float* l = lse.data_ptr<float>() + begin;
       float* out = row_loss.data_ptr<float>() + begin;
       if (logits.scalar_type() == at::kFloat) {
-        detail::cross_entropy_forward(raw<float, float>(logits) + begin * classes, end - begin,
+        detail::cross_entropy_forward(logits.data_ptr<float>() + begin * classes, end - begin,
                                       classes, t, ignore_index, l, out);
       } else {
-        detail::cross_entropy_forward(raw<uint16_t, at::BFloat16>(logits) + begin * classes,
-                                      end - begin, classes, t, ignore_index, l, out);
+        detail::cross_entropy_forward(detail::bf16_bits(logits) + begin * classes, end - begin,
+                                      classes, t, ignore_index, l, out);
       }
     });
-    const int64_t counted = targets.ne(ignore_index).sum().item<int64_t>();
     ctx->save_for_backward({logits, targets, lse});
     ctx->saved_data["ignore_index"] = ignore_index;
     ctx->saved_data["reduction"] = reduction;
@@ -112,17 +106,16 @@ struct FusedCrossEntropy : torch::autograd::Function<FusedCrossEntropy> {
       const float* l = lse.data_ptr<float>() + begin;
       const float* s = row_scale.data_ptr<float>() + begin;
       if (logits.scalar_type() == at::kFloat) {
-        detail::cross_entropy_backward(raw<float, float>(logits) + begin * classes, end - begin,
+        detail::cross_entropy_backward(logits.data_ptr<float>() + begin * classes, end - begin,
                                        classes, t, ignore_index, l, s,
                                        grad.data_ptr<float>() + begin * classes);
       } else {
-        detail::cross_entropy_backward(
-            raw<uint16_t, at::BFloat16>(logits) + begin * classes, end - begin, classes, t,
-            ignore_index, l, s,
-            reinterpret_cast<uint16_t*>(grad.data_ptr<at::BFloat16>()) + begin * classes);
+        detail::cross_entropy_backward(detail::bf16_bits(logits) + begin * classes, end - begin,
+                                       classes, t, ignore_index, l, s,
+                                       detail::bf16_bits(grad) + begin * classes);
       }
     });
-    return {grad, at::Tensor(), at::Tensor(), at::Tensor()};
+    return {grad, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -143,15 +136,15 @@ int64_t libtorch_reduction(LossReduction reduction) {
 at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& targets,
                          CrossEntropyOptions options) {
   check_inputs(logits, targets);
-  check_target_range(targets, logits.size(1), options.ignore_index());
-  if (!has_fused_cross_entropy(logits)) {
+  const int64_t counted = counted_rows(targets, logits.size(1), options.ignore_index());
+  if (!detail::fused_kernel_takes(logits)) {
     const bool narrow = logits.scalar_type() == at::kBFloat16 || logits.scalar_type() == at::kHalf;
     const at::Tensor wide = narrow ? logits.to(at::kFloat) : logits;
     return at::cross_entropy_loss(wide, targets.to(at::kLong), c10::nullopt,
                                   libtorch_reduction(options.reduction()), options.ignore_index());
   }
   return FusedCrossEntropy::apply(logits, targets, options.ignore_index(),
-                                  static_cast<int64_t>(options.reduction()));
+                                  static_cast<int64_t>(options.reduction()), counted);
 }
 
 }  // namespace accelerate
