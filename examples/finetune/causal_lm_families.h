@@ -4,10 +4,10 @@
 // struct here and one line in finetune.cpp's table:
 //
 //   struct Gpt2Family {
-//     static constexpr const char* model_type = "gpt2";
 //     using Model = ...;                                  // a TORCH_MODULE holder
 //     using Config = ...;
 //     static Config read_config(const std::string& folder);
+//     static std::string model_type_of(const Config&);    // "gpt2"
 //     static int64_t max_positions(const Config&);        // the longest block
 //     static int64_t vocab_size(const Config&);
 //     static Model load(const std::string& folder);       // config + weights
@@ -24,14 +24,17 @@
 
 namespace finetune {
 
-// Llama 2, Llama 3.x and models of their layout (accelerate/models/llama.h).
+// Llama 2, Llama 3.x and the model types built from their blocks, Mistral
+// and Qwen2 (accelerate/models/llama.h).
 struct LlamaFamily {
-  static constexpr const char* model_type = "llama";
   using Model = accelerate::models::LlamaForCausalLM;
   using Config = accelerate::models::LlamaConfig;
 
   static Config read_config(const std::string& folder) {
     return accelerate::models::read_llama_config(folder);
+  }
+  static std::string model_type_of(const Config& config) {
+    return accelerate::models::model_type_name(config.model_type);
   }
   static int64_t max_positions(const Config& config) { return config.max_position_embeddings; }
   static int64_t vocab_size(const Config& config) { return config.vocab_size; }

@@ -137,7 +137,7 @@ int run_family(const FinetuneFlags& f) {
   auto& model = trainer.model();
   int64_t parameters = 0;
   for (const auto& p : model->parameters()) parameters += p.numel();
-  accelerator.print("model_type ", Family::model_type, ": ", parameters, " parameters; ",
+  accelerator.print("model_type ", Family::model_type_of(config), ": ", parameters, " parameters; ",
                     f.train_file, ": ", train_data.tokens(), " tokens in ", train_data.size(),
                     " blocks of ", block_size, " (tokenized in ", tokenize_seconds, " s); ",
                     accelerator.num_processes(), " process(es), ", trainer.state().max_steps,
@@ -175,7 +175,9 @@ int run_family(const FinetuneFlags& f) {
 using FamilyRun = int (*)(const FinetuneFlags&);
 const std::vector<std::pair<std::string, FamilyRun>>& families() {
   static const std::vector<std::pair<std::string, FamilyRun>> table = {
-      {finetune::LlamaFamily::model_type, &run_family<finetune::LlamaFamily>},
+      {"llama", &run_family<finetune::LlamaFamily>},
+      {"mistral", &run_family<finetune::LlamaFamily>},
+      {"qwen2", &run_family<finetune::LlamaFamily>},
   };
   return table;
 }

@@ -36,14 +36,19 @@ struct AttentionOptions {
   // Probability of zeroing an attention weight; pass 0 when not training.
   ACCELERATE_ARG(double, dropout_p) = 0.0;
   ACCELERATE_ARG(AttentionKernel, kernel) = AttentionKernel::kAuto;
+  // causal_attention only: > 0, each query sees itself and the
+  // sliding_window - 1 keys before it (Mistral's and Qwen2's sliding-window
+  // attention, transformers' sliding_window); 0: the whole past.
+  ACCELERATE_ARG(int64_t, sliding_window) = 0;
 };
 
 // Whether this LibTorch has the fused kernel.
 bool fused_attention_available();
 
 // softmax(q k^T / sqrt(d) masked to j <= i) v for q, k, v of shape
-// [batch, heads, tokens, head_dim]. Throws accelerate::Error for other
-// ranks or mismatched shapes.
+// [batch, heads, tokens, head_dim] (with a sliding window: to
+// i - sliding_window < j <= i). Throws accelerate::Error for other ranks,
+// mismatched shapes or a negative sliding_window.
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             AttentionOptions options = {});
 

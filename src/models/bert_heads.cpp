@@ -10,6 +10,7 @@
 #include "accelerate/models/bert.h"
 #include "accelerate/models/pretrained.h"
 #include "models/config_json.h"
+#include "models/pretrained_build.h"
 
 namespace accelerate::models {
 namespace {
@@ -86,10 +87,10 @@ at::Tensor BertForSequenceClassificationImpl::loss(const at::Tensor& input_ids,
 
 std::shared_ptr<BertModelImpl> BertModelImpl::from_pretrained(const std::string& folder,
                                                               const BertLoadOptions& options) {
-  auto model = std::make_shared<BertModelImpl>(read_bert_config(folder));
-  if (options.dtype() != at::kFloat) model->to(options.dtype());
-  load_pretrained_weights(*model, folder, bert_load_rules({"pooler."}));
-  return model;
+  const BertConfig config = read_bert_config(folder);
+  return build_pretrained<BertModelImpl>(
+      [&config] { return std::make_shared<BertModelImpl>(config); }, folder, options.dtype(),
+      bert_load_rules({"pooler."}));
 }
 
 std::vector<std::string> BertModelImpl::save_pretrained(const std::string& folder,
@@ -110,10 +111,9 @@ BertForSequenceClassificationImpl::from_pretrained(const std::string& folder,
   if (options.num_labels() > 0 && options.num_labels() != config.num_labels()) {
     config.set_num_labels(options.num_labels());
   }
-  auto model = std::make_shared<BertForSequenceClassificationImpl>(std::move(config));
-  if (options.dtype() != at::kFloat) model->to(options.dtype());
-  load_pretrained_weights(*model, folder, bert_load_rules({"classifier.", "bert.pooler."}));
-  return model;
+  return build_pretrained<BertForSequenceClassificationImpl>(
+      [&config] { return std::make_shared<BertForSequenceClassificationImpl>(config); }, folder,
+      options.dtype(), bert_load_rules({"classifier.", "bert.pooler."}));
 }
 
 std::vector<std::string> BertForSequenceClassificationImpl::save_pretrained(

@@ -9,6 +9,7 @@
 #include "accelerate/models/gpt2.h"
 #include "accelerate/models/pretrained.h"
 #include "models/config_json.h"
+#include "models/pretrained_build.h"
 
 namespace accelerate::models {
 namespace {
@@ -24,10 +25,10 @@ PretrainedLoadOptions gpt2_load_rules(bool tied) {
 
 std::shared_ptr<GPT2ModelImpl> GPT2ModelImpl::from_pretrained(const std::string& folder,
                                                               const GPT2LoadOptions& options) {
-  auto model = std::make_shared<GPT2ModelImpl>(read_gpt2_config(folder));
-  if (options.dtype() != at::kFloat) model->to(options.dtype());
-  load_pretrained_weights(*model, folder, gpt2_load_rules(/*tied=*/true));
-  return model;
+  const GPT2Config config = read_gpt2_config(folder);
+  return build_pretrained<GPT2ModelImpl>(
+      [&config] { return std::make_shared<GPT2ModelImpl>(config); }, folder, options.dtype(),
+      gpt2_load_rules(/*tied=*/true));
 }
 
 std::vector<std::string> GPT2ModelImpl::save_pretrained(const std::string& folder,
@@ -39,10 +40,10 @@ std::vector<std::string> GPT2ModelImpl::save_pretrained(const std::string& folde
 
 std::shared_ptr<GPT2LMHeadModelImpl> GPT2LMHeadModelImpl::from_pretrained(
     const std::string& folder, const GPT2LoadOptions& options) {
-  auto model = std::make_shared<GPT2LMHeadModelImpl>(read_gpt2_config(folder));
-  if (options.dtype() != at::kFloat) model->to(options.dtype());
-  load_pretrained_weights(*model, folder, gpt2_load_rules(model->config().tie_word_embeddings));
-  return model;
+  const GPT2Config config = read_gpt2_config(folder);
+  return build_pretrained<GPT2LMHeadModelImpl>(
+      [&config] { return std::make_shared<GPT2LMHeadModelImpl>(config); }, folder, options.dtype(),
+      gpt2_load_rules(config.tie_word_embeddings));
 }
 
 std::vector<std::string> GPT2LMHeadModelImpl::save_pretrained(

@@ -16,14 +16,96 @@ namespace {
 
 using nlohmann::json;
 
-// The keys read_llama_config turns into fields; the rest go to other_keys.
-const std::set<std::string> kModelledKeys = {
-    "vocab_size",          "hidden_size",         "intermediate_size", "num_hidden_layers",
-    "num_attention_heads", "num_key_value_heads", "head_dim",          "max_position_embeddings",
-    "rms_norm_eps",        "rope_theta",          "rope_scaling",      "rope_parameters",
-    "tie_word_embeddings", "attention_bias",      "mlp_bias",          "model_type",
-    "hidden_act",          "architectures",       "torch_dtype",       "dtype",
-    "transformers_version"};
+// The keys read_llama_config turns into fields for every model type; the
+// rest go to other_keys.
+const std::set<std::string> kModelledKeys = {"vocab_size",
+                                             "hidden_size",
+                                             "intermediate_size",
+                                             "num_hidden_layers",
+                                             "num_attention_heads",
+                                             "num_key_value_heads",
+                                             "head_dim",
+                                             "max_position_embeddings",
+                                             "rms_norm_eps",
+                                             "rope_theta",
+                                             "rope_scaling",
+                                             "rope_parameters",
+                                             "tie_word_embeddings",
+                                             "model_type",
+                                             "hidden_act",
+                                             "architectures",
+                                             "torch_dtype",
+                                             "dtype",
+                                             "transformers_version"};
+
+// And those of one model type only. Qwen2's max_window_layers is read (it
+// decides layer_types when the file has none) but kept as it was: the
+// layer_types written back say the same.
+std::set<std::string> modelled_keys(LlamaModelType type) {
+  std::set<std::string> keys = kModelledKeys;
+  switch (type) {
+    case LlamaModelType::kLlama:
+      keys.insert({"attention_bias", "mlp_bias"});
+      break;
+    case LlamaModelType::kMistral:
+      keys.insert("sliding_window");
+      break;
+    case LlamaModelType::kQwen2:
+      keys.insert({"use_sliding_window", "sliding_window", "layer_types"});
+      break;
+  }
+  return keys;
+}
+
+const char* architecture_name(LlamaModelType type) {
+  switch (type) {
+    case LlamaModelType::kLlama:
+      return "LlamaForCausalLM";
+    case LlamaModelType::kMistral:
+      return "MistralForCausalLM";
+    case LlamaModelType::kQwen2:
+      return "Qwen2ForCausalLM";
+  }
+  return "?";
+}
+
+// sliding_window: a positive integer, or null for none (transformers'
+// default when absent: 4096).
+std::optional<int64_t> read_window(const ConfigJson& reader) {
+  const auto present = reader.root().find("sliding_window");
+  if (present != reader.root().end() && present->is_null()) return std::nullopt;
+  return reader.integer("sliding_window", 4096);
+}
+
+// Mistral: every layer slides when sliding_window is set. Qwen2: only with
+// use_sliding_window, on the layers layer_types names "sliding_attention"
+// (absent: those from max_window_layers on), as transformers' Qwen2Config.
+void read_sliding_windows(const ConfigJson& reader, LlamaConfig& config) {
+  if (config.model_type == LlamaModelType::kMistral) {
+    config.sliding_window = read_window(reader);
+    return;
+  }
+  if (config.model_type != LlamaModelType::kQwen2) return;
+  const std::optional<int64_t> window = read_window(reader);
+  if (!reader.boolean("use_sliding_window", false) || !window) return;
+  config.sliding_window = window;
+  if (const json* types = reader.find("layer_types")) {
+    if (!types->is_array()) reader.fail("\"layer_types\" must be a list");
+    for (const json& type : *types) {
+      const std::string name = type.is_string() ? type.get<std::string>() : type.dump();
+      if (name != "full_attention" && name != "sliding_attention") {
+        reader.fail("layer_types entry \"" + name +
+                    "\" is not \"full_attention\" or \"sliding_attention\"");
+      }
+      config.sliding_layers.push_back(name == "sliding_attention");
+    }
+    return;
+  }
+  const int64_t first_sliding = reader.integer("max_window_layers", 28);
+  for (int64_t layer = 0; layer < config.num_hidden_layers; ++layer) {
+    config.sliding_layers.push_back(layer >= first_sliding);
+  }
+}
 
 // rope_scaling (transformers 4) or rope_parameters (5): {"rope_type" (or
 // the older "type"), "factor", ...}; null or absent means the default.
@@ -64,6 +146,24 @@ void read_rope(const ConfigJson& reader, LlamaConfig& config) {
 
 }  // namespace
 
+const char* model_type_name(LlamaModelType type) {
+  switch (type) {
+    case LlamaModelType::kLlama:
+      return "llama";
+    case LlamaModelType::kMistral:
+      return "mistral";
+    case LlamaModelType::kQwen2:
+      return "qwen2";
+  }
+  return "?";
+}
+
+int64_t LlamaConfig::layer_sliding_window(int64_t layer) const {
+  if (!sliding_window) return 0;
+  if (sliding_layers.empty()) return *sliding_window;
+  return sliding_layers.at(static_cast<size_t>(layer)) ? *sliding_window : 0;
+}
+
 const char* rope_type_name(RopeType type) {
   switch (type) {
     case RopeType::kDefault:
@@ -98,6 +198,18 @@ void LlamaConfig::validate() const {
     throw ConfigError("Llama config: head_dim must be positive and even, not " +
                       std::to_string(head_width()));
   }
+  if (model_type != LlamaModelType::kLlama && (attention_bias || mlp_bias)) {
+    throw ConfigError(std::string("Llama config: attention_bias and mlp_bias are Llama's; ") +
+                      model_type_name(model_type) + " fixes its biases");
+  }
+  if (sliding_window && *sliding_window <= 0) {
+    throw ConfigError("Llama config: sliding_window must be positive, not " +
+                      std::to_string(*sliding_window));
+  }
+  if (!sliding_layers.empty() && static_cast<int64_t>(sliding_layers.size()) != num_hidden_layers) {
+    throw ConfigError("Llama config: layer_types has " + std::to_string(sliding_layers.size()) +
+                      " entries for " + std::to_string(num_hidden_layers) + " layers");
+  }
   if (!(rms_norm_eps > 0) || !(rope_theta > 0)) {
     throw ConfigError("Llama config: rms_norm_eps and rope_theta must be positive");
   }
@@ -113,14 +225,22 @@ void LlamaConfig::validate() const {
 
 LlamaConfig read_llama_config(const std::string& path_or_folder) {
   const ConfigJson reader("Llama config", path_or_folder);
+  LlamaConfig config;
   const std::string model_type = reader.text("model_type", "llama");
-  if (model_type != "llama") {
-    reader.fail("model_type \"" + model_type + "\" is not \"llama\"");
+  bool known = false;
+  for (const auto type :
+       {LlamaModelType::kLlama, LlamaModelType::kMistral, LlamaModelType::kQwen2}) {
+    if (model_type == model_type_name(type)) {
+      config.model_type = type;
+      known = true;
+    }
+  }
+  if (!known) {
+    reader.fail("model_type \"" + model_type + "\" is not one of llama, mistral, qwen2");
   }
   const std::string act = reader.text("hidden_act", "silu");
   if (act != "silu") reader.fail("hidden_act \"" + act + "\" is not supported (only silu)");
 
-  LlamaConfig config;
   reader.require({"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
                   "num_attention_heads"});
   config.vocab_size = reader.integer("vocab_size", 0);
@@ -134,16 +254,20 @@ LlamaConfig read_llama_config(const std::string& path_or_folder) {
       reader.integer("max_position_embeddings", config.max_position_embeddings);
   config.rms_norm_eps = reader.number("rms_norm_eps", config.rms_norm_eps);
   config.tie_word_embeddings = reader.boolean("tie_word_embeddings", false);
-  config.attention_bias = reader.boolean("attention_bias", false);
-  config.mlp_bias = reader.boolean("mlp_bias", false);
+  if (config.model_type == LlamaModelType::kLlama) {
+    config.attention_bias = reader.boolean("attention_bias", false);
+    config.mlp_bias = reader.boolean("mlp_bias", false);
+  }
+  read_sliding_windows(reader, config);
   read_rope(reader, config);
-  config.other_keys = reader.other_keys(kModelledKeys);
+  config.other_keys = reader.other_keys(modelled_keys(config.model_type));
   validate_from(config, reader.path());
   return config;
 }
 
 std::string llama_config_json(const LlamaConfig& config, const std::string& dtype) {
-  json out = config_json_start(config.other_keys, "llama", "LlamaForCausalLM", dtype);
+  json out = config_json_start(config.other_keys, model_type_name(config.model_type),
+                               architecture_name(config.model_type), dtype);
   out["hidden_act"] = "silu";
   out["vocab_size"] = config.vocab_size;
   out["hidden_size"] = config.hidden_size;
@@ -167,8 +291,27 @@ std::string llama_config_json(const LlamaConfig& config, const std::string& dtyp
         {"original_max_position_embeddings", s.original_max_position_embeddings}};
   }
   out["tie_word_embeddings"] = config.tie_word_embeddings;
-  out["attention_bias"] = config.attention_bias;
-  out["mlp_bias"] = config.mlp_bias;
+  const json window = config.sliding_window ? json(*config.sliding_window) : json(nullptr);
+  switch (config.model_type) {
+    case LlamaModelType::kLlama:
+      out["attention_bias"] = config.attention_bias;
+      out["mlp_bias"] = config.mlp_bias;
+      break;
+    case LlamaModelType::kMistral:
+      out["sliding_window"] = window;
+      break;
+    case LlamaModelType::kQwen2: {
+      out["use_sliding_window"] = config.sliding_window.has_value();
+      out["sliding_window"] = window;
+      json types = json::array();
+      for (int64_t layer = 0; layer < config.num_hidden_layers; ++layer) {
+        types.push_back(config.layer_sliding_window(layer) ? "sliding_attention"
+                                                           : "full_attention");
+      }
+      out["layer_types"] = types;
+      break;
+    }
+  }
   return out.dump(2) + "\n";
 }
 

@@ -12,6 +12,7 @@
 #include "accelerate/models/pretrained.h"
 #include "accelerate/unit_forward.h"
 #include "models/config_json.h"
+#include "models/pretrained_build.h"
 
 namespace accelerate::models {
 namespace {
@@ -71,15 +72,17 @@ at::Tensor LlamaRMSNormImpl::forward(const at::Tensor& x) {
   return weight * (x32 * at::rsqrt(variance + eps)).to(x.scalar_type());
 }
 
-LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& config)
+LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& config, int64_t layer)
     : heads_(config.num_attention_heads),
       kv_heads_(config.kv_heads()),
-      head_dim_(config.head_width()) {
-  const bool bias = config.attention_bias;
+      head_dim_(config.head_width()),
+      sliding_window_(config.layer_sliding_window(layer)) {
+  const bool bias = config.qkv_bias();
   q_proj = register_module("q_proj", projection(config.hidden_size, heads_ * head_dim_, bias));
   k_proj = register_module("k_proj", projection(config.hidden_size, kv_heads_ * head_dim_, bias));
   v_proj = register_module("v_proj", projection(config.hidden_size, kv_heads_ * head_dim_, bias));
-  o_proj = register_module("o_proj", projection(heads_ * head_dim_, config.hidden_size, bias));
+  o_proj = register_module(
+      "o_proj", projection(heads_ * head_dim_, config.hidden_size, config.output_bias()));
 }
 
 at::Tensor LlamaAttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos,
@@ -96,7 +99,8 @@ at::Tensor LlamaAttentionImpl::forward(const at::Tensor& x, const at::Tensor& co
   k = k * cos + rotate_half(k) * sin;
   const int64_t groups = heads_ / kv_heads_;
   // The scale is 1/sqrt(head_dim), transformers' `scaling`.
-  const at::Tensor attended = causal_attention(q, repeat_kv(k, groups), repeat_kv(v, groups));
+  const at::Tensor attended = causal_attention(q, repeat_kv(k, groups), repeat_kv(v, groups),
+                                               AttentionOptions().sliding_window(sliding_window_));
   return o_proj(attended.transpose(1, 2).reshape({batch, tokens, heads_ * head_dim_}));
 }
 
@@ -114,8 +118,8 @@ at::Tensor LlamaMLPImpl::forward(const at::Tensor& x) {
   return down_proj(at::silu(gate_proj(x)) * up_proj(x));
 }
 
-LlamaDecoderLayerImpl::LlamaDecoderLayerImpl(const LlamaConfig& config) {
-  self_attn = register_module("self_attn", LlamaAttention(config));
+LlamaDecoderLayerImpl::LlamaDecoderLayerImpl(const LlamaConfig& config, int64_t layer) {
+  self_attn = register_module("self_attn", LlamaAttention(config, layer));
   mlp = register_module("mlp", LlamaMLP(config));
   input_layernorm =
       register_module("input_layernorm", LlamaRMSNorm(config.hidden_size, config.rms_norm_eps));
@@ -135,7 +139,7 @@ LlamaModelImpl::LlamaModelImpl(const LlamaConfig& config) : config_(config) {
       register_module("embed_tokens", torch::nn::Embedding(config.vocab_size, config.hidden_size));
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.num_hidden_layers; ++i)
-    layers->push_back(LlamaDecoderLayer(config));
+    layers->push_back(LlamaDecoderLayer(config, i));
   norm = register_module("norm", LlamaRMSNorm(config.hidden_size, config.rms_norm_eps));
 }
 
@@ -184,10 +188,10 @@ at::Tensor LlamaForCausalLMImpl::loss(const at::Tensor& input_ids, const at::Ten
 
 std::shared_ptr<LlamaForCausalLMImpl> LlamaForCausalLMImpl::from_pretrained(
     const std::string& folder, const LlamaLoadOptions& options) {
-  auto model = std::make_shared<LlamaForCausalLMImpl>(read_llama_config(folder));
-  if (options.dtype() != at::kFloat) model->to(options.dtype());
-  load_pretrained_weights(*model, folder);
-  return model;
+  const LlamaConfig config = read_llama_config(folder);
+  return build_pretrained<LlamaForCausalLMImpl>(
+      [&config] { return std::make_shared<LlamaForCausalLMImpl>(config); }, folder,
+      options.dtype());
 }
 
 std::vector<std::string> LlamaForCausalLMImpl::save_pretrained(

@@ -18,6 +18,7 @@
 #include "accelerate/errors.h"
 #include "accelerate/safetensors.h"
 #include "checkpoint/safetensors_sharding.h"
+#include "models/pretrained_build.h"
 
 namespace accelerate::models {
 namespace {
@@ -189,6 +190,31 @@ PretrainedLoadReport load_pretrained_weights(torch::nn::Module& module, const st
     }
   }
   return report;
+}
+
+std::shared_ptr<torch::nn::Module> build_pretrained_module(
+    const std::function<std::shared_ptr<torch::nn::Module>()>& build, const std::string& folder,
+    c10::ScalarType dtype, const PretrainedLoadOptions& rules) {
+  const auto build_in_dtype = [&] {
+    std::shared_ptr<torch::nn::Module> model = build();
+    if (dtype != at::kFloat) model->to(dtype);
+    return model;
+  };
+  if (building_empty_weights()) {  // zero3_init: checks only, no memory touched
+    std::shared_ptr<torch::nn::Module> model = build_in_dtype();
+    load_pretrained_weights(*model, folder, rules);
+    return model;
+  }
+  std::shared_ptr<torch::nn::Module> model;
+  PretrainedLoadReport report;
+  {
+    const EmptyWeightsGuard skip_initialisation;
+    model = build_in_dtype();
+    report = load_pretrained_weights(*model, folder, rules);  // every check, nothing read
+  }
+  if (!report.kept_initial.empty()) model = build_in_dtype();
+  load_pretrained_weights(*model, folder, rules);
+  return model;
 }
 
 std::vector<std::string> save_pretrained_weights(const torch::nn::Module& module,

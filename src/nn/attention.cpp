@@ -40,16 +40,30 @@ at::Tensor explicit_causal_attention(const at::Tensor& q, const at::Tensor& k, c
   return at::matmul(weights, v);
 }
 
-// [batch, tokens] keep-mask -> [batch, 1, 1, tokens] additive mask: 0 where
-// kept, the dtype's lowest value where dropped (transformers' eager mask).
-at::Tensor additive_key_mask(const at::Tensor& key_mask, const at::Tensor& q) {
-  const at::Tensor keep = key_mask.to(q.device()).ne(0).unsqueeze(1).unsqueeze(2);
+// A keep-mask -> an additive mask of q's dtype: 0 where kept, the dtype's
+// lowest value where dropped (transformers' eager masks).
+at::Tensor additive_mask(const at::Tensor& keep, const at::Tensor& q) {
   const double lowest = q.scalar_type() == at::kDouble ? std::numeric_limits<double>::lowest()
                         : q.scalar_type() == at::kHalf ? -65504.0
                         : q.scalar_type() == at::kBFloat16
                             ? static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest())
                             : static_cast<double>(std::numeric_limits<float>::lowest());
   return at::zeros(keep.sizes(), q.options()).masked_fill(keep.logical_not(), lowest);
+}
+
+// [batch, tokens] keep-mask -> [batch, 1, 1, tokens] additive mask.
+at::Tensor additive_key_mask(const at::Tensor& key_mask, const at::Tensor& q) {
+  return additive_mask(key_mask.to(q.device()).ne(0).unsqueeze(1).unsqueeze(2), q);
+}
+
+// [tokens, tokens] additive mask keeping i - window < j <= i
+// (transformers' sliding-window causal mask).
+at::Tensor sliding_window_mask(const at::Tensor& q, int64_t window) {
+  const int64_t tokens = q.size(2);
+  const at::Tensor band = at::ones({tokens, tokens}, q.options().dtype(at::kBool))
+                              .tril(/*diagonal=*/0)
+                              .triu(/*diagonal=*/-(window - 1));
+  return additive_mask(band, q);
 }
 
 at::Tensor explicit_masked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -72,6 +86,10 @@ void check_attention_inputs(const char* what, const at::Tensor& q, const at::Ten
   if (options.dropout_p() < 0 || options.dropout_p() >= 1) {
     throw Error(std::string(what) + ": dropout_p must be in [0, 1), got " +
                 std::to_string(options.dropout_p()));
+  }
+  if (options.sliding_window() < 0) {
+    throw Error(std::string(what) + ": sliding_window must be 0 (none) or positive, got " +
+                std::to_string(options.sliding_window()));
   }
 }
 
@@ -106,6 +124,14 @@ bool fused_attention_available() { return compat::has_fused_attention(); }
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             AttentionOptions options) {
   check_attention_inputs("causal_attention", q, k, v, options);
+  if (options.sliding_window() > 0 && options.sliding_window() < q.size(2)) {
+    // A window shorter than the sequence: the band as an explicit mask (the
+    // fused causal kernels know only the whole past).
+    const at::Tensor band = sliding_window_mask(q, options.sliding_window());
+    return use_fused(q, options, /*causal=*/false)
+               ? compat::fused_masked_attention(q, k, v, band, options.dropout_p())
+               : explicit_masked_attention(q, k, v, band, options.dropout_p());
+  }
   return use_fused(q, options, /*causal=*/true)
              ? compat::fused_causal_attention(q, k, v, options.dropout_p())
              : explicit_causal_attention(q, k, v, options.dropout_p());
@@ -114,6 +140,9 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
 at::Tensor bidirectional_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                    const at::Tensor& key_mask, AttentionOptions options) {
   check_attention_inputs("bidirectional_attention", q, k, v, options);
+  if (options.sliding_window() != 0) {
+    throw Error("bidirectional_attention: sliding_window is for causal_attention only");
+  }
   at::Tensor additive;
   if (key_mask.defined()) {
     if (key_mask.dim() != 2 || key_mask.size(0) != q.size(0) || key_mask.size(1) != k.size(2)) {

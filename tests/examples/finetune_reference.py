@@ -1,15 +1,16 @@
 """The transformers side of tests/examples/finetune_test.cpp.
 
-  finetune_reference.py make OUT TEXT LINES
+  finetune_reference.py make OUT TEXT LINES [MODEL_TYPE]
       OUT/train.txt: the first LINES lines of TEXT; OUT/model: a tiny random
-      LlamaForCausalLM saved by save_pretrained, with a byte-level BPE
+      LlamaForCausalLM (MODEL_TYPE qwen2: a Qwen2ForCausalLM with a sliding
+      window of 16 tokens on its second layer) saved by save_pretrained, with a byte-level BPE
       tokenizer trained on OUT/train.txt by `tokenizers` (Llama 3's layout:
       BOS added by the post-processor) saved as tokenizer.json plus
       tokenizer_config.json; OUT/expected.json: the number of ids the example
       must get from OUT/train.txt (each line with its line break, encoded
       with special tokens).
   finetune_reference.py check FOLDER IDS_FILE OUT_FILE
-      Loads FOLDER with LlamaForCausalLM.from_pretrained and writes its logits
+      Loads FOLDER with AutoModelForCausalLM.from_pretrained and writes its logits
       for the input_ids of IDS_FILE (safetensors) to OUT_FILE; loads
       FOLDER/tokenizer.json with `tokenizers` and FOLDER with AutoTokenizer,
       and prints JSON with the ids both give for a sample text.
@@ -24,7 +25,8 @@ import sys
 import torch
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import (AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM,
+                          PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM)
 
 SAMPLE = "The jury said it did find that many of Georgia's registration laws are outmoded.\n"
 
@@ -52,7 +54,7 @@ def train_tokenizer(text):
     return tok
 
 
-def make(out, text_path, count):
+def make(out, text_path, count, model_type="llama"):
     with open(text_path, encoding="utf-8") as f:
         lines = [next(f) for _ in range(count)]
     text = "".join(lines)
@@ -60,13 +62,18 @@ def make(out, text_path, count):
         f.write(text)
     tok = train_tokenizer(text)
     torch.manual_seed(1234)
-    config = LlamaConfig(
+    config_class, model_class, extra = {
+        "llama": (LlamaConfig, LlamaForCausalLM, {}),
+        "qwen2": (Qwen2Config, Qwen2ForCausalLM,
+                  dict(use_sliding_window=True, sliding_window=16, max_window_layers=1)),
+    }[model_type]
+    config = config_class(
         vocab_size=tok.get_vocab_size(), hidden_size=64, intermediate_size=128,
         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
         max_position_embeddings=128, rms_norm_eps=1e-5, initializer_range=0.1,
         bos_token_id=tok.token_to_id("<|begin_of_text|>"),
-        eos_token_id=tok.token_to_id("<|end_of_text|>"))
-    model = LlamaForCausalLM(config)
+        eos_token_id=tok.token_to_id("<|end_of_text|>"), **extra)
+    model = model_class(config)
     folder = os.path.join(out, "model")
     model.save_pretrained(folder)
     PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|begin_of_text|>",
@@ -78,8 +85,8 @@ def make(out, text_path, count):
 
 
 def check(folder, ids_file, out_file):
-    model = LlamaForCausalLM.from_pretrained(folder, attn_implementation="eager",
-                                             dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager",
+                                                 dtype=torch.float32)
     model.eval()
     ids = load_file(ids_file)["input_ids"]
     with torch.no_grad():
@@ -94,7 +101,7 @@ def check(folder, ids_file, out_file):
 
 if __name__ == "__main__":
     if sys.argv[1] == "make":
-        make(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        make(sys.argv[2], sys.argv[3], int(sys.argv[4]), *sys.argv[5:6])
     elif sys.argv[1] == "check":
         check(sys.argv[2], sys.argv[3], sys.argv[4])
     else:

@@ -77,10 +77,11 @@ RunResult launch(std::vector<std::string> launch_flags, const std::vector<std::s
 
 class Finetune : public ::testing::Test {
  protected:
-  // The reference model and text in dir_ (model/, train.txt, expected.json).
-  void make_reference() {
+  // The reference model and text in dir_ (model/, train.txt, expected.json);
+  // model_type "llama" or "qwen2".
+  void make_reference(const std::string& model_type = "llama") {
     const auto made = accelerate::testing::run_reference_script(
-        FINETUNE_REFERENCE_SCRIPT, {"make", dir_.path(), kBrownTrain, "400"});
+        FINETUNE_REFERENCE_SCRIPT, {"make", dir_.path(), kBrownTrain, "400", model_type});
     ASSERT_EQ(made.exit_code, 0) << made.err;
     expected_ = read_json(dir_.file("expected.json"));
   }
@@ -147,10 +148,13 @@ class Finetune : public ::testing::Test {
   if (!fs::exists(kBrownTrain)) \
   GTEST_SKIP() << "no Brown corpus in " BROWN_DIR ": run scripts/fetch-brown.sh"
 
+// A Qwen2 folder (q/k/v biases, a sliding window of 16 tokens on the second
+// layer, shorter than the 64-token blocks): the same program fine-tunes it
+// and writes a folder transformers loads as Qwen2 again.
 TEST_F(Finetune, OneProcessLearnsAndSavesWhatTransformersLoads) {
   REQUIRE_REFERENCE_PYTHON();
   REQUIRE_BROWN();
-  ASSERT_NO_FATAL_FAILURE(make_reference());
+  ASSERT_NO_FATAL_FAILURE(make_reference("qwen2"));
   copy_lines(kBrownValidation, dir_.file("validation.txt"), 100);
   auto argv = finetune_argv(dir_.file("model"), dir_.file("train.txt"), dir_.file("out"));
   argv.insert(argv.end(), {"--validation_file", dir_.file("validation.txt"), "--eval_strategy",
@@ -162,6 +166,8 @@ TEST_F(Finetune, OneProcessLearnsAndSavesWhatTransformersLoads) {
   ASSERT_EQ(eval_losses.size(), 2u) << run.out;
   EXPECT_LT(eval_losses[1], eval_losses[0]);
   check_run(run, dir_.file("out/final"), sample_ids());
+  EXPECT_NE(run.out.find("model_type qwen2: "), std::string::npos) << run.out;
+  EXPECT_EQ(am::read_llama_config(dir_.file("out/final")).model_type, am::LlamaModelType::kQwen2);
 }
 
 // Two processes under a DeepSpeed ZeRO-3 config (zero3_init_flag: process
@@ -307,7 +313,8 @@ TEST(FinetuneInput, UnsupportedModelTypeNamesTheSupportedOnes) {
   std::ofstream(dir.file("train.txt")) << "Some text.\n";
   const auto run = run_finetune({"--model", dir.file("model"), "--train_file",
                                  dir.file("train.txt"), "--output_dir", dir.file("out")});
-  expect_one_line_error(run, {"model_type \"t5\"", "not supported", "supported: llama"});
+  expect_one_line_error(run,
+                        {"model_type \"t5\"", "not supported", "supported: llama, mistral, qwen2"});
 }
 
 TEST(FinetuneInput, FolderWithoutTokenizerIsOneLineError) {

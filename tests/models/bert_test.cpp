@@ -186,6 +186,11 @@ TEST(BertPretrained, SavesAndLoadsEitherLayoutIntoEitherModel) {
   auto headed = am::BertForSequenceClassificationImpl::from_pretrained(
       dir.file("encoder"), am::BertLoadOptions().num_labels(4));
   EXPECT_EQ(headed->config().num_labels(), 4);
+  // The new head has the values an ordinary build draws from the same seed.
+  torch::manual_seed(14);
+  am::BertForSequenceClassification fresh(headed->config());
+  EXPECT_TRUE(at::equal(headed->classifier->weight, fresh->classifier->weight));
+  EXPECT_TRUE(at::equal(headed->classifier->bias, fresh->classifier->bias));
   for (const auto& item : headed->bert->named_parameters()) {
     EXPECT_TRUE(at::equal(item.value(), mine["bert." + item.key()])) << item.key();
   }

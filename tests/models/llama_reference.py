@@ -1,4 +1,5 @@
-"""The transformers side of tests/models: tiny random Llama models and what
+"""The transformers side of tests/models: tiny random Llama models (and
+Mistral and Qwen2 models, built from the same blocks) and what
 transformers computes with them, for the C++ tests to compare against.
 
   llama_reference.py make OUT
@@ -16,7 +17,8 @@ import sys
 
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import (AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, MistralConfig,
+                          MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM)
 
 from reference_models import gradients, spread_and_save, write_versions
 
@@ -35,10 +37,22 @@ VARIANTS = {
     "plain": (False, None, False, None),
     "llama3_tied": (True, LLAMA3_ROPE, False, None),
     "sharded": (False, LLAMA3_ROPE, True, "40KB"),
+    # The same blocks under other model types: Mistral with a sliding window
+    # shorter than the 12-token inputs (every layer), Qwen2 (q/k/v biases)
+    # with a window on its second layer only (max_window_layers 1).
+    "mistral_window": (False, None, None, None),
+    "qwen2_window": (True, None, None, "40KB"),
+}
+FAMILIES = {
+    "mistral_window": (MistralConfig, MistralForCausalLM, dict(sliding_window=5)),
+    "qwen2_window": (Qwen2Config, Qwen2ForCausalLM,
+                     dict(use_sliding_window=True, sliding_window=4, max_window_layers=1,
+                          rope_parameters={"rope_type": "default", "rope_theta": 1e6})),
 }
 
 
-def tiny_config(tied, rope, biases):
+def tiny_config(name, tied, rope, biases):
+    config_class, _, extra = FAMILIES.get(name, (LlamaConfig, None, {}))
     kwargs = dict(
         vocab_size=128,
         hidden_size=64,
@@ -49,20 +63,21 @@ def tiny_config(tied, rope, biases):
         max_position_embeddings=256,
         rms_norm_eps=1e-5,
         tie_word_embeddings=tied,
-        attention_bias=biases,
-        mlp_bias=biases,
     )
+    if biases is not None:  # Llama's settings; the other types fix their biases
+        kwargs.update(attention_bias=biases, mlp_bias=biases)
     if rope is not None:
         kwargs["rope_parameters"] = dict(rope)
-    return LlamaConfig(**kwargs)
+    kwargs.update(extra)
+    return config_class(**kwargs)
 
 
 def make(out):
     for index, (name, (tied, rope, biases, shard)) in enumerate(VARIANTS.items()):
         torch.manual_seed(1234 + index)
-        config = tiny_config(tied, rope, biases)
+        config = tiny_config(name, tied, rope, biases)
         config._attn_implementation = "eager"
-        model = LlamaForCausalLM(config)
+        model = FAMILIES.get(name, (None, LlamaForCausalLM))[1](config)
         folder = os.path.join(out, name)
         spread_and_save(model, folder, shard, "norm.weight")
 
@@ -86,7 +101,7 @@ def make(out):
 
 
 def logits(model_dir, ids_file, out_file):
-    model = LlamaForCausalLM.from_pretrained(model_dir, attn_implementation="eager")
+    model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="eager")
     model.eval()
     ids = load_file(ids_file)["input_ids"]
     with torch.no_grad():

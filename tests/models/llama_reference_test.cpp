@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "accelerate/models/llama.h"
+#include "accelerate/models/pretrained.h"
 #include "accelerate/safetensors.h"
 #include "reference_python.h"
 #include "support/temp_dir.h"
@@ -107,14 +108,58 @@ TEST(LlamaReference, LossAndGradientsEqualTransformersShardedWithBiases) {
   expect_reference_gradients("sharded");
 }
 
+TEST(LlamaReference, LogitsEqualTransformersMistralSlidingWindow) {
+  REQUIRE_REFERENCE_PYTHON();
+  expect_reference_logits("mistral_window");
+}
+
+TEST(LlamaReference, LogitsEqualTransformersQwen2BiasesAndLayerWindows) {
+  REQUIRE_REFERENCE_PYTHON();
+  expect_reference_logits("qwen2_window");
+}
+
+TEST(LlamaReference, LossAndGradientsEqualTransformersMistralSlidingWindow) {
+  REQUIRE_REFERENCE_PYTHON();
+  expect_reference_gradients("mistral_window");
+}
+
+TEST(LlamaReference, LossAndGradientsEqualTransformersQwen2BiasesAndLayerWindows) {
+  REQUIRE_REFERENCE_PYTHON();
+  expect_reference_gradients("qwen2_window");
+}
+
+// The windows are shorter than the 12-token inputs, so they change the
+// logits: the comparisons above could not pass without them.
+TEST(LlamaReference, TheSlidingWindowsChangeTheLogits) {
+  REQUIRE_REFERENCE_PYTHON();
+  ASSERT_FALSE(reference_folder().empty());
+  for (const std::string variant : {"mistral_window", "qwen2_window"}) {
+    const std::string folder = reference_folder() + "/" + variant + "/model";
+    am::LlamaConfig config = am::read_llama_config(folder);
+    ASSERT_TRUE(config.sliding_window.has_value()) << variant;
+    config.sliding_window.reset();
+    auto whole_past = std::make_shared<am::LlamaForCausalLMImpl>(config);
+    am::load_pretrained_weights(*whole_past, folder);
+    at::NoGradGuard no_grad;
+    whole_past->eval();
+    const at::Tensor ids = reference_outputs(variant).at("input_ids");
+    EXPECT_GT(max_abs_diff(whole_past->forward(ids), reference_outputs(variant).at("logits")), 1e-3)
+        << variant;
+  }
+}
+
 // Our saves (after changing the weights, so transformers must read ours)
 // load with transformers' from_pretrained and give our logits: one file
 // untied, one file tied with llama3 rope, and shards.
 TEST(LlamaReference, TransformersLoadsWhatWeSave) {
   REQUIRE_REFERENCE_PYTHON();
   ASSERT_FALSE(reference_folder().empty());
-  for (const auto& [variant, shard] : std::vector<std::pair<std::string, std::string>>{
-           {"plain", "5GB"}, {"llama3_tied", "5GB"}, {"sharded", "30KB"}}) {
+  for (const auto& [variant, shard] :
+       std::vector<std::pair<std::string, std::string>>{{"plain", "5GB"},
+                                                        {"llama3_tied", "5GB"},
+                                                        {"sharded", "30KB"},
+                                                        {"mistral_window", "5GB"},
+                                                        {"qwen2_window", "30KB"}}) {
     auto model =
         am::LlamaForCausalLMImpl::from_pretrained(reference_folder() + "/" + variant + "/model");
     torch::manual_seed(7);

@@ -105,7 +105,7 @@ TEST(LlamaConfig, RefusesWhatItCannotRunInOneLine) {
                 "': rope type \"yarn\" is not supported (supported: default, llama3)");
   write_text_file(path, R"({"model_type": "gpt2", "vocab_size": 5})");
   EXPECT_EQ(error_of([&] { am::read_llama_config(path); }),
-            "Llama config '" + path + "': model_type \"gpt2\" is not \"llama\"");
+            "Llama config '" + path + "': model_type \"gpt2\" is not one of llama, mistral, qwen2");
   write_text_file(path, R"({"vocab_size": 5, "hidden_size": 8, "intermediate_size": 8,
     "num_attention_heads": 2})");
   EXPECT_EQ(error_of([&] { am::read_llama_config(path); }),
@@ -264,6 +264,29 @@ TEST(LlamaModel, Bf16CheckpointLoadsIntoFp32OrBf16) {
     const at::Tensor& same = bf16->named_parameters()[item.key()];
     EXPECT_EQ(same.scalar_type(), at::kBFloat16) << item.key();
     EXPECT_TRUE(at::equal(same, saved[item.key()])) << item.key();
+  }
+}
+
+// Every weight comes from the folder, so drawing LibTorch's default
+// initialisation first would be wasted work (most of the load time of a
+// large model): from_pretrained builds without it and draws no random
+// numbers, as transformers' from_pretrained does not.
+TEST(LlamaModel, FromPretrainedDrawsNoInitialisationTheFolderOverwrites) {
+  torch::manual_seed(6);
+  am::LlamaForCausalLM model(tiny_llama_config());
+  TempDir dir;
+  model->save_pretrained(dir.path());
+  torch::manual_seed(7);
+  const at::Tensor expected = at::rand({8});
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    torch::manual_seed(7);
+    auto back =
+        am::LlamaForCausalLMImpl::from_pretrained(dir.path(), am::LlamaLoadOptions().dtype(dtype));
+    EXPECT_TRUE(at::equal(at::rand({8}), expected)) << "the generator moved: " << dtype;
+    const auto saved = model->named_parameters();
+    for (const auto& item : back->named_parameters()) {
+      EXPECT_TRUE(at::equal(item.value(), saved[item.key()].to(dtype))) << item.key();
+    }
   }
 }
 

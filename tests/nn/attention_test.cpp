@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -18,16 +19,23 @@ namespace {
 using accelerate::AttentionKernel;
 using accelerate::AttentionOptions;
 
-// softmax(q k^T / sqrt(d) with j > i masked) v, one query row at a time.
-torch::Tensor reference(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+// softmax(q k^T / sqrt(d) with j > i masked) v, one query row at a time;
+// window > 0: also j <= i - window masked.
+torch::Tensor windowed_reference(const torch::Tensor& q, const torch::Tensor& k,
+                                 const torch::Tensor& v, int64_t window) {
   auto out = torch::zeros_like(q);
   const int64_t tokens = q.size(2);
   for (int64_t i = 0; i < tokens; ++i) {
-    auto scores = torch::matmul(q.slice(2, i, i + 1), k.slice(2, 0, i + 1).transpose(-2, -1)) /
+    const int64_t first = window > 0 ? std::max<int64_t>(0, i - window + 1) : 0;
+    auto scores = torch::matmul(q.slice(2, i, i + 1), k.slice(2, first, i + 1).transpose(-2, -1)) /
                   std::sqrt(static_cast<double>(q.size(3)));
-    out.slice(2, i, i + 1).copy_(torch::matmul(scores.softmax(-1), v.slice(2, 0, i + 1)));
+    out.slice(2, i, i + 1).copy_(torch::matmul(scores.softmax(-1), v.slice(2, first, i + 1)));
   }
   return out;
+}
+
+torch::Tensor reference(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+  return windowed_reference(q, k, v, 0);
 }
 
 TEST(CausalAttention, ExplicitKernelComputesMaskedSoftmaxAttention) {
@@ -141,6 +149,32 @@ TEST(CausalAttention, AutoTakesTheExplicitKernelForShortBFloat16OnCpu) {
       EXPECT_TRUE(torch::equal(automatic, expected)) << dtype << " " << tokens << " tokens";
     }
   }
+}
+
+// Mistral's and Qwen2's sliding window: each query sees itself and the
+// window - 1 keys before it, on every kernel; a window as long as the
+// sequence is the plain causal attention.
+TEST(CausalAttention, SlidingWindowSeesOnlyTheLastWindowKeys) {
+  torch::manual_seed(6);
+  auto q = torch::randn({2, 3, 9, 8}), k = torch::randn({2, 3, 9, 8}),
+       v = torch::randn({2, 3, 9, 8});
+  std::vector<AttentionKernel> kernels = {AttentionKernel::kAuto, AttentionKernel::kExplicit};
+  if (accelerate::fused_attention_available()) kernels.push_back(AttentionKernel::kFused);
+  for (const auto kernel : kernels) {
+    for (const int64_t window : {1, 4, 9, 20}) {
+      auto out = accelerate::causal_attention(
+          q, k, v, AttentionOptions().kernel(kernel).sliding_window(window));
+      EXPECT_TRUE(torch::allclose(out, windowed_reference(q, k, v, window), 1e-5, 1e-6))
+          << "window " << window << " kernel " << static_cast<int>(kernel);
+    }
+  }
+  // The window changes the result (else the check above could not fail).
+  EXPECT_FALSE(torch::allclose(windowed_reference(q, k, v, 4), reference(q, k, v), 1e-3, 1e-3));
+  EXPECT_THROW(accelerate::causal_attention(q, k, v, AttentionOptions().sliding_window(-1)),
+               accelerate::Error);
+  EXPECT_THROW(
+      accelerate::bidirectional_attention(q, k, v, {}, AttentionOptions().sliding_window(4)),
+      accelerate::Error);
 }
 
 TEST(CausalAttention, DropoutZeroesWeightsOnlyWhenAsked) {

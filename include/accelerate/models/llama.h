@@ -52,13 +52,16 @@ at::Tensor rope_inverse_frequencies(const LlamaConfig& config);
 
 class LlamaAttentionImpl : public torch::nn::Module {
  public:
-  explicit LlamaAttentionImpl(const LlamaConfig& config);
+  // `layer`: the layer's index, which decides its sliding window
+  // (LlamaConfig::layer_sliding_window).
+  explicit LlamaAttentionImpl(const LlamaConfig& config, int64_t layer = 0);
   // x: [batch, tokens, hidden]; cos/sin: [tokens, head_dim].
   at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
 
  private:
   int64_t heads_, kv_heads_, head_dim_;
+  int64_t sliding_window_;  // 0: the whole past
 };
 TORCH_MODULE(LlamaAttention);
 
@@ -73,7 +76,7 @@ TORCH_MODULE(LlamaMLP);
 
 class LlamaDecoderLayerImpl : public torch::nn::Module {
  public:
-  explicit LlamaDecoderLayerImpl(const LlamaConfig& config);
+  explicit LlamaDecoderLayerImpl(const LlamaConfig& config, int64_t layer = 0);
   at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
   LlamaAttention self_attn{nullptr};
   LlamaMLP mlp{nullptr};
