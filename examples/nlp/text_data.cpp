@@ -94,21 +94,16 @@ std::vector<Encoded> tokenize(const accelerate::Tokenizer& tokenizer,
   }
   std::vector<Encoded> encoded;
   encoded.reserve(rows.size());
-  const auto limit = static_cast<size_t>(max_length);
+  // transformers' truncation=True: longest_first, special tokens kept.
+  const auto truncation =
+      accelerate::TruncationOptions().max_length(static_cast<size_t>(max_length));
   for (const LabelledText& row : rows) {
-    const accelerate::Encoding encoding = row.sentence2.empty()
-                                              ? tokenizer.encode_with_types(row.sentence1)
-                                              : tokenizer.encode_pair(row.sentence1, row.sentence2);
+    const accelerate::Encoding encoding =
+        row.sentence2.empty() ? tokenizer.encode_with_types(row.sentence1, truncation)
+                              : tokenizer.encode_pair(row.sentence1, row.sentence2, truncation);
     Encoded out;
     out.input_ids.assign(encoding.ids.begin(), encoding.ids.end());
     out.token_type_ids.assign(encoding.type_ids.begin(), encoding.type_ids.end());
-    if (out.input_ids.size() > limit) {
-      // Keep the closing special token: the model saw [SEP] last in training.
-      out.input_ids[limit - 1] = out.input_ids.back();
-      out.token_type_ids[limit - 1] = out.token_type_ids.back();
-      out.input_ids.resize(limit);
-      out.token_type_ids.resize(limit);
-    }
     out.label = row.label;
     encoded.push_back(std::move(out));
   }

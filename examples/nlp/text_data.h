@@ -47,9 +47,9 @@ struct Encoded {
 };
 
 // Tokenizes every row with the tokenizer's post-processor (special tokens
-// added). Sequences longer than max_length keep their first max_length - 1
-// tokens and their final one (the closing [SEP]), so a pair loses the end of
-// its second sentence first. max_length >= 2.
+// added), truncated to max_length ids as transformers' truncation=True does
+// (TruncationStrategy::kLongestFirst: a pair's longer sentence loses its end
+// first). max_length >= 2.
 std::vector<Encoded> tokenize(const accelerate::Tokenizer& tokenizer,
                               const std::vector<LabelledText>& rows, int64_t max_length);
 

@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "accelerate/arg.h"
+
 namespace accelerate {
 
 // Ids with their token type ids (0 for the first text, 1 for the second, as
@@ -25,6 +27,27 @@ namespace accelerate {
 struct Encoding {
   std::vector<int32_t> ids;
   std::vector<int32_t> type_ids;
+};
+
+// How encode_with_types / encode_pair shorten their result to max_length
+// ids, special tokens included, as `tokenizers`' truncation (and
+// transformers' truncation=True / "only_first" / "only_second") does:
+// the special tokens are counted first, then the texts' own tokens are cut
+// from their ends.
+enum class TruncationStrategy {
+  // A pair: the longer text loses tokens until both fit; when the shorter
+  // one alone takes more than half the room, each keeps half of it.
+  kLongestFirst,
+  kOnlyFirst,   // only the first text loses tokens (Error if it cannot lose enough)
+  kOnlySecond,  // only the second (Error without one, or if it cannot)
+};
+const char* to_string(TruncationStrategy strategy);  // "longest_first", ...
+
+struct TruncationOptions {
+  // The longest result, special tokens included. Error when it is below the
+  // count of special tokens the post-processor adds.
+  ACCELERATE_ARG(size_t, max_length) = 512;
+  ACCELERATE_ARG(TruncationStrategy, strategy) = TruncationStrategy::kLongestFirst;
 };
 
 // What to do with a tokenizer.json's "truncation" and "padding" sections,
@@ -61,6 +84,11 @@ class Tokenizer {
   // joins them, e.g. [CLS] A [SEP] B [SEP] with type ids 0... 1...
   Encoding encode_pair(std::string_view first, std::string_view second,
                        bool add_special_tokens = true) const;
+  // The same, truncated to truncation.max_length() ids (TruncationOptions).
+  Encoding encode_with_types(std::string_view text, const TruncationOptions& truncation,
+                             bool add_special_tokens = true) const;
+  Encoding encode_pair(std::string_view first, std::string_view second,
+                       const TruncationOptions& truncation, bool add_special_tokens = true) const;
 
   // Ids to text through the file's decoder. skip_special_tokens (the default,
   // as in `tokenizers`) drops added tokens marked special. Throws

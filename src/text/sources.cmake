@@ -16,5 +16,6 @@ set(ACCELERATE_TEXT_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/tokenizer_json_normalizers.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tokenizer_json_pre_tokenizers.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tokenizer_json_models.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/tokenizer_json_decoders.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/tokenizer_json_decoders.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/truncation.cpp)
 target_sources(accelerate PRIVATE ${ACCELERATE_TEXT_SOURCES})

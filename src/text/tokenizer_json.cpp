@@ -8,12 +8,14 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <unordered_map>
 
 #include "accelerate/errors.h"
 #include "common/strict_json.h"
 #include "text/tokenizer_json_parts.h"
+#include "text/truncation.h"
 #include "text/unicode.h"
 
 namespace accelerate {
@@ -145,7 +147,12 @@ struct Tokenizer::Impl {
     return out;
   }
 
-  std::vector<int32_t> encode_text(std::string_view text) const {
+  // `limit`: stop after the first pre-tokenized word that brings the ids to
+  // at least this many, as tokenizers 0.23 does when truncation is on
+  // (tokenize_with_limit; added tokens count but never stop it): its
+  // truncation then works on these shortened texts.
+  std::vector<int32_t> encode_text(std::string_view text,
+                                   size_t limit = std::numeric_limits<size_t>::max()) const {
     std::vector<int32_t> ids;
     const TextSegment whole{detail::utf8_to_u32(text), -1, true};
     for (TextSegment& raw : cut_added(whole, raw_first)) {
@@ -163,6 +170,7 @@ struct Tokenizer::Impl {
         if (pre_tokenizer) pre_tokenizer->split(words, part.at_start);
         for (const std::u32string& word : words) {
           if (!word.empty()) model->encode_word(word, ids);
+          if (ids.size() >= limit) return ids;
         }
       }
     }
@@ -383,6 +391,33 @@ Encoding Tokenizer::encode_pair(std::string_view first, std::string_view second,
                                 bool add_special_tokens) const {
   const std::vector<int32_t> b = impl_->encode_text(second);
   return impl_->process(impl_->encode_text(first), &b, add_special_tokens);
+}
+
+namespace {
+// The special tokens the post-processor adds to one text or a pair.
+size_t special_token_count(const Tokenizer::Impl& impl, bool pair, bool add_special_tokens) {
+  if (!add_special_tokens) return 0;
+  const std::vector<int32_t> none;
+  return impl.process(none, pair ? &none : nullptr, true).ids.size();
+}
+}  // namespace
+
+Encoding Tokenizer::encode_with_types(std::string_view text, const TruncationOptions& truncation,
+                                      bool add_special_tokens) const {
+  std::vector<int32_t> a = impl_->encode_text(text, detail::tokenize_limit(truncation, 0));
+  detail::truncate_sequences(a, nullptr, special_token_count(*impl_, false, add_special_tokens),
+                             truncation);
+  return impl_->process(a, nullptr, add_special_tokens);
+}
+
+Encoding Tokenizer::encode_pair(std::string_view first, std::string_view second,
+                                const TruncationOptions& truncation,
+                                bool add_special_tokens) const {
+  std::vector<int32_t> a = impl_->encode_text(first, detail::tokenize_limit(truncation, 0));
+  std::vector<int32_t> b = impl_->encode_text(second, detail::tokenize_limit(truncation, 1));
+  detail::truncate_sequences(a, &b, special_token_count(*impl_, true, add_special_tokens),
+                             truncation);
+  return impl_->process(a, &b, add_special_tokens);
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {

@@ -103,9 +103,10 @@ TEST_F(NlpDataFiles, TokenizerFileWithTruncationAndPaddingLoadsAndTruncationIsOu
   EXPECT_EQ(encoded[0].input_ids, (std::vector<int64_t>{2, 4, 5, 6, 3}));
   EXPECT_EQ(encoded[0].token_type_ids, (std::vector<int64_t>{0, 0, 0, 0, 0}));
   EXPECT_EQ(encoded[0].label, 1);
-  // A pair: [CLS] the dog [SEP] a cat [SEP] loses the end of the second.
-  EXPECT_EQ(encoded[1].input_ids, (std::vector<int64_t>{2, 4, 8, 3, 3}));
-  EXPECT_EQ(encoded[1].token_type_ids, (std::vector<int64_t>{0, 0, 0, 0, 1}));
+  // A pair: [CLS] the dog [SEP] a cat [SEP], truncated longest-first as
+  // transformers' truncation=True: 2 places for 4 tokens, one each.
+  EXPECT_EQ(encoded[1].input_ids, (std::vector<int64_t>{2, 4, 3, 7, 3}));
+  EXPECT_EQ(encoded[1].token_type_ids, (std::vector<int64_t>{0, 0, 0, 1, 1}));
   // Short ones are not padded here (the collate pads per batch).
   EXPECT_EQ(encoded[2].input_ids, (std::vector<int64_t>{2, 7, 3}));
   EXPECT_THROW(nlp::tokenize(tokenizer, {{0, "a", ""}}, 1), std::invalid_argument);

@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "accelerate/errors.h"
 #include "accelerate/tokenizer.h"
 
 namespace accelerate {
@@ -163,6 +164,57 @@ size_t count_differences(const std::string& what, const std::vector<Value>& expe
   return differ;
 }
 
+// Every truncation strategy and max_length of truncated.json, on the pairs
+// and the hard strings: the same ids and type ids, and an Error exactly
+// where `tokenizers` refuses.
+void expect_truncation_as_tokenizers(const Tokenizer& tokenizer, const fs::path& folder) {
+  const auto& inputs = reference_inputs();
+  const auto expected = nlohmann::json::parse(slurp(folder / "truncated.json"));
+  size_t compared = 0, refused = 0;
+  for (const auto& [key, entry] : expected.items()) {
+    const std::string name = key.substr(0, key.find(' '));
+    TruncationOptions options;
+    options.max_length(std::stoul(key.substr(key.find(' ') + 1)));
+    for (auto strategy : {TruncationStrategy::kLongestFirst, TruncationStrategy::kOnlyFirst,
+                          TruncationStrategy::kOnlySecond}) {
+      if (name == to_string(strategy)) options.strategy(strategy);
+    }
+    ASSERT_EQ(name, to_string(options.strategy())) << key;
+    const auto check = [&](const nlohmann::json& want, const std::function<Encoding()>& encode,
+                           const std::string& what) {
+      ++compared;
+      if (want.is_null()) {
+        ++refused;
+        EXPECT_THROW(encode(), accelerate::Error) << key << " " << what;
+        return;
+      }
+      Encoding got;
+      ASSERT_NO_THROW(got = encode()) << key << " " << what;
+      EXPECT_EQ(got.ids, want[0].get<std::vector<int32_t>>()) << key << " " << what;
+      EXPECT_EQ(got.type_ids, want[1].get<std::vector<int32_t>>()) << key << " " << what;
+    };
+    if (entry.contains("pairs")) {
+      for (size_t i = 0; i < inputs.pairs.size(); ++i) {
+        const auto& [a, b] = inputs.pairs[i];
+        check(
+            entry["pairs"][i], [&] { return tokenizer.encode_pair(a, b, options); },
+            "pair #" + std::to_string(i));
+      }
+    }
+    if (entry.contains("texts")) {
+      for (size_t i = 0; i < inputs.hard; ++i) {
+        check(
+            entry["texts"][i],
+            [&] { return tokenizer.encode_with_types(inputs.texts[i], options); },
+            "text #" + std::to_string(i));
+      }
+    }
+  }
+  EXPECT_GT(compared, refused) << folder;
+  std::cout << "[ info     ] truncation: " << compared << " encodings compared, " << refused
+            << " refused by both\n";
+}
+
 void expect_same_as_tokenizers(const std::string& variant) {
   const fs::path folder = fs::path(reference_root()) / variant;
   const auto& inputs = reference_inputs();
@@ -205,6 +257,7 @@ void expect_same_as_tokenizers(const std::string& variant) {
                               [&](size_t i) { return pairs[i].type_ids; }),
             0u)
       << variant;
+  expect_truncation_as_tokenizers(tokenizer, folder);
   std::cout << "[ info     ] " << variant << ": " << inputs.texts.size() << " texts ("
             << inputs.hard << " hard strings), " << pairs.size() << " pairs compared\n";
 }

@@ -59,6 +59,53 @@ TEST(TokenizerJson, WordPieceTakesLongestPiecesAndAddsClsSep) {
   EXPECT_EQ(tokenizer.id_to_token(4), "##aff");
 }
 
+// Truncation by hand (the reference test compares every strategy with
+// `tokenizers` on real files): "unaffable" is 3 tokens, "a a a a a" 5, and
+// [CLS] A [SEP] B [SEP] adds 3; what tokenizers refuses is an Error naming
+// the strategy.
+TEST(TokenizerJson, TruncationCutsTheTextsNotTheSpecialTokens) {
+  const auto tokenizer = Tokenizer::from_json(small_wordpiece(), "small");
+  const auto options = [](size_t length, TruncationStrategy strategy) {
+    return TruncationOptions().max_length(length).strategy(strategy);
+  };
+  const auto longest = TruncationStrategy::kLongestFirst;
+  // 10 = 3 specials + 7: the shorter text (3) fits in half, the longer
+  // gets the other 4.
+  EXPECT_EQ(tokenizer.encode_pair("unaffable", "a a a a a", options(10, longest)).ids,
+            (std::vector<int32_t>{1, 3, 4, 5, 2, 6, 6, 6, 6, 2}));
+  // 8 = 3 + 5: the shorter would take more than half: halves, the odd one
+  // to the longer text.
+  EXPECT_EQ(tokenizer.encode_pair("unaffable", "a a a a a", options(8, longest)).ids,
+            (std::vector<int32_t>{1, 3, 4, 2, 6, 6, 6, 2}));
+  // 6 = 3 + 3: each keeps half (1 and 2).
+  const Encoding halves = tokenizer.encode_pair("unaffable", "a a a a a", options(6, longest));
+  EXPECT_EQ(halves.ids, (std::vector<int32_t>{1, 3, 2, 6, 6, 2}));
+  EXPECT_EQ(halves.type_ids, (std::vector<int32_t>{0, 0, 0, 1, 1, 1}));
+  EXPECT_EQ(tokenizer.encode_with_types("a a a a a", options(4, longest)).ids,
+            (std::vector<int32_t>{1, 6, 6, 2}));
+  // Short enough: untouched; without special tokens the whole room is text.
+  EXPECT_EQ(tokenizer.encode_pair("un", "a", options(5, longest)).ids,
+            (std::vector<int32_t>{1, 3, 2, 6, 2}));
+  EXPECT_EQ(tokenizer.encode_with_types("a a a a a", options(2, longest), false).ids,
+            (std::vector<int32_t>{6, 6}));
+  EXPECT_EQ(
+      tokenizer.encode_pair("unaffable", "a a a a a", options(7, TruncationStrategy::kOnlySecond))
+          .ids,
+      (std::vector<int32_t>{1, 3, 4, 5, 2, 6, 2}));
+  EXPECT_EQ(error_of([&] {
+              tokenizer.encode_pair("unaffable", "a", options(4, TruncationStrategy::kOnlyFirst));
+            }),
+            "truncation only_first: the first sequence's 3 tokens cannot lose the 3 that "
+            "max_length 4 requires");
+  EXPECT_EQ(error_of([&] {
+              tokenizer.encode_with_types("a a a", options(3, TruncationStrategy::kOnlySecond));
+            }),
+            "truncation only_second: there is no second sequence to truncate");
+  EXPECT_EQ(error_of([&] { tokenizer.encode_pair("un", "a", options(2, longest)); }),
+            "truncation longest_first: max_length 2 leaves no room for the 3 special tokens "
+            "the post-processor adds");
+}
+
 // Llama 2's layout, tiny: <unk>=0, the bytes of the euro sign (E2 82 AC) =1-3,
 // "▁"=4, "a"=5, "▁a"=6 (one merge).
 const char* kSmallByteFallback = R"({

@@ -199,6 +199,35 @@ def write_ids(path, encodings, field="ids"):
         f.write("\n".join(" ".join(map(str, getattr(e, field))) for e in encodings) + "\n")
 
 
+TRUNCATION_STRATEGIES = ("longest_first", "only_first", "only_second")
+TRUNCATION_LENGTHS = (2, 3, 4, 5, 7, 10, 16, 32)
+
+
+def truncated(tok, pairs):
+    """For each truncation strategy and max_length (those at least the
+    special tokens' count: below it tokenizers' arithmetic wraps around),
+    the ids and type ids of every pair and of every HARD text, or None where
+    tokenizers refuses (a sequence too short to cut, no second sequence)."""
+    def encode(*texts):
+        try:
+            e = tok.encode(*texts, add_special_tokens=True)
+            return [e.ids, e.type_ids]
+        except Exception:
+            return None
+    result = {}
+    for strategy in TRUNCATION_STRATEGIES:
+        for length in TRUNCATION_LENGTHS:
+            tok.enable_truncation(length, strategy=strategy)
+            entry = {}
+            if length >= tok.num_special_tokens_to_add(is_pair=True):
+                entry["pairs"] = [encode(a, b) for a, b in pairs]
+            if length >= tok.num_special_tokens_to_add(is_pair=False):
+                entry["texts"] = [encode(text) for text in HARD]
+            result[f"{strategy} {length}"] = entry
+    tok.no_truncation()
+    return result
+
+
 def make(out, brown):
     inputs = HARD + corpus_lines(brown) + paragraphs(brown)
     with open(os.path.join(out, "inputs.json"), "w") as f:
@@ -223,6 +252,8 @@ def make(out, brown):
         pair_encodings = tok.encode_batch(pairs, add_special_tokens=True)
         write_ids(os.path.join(folder, "pair_ids.txt"), pair_encodings)
         write_ids(os.path.join(folder, "pair_types.txt"), pair_encodings, "type_ids")
+        with open(os.path.join(folder, "truncated.json"), "w") as f:
+            json.dump(truncated(tok, pairs), f)
     with open(os.path.join(out, "pairs.json"), "w") as f:
         json.dump(pairs, f)
 
