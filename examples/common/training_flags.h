@@ -37,11 +37,14 @@ struct TrainingFlags {
   std::string optim_args;
   int64_t warmup_steps = 0;
   double warmup_ratio = 0.0;
-  int64_t logging_steps = 500;
+  // Steps, or below 1 a fraction of the run (Hugging Face's floats).
+  double logging_steps = 500;
   std::string eval_strategy = "no";
-  int64_t eval_steps = 0;  // 0: logging_steps, as Hugging Face's None
+  double eval_steps = 0;  // 0: logging_steps, as Hugging Face's None
+  double eval_delay = 0;
   std::string save_strategy = "steps";
-  int64_t save_steps = 500;
+  double save_steps = 500;
+  bool save_only_model = false;
   int64_t save_total_limit = 0;  // <= 0: keep every checkpoint
   std::string resume_from_checkpoint;
   uint64_t seed = 42;
@@ -78,13 +81,19 @@ inline void add_training_flags(Flags& flags, TrainingFlags& f) {
            "ARGS")
       .add("warmup_steps", &f.warmup_steps, "warm-up steps; 0: warmup_ratio of the steps")
       .add("warmup_ratio", &f.warmup_ratio, "warm-up as a fraction of the steps")
-      .add("logging_steps", &f.logging_steps, "log loss, grad norm and learning rate every N steps",
-           "N")
+      .add(
+          "logging_steps", &f.logging_steps,
+          "log loss, grad norm and learning rate every N steps (below 1: that fraction of the run)",
+          "N")
       .add_choice("eval_strategy", &f.eval_strategy, intervals, "when to evaluate")
       .add("eval_steps", &f.eval_steps, "evaluate every N steps (eval_strategy steps); 0: logging",
            "N")
+      .add("eval_delay", &f.eval_delay, "no evaluation before N steps or epochs (eval_strategy's)",
+           "N")
       .add_choice("save_strategy", &f.save_strategy, intervals, "when to save a checkpoint")
       .add("save_steps", &f.save_steps, "save every N steps (save_strategy steps)", "N")
+      .add("save_only_model", &f.save_only_model,
+           "checkpoints hold the model's weights only (they cannot be resumed from)")
       .add("save_total_limit", &f.save_total_limit, "checkpoints to keep; <= 0: all", "N")
       .add("resume_from_checkpoint", &f.resume_from_checkpoint,
            "continue exactly from a checkpoint folder, or the newest in output_dir", "PATH|latest")
@@ -121,8 +130,10 @@ inline accelerate::TrainingArguments training_arguments(const TrainingFlags& f) 
                   .warmup_ratio(f.warmup_ratio)
                   .logging_steps(f.logging_steps)
                   .eval_strategy(interval(f.eval_strategy))
+                  .eval_delay(f.eval_delay)
                   .save_strategy(interval(f.save_strategy))
                   .save_steps(f.save_steps)
+                  .save_only_model(f.save_only_model)
                   .seed(f.seed)
                   .bf16(f.bf16)
                   .fp16(f.fp16)

@@ -48,6 +48,7 @@
 #include "accelerate/detail/trainer_loop.h"
 #include "accelerate/detail/trainer_optimizer.h"
 #include "accelerate/lr_schedule.h"
+#include "accelerate/model_saving.h"
 #include "accelerate/optimizer.h"
 #include "accelerate/random.h"
 #include "accelerate/reduce_lr_on_plateau.h"
@@ -145,7 +146,10 @@ class Trainer {
   // Trains for the arguments' epochs or max_steps, from resume_from_checkpoint
   // when given. Collective: every process calls it.
   TrainOutput train() {
-    if (auto folder = loop_.checkpoint_to_resume()) accelerator_->load_state(*folder);
+    if (auto folder = loop_.checkpoint_to_resume()) {
+      TrainerLoop::refuse_weights_only_checkpoint(*folder);
+      accelerator_->load_state(*folder);
+    }
     loop_.begin_train();
     model_->train();
     const auto parameters = model_->parameters();
@@ -349,7 +353,10 @@ class Trainer {
     if (control.should_evaluate) {
       if (eval_loader_) {
         const Metrics metrics = evaluate();
-        loop_.track_best(metrics);
+        const bool new_best = loop_.track_best(metrics);
+        // transformers: under "best" an evaluation decides the save, over
+        // what a callback asked for.
+        if (loop_.args().save_strategy() == SaveStrategy::kBest) control.should_save = new_best;
         // As transformers' Trainer: the plateau schedule steps on the
         // training loop's evaluations, on metric_for_best_model (default
         // eval_loss).
@@ -366,7 +373,7 @@ class Trainer {
         control.should_evaluate = false;
       }
     }
-    if (control.should_save) loop_.save_checkpoint();
+    if (control.should_save) loop_.save_checkpoint(*model_);
   }
 
   // The best checkpoint's weights into the prepared model through
@@ -377,6 +384,10 @@ class Trainer {
       std::cout << "Loading best model from " << folder
                 << " (score: " << loop_.state().best_metric.value_or(std::nan("")) << ")."
                 << std::endl;
+    }
+    if (loop_.args().save_only_model()) {  // the folder holds the weights alone
+      load_model(*model_, folder);
+      return;
     }
     loop_.keep_counters_on_load(true);
     try {

@@ -25,6 +25,11 @@ struct TrainerState {
   int64_t max_steps = 0;    // the run's length in optimizer steps
   int64_t steps_per_epoch = 0;
   double epoch = 0;  // fractional: 1.5 is half-way through the second epoch
+  // logging_steps, eval_steps and save_steps in optimizer steps, fractions
+  // of the run resolved against max_steps when training starts (0: unset).
+  int64_t logging_steps = 0;
+  int64_t eval_steps = 0;
+  int64_t save_steps = 0;
   // Every log and evaluation so far, each with "step".
   std::vector<Metrics> log_history;
   // With metric_for_best_model: its best value so far, the step of that

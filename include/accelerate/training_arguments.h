@@ -32,6 +32,18 @@ enum class IntervalStrategy { kNo, kSteps, kEpoch };
 std::optional<IntervalStrategy> parse_interval_strategy(const std::string& text);
 const char* to_string(IntervalStrategy strategy);
 
+// When to save checkpoints (transformers' SaveStrategy): the interval
+// strategies, or "best": whenever an evaluation during training reaches a
+// new best metric_for_best_model (which must then be set).
+enum class SaveStrategy { kNo, kSteps, kEpoch, kBest };
+std::optional<SaveStrategy> parse_save_strategy(const std::string& text);
+const char* to_string(SaveStrategy strategy);
+
+// transformers' TrainerState.compute_steps: logging_steps, eval_steps and
+// save_steps below 1 are a fraction of the run, ceil(max_steps * steps);
+// whole numbers from 1 up are steps.
+int64_t steps_in_run(double steps, int64_t max_steps);
+
 // The Trainer's optimizer, by Hugging Face's `optim` names: "adamw_torch"
 // (torch's AdamW with adam_beta1/2, adam_epsilon), "sgd" (torch's SGD;
 // momentum, dampening and nesterov from optim_args) and "adafactor"
@@ -73,7 +85,9 @@ struct TrainingArguments {
   // process; trackers in report_to): never, every logging_steps optimizer
   // steps, or at the end of every epoch.
   ACCELERATE_ARG(IntervalStrategy, logging_strategy) = IntervalStrategy::kSteps;
-  ACCELERATE_ARG(int64_t, logging_steps) = 500;
+  // Steps (whole numbers), or below 1 a fraction of the run's optimizer
+  // steps (steps_in_run), as for eval_steps and save_steps.
+  ACCELERATE_ARG(double, logging_steps) = 500;
   // Also log after the first optimizer step, whatever the strategy.
   ACCELERATE_ARG(bool, logging_first_step) = false;
   // A NaN or infinite micro-batch loss counts in the logged training loss as
@@ -81,11 +95,18 @@ struct TrainingArguments {
   // the evaluation loss (unless every one is). Training itself is unchanged.
   ACCELERATE_ARG(bool, logging_nan_inf_filter) = true;
   ACCELERATE_ARG(IntervalStrategy, eval_strategy) = IntervalStrategy::kNo;
-  ACCELERATE_ARG(std::optional<int64_t>, eval_steps);  // nullopt: logging_steps
+  ACCELERATE_ARG(std::optional<double>, eval_steps);  // nullopt: logging_steps
+  // No evaluation before this many optimizer steps (eval_strategy steps) or
+  // epochs (eval_strategy epoch) have passed.
+  ACCELERATE_ARG(double, eval_delay) = 0;
   // With "steps", the last step is saved (and evaluated) too when it is not a
   // multiple of save_steps (eval_steps), as Hugging Face's Trainer does.
-  ACCELERATE_ARG(IntervalStrategy, save_strategy) = IntervalStrategy::kSteps;
-  ACCELERATE_ARG(int64_t, save_steps) = 500;
+  ACCELERATE_ARG(SaveStrategy, save_strategy) = SaveStrategy::kSteps;
+  ACCELERATE_ARG(double, save_steps) = 500;
+  // Checkpoints hold the model's weights (model.safetensors) and
+  // trainer_state.json only: no optimizer, schedule, random or data state,
+  // so they cannot be resumed from (train() refuses them).
+  ACCELERATE_ARG(bool, save_only_model) = false;
   // Keep at most this many checkpoints in output_dir (the oldest go first).
   ACCELERATE_ARG(std::optional<int>, save_total_limit);
   // A checkpoint folder to continue from exactly, or "latest" (the newest
@@ -118,7 +139,7 @@ struct TrainingArguments {
   // ---- Evaluation metrics and best-model selection (docs/trainer.md) ----
   // At the end of train(), load the weights of the checkpoint whose
   // evaluation scored best on metric_for_best_model. Needs save_strategy ==
-  // eval_strategy (and save_steps a multiple of eval_steps).
+  // eval_strategy (and save_steps a multiple of eval_steps), or "best".
   ACCELERATE_ARG(bool, load_best_model_at_end) = false;
   // The evaluation metric that ranks checkpoints, with or without its
   // "eval_" prefix; default "loss" when load_best_model_at_end. Setting it
@@ -129,6 +150,11 @@ struct TrainingArguments {
   ACCELERATE_ARG(std::optional<bool>, greater_is_better);
 
  public:
+  // The interval strategies name the save strategies of the same names (so
+  // save_strategy(IntervalStrategy::kNo) reads as before SaveStrategy).
+  TrainingArguments& save_strategy(IntervalStrategy strategy);
+  // eval_steps, defaulting to logging_steps as in Hugging Face.
+  double eval_steps_or_logging() const { return eval_steps().value_or(logging_steps()); }
   // The evaluation key metric_for_best_model names ("eval_loss"), with its
   // default applied; nullopt: no best-model tracking.
   std::optional<std::string> best_metric_key() const;
@@ -140,6 +166,10 @@ struct TrainingArguments {
   // Throws ConfigError (one line naming the argument) for values Hugging
   // Face refuses: non-positive batch sizes or steps, bf16 with fp16, ...
   void validate() const;
+
+ private:
+  // load_best_model_at_end under "steps": save_steps a multiple of eval_steps.
+  void check_best_model_steps() const;
 };
 
 }  // namespace accelerate

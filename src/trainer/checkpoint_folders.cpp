@@ -78,6 +78,8 @@ void remove_checkpoints_except(const std::string& output_dir, const std::string&
 void write_trainer_state(const std::string& folder, const TrainerState& state) {
   std::ostringstream out;
   out << "{\n  \"global_step\": " << state.global_step << ",\n  \"max_steps\": " << state.max_steps
+      << ",\n  \"logging_steps\": " << state.logging_steps
+      << ",\n  \"eval_steps\": " << state.eval_steps << ",\n  \"save_steps\": " << state.save_steps
       << ",\n  \"epoch\": " << tracking::json_value(state.epoch) << ",\n  \"best_metric\": "
       << (state.best_metric ? tracking::json_value(*state.best_metric) : "null")
       << ",\n  \"best_global_step\": "

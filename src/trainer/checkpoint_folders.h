@@ -26,7 +26,8 @@ void remove_oldest_checkpoints(const std::string& output_dir, int limit,
                                const std::optional<std::string>& best = std::nullopt);
 // Removes every checkpoint folder but `kept`.
 void remove_checkpoints_except(const std::string& output_dir, const std::string& kept);
-// trainer_state.json (global_step, max_steps, epoch, log_history), for people
+// trainer_state.json (global_step, max_steps, the resolved logging/eval/save
+// steps, epoch, best-model fields, log_history), for people
 // and tools; resuming reads the state from the save_state files instead.
 void write_trainer_state(const std::string& folder, const TrainerState& state);
 

@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "accelerate/accelerator.h"
+#include "accelerate/detail/checkpoint_metadata.h"
 #include "accelerate/errors.h"
 #include "tracking/text_format.h"
 #include "trainer/checkpoint_folders.h"
@@ -36,6 +37,14 @@ std::string dict_text(const Metrics& metrics) {
 TrainerLoop::TrainerLoop(TrainingArguments args, Accelerator& accelerator)
     : args_(std::move(args)), accelerator_(accelerator) {
   args_.validate();
+  // As transformers' Trainer: the best checkpoint's whole weights could not
+  // be loaded back into a sharded model.
+  const DistributedType type = accelerator_.distributed_type();
+  if (args_.save_only_model() && args_.load_best_model_at_end() &&
+      (type == DistributedType::kDeepSpeed || type == DistributedType::kFsdp)) {
+    throw ConfigError(std::string(type == DistributedType::kDeepSpeed ? "DeepSpeed" : "FSDP") +
+                      " can't be used with save_only_model along with load_best_model_at_end");
+  }
 }
 
 AcceleratorOptions TrainerLoop::accelerator_options(const TrainingArguments& args,
@@ -87,6 +96,10 @@ void TrainerLoop::plan(int64_t batches_per_epoch) {
           ? args_.max_steps()
           : static_cast<int64_t>(
                 std::ceil(args_.num_train_epochs() * static_cast<double>(state_.steps_per_epoch)));
+  // transformers' TrainerState.compute_steps: fractions of the run become steps.
+  state_.logging_steps = steps_in_run(args_.logging_steps(), state_.max_steps);
+  state_.eval_steps = steps_in_run(args_.eval_steps_or_logging(), state_.max_steps);
+  state_.save_steps = steps_in_run(args_.save_steps(), state_.max_steps);
 }
 
 int64_t TrainerLoop::warmup_steps() const {
@@ -102,6 +115,22 @@ std::optional<std::string> TrainerLoop::checkpoint_to_resume() const {
   const auto folders = trainer::checkpoint_folders(args_.output_dir());
   if (folders.empty()) return std::nullopt;
   return folders.back().path;
+}
+
+void TrainerLoop::refuse_weights_only_checkpoint(const std::string& folder) {
+  // save_only_model folders hold the weights but no save_state files.
+  // transformers resumes from them with a fresh optimizer, schedule and random
+  // state, which is not the run that was interrupted; this Trainer resumes
+  // exactly or not at all.
+  namespace fs = std::filesystem;
+  const bool weights = fs::exists(fs::path(folder) / "model.safetensors") ||
+                       fs::exists(fs::path(folder) / "model.safetensors.index.json");
+  if (weights && !fs::exists(fs::path(folder) / kCheckpointMetadataFile)) {
+    throw ConfigError("resume_from_checkpoint: " + folder +
+                      " holds model weights only (saved with save_only_model): no optimizer, "
+                      "schedule or random state to resume from; load its weights with "
+                      "load_model and start a new run instead");
+  }
 }
 
 void TrainerLoop::add_callback(std::shared_ptr<TrainerCallback> callback) {
@@ -165,21 +194,23 @@ void TrainerLoop::end_step(double grad_norm, double learning_rate) {
   last_grad_norm_ = grad_norm;
   last_learning_rate_ = learning_rate;
   // Hugging Face's DefaultFlowCallback, before the program's callbacks.
+  // plan() resolved the intervals; validate() made them positive where
+  // their strategy is steps.
   const int64_t step = state_.global_step;
-  const bool eval_steps = args_.eval_strategy() == IntervalStrategy::kSteps;
-  const bool save_steps = args_.save_strategy() == IntervalStrategy::kSteps;
-  // validate() made these positive where their strategy is steps.
-  const int64_t eval_every = args_.eval_steps().value_or(args_.logging_steps());
+  const bool eval_steps = args_.eval_strategy() == IntervalStrategy::kSteps &&
+                          args_.eval_delay() <= static_cast<double>(step);
+  const bool save_steps = args_.save_strategy() == SaveStrategy::kSteps;
   if (step == 1 && args_.logging_first_step()) control_.should_log = true;
-  if (args_.logging_strategy() == IntervalStrategy::kSteps && step % args_.logging_steps() == 0) {
+  if (args_.logging_strategy() == IntervalStrategy::kSteps && step % state_.logging_steps == 0) {
     control_.should_log = true;
   }
-  if (eval_steps && step % eval_every == 0) control_.should_evaluate = true;
-  if (save_steps && step % args_.save_steps() == 0) control_.should_save = true;
+  if (eval_steps && step % state_.eval_steps == 0) control_.should_evaluate = true;
+  if (save_steps && step % state_.save_steps == 0) control_.should_save = true;
   if (done()) {
     control_.should_training_stop = true;
-    // The last step is evaluated and saved under "steps" strategies even when
-    // it is no multiple of their interval, as transformers 5.24 does.
+    // The last step is evaluated (once eval_delay has passed) and saved under
+    // "steps" strategies even when it is no multiple of their interval, as
+    // transformers 5.24 does.
     if (eval_steps) control_.should_evaluate = true;
     if (save_steps) control_.should_save = true;
   }
@@ -189,8 +220,11 @@ void TrainerLoop::end_step(double grad_norm, double learning_rate) {
 
 void TrainerLoop::end_epoch() {
   if (args_.logging_strategy() == IntervalStrategy::kEpoch) control_.should_log = true;
-  if (args_.eval_strategy() == IntervalStrategy::kEpoch) control_.should_evaluate = true;
-  if (args_.save_strategy() == IntervalStrategy::kEpoch) control_.should_save = true;
+  // eval_delay counts epochs here, the fractional epoch of a cut-short one too.
+  if (args_.eval_strategy() == IntervalStrategy::kEpoch && args_.eval_delay() <= state_.epoch) {
+    control_.should_evaluate = true;
+  }
+  if (args_.save_strategy() == SaveStrategy::kEpoch) control_.should_save = true;
   for (auto& callback : callbacks_) callback->on_epoch_end(args_, state_, control_);
   log_if_due();
 }
@@ -227,9 +261,9 @@ void TrainerLoop::report_prediction(const Metrics& metrics) {
   for (auto& callback : callbacks_) callback->on_predict(args_, state_, control_, metrics);
 }
 
-void TrainerLoop::track_best(const Metrics& metrics) {
+bool TrainerLoop::track_best(const Metrics& metrics) {
   const auto key = args_.best_metric_key();
-  if (!key) return;
+  if (!key) return false;
   const auto found = metrics.find(*key);
   if (found == metrics.end()) {
     std::string available;
@@ -241,9 +275,10 @@ void TrainerLoop::track_best(const Metrics& metrics) {
   const bool better =
       !state_.best_metric || (args_.best_metric_greater_is_better() ? value > *state_.best_metric
                                                                     : value < *state_.best_metric);
-  if (!better) return;
+  if (!better) return false;
   state_.best_metric = value;
   state_.best_global_step = state_.global_step;
+  return true;
 }
 
 // Printed by the main process, sent to the trackers, kept in the history
@@ -272,10 +307,14 @@ void TrainerLoop::publish(Metrics metrics, bool evaluation) {
   }
 }
 
-std::string TrainerLoop::save_checkpoint() {
+std::string TrainerLoop::save_checkpoint(const torch::nn::Module& model) {
   const std::string folder =
       args_.output_dir() + "/" + trainer::checkpoint_name(state_.global_step);
-  accelerator_.save_state(folder);
+  if (args_.save_only_model()) {
+    accelerator_.save_model(model, folder);  // the weights alone, as transformers' save_model
+  } else {
+    accelerator_.save_state(folder);
+  }
   // Hugging Face names the best checkpoint once the best step's folder exists.
   if (state_.best_global_step) {
     const std::string best =

@@ -1,12 +1,14 @@
 #include "accelerate/training_arguments.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "accelerate/detail/enum_names.h"
 #include "accelerate/errors.h"
+#include "tracking/text_format.h"
 
 namespace accelerate {
 
@@ -18,6 +20,21 @@ constexpr detail::EnumName<IntervalStrategy> kIntervalStrategyNames[] = {
     {IntervalStrategy::kSteps, "steps"},
     {IntervalStrategy::kEpoch, "epoch"}};
 static_assert(detail::names_are_distinct(kIntervalStrategyNames));
+
+// Transformers' SaveStrategy values, matched exactly.
+constexpr detail::EnumName<SaveStrategy> kSaveStrategyNames[] = {{SaveStrategy::kNo, "no"},
+                                                                 {SaveStrategy::kSteps, "steps"},
+                                                                 {SaveStrategy::kEpoch, "epoch"},
+                                                                 {SaveStrategy::kBest, "best"}};
+static_assert(detail::names_are_distinct(kSaveStrategyNames));
+
+// 2.5 as "2.5", 500 as "500": the value as the user wrote it.
+std::string number_text(double value) {
+  if (value == std::floor(value) && std::abs(value) < 1e15) {
+    return std::to_string(static_cast<int64_t>(value));
+  }
+  return tracking::shortest_double(value);
+}
 
 // Transformers' OptimizerNames values this Trainer has, matched exactly.
 constexpr detail::EnumName<OptimizerName> kOptimizerNames[] = {
@@ -67,6 +84,31 @@ const char* to_string(IntervalStrategy strategy) {
   return detail::enum_name(kIntervalStrategyNames, strategy, "?");
 }
 
+std::optional<SaveStrategy> parse_save_strategy(const std::string& text) {
+  return detail::parse_enum(kSaveStrategyNames, text, detail::NameCase::kExact);
+}
+
+const char* to_string(SaveStrategy strategy) {
+  return detail::enum_name(kSaveStrategyNames, strategy, "?");
+}
+
+int64_t steps_in_run(double steps, int64_t max_steps) {
+  if (steps < 1) return static_cast<int64_t>(std::ceil(static_cast<double>(max_steps) * steps));
+  return static_cast<int64_t>(steps);
+}
+
+TrainingArguments& TrainingArguments::save_strategy(IntervalStrategy strategy) {
+  switch (strategy) {
+    case IntervalStrategy::kNo:
+      return save_strategy(SaveStrategy::kNo);
+    case IntervalStrategy::kSteps:
+      return save_strategy(SaveStrategy::kSteps);
+    case IntervalStrategy::kEpoch:
+      return save_strategy(SaveStrategy::kEpoch);
+  }
+  return *this;
+}
+
 std::optional<std::string> TrainingArguments::best_metric_key() const {
   std::optional<std::string> name = metric_for_best_model();
   if (!name && load_best_model_at_end()) name = "loss";  // Hugging Face's default
@@ -103,25 +145,43 @@ void TrainingArguments::validate() const {
   // Hugging Face's fallback: eval_steps defaults to logging_steps.
   require(eval_strategy() != IntervalStrategy::kSteps || eval_steps() || logging_steps() > 0,
           "eval_strategy steps requires a positive eval_steps or logging_steps");
-  require(save_strategy() != IntervalStrategy::kSteps || save_steps() > 0,
+  require(save_strategy() != SaveStrategy::kSteps || save_steps() > 0,
           "save_steps must be positive with save_strategy steps");
+  // Hugging Face's rule, checked where the strategy uses the value: above 1
+  // a step count must be whole (below 1 it is a fraction of the run).
+  const auto whole_above_one = [&](bool used, const char* name, double steps) {
+    require(!used || steps <= 1 || steps == std::floor(steps),
+            std::string(name) + " must be a whole number when above 1 (below 1 it is a fraction " +
+                "of the run's steps), but found " + number_text(steps));
+  };
+  whole_above_one(logging_strategy() == IntervalStrategy::kSteps, "logging_steps", logging_steps());
+  whole_above_one(eval_strategy() == IntervalStrategy::kSteps, "eval_steps",
+                  eval_steps_or_logging());
+  whole_above_one(save_strategy() == SaveStrategy::kSteps, "save_steps", save_steps());
   require(!save_total_limit() || *save_total_limit() > 0, "save_total_limit must be positive");
   require(!(bf16() && fp16()), "bf16 and fp16 are both set; choose one");
   require(dataloader_num_workers() >= 0, "dataloader_num_workers must not be negative");
   require(!output_dir().empty(), "output_dir must not be empty");
   require(!metric_for_best_model() || !metric_for_best_model()->empty(),
           "metric_for_best_model must not be empty");
-  if (load_best_model_at_end()) {
-    // Hugging Face's rule: the best evaluation must have a checkpoint to load.
-    require(eval_strategy() == save_strategy(),
-            std::string("load_best_model_at_end requires the save and eval strategy to match, "
-                        "but found eval_strategy ") +
-                to_string(eval_strategy()) + " and save_strategy " + to_string(save_strategy()));
-    const int64_t eval_every = eval_steps().value_or(logging_steps());
-    require(eval_strategy() != IntervalStrategy::kSteps || save_steps() % eval_every == 0,
-            "load_best_model_at_end requires save_steps to be a round multiple of eval_steps, "
-            "but found save_steps " +
-                std::to_string(save_steps()) + " and eval_steps " + std::to_string(eval_every));
+  // transformers' Trainer refuses it too: "best" needs a metric to rank by
+  // (load_best_model_at_end supplies its default "loss").
+  require(save_strategy() != SaveStrategy::kBest || best_metric_key(),
+          "save_strategy best requires metric_for_best_model (or load_best_model_at_end, whose "
+          "default is loss)");
+  if (load_best_model_at_end() && save_strategy() != SaveStrategy::kBest) {
+    // Hugging Face's rule: the best evaluation must have a checkpoint to load
+    // ("best" saves exactly the best evaluations).
+    const bool same =
+        (eval_strategy() == IntervalStrategy::kNo && save_strategy() == SaveStrategy::kNo) ||
+        (eval_strategy() == IntervalStrategy::kSteps && save_strategy() == SaveStrategy::kSteps) ||
+        (eval_strategy() == IntervalStrategy::kEpoch && save_strategy() == SaveStrategy::kEpoch);
+    require(same, std::string("load_best_model_at_end requires the save and eval strategy to "
+                              "match, except when save_strategy is best, but found "
+                              "eval_strategy ") +
+                      to_string(eval_strategy()) + " and save_strategy " +
+                      to_string(save_strategy()));
+    if (eval_strategy() == IntervalStrategy::kSteps) check_best_model_steps();
   }
   lr_scheduler_kwargs().check_applies_to(lr_scheduler_type());
   require(lr_scheduler_type() != SchedulerType::kReduceLROnPlateau ||
@@ -132,6 +192,34 @@ void TrainingArguments::validate() const {
     require(optim() == OptimizerName::kSgd && sgd_key,
             "optim_args '" + key + "' does not apply to optim " + to_string(optim()) +
                 " (sgd takes momentum, dampening, nesterov; the others take none)");
+  }
+}
+
+void TrainingArguments::check_best_model_steps() const {
+  // Hugging Face's test, float remainders included: fractions and steps
+  // cannot be compared before the run's length is known, and two fractions
+  // are compared scaled by a million.
+  const double eval_every = eval_steps_or_logging(), save_every = save_steps();
+  if (std::fmod(save_every, eval_every) == 0) return;
+  const std::string found = number_text(save_every) + " and eval_steps " + number_text(eval_every);
+  if (eval_every >= 1 && save_every >= 1) {
+    throw ConfigError(
+        "TrainingArguments: load_best_model_at_end requires save_steps to be a round multiple of "
+        "eval_steps, but found save_steps " +
+        found);
+  }
+  if (eval_every >= 1 || save_every >= 1) {
+    throw ConfigError(
+        "TrainingArguments: load_best_model_at_end cannot check that save_steps is a multiple of "
+        "eval_steps when one is a fraction of the run and the other is not: save_steps " +
+        found);
+  }
+  constexpr double kMillion = 1e6;
+  if (std::fmod(save_every * kMillion, eval_every * kMillion) != 0) {
+    throw ConfigError(
+        "TrainingArguments: load_best_model_at_end requires save_steps to be a multiple of "
+        "eval_steps, but found save_steps " +
+        found);
   }
 }
 

@@ -42,6 +42,13 @@ TEST(PublicEnumNames, IntervalStrategyRoundTrips) {
   }
 }
 
+TEST(PublicEnumNames, SaveStrategyRoundTrips) {
+  for (SaveStrategy value :
+       {SaveStrategy::kNo, SaveStrategy::kSteps, SaveStrategy::kEpoch, SaveStrategy::kBest}) {
+    EXPECT_EQ(parse_save_strategy(to_string(value)), value) << to_string(value);
+  }
+}
+
 TEST(PublicEnumNames, OptimizerNameAndWsdShapeRoundTrip) {
   for (auto value : {accelerate::OptimizerName::kAdamWTorch, accelerate::OptimizerName::kSgd,
                      accelerate::OptimizerName::kAdafactor}) {

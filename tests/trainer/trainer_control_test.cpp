@@ -227,7 +227,8 @@ TEST(BestModel, ArgumentsHaveHuggingFacesDefaultsAndRules) {
   } catch (const accelerate::ConfigError& error) {
     EXPECT_EQ(std::string(error.what()),
               "TrainingArguments: load_best_model_at_end requires the save and eval strategy to "
-              "match, but found eval_strategy steps and save_strategy epoch");
+              "match, except when save_strategy is best, but found eval_strategy steps and "
+              "save_strategy epoch");
   }
   EXPECT_THROW(TrainingArguments(args).save_steps(250).validate(), accelerate::ConfigError);
 }

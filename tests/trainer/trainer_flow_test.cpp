@@ -19,9 +19,9 @@
 
 #include "accelerate/safetensors.h"
 #include "accelerate/trainer.h"
-#include "support/process_runner.h"
 #include "support/temp_dir.h"
 #include "support/thread_ranks.h"
+#include "trainer_flow_support.h"
 
 namespace trainer_flow_test {
 
@@ -30,60 +30,6 @@ using accelerate::IntervalStrategy;
 using accelerate::TrainerControl;
 using accelerate::TrainerState;
 using accelerate::TrainingArguments;
-
-std::string flow_reference_python() {
-  const char* python = std::getenv("ACCELERATE_REFERENCE_PYTHON");
-  return python && *python && fs::exists(python) ? python : "";
-}
-
-#define REQUIRE_FLOW_REFERENCE()                                                             \
-  if (flow_reference_python().empty())                                                       \
-  GTEST_SKIP() << "no Python reference: set ACCELERATE_REFERENCE_PYTHON to the interpreter " \
-                  "scripts/install-reference-python.sh prints (scripts/test.sh does)"
-
-// Runs the script with `arguments`: its exit code and stderr.
-std::pair<int, std::string> run_flow_reference(std::vector<std::string> arguments) {
-  arguments.insert(arguments.begin(), {flow_reference_python(), TRAINER_FLOW_SCRIPT});
-  const auto result = accelerate::testing::run_program(
-      arguments, {{"HF_HUB_OFFLINE", "1"}, {"CUDA_VISIBLE_DEVICES", ""}}, std::chrono::minutes(3));
-  return {result.exit_code, result.err};
-}
-
-// 77: a reference venv installed before accelerate joined its requirements.
-#define ASSERT_FLOW_REFERENCE_RAN(ran)             \
-  if (ran.first == 77) GTEST_SKIP() << ran.second; \
-  ASSERT_EQ(ran.first, 0) << ran.second
-
-struct FlowNetImpl : torch::nn::Module {
-  FlowNetImpl() : fc(register_module("fc", torch::nn::Linear(3, 1))) {}
-  torch::nn::Linear fc;
-};
-TORCH_MODULE(FlowNet);
-
-accelerate::TensorDataset flow_data(int64_t samples, uint64_t seed) {
-  auto generator = at::detail::createCPUGenerator(seed);
-  auto x = at::randn({samples, 3}, generator);
-  return accelerate::TensorDataset(x, x.cos().sum(1, true));
-}
-
-struct FlowSteps : accelerate::TrainerCallback {
-  std::vector<int64_t> logs, evaluations, saves;
-  void on_log(const TrainerState& state, const accelerate::Metrics& logs_) override {
-    if (logs_.count("loss")) logs.push_back(state.global_step);
-  }
-  void on_evaluate(const TrainerState& state, const accelerate::Metrics&) override {
-    evaluations.push_back(state.global_step);
-  }
-  void on_save(const TrainerState& state, const std::string&) override {
-    saves.push_back(state.global_step);
-  }
-};
-
-IntervalStrategy strategy(const std::string& name) {
-  const auto parsed = accelerate::parse_interval_strategy(name);
-  if (!parsed) throw std::runtime_error("unknown strategy " + name);
-  return *parsed;
-}
 
 // One case line of the script: the same settings, trained here on 1 rank.
 FlowSteps run_case(const std::string& line, const std::string& dir) {
@@ -125,13 +71,6 @@ FlowSteps run_case(const std::string& line, const std::string& dir) {
     steps = *recorder;
   });
   return steps;
-}
-
-std::vector<int64_t> numbers(std::istringstream& fields) {
-  std::vector<int64_t> out;
-  int64_t value = 0;
-  while (fields >> value) out.push_back(value);
-  return out;
 }
 
 TEST(TrainerFlow, LogsEvaluatesAndSavesAtTransformersSteps) {

@@ -59,6 +59,9 @@ class TrainerLoop {
   // The checkpoint folder resume_from_checkpoint names ("latest": the
   // newest in output_dir), or nullopt to start afresh.
   std::optional<std::string> checkpoint_to_resume() const;
+  // Throws ConfigError when `folder` is a save_only_model checkpoint (the
+  // weights without the state to resume from).
+  static void refuse_weights_only_checkpoint(const std::string& folder);
 
   // Callbacks see on_init_end when added (the Trainer is constructed by then).
   void add_callback(std::shared_ptr<TrainerCallback> callback);
@@ -89,12 +92,14 @@ class TrainerLoop {
   void report_prediction(const Metrics& metrics);
   // Hugging Face's best-metric rule, after an evaluation during training:
   // a better metric_for_best_model makes this step the best one. Throws
-  // ConfigError when the evaluation lacks that metric.
-  void track_best(const Metrics& metrics);
-  // save_state into output_dir/checkpoint-{step}, trainer_state.json in it,
+  // ConfigError when the evaluation lacks that metric. Returns whether the
+  // metric is a new best (save_strategy best saves then).
+  bool track_best(const Metrics& metrics);
+  // save_state into output_dir/checkpoint-{step} (save_only_model: the
+  // model's weights alone, save_model), trainer_state.json in it,
   // then the oldest folders beyond save_total_limit removed, never the best
   // one. on_save (clears should_save). Collective.
-  std::string save_checkpoint();
+  std::string save_checkpoint(const torch::nn::Module& model);
   // With load_best_model_at_end: the best checkpoint's folder, when saved.
   std::optional<std::string> best_checkpoint_to_load() const;
   // While set, loading a checkpoint leaves the step counters and the loss
