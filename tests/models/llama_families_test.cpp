@@ -7,8 +7,8 @@
 #include <torch/torch.h>
 
 #include <fstream>
-#include <tuple>
 #include <string>
+#include <tuple>
 
 #include "accelerate/errors.h"
 #include "accelerate/models/llama.h"
