@@ -7,10 +7,17 @@
 //       Under `accelerate launch` (2 processes) the model is prepared by the
 //       Accelerator (gradients averaged as DDP does) and tokens/s counts
 //       every process's tokens.
+//       LLAMA_TRACE=FILE: LibTorch's profiler trace of the first timed step
+//       (Chrome trace JSON, the main process; bench/gpt/trace_summary.py
+//       compares it with the twin's LLAMA_TRACE).
 //   llama_bench load FOLDER
 //       LlamaForCausalLM::from_pretrained(FOLDER): seconds, and how far the
 //       resident memory rose above what it was before (peak, VmHWM).
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
+
+#include <cstdlib>
+#include <memory>
 
 #include <chrono>
 #include <fstream>
@@ -51,12 +58,17 @@ int run_steps(const std::string& config_path, int64_t batch, int64_t tokens, int
   accelerate::models::LlamaForCausalLM model(config);
   accelerator.prepare(model);
   const at::Tensor ids = torch::randint(config.vocab_size, {batch, tokens}, torch::kLong);
+  const char* trace_file = std::getenv("LLAMA_TRACE");
+  std::unique_ptr<torch::autograd::profiler::RecordProfile> trace;
   Clock::time_point start;
   for (int step = 0; step < warmup + steps; ++step) {
     if (step == warmup) start = Clock::now();
+    const bool traced = step == warmup && trace_file && accelerator.is_main_process();
+    if (traced) trace = std::make_unique<torch::autograd::profiler::RecordProfile>(trace_file);
     model->zero_grad();
     at::Tensor loss = model->loss(ids, ids);
     accelerator.backward(loss);
+    trace.reset();  // (a traced run's tokens/s includes writing the trace)
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   const double all_tokens =

@@ -63,12 +63,20 @@ def steps(rank, world, directory, batch, tokens, count, warmup, attention, port,
         model = torch.nn.parallel.DistributedDataParallel(model)
     ids = torch.randint(config.vocab_size, (batch, tokens))
     start = None
+    trace = os.environ.get("LLAMA_TRACE") if rank == 0 else None
     for step in range(warmup + count):
         if step == warmup:
             start = time.perf_counter()
+        profiler = None
+        if trace and step == warmup:  # as llama_bench's LLAMA_TRACE
+            profiler = torch.autograd.profiler.profile()
+            profiler.__enter__()
         model.zero_grad(set_to_none=True)
         loss = model(input_ids=ids, labels=ids).loss
         loss.backward()
+        if profiler is not None:
+            profiler.__exit__(None, None, None)
+            profiler.export_chrome_trace(trace)
     seconds = time.perf_counter() - start
     if rank == 0:
         print("result side=python attention=%s processes=%d tokens_per_s=%.1f"

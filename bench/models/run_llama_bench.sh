@@ -16,7 +16,7 @@
 #       exists, whose LibTorch is the reference venv's torch, else build)
 # Needs ACCELERATE_REFERENCE_PYTHON (scripts/install-reference-python.sh) and
 # the build's llama_bench and accelerate targets. ROUNDS (default 3), STEPS
-# (default 10), PROCESSES (default "1 2").
+# (default 10), PROCESSES (default "1 2"; empty: the load comparison only).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 if [[ -n "${1:-}" ]]; then build=$1
@@ -25,7 +25,7 @@ else build=$root/build; fi
 python=${ACCELERATE_REFERENCE_PYTHON:?set ACCELERATE_REFERENCE_PYTHON (scripts/install-reference-python.sh)}
 rounds=${ROUNDS:-3}
 steps=${STEPS:-10}
-processes=${PROCESSES:-1 2}
+processes=${PROCESSES-1 2}
 bench=$build/bench/models/llama_bench
 launcher=$build/bin/accelerate
 for tool in "$bench" "$launcher"; do
@@ -42,8 +42,10 @@ batch=4 tokens=256 warmup=2
 field() { sed -nE "s/^(\\[rank0\\]: )?result .*$1=([0-9.e+-]+).*/\\2/p" | tail -n1; }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-echo "== forward + backward tokens/s: batch $batch x $tokens tokens per process, $steps steps after $warmup, $rounds rounds, $cores cores =="
-printf '%-9s %12s %16s %16s %9s %9s\n' processes ours "transformers eager" "transformers sdpa" "vs eager" "vs sdpa"
+if [[ -n $processes ]]; then
+  echo "== forward + backward tokens/s: batch $batch x $tokens tokens per process, $steps steps after $warmup, $rounds rounds, $cores cores =="
+  printf '%-9s %12s %16s %16s %9s %9s\n' processes ours "transformers eager" "transformers sdpa" "vs eager" "vs sdpa"
+fi
 for n in $processes; do
   ours=() eager=() sdpa=()
   for ((round = 0; round < rounds; round++)); do
@@ -73,14 +75,29 @@ for n in $processes; do
 done
 
 echo
-echo "== load: $(du -sh "$work/checkpoint" | cut -f1) checkpoint in $(ls "$work"/checkpoint/*.safetensors | wc -l) shards =="
+echo "== load: $(du -sh "$work/checkpoint" | cut -f1) checkpoint in $(ls "$work"/checkpoint/*.safetensors | wc -l) shards, $rounds rounds (medians) =="
+# Each side once to warm the page cache, then rounds alternating which side
+# loads first (right after the speed runs, a load can be slowed by the
+# memory the previous processes are still handing back).
+load_once() {
+  if [[ $1 == cpp ]]; then "$bench" load "$work/checkpoint"
+  else "$python" "$root/bench/models/llama_twin.py" load "$work/checkpoint" 2>/dev/null; fi
+}
+load_once cpp >/dev/null
+load_once python >/dev/null
+cpp_lines=() python_lines=()
+for ((round = 0; round < rounds; round++)); do
+  if ((round % 2 == 0)); then order="cpp python"; else order="python cpp"; fi
+  for side in $order; do eval "${side}_lines+=(\"\$(load_once $side)\")"; done
+done
 printf '%-14s %10s %22s %20s\n' side seconds "peak RSS rise (MB)" "parameters (MB)"
 for side in cpp python; do
-  if [[ $side == cpp ]]; then line=$("$bench" load "$work/checkpoint")
-  else line=$("$python" "$root/bench/models/llama_twin.py" load "$work/checkpoint"); fi
-  awk -v side="$side" -v t="$(field load_s <<<"$line")" -v p="$(field peak_rise_bytes <<<"$line")" \
-    -v b="$(field parameter_bytes <<<"$line")" \
+  eval "lines=(\"\${${side}_lines[@]}\")"
+  t=$(for line in "${lines[@]}"; do field load_s <<<"$line"; done | median)
+  p=$(for line in "${lines[@]}"; do field peak_rise_bytes <<<"$line"; done | median)
+  b=$(field parameter_bytes <<<"${lines[0]}")
+  awk -v side="$side" -v t="$t" -v p="$p" -v b="$b" \
     'BEGIN { printf "%-14s %10.3f %22.1f %20.1f\n", side, t, p / 1e6, b / 1e6 }'
-  eval "${side}_load=\$(field load_s <<<\"\$line\")"
+  eval "${side}_load=$t"
 done
 awk -v c="$cpp_load" -v p="$python_load" 'BEGIN { printf "load time ours / transformers: %.3f\n", c / p }'

@@ -38,14 +38,19 @@ struct TrainingFlags {
   int64_t warmup_steps = 0;
   double warmup_ratio = 0.0;
   // Steps, or below 1 a fraction of the run (Hugging Face's floats).
+  std::string logging_strategy = "steps";
   double logging_steps = 500;
+  bool logging_first_step = false;
   std::string eval_strategy = "no";
   double eval_steps = 0;  // 0: logging_steps, as Hugging Face's None
   double eval_delay = 0;
   std::string save_strategy = "steps";
   double save_steps = 500;
   bool save_only_model = false;
-  int64_t save_total_limit = 0;  // <= 0: keep every checkpoint
+  bool load_best_model_at_end = false;
+  std::string metric_for_best_model;  // "": none (loss with load_best_model_at_end)
+  std::string greater_is_better;      // "true", "false" or "": by the metric's name
+  int64_t save_total_limit = 0;       // <= 0: keep every checkpoint
   std::string resume_from_checkpoint;
   uint64_t seed = 42;
   bool bf16 = false;
@@ -81,19 +86,29 @@ inline void add_training_flags(Flags& flags, TrainingFlags& f) {
            "ARGS")
       .add("warmup_steps", &f.warmup_steps, "warm-up steps; 0: warmup_ratio of the steps")
       .add("warmup_ratio", &f.warmup_ratio, "warm-up as a fraction of the steps")
+      .add_choice("logging_strategy", &f.logging_strategy, intervals,
+                  "when to log loss, grad norm and learning rate")
       .add(
           "logging_steps", &f.logging_steps,
           "log loss, grad norm and learning rate every N steps (below 1: that fraction of the run)",
           "N")
+      .add("logging_first_step", &f.logging_first_step, "also log after the first step")
       .add_choice("eval_strategy", &f.eval_strategy, intervals, "when to evaluate")
       .add("eval_steps", &f.eval_steps, "evaluate every N steps (eval_strategy steps); 0: logging",
            "N")
       .add("eval_delay", &f.eval_delay, "no evaluation before N steps or epochs (eval_strategy's)",
            "N")
-      .add_choice("save_strategy", &f.save_strategy, intervals, "when to save a checkpoint")
+      .add_choice("save_strategy", &f.save_strategy, {"no", "steps", "epoch", "best"},
+                  "when to save a checkpoint (best: at each new best metric_for_best_model)")
       .add("save_steps", &f.save_steps, "save every N steps (save_strategy steps)", "N")
       .add("save_only_model", &f.save_only_model,
            "checkpoints hold the model's weights only (they cannot be resumed from)")
+      .add("load_best_model_at_end", &f.load_best_model_at_end,
+           "end with the weights of the best evaluated checkpoint")
+      .add("metric_for_best_model", &f.metric_for_best_model,
+           "the evaluation metric that ranks checkpoints (eval_loss, eval_accuracy, ...)", "NAME")
+      .add_choice("greater_is_better", &f.greater_is_better, {"true", "false"},
+                  "whether a larger metric is better (default: not for a loss)")
       .add("save_total_limit", &f.save_total_limit, "checkpoints to keep; <= 0: all", "N")
       .add("resume_from_checkpoint", &f.resume_from_checkpoint,
            "continue exactly from a checkpoint folder, or the newest in output_dir", "PATH|latest")
@@ -128,18 +143,23 @@ inline accelerate::TrainingArguments training_arguments(const TrainingFlags& f) 
                   .optim_args(f.optim_args)
                   .warmup_steps(f.warmup_steps)
                   .warmup_ratio(f.warmup_ratio)
+                  .logging_strategy(interval(f.logging_strategy))
                   .logging_steps(f.logging_steps)
+                  .logging_first_step(f.logging_first_step)
                   .eval_strategy(interval(f.eval_strategy))
                   .eval_delay(f.eval_delay)
-                  .save_strategy(interval(f.save_strategy))
+                  .save_strategy(*accelerate::parse_save_strategy(f.save_strategy))
                   .save_steps(f.save_steps)
                   .save_only_model(f.save_only_model)
+                  .load_best_model_at_end(f.load_best_model_at_end)
                   .seed(f.seed)
                   .bf16(f.bf16)
                   .fp16(f.fp16)
                   .report_to({f.report_to})
                   .dataloader_num_workers(f.dataloader_num_workers);
   if (f.eval_steps > 0) args.eval_steps(f.eval_steps);
+  if (!f.metric_for_best_model.empty()) args.metric_for_best_model(f.metric_for_best_model);
+  if (!f.greater_is_better.empty()) args.greater_is_better(f.greater_is_better == "true");
   if (f.save_total_limit > 0) args.save_total_limit(static_cast<int>(f.save_total_limit));
   if (!f.resume_from_checkpoint.empty()) args.resume_from_checkpoint(f.resume_from_checkpoint);
   args.validate();

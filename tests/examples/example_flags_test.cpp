@@ -205,11 +205,18 @@ std::vector<Program> programs() {
         "lr_scheduler_type",
         "warmup_steps",
         "warmup_ratio",
+        "logging_strategy",
         "logging_steps",
+        "logging_first_step",
         "eval_strategy",
         "eval_steps",
+        "eval_delay",
         "save_strategy",
         "save_steps",
+        "save_only_model",
+        "load_best_model_at_end",
+        "metric_for_best_model",
+        "greater_is_better",
         "save_total_limit",
         "resume_from_checkpoint",
         "seed",
@@ -314,6 +321,17 @@ INSTANTIATE_TEST_SUITE_P(Examples, ExampleProgram, ::testing::ValuesIn(programs(
                            }
                            return name;
                          });
+
+// The TrainingArguments flags reach the Trainer's own checks: save_strategy
+// best without a metric is refused as TrainingArguments refuses it.
+TEST(ExampleTrainingFlags, BestWithoutAMetricIsTheTrainingArgumentsError) {
+  const auto result = run_program(
+      {GPT_PATH, "--save_strategy", "best", "--logging_strategy", "epoch", "--max_steps", "1"}, {},
+      60s);
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_THAT(result.err, HasSubstr("save_strategy best requires metric_for_best_model"));
+  EXPECT_EQ(split_lines(result.err).size(), 1u) << result.err;
+}
 
 // Flags reach every process through the launcher, and the result line comes
 // from the main process only (the MNIST programs' accuracy lines are checked
