@@ -15,13 +15,23 @@
 #      from checkpoint-10; signalled as Slurm signals it before the time limit
 #      (--signal=B:USR1), it requeues itself, and the rerun resumes from the
 #      newest checkpoint and finishes.
+# Then, given the nlp program, MiniLM and the labelled Brown sentences, the
+# NLP example's batch script (examples/slurm/nlp.sbatch) the same way:
+#   f. one epoch on a small slice on 2 CPU processes: it finishes, the
+#      accuracy/F1 line comes from the main process only, once, and the
+#      epoch's checkpoint is written; submitted again for two epochs on the
+#      same output_dir, it resumes from epoch_0 and runs only epoch 1.
 # Exit 77 (skipped) where Slurm is not installed or we are not root.
-#   slurm_test.sh ACCELERATE COLLECTIVES_PROBE [TRAINING_PROBE [GPT BROWN_DIR]]
+#   slurm_test.sh ACCELERATE COLLECTIVES_PROBE [TRAINING_PROBE [GPT BROWN_DIR
+#                 [NLP MINILM_DIR BROWN_GENRE_DIR]]]
 set -u
 ACCELERATE=$1
 PROBE=$2
 GPT=${4:-}
 BROWN=${5:-}
+NLP=${6:-}
+MINILM=${7:-}
+BROWN_GENRE=${8:-}
 EXAMPLES=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../examples/slurm" && pwd)
 skip() { echo "SKIPPED: $*"; exit 77; }
 fail() {
@@ -138,8 +148,9 @@ done
 echo "ok: sbatch ran the job through accelerate launch, srun + accelerate launch, and plain srun (${SECONDS} s)"
 
 # ---- d, e: the GPT example's batch scripts, submitted as a user would ----
+# (f, the NLP example's, runs first: it is quicker, and needs d's helpers.)
 if [ -z "$GPT" ]; then
-  echo "note: the GPT example's Slurm scripts were not run (no gpt program given)"
+  echo "note: the examples' Slurm scripts were not run (no gpt program given)"
   exit 0
 fi
 [ -x "$GPT" ] || fail "the gpt program was not built ($GPT)"
@@ -183,6 +194,49 @@ check_finished() {
     [ -s "$dir/model/$file" ] || fail "$what: $dir/model/$file was not written"
   done
 }
+
+# f. The NLP example's script: one epoch of a slice, then resubmitted for
+# two, which resumes from epoch_0.
+if [ -n "$NLP" ] && [ -f "$MINILM/model.safetensors" ] && [ -f "$BROWN_GENRE/train.tsv" ]; then
+  t_nlp=$SECONDS
+  [ -x "$NLP" ] || fail "the nlp program was not built ($NLP)"
+  NLP_DIR=$WORK/nlp
+  SLICE=(--max_train_samples 32 --max_eval_samples 24 --batch_size 8 --max_length 32
+         --num_warmup_steps 0)
+  submit_nlp() {  # submit_nlp LOG [nlp flags...]: prints the job id
+    local log=$1
+    shift
+    NLP=$NLP MODEL=$MINILM DATA_DIR=$BROWN_GENRE OUTPUT_DIR=$NLP_DIR sbatch --parsable \
+      --gres=none --cpus-per-task=2 --time=15 --output="$log" "$EXAMPLES/nlp.sbatch" "$@" \
+      2>"$WORK/sbatch.err" | cut -d';' -f1
+  }
+  J=$(submit_nlp "$WORK/f-1.out" "${SLICE[@]}" --num_epochs 1)
+  [ -n "$J" ] || fail "sbatch nlp.sbatch failed: $(cat "$WORK/sbatch.err")"
+  state=$(wait_job "$J")
+  echo "== f, nlp.sbatch, job $J"
+  cat "$WORK/f-1.out"
+  [ "$state" = COMPLETED ] || fail "nlp.sbatch: job $J ended as '$state'"
+  grep -q "^accelerate launch: starting 2 process(es), ranks 0-1 of 2 on cpu," "$WORK/f-1.out" ||
+    fail "nlp.sbatch: no start line for 2 CPU processes"
+  [ "$(grep -c "^\[rank0\]: epoch 0: {'accuracy'" "$WORK/f-1.out")" = 1 ] ||
+    fail "nlp.sbatch: the main process did not print epoch 0's metrics once"
+  grep -q "^\[rank[1-9][0-9]*\]: epoch" "$WORK/f-1.out" && fail "nlp.sbatch: another process printed metrics"
+  [ -f "$NLP_DIR/epoch_0/accelerate_checkpoint.json" ] || fail "nlp.sbatch: no complete epoch_0 checkpoint"
+  J=$(submit_nlp "$WORK/f-2.out" "${SLICE[@]}" --num_epochs 2)
+  [ -n "$J" ] || fail "sbatch nlp.sbatch failed: $(cat "$WORK/sbatch.err")"
+  state=$(wait_job "$J")
+  echo "== f, nlp.sbatch again for 2 epochs, job $J"
+  cat "$WORK/f-2.out"
+  [ "$state" = COMPLETED ] || fail "nlp.sbatch (2 epochs): job $J ended as '$state'"
+  grep -q "^nlp: start: .*resuming from $NLP_DIR/epoch_0$" "$WORK/f-2.out" ||
+    fail "nlp.sbatch (2 epochs): did not resume from epoch_0"
+  grep -q "epoch 0: {'accuracy'" "$WORK/f-2.out" && fail "nlp.sbatch (2 epochs): epoch 0 ran again"
+  [ "$(grep -c "^\[rank0\]: epoch 1: {'accuracy'" "$WORK/f-2.out")" = 1 ] ||
+    fail "nlp.sbatch (2 epochs): the main process did not print epoch 1's metrics once"
+  echo "ok: nlp.sbatch ran an epoch on 2 processes and, resubmitted, resumed from epoch_0 ($((SECONDS - t_nlp)) s)"
+else
+  echo "note: the NLP example's Slurm script was not run (no nlp program, MiniLM or labelled Brown sentences given)"
+fi
 
 # d. Both scripts, 10 steps, evaluations at steps 5 and 10.
 ONE=$WORK/gpt-one
