@@ -2,6 +2,7 @@
 // where LibTorch's are slow.
 //
 //   auto h = accelerate::gelu(fc(x), accelerate::GeluApproximation::kTanh);  // GPT-2's gelu_new
+//   auto m = accelerate::silu_mul(gate_proj(x), up_proj(x));                 // Llama's MLP
 //
 // The tanh-approximated GELU is what GPT-2 ("gelu_new", "gelu_pytorch_tanh")
 // uses; LibTorch's CPU kernel for it is several times slower than a memory
@@ -25,5 +26,13 @@ enum class GeluApproximation {
 
 // GELU of x, differentiable.
 at::Tensor gelu(const at::Tensor& x, GeluApproximation approximation = GeluApproximation::kNone);
+
+// silu(gate) * up, the gated MLP activation of Llama-family models
+// (down_proj(silu(gate_proj(x)) * up_proj(x))), differentiable in both.
+// On CPU float and bfloat16 tensors of one shape and dtype: one fused pass
+// forward and one backward (the composite takes two and three, and keeps
+// silu(gate) as well); elsewhere at::silu(gate) * up. In bfloat16
+// silu(gate) is rounded before the product, as the composite rounds it.
+at::Tensor silu_mul(const at::Tensor& gate, const at::Tensor& up);
 
 }  // namespace accelerate

@@ -7,9 +7,11 @@
 #include <ATen/ATen.h>
 #include <torch/nn/functional/activation.h>
 
+#include "accelerate/activations.h"
 #include "accelerate/attention.h"
 #include "accelerate/errors.h"
 #include "accelerate/models/pretrained.h"
+#include "accelerate/rms_norm.h"
 #include "accelerate/unit_forward.h"
 #include "models/config_json.h"
 #include "models/pretrained_build.h"
@@ -66,11 +68,7 @@ LlamaRMSNormImpl::LlamaRMSNormImpl(int64_t width, double eps_) : eps(eps_) {
   weight = register_parameter("weight", at::ones({width}));
 }
 
-at::Tensor LlamaRMSNormImpl::forward(const at::Tensor& x) {
-  const at::Tensor x32 = x.to(at::kFloat);
-  const at::Tensor variance = x32.pow(2).mean(-1, /*keepdim=*/true);
-  return weight * (x32 * at::rsqrt(variance + eps)).to(x.scalar_type());
-}
+at::Tensor LlamaRMSNormImpl::forward(const at::Tensor& x) { return rms_norm(x, weight, eps); }
 
 LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& config, int64_t layer)
     : heads_(config.num_attention_heads),
@@ -115,7 +113,7 @@ LlamaMLPImpl::LlamaMLPImpl(const LlamaConfig& config) {
 }
 
 at::Tensor LlamaMLPImpl::forward(const at::Tensor& x) {
-  return down_proj(at::silu(gate_proj(x)) * up_proj(x));
+  return down_proj(silu_mul(gate_proj(x), up_proj(x)));
 }
 
 LlamaDecoderLayerImpl::LlamaDecoderLayerImpl(const LlamaConfig& config, int64_t layer) {

@@ -10,6 +10,7 @@
 
 #include "nn/gelu_kernels.h"
 #include "nn/kernel_tensors.h"
+#include "nn/silu_kernels.h"
 
 namespace accelerate {
 namespace {
@@ -66,7 +67,62 @@ struct FusedTanhGelu : torch::autograd::Function<FusedTanhGelu> {
   }
 };
 
+at::Tensor silu_mul_forward(const at::Tensor& a, const at::Tensor& b) {
+  at::Tensor y = at::empty_like(a);
+  at::parallel_for(0, a.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    if (a.scalar_type() == at::kFloat) {
+      detail::silu_mul_forward(a.data_ptr<float>() + begin, b.data_ptr<float>() + begin,
+                               y.data_ptr<float>() + begin, end - begin);
+    } else {
+      detail::silu_mul_forward(detail::bf16_bits(a) + begin, detail::bf16_bits(b) + begin,
+                               detail::bf16_bits(y) + begin, end - begin);
+    }
+  });
+  return y;
+}
+
+// Saves both inputs (the composite keeps silu(gate) too); backward
+// recomputes the sigmoid and writes both gradients in one pass.
+struct FusedSiluMul : torch::autograd::Function<FusedSiluMul> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& gate,
+                            const at::Tensor& up) {
+    RECORD_FUNCTION("accelerate::silu_mul", std::vector<c10::IValue>({gate, up}));
+    const at::Tensor a = gate.contiguous(), b = up.contiguous();
+    ctx->save_for_backward({a, b});
+    return silu_mul_forward(a, b);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& a = saved[0];
+    const at::Tensor& b = saved[1];
+    const at::Tensor grad = grads[0].to(a.scalar_type()).contiguous();
+    at::Tensor da = at::empty_like(a), db = at::empty_like(b);
+    at::parallel_for(0, a.numel(), kGrain, [&](int64_t begin, int64_t end) {
+      if (a.scalar_type() == at::kFloat) {
+        detail::silu_mul_backward(grad.data_ptr<float>() + begin, a.data_ptr<float>() + begin,
+                                  b.data_ptr<float>() + begin, da.data_ptr<float>() + begin,
+                                  db.data_ptr<float>() + begin, end - begin);
+      } else {
+        detail::silu_mul_backward(detail::bf16_bits(grad) + begin, detail::bf16_bits(a) + begin,
+                                  detail::bf16_bits(b) + begin, detail::bf16_bits(da) + begin,
+                                  detail::bf16_bits(db) + begin, end - begin);
+      }
+    });
+    return {da, db};
+  }
+};
+
 }  // namespace
+
+at::Tensor silu_mul(const at::Tensor& gate, const at::Tensor& up) {
+  if (!detail::fused_kernel_takes(gate) || !detail::fused_kernel_takes(up) ||
+      gate.scalar_type() != up.scalar_type() || !gate.sizes().equals(up.sizes())) {
+    return at::silu(gate) * up;
+  }
+  return FusedSiluMul::apply(gate, up);
+}
 
 at::Tensor gelu(const at::Tensor& x, GeluApproximation approximation) {
   if (approximation == GeluApproximation::kNone) return at::gelu(x);

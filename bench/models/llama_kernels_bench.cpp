@@ -1,0 +1,108 @@
+// llama_kernels_bench: forward + backward time of the library's fused RMS
+// norm and SiLU gate (accelerate::rms_norm, accelerate::silu_mul) against
+// the LibTorch composites transformers' LlamaRMSNorm and LlamaMLP compute,
+// side by side in one process, on one Llama layer's shapes (the speed
+// preset of bench/models/run_llama_bench.sh by default), in float and
+// bfloat16 (docs/models.md, "Speed").
+//
+//   llama_kernels_bench [--rows 1024] [--hidden 512] [--intermediate 1376] [--repeats 20]
+//
+// Prints one line per op and dtype: the median ms of --repeats passes after
+// two warm-up passes, each side, and composite / fused (> 1: fused faster).
+#include <accelerate/activations.h>
+#include <accelerate/rms_norm.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Op = std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>;
+
+double median_ms(const Op& op, const torch::Tensor& a, const torch::Tensor& b,
+                 const torch::Tensor& grad, int repeats) {
+  auto pass = [&] {
+    const auto la = a.detach().requires_grad_(), lb = b.detach().requires_grad_();
+    op(la, lb).backward(grad);
+  };
+  pass();
+  pass();
+  std::vector<double> times;
+  for (int i = 0; i < repeats; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    pass();
+    times.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+torch::Tensor composite_rms_norm(const torch::Tensor& x, const torch::Tensor& w) {
+  const auto x32 = x.to(torch::kFloat);
+  return w * (x32 * torch::rsqrt(x32.pow(2).mean(-1, true) + 1e-6)).to(x.scalar_type());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t rows = 1024, hidden = 512, intermediate = 1376;
+  int repeats = 20;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const long long value = std::atoll(argv[i + 1]);
+    if (value < 1) {
+      std::fprintf(stderr, "llama_kernels_bench: error: %s must be a positive integer\n", argv[i]);
+      return 2;
+    }
+    if (flag == "--rows") {
+      rows = value;
+    } else if (flag == "--hidden") {
+      hidden = value;
+    } else if (flag == "--intermediate") {
+      intermediate = value;
+    } else if (flag == "--repeats") {
+      repeats = static_cast<int>(value);
+    } else {
+      std::fprintf(stderr, "llama_kernels_bench: error: unknown flag %s\n", argv[i]);
+      return 2;
+    }
+  }
+  std::printf("%d threads, %lld rows, hidden %lld, intermediate %lld, median of %d\n",
+              torch::get_num_threads(), static_cast<long long>(rows),
+              static_cast<long long>(hidden), static_cast<long long>(intermediate), repeats);
+  std::printf("%-10s %-9s %14s %14s %9s\n", "op", "dtype", "composite ms", "fused ms", "ratio");
+  torch::manual_seed(0);
+  for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    const std::string name = dtype == torch::kFloat ? "float" : "bfloat16";
+    const auto x = torch::randn({rows, hidden}).to(dtype);
+    const auto w = (1 + 0.1 * torch::randn({hidden})).to(dtype);
+    const auto gx = torch::randn({rows, hidden}).to(dtype);
+    const double norm_composite = median_ms(composite_rms_norm, x, w, gx, repeats);
+    const double norm_fused =
+        median_ms([](const torch::Tensor& a,
+                     const torch::Tensor& b) { return accelerate::rms_norm(a, b, 1e-6); },
+                  x, w, gx, repeats);
+    std::printf("%-10s %-9s %14.3f %14.3f %9.2f\n", "rms_norm", name.c_str(), norm_composite,
+                norm_fused, norm_composite / norm_fused);
+    const auto gate = torch::randn({rows, intermediate}).to(dtype);
+    const auto up = torch::randn({rows, intermediate}).to(dtype);
+    const auto gm = torch::randn({rows, intermediate}).to(dtype);
+    const double gate_composite =
+        median_ms([](const torch::Tensor& a, const torch::Tensor& b) { return torch::silu(a) * b; },
+                  gate, up, gm, repeats);
+    const double gate_fused = median_ms(
+        [](const torch::Tensor& a, const torch::Tensor& b) { return accelerate::silu_mul(a, b); },
+        gate, up, gm, repeats);
+    std::printf("%-10s %-9s %14.3f %14.3f %9.2f\n", "silu_mul", name.c_str(), gate_composite,
+                gate_fused, gate_composite / gate_fused);
+  }
+  return 0;
+}
