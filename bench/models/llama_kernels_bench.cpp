@@ -1,16 +1,20 @@
 // llama_kernels_bench: forward + backward time of the library's fused RMS
-// norm and SiLU gate (accelerate::rms_norm, accelerate::silu_mul) against
-// the LibTorch composites transformers' LlamaRMSNorm and LlamaMLP compute,
+// norm, SiLU gate and rotary embedding (accelerate::rms_norm, silu_mul,
+// rotary_embedding) against the LibTorch composites transformers'
+// LlamaRMSNorm, LlamaMLP and apply_rotary_pos_emb compute,
 // side by side in one process, on one Llama layer's shapes (the speed
 // preset of bench/models/run_llama_bench.sh by default), in float and
 // bfloat16 (docs/models.md, "Speed").
 //
-//   llama_kernels_bench [--rows 1024] [--hidden 512] [--intermediate 1376] [--repeats 20]
+//   llama_kernels_bench [--batch 4] [--tokens 256] [--hidden 512] [--heads 8]
+//                       [--intermediate 1376] [--repeats 20]
 //
 // Prints one line per op and dtype: the median ms of --repeats passes after
 // two warm-up passes, each side, and composite / fused (> 1: fused faster).
 #include <accelerate/activations.h>
+#include <accelerate/malloc_tuning.h>
 #include <accelerate/rms_norm.h>
+#include <accelerate/rotary_embedding.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -45,6 +49,14 @@ double median_ms(const Op& op, const torch::Tensor& a, const torch::Tensor& b,
   return times[times.size() / 2];
 }
 
+// apply_rotary_pos_emb on [batch, tokens, heads, d], cos/sin [tokens, d].
+torch::Tensor composite_rotary(const torch::Tensor& x, const torch::Tensor& cos,
+                               const torch::Tensor& sin) {
+  const int64_t half = x.size(-1) / 2;
+  const auto rotated = torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+  return x * cos.unsqueeze(1) + rotated * sin.unsqueeze(1);
+}
+
 torch::Tensor composite_rms_norm(const torch::Tensor& x, const torch::Tensor& w) {
   const auto x32 = x.to(torch::kFloat);
   return w * (x32 * torch::rsqrt(x32.pow(2).mean(-1, true) + 1e-6)).to(x.scalar_type());
@@ -53,7 +65,7 @@ torch::Tensor composite_rms_norm(const torch::Tensor& x, const torch::Tensor& w)
 }  // namespace
 
 int main(int argc, char** argv) {
-  int64_t rows = 1024, hidden = 512, intermediate = 1376;
+  int64_t batch = 4, tokens = 256, hidden = 512, heads = 8, intermediate = 1376;
   int repeats = 20;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
@@ -62,8 +74,12 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "llama_kernels_bench: error: %s must be a positive integer\n", argv[i]);
       return 2;
     }
-    if (flag == "--rows") {
-      rows = value;
+    if (flag == "--batch") {
+      batch = value;
+    } else if (flag == "--tokens") {
+      tokens = value;
+    } else if (flag == "--heads") {
+      heads = value;
     } else if (flag == "--hidden") {
       hidden = value;
     } else if (flag == "--intermediate") {
@@ -75,9 +91,20 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::printf("%d threads, %lld rows, hidden %lld, intermediate %lld, median of %d\n",
-              torch::get_num_threads(), static_cast<long long>(rows),
-              static_cast<long long>(hidden), static_cast<long long>(intermediate), repeats);
+  // As in training under the Accelerator: freed activation-sized blocks are
+  // reused, not unmapped and faulted in again (both sides alike).
+  accelerate::tune_malloc_for_training();
+  const int64_t rows = batch * tokens, head_dim = hidden / heads;
+  if (hidden % heads != 0 || head_dim % 2 != 0) {
+    std::fprintf(stderr,
+                 "llama_kernels_bench: error: --hidden must be --heads x an even head_dim\n");
+    return 2;
+  }
+  std::printf(
+      "%d threads, %lld x %lld tokens, hidden %lld, %lld heads, intermediate %lld, median of %d\n",
+      torch::get_num_threads(), static_cast<long long>(batch), static_cast<long long>(tokens),
+      static_cast<long long>(hidden), static_cast<long long>(heads),
+      static_cast<long long>(intermediate), repeats);
   std::printf("%-10s %-9s %14s %14s %9s\n", "op", "dtype", "composite ms", "fused ms", "ratio");
   torch::manual_seed(0);
   for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
@@ -103,6 +130,24 @@ int main(int argc, char** argv) {
         gate, up, gm, repeats);
     std::printf("%-10s %-9s %14.3f %14.3f %9.2f\n", "silu_mul", name.c_str(), gate_composite,
                 gate_fused, gate_composite / gate_fused);
+    // The query's rotation ([batch, tokens, heads, head_dim]); cos and sin
+    // do not need gradients, so the second input is unused by both.
+    const auto angles = torch::rand({tokens, head_dim}) * 6;
+    const auto cos = angles.cos().to(dtype), sin = angles.sin().to(dtype);
+    const auto q = torch::randn({batch, tokens, heads, head_dim}).to(dtype);
+    const auto gq = torch::randn({batch, tokens, heads, head_dim}).to(dtype);
+    const auto unused = torch::zeros({1}, dtype);
+    const double rotary_composite =
+        median_ms([&](const torch::Tensor& a,
+                      const torch::Tensor& b) { return composite_rotary(a, cos, sin) + b; },
+                  q, unused, gq, repeats);
+    const double rotary_fused = median_ms(
+        [&](const torch::Tensor& a, const torch::Tensor& b) {
+          return accelerate::rotary_embedding(a, cos, sin) + b;
+        },
+        q, unused, gq, repeats);
+    std::printf("%-10s %-9s %14.3f %14.3f %9.2f\n", "rotary", name.c_str(), rotary_composite,
+                rotary_fused, rotary_composite / rotary_fused);
   }
   return 0;
 }

@@ -12,6 +12,7 @@
 #include "accelerate/errors.h"
 #include "accelerate/models/pretrained.h"
 #include "accelerate/rms_norm.h"
+#include "accelerate/rotary_embedding.h"
 #include "accelerate/unit_forward.h"
 #include "models/config_json.h"
 #include "models/pretrained_build.h"
@@ -23,12 +24,6 @@ constexpr double kPi = 3.14159265358979323846;
 
 torch::nn::Linear projection(int64_t in, int64_t out, bool bias) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
-}
-
-// [..., d] -> [-second half, first half], transformers' rotate_half.
-at::Tensor rotate_half(const at::Tensor& x) {
-  const int64_t half = x.size(-1) / 2;
-  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
 }
 
 // [batch, kv_heads, tokens, d] -> [batch, kv_heads * groups, tokens, d],
@@ -86,15 +81,15 @@ LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& config, int64_t layer)
 at::Tensor LlamaAttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos,
                                        const at::Tensor& sin) {
   const int64_t batch = x.size(0), tokens = x.size(1);
+  // [batch, tokens, count, d]: the projection's layout, where the rotation
+  // runs on contiguous rows; then heads before tokens for attention.
   auto heads = [&](const at::Tensor& projected, int64_t count) {
-    return projected.view({batch, tokens, count, head_dim_}).transpose(1, 2);
+    return projected.view({batch, tokens, count, head_dim_});
   };
-  at::Tensor q = heads(q_proj(x), heads_);
-  at::Tensor k = heads(k_proj(x), kv_heads_);
-  const at::Tensor v = heads(v_proj(x), kv_heads_);
   // cos/sin [tokens, d] broadcast over batch and heads.
-  q = q * cos + rotate_half(q) * sin;
-  k = k * cos + rotate_half(k) * sin;
+  const at::Tensor q = rotary_embedding(heads(q_proj(x), heads_), cos, sin).transpose(1, 2);
+  const at::Tensor k = rotary_embedding(heads(k_proj(x), kv_heads_), cos, sin).transpose(1, 2);
+  const at::Tensor v = heads(v_proj(x), kv_heads_).transpose(1, 2);
   const int64_t groups = heads_ / kv_heads_;
   // The scale is 1/sqrt(head_dim), transformers' `scaling`.
   const at::Tensor attended = causal_attention(q, repeat_kv(k, groups), repeat_kv(v, groups),

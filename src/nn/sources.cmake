@@ -1,7 +1,7 @@
 # Sources of the library's nn area (target_sources on 'accelerate'): building
 # blocks for models: attention (include/accelerate/attention.h), activations
 # (activations.h), the cross-entropy loss (cross_entropy.h), the RMS norm
-# (rms_norm.h), sequence parallelism.
+# (rms_norm.h), rotary embeddings (rotary_embedding.h), sequence parallelism.
 target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/activations.cpp
   ${CMAKE_CURRENT_LIST_DIR}/attention.cpp
@@ -12,6 +12,8 @@ target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/gelu_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rms_norm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rms_norm_kernels.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/rotary_embedding.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/rotary_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sequence_parallel.cpp
   ${CMAKE_CURRENT_LIST_DIR}/silu_kernels.cpp)
 # The kernels' loops are written for the compiler to vectorize, which GCC
@@ -21,6 +23,7 @@ set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/gelu_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cross_entropy_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/causal_softmax_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rms_norm_kernels.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/rotary_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/silu_kernels.cpp PROPERTIES
   SKIP_UNITY_BUILD_INCLUSION ON
   COMPILE_OPTIONS "$<$<OR:$<CXX_COMPILER_ID:GNU>,$<CXX_COMPILER_ID:Clang>>:-O3>")
