@@ -12,12 +12,14 @@
 //     static int64_t vocab_size(const Config&);
 //     static Model load(const std::string& folder);       // config + weights
 //     static at::Tensor loss(Model&, const at::Tensor& ids);  // mean causal-LM loss
-//     static void write_config(const Config&, const std::string& folder);
+//     static void write_config(const Config&, const std::string& folder,
+//                              const std::string& dtype);        // torch_dtype
 //   };
 #pragma once
 
 #include <accelerate/models/llama.h>
 #include <accelerate/models/llama_config.h>
+#include <accelerate/models/pretrained.h>
 
 #include <cstdint>
 #include <string>
@@ -44,8 +46,10 @@ struct LlamaFamily {
     return Model(accelerate::models::LlamaForCausalLMImpl::from_pretrained(folder));
   }
   static at::Tensor loss(Model& model, const at::Tensor& ids) { return model->loss(ids, ids); }
-  static void write_config(const Config& config, const std::string& folder) {
-    accelerate::models::write_llama_config(config, folder, "float32");
+  // `dtype`: the saved weights' ("float32", or "bfloat16" from a 16-bit save).
+  static void write_config(const Config& config, const std::string& folder,
+                           const std::string& dtype) {
+    accelerate::models::write_llama_config(config, folder, dtype);
   }
 };
 

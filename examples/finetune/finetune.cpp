@@ -158,7 +158,8 @@ int run_family(const FinetuneFlags& f) {
   accelerator.save_model(model, final_dir,
                          accelerate::SaveModelOptions().max_shard_size(f.max_shard_size));
   if (accelerator.is_main_process()) {
-    Family::write_config(config, final_dir);
+    // torch_dtype says what was saved: bfloat16 under DeepSpeed's 16-bit save.
+    Family::write_config(config, final_dir, accelerate::models::saved_weights_dtype(final_dir));
     for (const char* name : kTokenizerFiles) {
       const fs::path source = fs::path(f.model) / name;
       if (fs::exists(source)) {

@@ -85,12 +85,12 @@ std::map<std::string, std::string> ConfigJson::other_keys(
   return other;
 }
 
+std::string torch_dtype_name(at::ScalarType dtype) {
+  return dtype == at::kBFloat16 ? "bfloat16" : dtype == at::kHalf ? "float16" : "float32";
+}
+
 std::string saved_dtype_name(const torch::nn::Module& module) {
-  for (const at::Tensor& p : module.parameters()) {
-    return p.scalar_type() == at::kBFloat16 ? "bfloat16"
-           : p.scalar_type() == at::kHalf   ? "float16"
-                                            : "float32";
-  }
+  for (const at::Tensor& p : module.parameters()) return torch_dtype_name(p.scalar_type());
   return "float32";
 }
 

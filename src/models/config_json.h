@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 
+#include <c10/core/ScalarType.h>
 #include <nlohmann/json.hpp>
 
 namespace torch::nn {
@@ -74,8 +75,11 @@ nlohmann::json config_json_start(const std::map<std::string, std::string>& other
                                  const std::string& model_type, const std::string& architecture,
                                  const std::string& dtype);
 
+// config.json's name of a weight dtype: "bfloat16", "float16", else "float32".
+std::string torch_dtype_name(at::ScalarType dtype);
+
 // The dtype a saved config.json names for `module`'s weights (its first
-// parameter's): "bfloat16", "float16" or "float32".
+// parameter's).
 std::string saved_dtype_name(const torch::nn::Module& module);
 
 // Writes `text` to DIRECTORY/config.json (creating the folder); Error

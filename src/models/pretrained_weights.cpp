@@ -18,6 +18,7 @@
 #include "accelerate/errors.h"
 #include "accelerate/safetensors.h"
 #include "checkpoint/safetensors_sharding.h"
+#include "models/config_json.h"
 #include "models/pretrained_build.h"
 
 namespace accelerate::models {
@@ -215,6 +216,16 @@ std::shared_ptr<torch::nn::Module> build_pretrained_module(
   if (!report.kept_initial.empty()) model = build_in_dtype();
   load_pretrained_weights(*model, folder, rules);
   return model;
+}
+
+std::string saved_weights_dtype(const std::string& folder) {
+  for (const auto& file : open_weight_files(folder)) {
+    for (const auto& name : file.names) {
+      const at::ScalarType dtype = file.reader->dtype(name);
+      if (at::isFloatingType(dtype)) return torch_dtype_name(dtype);
+    }
+  }
+  return "float32";
 }
 
 std::vector<std::string> save_pretrained_weights(const torch::nn::Module& module,

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "accelerate/models/llama.h"
+#include "accelerate/models/pretrained.h"
 #include "accelerate/safetensors.h"
 #include "models/reference_python.h"
 #include "support/launcher_process.h"
@@ -216,6 +217,50 @@ use_cpu: true
   std::cout << "ZeRO-3 on 2 processes vs 1 process, logits of final/: max abs diff " << diff
             << "\n";
   EXPECT_LE(diff, 1e-4);
+}
+
+// bf16 under ZeRO-3 with DeepSpeed's 16-bit save: final/ holds bfloat16
+// weights, and its config.json says so (transformers reads torch_dtype to
+// know what it loads); our from_pretrained loads them.
+TEST_F(Finetune, ZeRO3SixteenBitSaveWritesTheWeightsDtypeInTheConfig) {
+  REQUIRE_REFERENCE_PYTHON();
+  REQUIRE_BROWN();
+  ASSERT_NO_FATAL_FAILURE(make_reference());
+  std::ofstream(dir_.file("zero3_16bit.yaml")) << R"(compute_environment: LOCAL_MACHINE
+deepspeed_config:
+  gradient_accumulation_steps: 1
+  zero3_init_flag: false
+  zero3_save_16bit_model: true
+  zero_stage: 3
+distributed_type: DEEPSPEED
+machine_rank: 0
+mixed_precision: bf16
+num_machines: 1
+num_processes: 2
+use_cpu: true
+)";
+  auto argv = finetune_argv(dir_.file("model"), dir_.file("train.txt"), dir_.file("bf16"));
+  argv.insert(argv.end(), {"--per_device_train_batch_size", "2", "--max_steps", "5", "--bf16"});
+  const auto run = launch({"--config_file", dir_.file("zero3_16bit.yaml")}, argv);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const std::string final_dir = dir_.file("bf16/final");
+  const auto weights = accelerate::load_safetensors(final_dir + "/model.safetensors");
+  ASSERT_FALSE(weights.empty());
+  for (const auto& [name, tensor] : weights) {
+    EXPECT_EQ(tensor.scalar_type(), at::kBFloat16) << name;
+  }
+  EXPECT_EQ(read_json(final_dir + "/config.json").at("torch_dtype"), "bfloat16");
+  EXPECT_EQ(am::saved_weights_dtype(final_dir), "bfloat16");
+  // Loaded into fp32 parameters: exactly the saved bfloat16 values.
+  auto model = am::LlamaForCausalLMImpl::from_pretrained(final_dir);
+  size_t compared = 0;
+  const auto parameters = model->named_parameters();
+  for (const auto& [name, tensor] : weights) {
+    if (!parameters.contains(name)) continue;
+    EXPECT_TRUE(at::equal(parameters[name], tensor.to(at::kFloat))) << name;
+    ++compared;
+  }
+  EXPECT_EQ(compared, parameters.size());
 }
 
 std::string file_bytes(const std::string& path) {

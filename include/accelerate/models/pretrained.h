@@ -60,6 +60,13 @@ struct PretrainedLoadReport {
 PretrainedLoadReport load_pretrained_weights(torch::nn::Module& module, const std::string& folder,
                                              const PretrainedLoadOptions& options = {});
 
+// The name config.json's torch_dtype gives the weights `folder` holds
+// ("float32", "bfloat16", "float16": its first floating-point tensor's), for
+// a program that saved them another way (Accelerator::save_model under
+// ZeRO-3's 16-bit save) and writes the config after. Throws accelerate::Error
+// as load_pretrained_weights does for a folder without weights.
+std::string saved_weights_dtype(const std::string& folder);
+
 // Writes the module's weights as transformers does (accelerate::save_model:
 // one file, or shards of at most max_shard_size plus the index; a tied
 // weight once, under its first name). Returns the files written.
