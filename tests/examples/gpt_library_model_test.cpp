@@ -2,7 +2,7 @@
 // (accelerate/models/gpt2.h) read each other: the example's save loads into
 // GPT2LMHeadModel and gives the example's logits, and GPT2LMHeadModel's save
 // loads with gpt::load_pretrained. (The example still trains its own model;
-// docs/models.md, "Not yet", says why.)
+// docs/models-gpt2.md, "Not yet", says why.)
 #include <gtest/gtest.h>
 
 #include "accelerate/models/gpt2.h"

@@ -147,7 +147,7 @@ TEST(BertReference, LossAndGradientsEqualTransformers) {
     size_t reference_grads = 0;
     for (const auto& [name, tensor] : reference) reference_grads += name.rfind("grad.", 0) == 0;
     EXPECT_EQ(compared, reference_grads) << variant;
-    // Relative errors, in the test XML (docs/models.md quotes them).
+    // Relative errors, in the test XML (docs/models-bert.md quotes them).
     RecordProperty(variant, c10::str("loss ", loss_error, " worst gradient ", worst_grad));
   }
 }

@@ -57,7 +57,7 @@ TEST(MiniLM, SentenceEmbeddingsEqualTransformers) {
   ASSERT_EQ(embedding.sizes(), expected.sizes());
   const double diff = max_abs_diff(embedding, expected);
   EXPECT_LE(diff, 1e-5);
-  RecordProperty("max_abs_diff", c10::str(diff));  // in the test XML, for docs/models.md
+  RecordProperty("max_abs_diff", c10::str(diff));  // in the test XML, for docs/models-bert.md
   // Real sentence embeddings: related sentences are closer than unrelated
   // ones (0: "A man is eating food.", 1: "... a piece of bread.", 2: "The
   // girl is carrying a baby.").

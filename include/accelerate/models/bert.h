@@ -20,7 +20,7 @@
 // layers run through accelerate::unit_forward, so prepare() can make each
 // one a ZeRO stage-3 unit, and set_gradient_checkpointing(true) checkpoints
 // their activations. Dropout follows train()/eval(). No token ids
-// come from here: a tokenizer gives them. See docs/models.md.
+// come from here: a tokenizer gives them. See docs/models-bert.md.
 #pragma once
 
 #include <torch/nn/module.h>

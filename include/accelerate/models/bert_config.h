@@ -7,7 +7,7 @@
 //
 // Keys this library does not model ("initializer_range", "use_cache",
 // "architectures" of the source, ...) are kept and written back unchanged.
-// See docs/models.md.
+// See docs/models-bert.md.
 #pragma once
 
 #include <cstdint>

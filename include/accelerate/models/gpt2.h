@@ -18,7 +18,7 @@
 // unit (FSDP auto-wrap class name "GPT2Block"), and
 // set_gradient_checkpointing(true) checkpoints their activations. Dropout
 // follows train()/eval(). No KV cache and no attention mask (every sequence
-// of a batch is full). See docs/models.md.
+// of a batch is full). See docs/models-gpt2.md.
 #pragma once
 
 #include <torch/nn/module.h>

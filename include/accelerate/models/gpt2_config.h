@@ -6,7 +6,7 @@
 //
 // Keys this library does not model ("n_ctx", "bos_token_id", the summary_*
 // keys of the double-heads model, "task_specific_params", ...) are kept and
-// written back unchanged. See docs/models.md.
+// written back unchanged. See docs/models-gpt2.md.
 #pragma once
 
 #include <cstdint>
