@@ -1,4 +1,5 @@
 #include "accelerate/activations.h"
+#include "compat/parallel_ranges.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -15,14 +16,14 @@
 namespace accelerate {
 namespace {
 
-// Elements per task of at::parallel_for: large enough that a task outlasts
+// Elements per task of compat::parallel_ranges: large enough that a task outlasts
 // the pool's wake-up, small enough that both halves of a 2-core machine get
 // work from a 16 x 256 x 1536 MLP activation.
 constexpr int64_t kGrain = 1 << 15;
 
 at::Tensor tanh_gelu_forward(const at::Tensor& x) {
   at::Tensor y = at::empty_like(x);
-  at::parallel_for(0, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
+  compat::parallel_ranges(x.numel(), kGrain, [&](int64_t begin, int64_t end) {
     if (x.scalar_type() == at::kFloat) {
       detail::gelu_tanh_forward(x.data_ptr<float>() + begin, y.data_ptr<float>() + begin,
                                 end - begin);
@@ -36,7 +37,7 @@ at::Tensor tanh_gelu_forward(const at::Tensor& x) {
 
 at::Tensor tanh_gelu_backward(const at::Tensor& grad, const at::Tensor& x) {
   at::Tensor dx = at::empty_like(x);
-  at::parallel_for(0, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
+  compat::parallel_ranges(x.numel(), kGrain, [&](int64_t begin, int64_t end) {
     if (x.scalar_type() == at::kFloat) {
       detail::gelu_tanh_backward(grad.data_ptr<float>() + begin, x.data_ptr<float>() + begin,
                                  dx.data_ptr<float>() + begin, end - begin);
@@ -69,7 +70,7 @@ struct FusedTanhGelu : torch::autograd::Function<FusedTanhGelu> {
 
 at::Tensor silu_mul_forward(const at::Tensor& a, const at::Tensor& b) {
   at::Tensor y = at::empty_like(a);
-  at::parallel_for(0, a.numel(), kGrain, [&](int64_t begin, int64_t end) {
+  compat::parallel_ranges(a.numel(), kGrain, [&](int64_t begin, int64_t end) {
     if (a.scalar_type() == at::kFloat) {
       detail::silu_mul_forward(a.data_ptr<float>() + begin, b.data_ptr<float>() + begin,
                                y.data_ptr<float>() + begin, end - begin);
@@ -99,7 +100,7 @@ struct FusedSiluMul : torch::autograd::Function<FusedSiluMul> {
     const at::Tensor& b = saved[1];
     const at::Tensor grad = grads[0].to(a.scalar_type()).contiguous();
     at::Tensor da = at::empty_like(a), db = at::empty_like(b);
-    at::parallel_for(0, a.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    compat::parallel_ranges(a.numel(), kGrain, [&](int64_t begin, int64_t end) {
       if (a.scalar_type() == at::kFloat) {
         detail::silu_mul_backward(grad.data_ptr<float>() + begin, a.data_ptr<float>() + begin,
                                   b.data_ptr<float>() + begin, da.data_ptr<float>() + begin,

@@ -1,4 +1,5 @@
 #include "nn/causal_softmax.h"
+#include "compat/parallel_ranges.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -15,7 +16,7 @@ namespace accelerate {
 namespace detail {
 namespace {
 
-// Scores per task of at::parallel_for.
+// Scores per task of compat::parallel_ranges.
 constexpr int64_t kGrainElements = 1 << 15;
 
 CausalRows rows_of(const at::Tensor& scores, double scale) {
@@ -32,7 +33,7 @@ void for_row_blocks(const CausalRows& shape, const Fn& fn) {
   const int64_t grain = std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, shape.keys));
   const int64_t matrices = shape.rows / std::max<int64_t>(1, shape.queries);
   const int64_t matrix_grain = std::max<int64_t>(1, grain / std::max<int64_t>(1, shape.queries));
-  at::parallel_for(0, matrices, matrix_grain, [&](int64_t begin, int64_t end) {
+  compat::parallel_ranges(matrices, matrix_grain, [&](int64_t begin, int64_t end) {
     CausalRows block = shape;
     block.rows = (end - begin) * shape.queries;
     fn(begin * shape.queries * shape.keys, block);

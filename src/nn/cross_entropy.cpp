@@ -1,4 +1,5 @@
 #include "accelerate/cross_entropy.h"
+#include "compat/parallel_ranges.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -16,7 +17,7 @@
 namespace accelerate {
 namespace {
 
-// Logits per task of at::parallel_for: a few vocabulary-sized rows.
+// Logits per task of compat::parallel_ranges: a few vocabulary-sized rows.
 constexpr int64_t kGrainElements = 1 << 15;
 
 void check_inputs(const at::Tensor& logits, const at::Tensor& targets) {
@@ -61,7 +62,7 @@ struct FusedCrossEntropy : torch::autograd::Function<FusedCrossEntropy> {
     const int64_t rows = logits.size(0), classes = logits.size(1);
     at::Tensor lse = at::empty({rows}, logits.options().dtype(at::kFloat));
     at::Tensor row_loss = at::empty({rows}, logits.options().dtype(at::kFloat));
-    at::parallel_for(0, rows, grain_rows(classes), [&](int64_t begin, int64_t end) {
+    compat::parallel_ranges(rows, grain_rows(classes), [&](int64_t begin, int64_t end) {
       const int64_t* t = targets.data_ptr<int64_t>() + begin;
       float* l = lse.data_ptr<float>() + begin;
       float* out = row_loss.data_ptr<float>() + begin;
@@ -101,7 +102,7 @@ struct FusedCrossEntropy : torch::autograd::Function<FusedCrossEntropy> {
     }
     row_scale = row_scale.expand({rows}).contiguous();
     at::Tensor grad = at::empty_like(logits);
-    at::parallel_for(0, rows, grain_rows(classes), [&](int64_t begin, int64_t end) {
+    compat::parallel_ranges(rows, grain_rows(classes), [&](int64_t begin, int64_t end) {
       const int64_t* t = targets.data_ptr<int64_t>() + begin;
       const float* l = lse.data_ptr<float>() + begin;
       const float* s = row_scale.data_ptr<float>() + begin;

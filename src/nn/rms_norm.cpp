@@ -1,4 +1,5 @@
 #include "accelerate/rms_norm.h"
+#include "compat/parallel_ranges.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -17,7 +18,7 @@
 namespace accelerate {
 namespace {
 
-// Rows per task of at::parallel_for: a task of a 512-wide model's rows is
+// Rows per task of compat::parallel_ranges: a task of a 512-wide model's rows is
 // tens of microseconds, more than the pool's wake-up.
 int64_t rms_norm_grain_rows(int64_t width) { return std::max<int64_t>(1, (1 << 14) / width); }
 
@@ -39,7 +40,7 @@ struct FusedRmsNorm : torch::autograd::Function<FusedRmsNorm> {
     const int64_t rows = width == 0 ? 0 : input.numel() / width;
     at::Tensor y = at::empty_like(input);
     at::Tensor rstd = at::empty({rows}, input.options().dtype(at::kFloat));
-    at::parallel_for(0, rows, rms_norm_grain_rows(width), [&](int64_t begin, int64_t end) {
+    compat::parallel_ranges(rows, rms_norm_grain_rows(width), [&](int64_t begin, int64_t end) {
       float* r = rstd.data_ptr<float>() + begin;
       if (input.scalar_type() == at::kFloat) {
         detail::rms_norm_forward(input.data_ptr<float>() + begin * width, w.data_ptr<float>(),
@@ -67,7 +68,7 @@ struct FusedRmsNorm : torch::autograd::Function<FusedRmsNorm> {
     at::Tensor dx = at::empty_like(x);
     // One float row of weight-gradient sums per thread, added up after.
     at::Tensor dw_sums = at::zeros({at::get_num_threads(), width}, rstd.options());
-    at::parallel_for(0, rows, rms_norm_grain_rows(width), [&](int64_t begin, int64_t end) {
+    compat::parallel_ranges(rows, rms_norm_grain_rows(width), [&](int64_t begin, int64_t end) {
       float* dw = dw_sums.data_ptr<float>() + at::get_thread_num() * width;
       const float* r = rstd.data_ptr<float>() + begin;
       if (x.scalar_type() == at::kFloat) {

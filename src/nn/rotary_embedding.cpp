@@ -1,4 +1,5 @@
 #include "accelerate/rotary_embedding.h"
+#include "compat/parallel_ranges.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -33,7 +34,7 @@ void rotate(const at::Tensor& in, const at::Tensor& cos, const at::Tensor& sin,
   const int64_t rows = in.size(0) * in.size(1), tokens = in.size(1), heads = in.size(2),
                 dim = in.size(3);
   const int64_t grain = std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(1, heads * dim));
-  at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+  compat::parallel_ranges(rows, grain, [&](int64_t begin, int64_t end) {
     const int64_t offset = begin * heads * dim, count = end - begin;
     if (in.scalar_type() == at::kFloat) {
       const float *from = in.data_ptr<float>() + offset, *c = cos.data_ptr<float>(),

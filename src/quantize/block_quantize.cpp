@@ -12,8 +12,8 @@
 
 #include "accelerate/detail/enum_names.h"
 #include "accelerate/errors.h"
+#include "compat/parallel_ranges.h"
 #include "quantize/block_quantize_kernels.h"
-#include "quantize/parallel_blocks.h"
 
 namespace accelerate::quantize {
 namespace {
@@ -71,7 +71,7 @@ std::int64_t payload_offset(const BlockFormat& format, std::int64_t element) {
 template <class Body>
 void for_blocks(const BlockFormat& format, bool needs_buffer, const Body& body) {
   const std::int64_t grain = std::max<std::int64_t>(1, kGrainElements / format.block_size);
-  for_block_ranges(format.blocks(), grain, [&](std::int64_t begin, std::int64_t end) {
+  compat::parallel_ranges(format.blocks(), grain, [&](std::int64_t begin, std::int64_t end) {
     std::vector<float> buffer(needs_buffer ? static_cast<std::size_t>(format.block_size) : 0);
     body(begin, end, buffer.data());
   });
