@@ -11,6 +11,8 @@
 #include <accelerate/attention.h>
 #include <torch/torch.h>
 
+#include "support/median_ms.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -23,22 +25,12 @@ namespace {
 double median_ms(const accelerate::AttentionKernel kernel, const std::vector<torch::Tensor>& qkv,
                  const torch::Tensor& grad, int repeats) {
   const auto options = accelerate::AttentionOptions().kernel(kernel);
-  auto pass = [&] {
-    auto out = accelerate::causal_attention(qkv[0], qkv[1], qkv[2], options);
-    out.backward(grad);
-  };
-  pass();
-  pass();
-  std::vector<double> times;
-  for (int i = 0; i < repeats; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    pass();
-    times.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return bench::median_ms(
+      [&] {
+        auto out = accelerate::causal_attention(qkv[0], qkv[1], qkv[2], options);
+        out.backward(grad);
+      },
+      repeats);
 }
 
 }  // namespace

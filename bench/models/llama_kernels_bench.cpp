@@ -17,6 +17,8 @@
 #include <accelerate/rotary_embedding.h>
 #include <torch/torch.h>
 
+#include "support/median_ms.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -31,22 +33,12 @@ using Op = std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor
 
 double median_ms(const Op& op, const torch::Tensor& a, const torch::Tensor& b,
                  const torch::Tensor& grad, int repeats) {
-  auto pass = [&] {
-    const auto la = a.detach().requires_grad_(), lb = b.detach().requires_grad_();
-    op(la, lb).backward(grad);
-  };
-  pass();
-  pass();
-  std::vector<double> times;
-  for (int i = 0; i < repeats; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    pass();
-    times.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return bench::median_ms(
+      [&] {
+        const auto la = a.detach().requires_grad_(), lb = b.detach().requires_grad_();
+        op(la, lb).backward(grad);
+      },
+      repeats);
 }
 
 // apply_rotary_pos_emb on [batch, tokens, heads, d], cos/sin [tokens, d].
