@@ -5,7 +5,6 @@
 #include "accelerate/models/llama.h"
 
 #include <ATen/ATen.h>
-#include <torch/nn/functional/activation.h>
 
 #include "accelerate/activations.h"
 #include "accelerate/attention.h"

@@ -88,25 +88,32 @@ PrefixChange prefix_change(const std::map<std::string, at::Tensor>& module_names
   return PrefixChange::kNone;
 }
 
-}  // namespace
+// A checked load: which file tensor goes to which of the module's names
+// (by name, so it serves any module built the same way), with the files
+// kept open for the reads.
+struct LoadPlan {
+  struct Step {
+    const SafetensorsReader* reader;
+    std::string stored, target;  // the name in the file, the name in the module
+  };
+  std::vector<WeightFile> files;
+  std::vector<Step> steps;
+  PretrainedLoadReport report;
+};
 
-PretrainedLoadReport load_pretrained_weights(torch::nn::Module& module, const std::string& folder,
-                                             const PretrainedLoadOptions& options) {
-  const auto files = open_weight_files(folder);
+// Every check of load_pretrained_weights, before anything is written (a
+// refused load leaves the module as it was). Throws accelerate::Error.
+LoadPlan plan_load(const torch::nn::Module& module, const std::string& folder,
+                   const PretrainedLoadOptions& options) {
+  LoadPlan load;
+  load.files = open_weight_files(folder);
+  const auto& files = load.files;
   const NamedTensors state = module_state_dict(module);
   std::map<std::string, at::Tensor> by_name(state.begin(), state.end());
   const std::string dotted = options.base_model_prefix() + ".";
   const PrefixChange change = prefix_change(by_name, files, options.base_model_prefix());
-  PretrainedLoadReport report;
-
-  // Every check first, so a refused load leaves the module as it was.
+  PretrainedLoadReport& report = load.report;
   std::vector<std::string> problems;
-  // (reader, name in the file, name in the module)
-  struct Step {
-    const SafetensorsReader* reader;
-    std::string stored, target;
-  };
-  std::vector<Step> plan;
   std::set<const at::TensorImpl*> filled, present;
   for (const auto& file : files) {
     for (const auto& name : file.names) {
@@ -152,7 +159,7 @@ PretrainedLoadReport load_pretrained_weights(torch::nn::Module& module, const st
       }
       // A tied weight needs only one of its names in the files.
       if (filled.insert(destination.unsafeGetTensorImpl()).second) {
-        plan.push_back({file.reader.get(), name, target});
+        load.steps.push_back({file.reader.get(), name, target});
       }
     }
   }
@@ -176,13 +183,15 @@ PretrainedLoadReport load_pretrained_weights(torch::nn::Module& module, const st
     }
     throw Error(message);
   }
-  // Built inside Accelerator::zero3_init() on a process that receives its
-  // shards from the main one: the parameters have no memory to fill, and
-  // reading into them would make them resident (a whole copy per process).
-  if (building_empty_weights()) return report;
+  return load;
+}
 
+// Reads every planned tensor into `module` (converted to its dtype).
+void fill(torch::nn::Module& module, const LoadPlan& load) {
+  const NamedTensors state = module_state_dict(module);
+  const std::map<std::string, at::Tensor> by_name(state.begin(), state.end());
   at::NoGradGuard no_grad;
-  for (const auto& step : plan) {
+  for (const auto& step : load.steps) {
     const at::Tensor& destination = by_name.at(step.target);
     if (step.reader->dtype(step.stored) == destination.scalar_type()) {
       step.reader->read_into(step.stored, destination);
@@ -190,7 +199,18 @@ PretrainedLoadReport load_pretrained_weights(torch::nn::Module& module, const st
       destination.copy_(step.reader->read(step.stored));
     }
   }
-  return report;
+}
+
+}  // namespace
+
+PretrainedLoadReport load_pretrained_weights(torch::nn::Module& module, const std::string& folder,
+                                             const PretrainedLoadOptions& options) {
+  LoadPlan load = plan_load(module, folder, options);
+  // Built inside Accelerator::zero3_init() on a process that receives its
+  // shards from the main one: the parameters have no memory to fill, and
+  // reading into them would make them resident (a whole copy per process).
+  if (!building_empty_weights()) fill(module, load);
+  return load.report;
 }
 
 std::shared_ptr<torch::nn::Module> build_pretrained_module(
@@ -201,20 +221,20 @@ std::shared_ptr<torch::nn::Module> build_pretrained_module(
     if (dtype != at::kFloat) model->to(dtype);
     return model;
   };
-  if (building_empty_weights()) {  // zero3_init: checks only, no memory touched
-    std::shared_ptr<torch::nn::Module> model = build_in_dtype();
-    load_pretrained_weights(*model, folder, rules);
-    return model;
-  }
+  // Inside zero3_init on a process that builds empty, the guard is active
+  // already and the model stays empty; elsewhere it skips the initialisers.
+  const bool already_empty = building_empty_weights();
   std::shared_ptr<torch::nn::Module> model;
-  PretrainedLoadReport report;
+  LoadPlan load;
   {
-    const EmptyWeightsGuard skip_initialisation;
+    const EmptyWeightsGuard skip_initialisation(!already_empty);
     model = build_in_dtype();
-    report = load_pretrained_weights(*model, folder, rules);  // every check, nothing read
+    load = plan_load(*model, folder, rules);  // every check; the files stay open
   }
-  if (!report.kept_initial.empty()) model = build_in_dtype();
-  load_pretrained_weights(*model, folder, rules);
+  if (already_empty) return model;
+  // Tensors no file holds need their initial values: the ordinary build.
+  if (!load.report.kept_initial.empty()) model = build_in_dtype();
+  fill(*model, load);
   return model;
 }
 
