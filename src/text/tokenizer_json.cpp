@@ -177,6 +177,17 @@ struct Tokenizer::Impl {
     return ids;
   }
 
+  // The ids the post-processor adds around one text or a pair (what
+  // truncation leaves room for).
+  size_t special_token_count(bool pair, bool add_special_tokens) const {
+    if (!post || !add_special_tokens) return 0;
+    size_t count = 0;
+    for (const PostTemplateItem& item : pair ? post->pair : post->single) {
+      if (item.sequence < 0) count += item.ids.size();
+    }
+    return count;
+  }
+
   Encoding process(const std::vector<int32_t>& a, const std::vector<int32_t>* b,
                    bool add_special_tokens) const {
     Encoding out;
@@ -393,19 +404,10 @@ Encoding Tokenizer::encode_pair(std::string_view first, std::string_view second,
   return impl_->process(impl_->encode_text(first), &b, add_special_tokens);
 }
 
-namespace {
-// The special tokens the post-processor adds to one text or a pair.
-size_t special_token_count(const Tokenizer::Impl& impl, bool pair, bool add_special_tokens) {
-  if (!add_special_tokens) return 0;
-  const std::vector<int32_t> none;
-  return impl.process(none, pair ? &none : nullptr, true).ids.size();
-}
-}  // namespace
-
 Encoding Tokenizer::encode_with_types(std::string_view text, const TruncationOptions& truncation,
                                       bool add_special_tokens) const {
   std::vector<int32_t> a = impl_->encode_text(text, detail::tokenize_limit(truncation, 0));
-  detail::truncate_sequences(a, nullptr, special_token_count(*impl_, false, add_special_tokens),
+  detail::truncate_sequences(a, nullptr, impl_->special_token_count(false, add_special_tokens),
                              truncation);
   return impl_->process(a, nullptr, add_special_tokens);
 }
@@ -415,7 +417,7 @@ Encoding Tokenizer::encode_pair(std::string_view first, std::string_view second,
                                 bool add_special_tokens) const {
   std::vector<int32_t> a = impl_->encode_text(first, detail::tokenize_limit(truncation, 0));
   std::vector<int32_t> b = impl_->encode_text(second, detail::tokenize_limit(truncation, 1));
-  detail::truncate_sequences(a, &b, special_token_count(*impl_, true, add_special_tokens),
+  detail::truncate_sequences(a, &b, impl_->special_token_count(true, add_special_tokens),
                              truncation);
   return impl_->process(a, &b, add_special_tokens);
 }
