@@ -97,16 +97,23 @@ int64_t steps_in_run(double steps, int64_t max_steps) {
   return static_cast<int64_t>(steps);
 }
 
-TrainingArguments& TrainingArguments::save_strategy(IntervalStrategy strategy) {
+namespace {
+// The save strategy of an interval strategy's name.
+SaveStrategy save_strategy_named_as(IntervalStrategy strategy) {
   switch (strategy) {
     case IntervalStrategy::kNo:
-      return save_strategy(SaveStrategy::kNo);
+      return SaveStrategy::kNo;
     case IntervalStrategy::kSteps:
-      return save_strategy(SaveStrategy::kSteps);
+      return SaveStrategy::kSteps;
     case IntervalStrategy::kEpoch:
-      return save_strategy(SaveStrategy::kEpoch);
+      return SaveStrategy::kEpoch;
   }
-  return *this;
+  return SaveStrategy::kNo;
+}
+}  // namespace
+
+TrainingArguments& TrainingArguments::save_strategy(IntervalStrategy strategy) {
+  return save_strategy(save_strategy_named_as(strategy));
 }
 
 std::optional<std::string> TrainingArguments::best_metric_key() const {
@@ -172,15 +179,11 @@ void TrainingArguments::validate() const {
   if (load_best_model_at_end() && save_strategy() != SaveStrategy::kBest) {
     // Hugging Face's rule: the best evaluation must have a checkpoint to load
     // ("best" saves exactly the best evaluations).
-    const bool same =
-        (eval_strategy() == IntervalStrategy::kNo && save_strategy() == SaveStrategy::kNo) ||
-        (eval_strategy() == IntervalStrategy::kSteps && save_strategy() == SaveStrategy::kSteps) ||
-        (eval_strategy() == IntervalStrategy::kEpoch && save_strategy() == SaveStrategy::kEpoch);
-    require(same, std::string("load_best_model_at_end requires the save and eval strategy to "
-                              "match, except when save_strategy is best, but found "
-                              "eval_strategy ") +
-                      to_string(eval_strategy()) + " and save_strategy " +
-                      to_string(save_strategy()));
+    require(save_strategy_named_as(eval_strategy()) == save_strategy(),
+            std::string("load_best_model_at_end requires the save and eval strategy to "
+                        "match, except when save_strategy is best, but found "
+                        "eval_strategy ") +
+                to_string(eval_strategy()) + " and save_strategy " + to_string(save_strategy()));
     if (eval_strategy() == IntervalStrategy::kSteps) check_best_model_steps();
   }
   lr_scheduler_kwargs().check_applies_to(lr_scheduler_type());

@@ -59,13 +59,8 @@ std::string folders_text(const std::string& output_dir) {
   return text;
 }
 
-struct FeatureRun {
-  FlowSteps steps;
-  std::string folders;
-};
-
 // One case line ("case key=value ..."): the same settings, trained here on 1 rank.
-FeatureRun run_feature_case(const std::string& line, const std::string& dir) {
+FlowRun run_feature_case(const std::string& line, const std::string& dir) {
   std::map<std::string, std::string> c;
   std::istringstream fields(line);
   std::string item;
@@ -101,7 +96,7 @@ FeatureRun run_feature_case(const std::string& line, const std::string& dir) {
   std::vector<double> scores;
   std::istringstream listed(c.at("scores"));
   for (std::string value; std::getline(listed, value, ',');) scores.push_back(std::stod(value));
-  FeatureRun run;
+  FlowRun run;
   accelerate::testing::run_rank_communicators(1, [&](std::shared_ptr<accelerate::Communicator> cm) {
     FlowNet model;
     accelerate::Trainer<FlowNet, accelerate::TensorDataset> trainer(
@@ -132,29 +127,7 @@ TEST(TrainerFlowFeatures, FractionsDelayBestAndWeightsOnlyAsTransformers) {
   const std::string file = dir.path() + "/features.txt";
   const auto ran = run_flow_reference({"features", file});
   ASSERT_FLOW_REFERENCE_RAN(ran);
-  std::ifstream in(file);
-  std::string line, label;
-  FeatureRun ours;
-  int cases = 0;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string kind;
-    fields >> kind;
-    if (kind == "case") {
-      label = line;
-      ours = run_feature_case(line, dir.path() + "/run" + std::to_string(cases++));
-    } else if (kind == "log") {
-      EXPECT_EQ(ours.steps.logs, numbers(fields)) << label << ": training logs";
-    } else if (kind == "evaluate") {
-      EXPECT_EQ(ours.steps.evaluations, numbers(fields)) << label << ": evaluations";
-    } else if (kind == "save") {
-      EXPECT_EQ(ours.steps.saves, numbers(fields)) << label << ": saves";
-    } else if (kind == "folders") {
-      std::string theirs;
-      std::getline(fields >> std::ws, theirs);
-      EXPECT_EQ(ours.folders, theirs) << label << ": checkpoint folders and their files";
-    }
-  }
+  const int cases = expect_flows_as_reference(file, dir.path(), run_feature_case);
   EXPECT_EQ(cases, 10);  // as many as the script has
 }
 

@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -82,6 +84,46 @@ inline std::vector<int64_t> numbers(std::istringstream& fields) {
   int64_t value = 0;
   while (fields >> value) out.push_back(value);
   return out;
+}
+
+// What one case of ours gave: its steps, and (where the script lists them)
+// the checkpoint folders with their files.
+struct FlowRun {
+  FlowSteps steps;
+  std::string folders;
+};
+
+// Reads the script's output `file`: at each "case" line, our run of that
+// case (run_case(line, a folder of its own under `dir`)); each "log",
+// "evaluate", "save" and "folders" line after it is compared with ours.
+// Returns the number of cases.
+inline int expect_flows_as_reference(
+    const std::string& file, const std::string& dir,
+    const std::function<FlowRun(const std::string&, const std::string&)>& run_case) {
+  std::ifstream in(file);
+  std::string line, label;
+  FlowRun ours;
+  int cases = 0;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string kind;
+    fields >> kind;
+    if (kind == "case") {
+      label = line;
+      ours = run_case(line, dir + "/run" + std::to_string(cases++));
+    } else if (kind == "log") {
+      EXPECT_EQ(ours.steps.logs, numbers(fields)) << label << ": training logs";
+    } else if (kind == "evaluate") {
+      EXPECT_EQ(ours.steps.evaluations, numbers(fields)) << label << ": evaluations";
+    } else if (kind == "save") {
+      EXPECT_EQ(ours.steps.saves, numbers(fields)) << label << ": saves";
+    } else if (kind == "folders") {
+      std::string theirs;
+      std::getline(fields >> std::ws, theirs);
+      EXPECT_EQ(ours.folders, theirs) << label << ": checkpoint folders and their files";
+    }
+  }
+  return cases;
 }
 
 }  // namespace trainer_flow_test

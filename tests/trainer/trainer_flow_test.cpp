@@ -79,25 +79,10 @@ TEST(TrainerFlow, LogsEvaluatesAndSavesAtTransformersSteps) {
   const std::string file = dir.path() + "/flow.txt";
   const auto ran = run_flow_reference({"flow", file});
   ASSERT_FLOW_REFERENCE_RAN(ran);
-  std::ifstream in(file);
-  std::string line, label;
-  FlowSteps ours;
-  int cases = 0;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string kind;
-    fields >> kind;
-    if (kind == "case") {
-      label = line;
-      ours = run_case(line, dir.path() + "/run" + std::to_string(cases++));
-    } else if (kind == "log") {
-      EXPECT_EQ(ours.logs, numbers(fields)) << label << ": training logs";
-    } else if (kind == "evaluate") {
-      EXPECT_EQ(ours.evaluations, numbers(fields)) << label << ": evaluations";
-    } else if (kind == "save") {
-      EXPECT_EQ(ours.saves, numbers(fields)) << label << ": saves";
-    }
-  }
+  const int cases = expect_flows_as_reference(
+      file, dir.path(), [](const std::string& line, const std::string& folder) {
+        return FlowRun{run_case(line, folder), ""};
+      });
   EXPECT_EQ(cases, 6);  // as many as the script has
 }
 
