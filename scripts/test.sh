@@ -222,13 +222,15 @@ cuda_build() {
     cmake --build build-cuda -j2 || return 2
 }
 
+# The job writes into the cache folder at once: on a fresh machine it must
+# exist before the job starts.
+mkdir -p "$ACCELERATE_CACHE_DIR" "$CCACHE_DIR"
 ((cuda == 0)) || start_job install-torch-cuda install_torch_cuda
 
 # ---- 2. native build: LibTorch 1.13 ---------------------------------------------
 header "[2/3] native: LibTorch 1.13 (Debian 12, CPU), build/"
 t0=$SECONDS
 bad=
-mkdir -p "$CCACHE_DIR"
 reset_stale_cache build "$repo_root"
 step configure cmake -S . -B build "${CMAKE_ARGS[@]}" || bad=configure
 [[ -n "$bad" ]] || step build cmake --build build -j2 || bad=build

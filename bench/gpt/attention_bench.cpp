@@ -1,7 +1,7 @@
 // attention_bench: forward + backward time of accelerate::causal_attention's
 // kernels on one GPT layer's shapes, on this LibTorch and CPU, in float and
 // in bfloat16 (what bf16 autocast hands attention), to choose the kernel
-// AttentionKernel::kAuto takes on CPU (docs/gpt.md, "Performance").
+// AttentionKernel::kAuto takes on CPU (docs/gpt-performance.md).
 //
 //   attention_bench [--batch 16] [--heads 6] [--tokens 256] [--head_dim 64] [--repeats 10]
 //

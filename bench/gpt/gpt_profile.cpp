@@ -6,7 +6,7 @@
 // clipping, cosine schedule and the per-step loss mean over processes that
 // logging_steps 1 costs, with a clock around each phase. Its phases line up
 // with bench/gpt/gpt_twin.py's, so the two explain the tokens/s gap that
-// bench/gpt/run_gpt_bench.sh reports (docs/gpt.md, "Performance").
+// bench/gpt/run_gpt_bench.sh reports (docs/gpt-performance.md).
 //
 //   accelerate launch --cpu --num_processes 2 gpt_profile --train T.tokens [--bf16]
 //
@@ -34,7 +34,7 @@
 #include <memory>
 #include <string>
 
-#include "gpt_model.h"
+#include "presets.h"
 #include "token_data.h"
 
 namespace {
@@ -110,7 +110,7 @@ int run(const Settings& s) {
                         .bf16(s.bf16)
                         .output_dir("/tmp/gpt_profile_unused");
   const auto file = gpt::TokenFile::open(s.train);
-  auto config = gpt::GptConfig::preset(s.preset, file->vocab_size());
+  auto config = gpt::preset_config(s.preset, file->vocab_size());
   accelerate::set_seed(s.seed);  // as examples/gpt: the initial weights
   gpt::Gpt model(config);
   accelerate::Accelerator accelerator(accelerate::TrainerLoop::accelerator_options(args, {}));
@@ -152,7 +152,7 @@ int run(const Settings& s) {
     auto& batch = *it;
     const auto t1 = Clock::now();
     auto micro_step = accelerator.accumulate();
-    at::Tensor loss = model->loss(batch.data, batch.target);
+    at::Tensor loss = model->loss_on_shifted_labels(batch.data, batch.target);
     const auto t2 = Clock::now();
     accelerator.backward(loss);
     const auto t3 = Clock::now();

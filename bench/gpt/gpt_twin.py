@@ -1,12 +1,14 @@
 #!/usr/bin/python3
 """The GPT example's training run written in PyTorch Python: the twin that
-bench/gpt/run_gpt_bench.sh times beside examples/gpt (docs/gpt.md,
-"Performance").
+bench/gpt/run_gpt_bench.sh times beside examples/gpt (docs/gpt-performance.md).
 
 Same as examples/gpt under accelerate::Trainer, piece by piece:
-  model     examples/gpt/gpt_model.cpp: GPT-2 blocks, tied head, GPT-2 init;
-            modules are built in the C++ order, so torch.manual_seed(seed)
-            gives the C++ model's initial weights bit for bit
+  model     the library's GPT2LMHeadModel (src/models/gpt2_model.cpp) at the
+            example's preset: GPT-2 blocks with transformers' Conv1D
+            projections (weights [in, out], y = addmm(b, x, W)), tied head,
+            GPT-2 init; modules are built in the C++ order, so
+            torch.manual_seed(seed) gives the C++ model's initial weights
+            bit for bit
   attention the explicit masked softmax (accelerate::causal_attention on
             LibTorch 1.13, which has no fused kernel; neither has this torch)
   data      the token files the C++ program wrote (--train, --validation),
@@ -80,12 +82,31 @@ class Windows:
         return w[:, :-1], w[:, 1:]
 
 
+class Conv1D(nn.Module):
+    """transformers' Conv1D, as GPT2Conv1D builds it: W [in, out] drawn from
+    N(0, std) when built, b = 0."""
+
+    def __init__(self, n_in, n_out, std):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(n_in, n_out).normal_(0.0, std))
+        self.bias = nn.Parameter(torch.zeros(n_out))
+
+    def forward(self, x):
+        out = torch.addmm(self.bias, x.reshape(-1, x.size(-1)), self.weight)
+        return out.view(*x.shape[:-1], self.weight.size(1))
+
+
+def residual_std(c):
+    """GPT-2's std of the projections into the residual stream."""
+    return 0.02 / math.sqrt(2.0 * c["n_layer"])
+
+
 class Attention(nn.Module):
     def __init__(self, c):
         super().__init__()
         self.n_head = c["n_head"]
-        self.c_attn = nn.Linear(c["n_embd"], 3 * c["n_embd"])
-        self.c_proj = nn.Linear(c["n_embd"], c["n_embd"])
+        self.c_attn = Conv1D(c["n_embd"], 3 * c["n_embd"], 0.02)
+        self.c_proj = Conv1D(c["n_embd"], c["n_embd"], residual_std(c))
 
     def forward(self, x):
         b, t, width = x.shape
@@ -103,8 +124,8 @@ class Attention(nn.Module):
 class Mlp(nn.Module):
     def __init__(self, c):
         super().__init__()
-        self.c_fc = nn.Linear(c["n_embd"], 4 * c["n_embd"])
-        self.c_proj = nn.Linear(4 * c["n_embd"], c["n_embd"])
+        self.c_fc = Conv1D(c["n_embd"], 4 * c["n_embd"], 0.02)
+        self.c_proj = Conv1D(4 * c["n_embd"], c["n_embd"], residual_std(c))
 
     def forward(self, x):
         return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
@@ -130,15 +151,9 @@ class Gpt(nn.Module):
         self.wpe = nn.Embedding(c["n_positions"], c["n_embd"])
         self.h = nn.ModuleList(Block(c) for _ in range(c["n_layer"]))
         self.ln_f = nn.LayerNorm(c["n_embd"], eps=1e-5)
-        residual_std = 0.02 / math.sqrt(2.0 * c["n_layer"])
-        with torch.no_grad():
+        with torch.no_grad():  # after the blocks' draws, as GPT2ModelImpl
             nn.init.normal_(self.wte.weight, 0.0, 0.02)
             nn.init.normal_(self.wpe.weight, 0.0, 0.02)
-            for block in self.h:
-                for linear, std in ((block.attn.c_attn, 0.02), (block.attn.c_proj, residual_std),
-                                    (block.mlp.c_fc, 0.02), (block.mlp.c_proj, residual_std)):
-                    nn.init.normal_(linear.weight, 0.0, std)
-                    nn.init.zeros_(linear.bias)
 
     def forward(self, tokens, targets):
         x = self.wte(tokens) + self.wpe(torch.arange(tokens.size(1), device=tokens.device))

@@ -2,7 +2,7 @@
 """examples/gpt's training run as a Python user would write it on the newest
 PyTorch: Hugging Face transformers' GPT2LMHeadModel under Hugging Face
 Accelerate, timed by bench/gpt/run_gpt_bench.sh beside the C++ program built
-on the newest LibTorch (docs/gpt.md, "Performance").
+on the newest LibTorch (docs/gpt-performance.md).
 
 Run it with the reference venv's python (scripts/install-reference-python.sh:
 torch, transformers and accelerate from PyPI), never Debian's.

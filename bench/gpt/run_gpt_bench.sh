@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPT benchmark (docs/gpt.md, "Performance"): tokens/s of examples/gpt
+# The GPT benchmark (docs/gpt-performance.md): tokens/s of examples/gpt
 # (accelerate::Trainer) against its PyTorch Python twin (bench/gpt/gpt_twin.py),
 # side by side in one run, on 1 process (the twin's plain loop) and 2
 # processes (the twin under Python DDP on gloo), in fp32 and bf16, with the
@@ -51,7 +51,7 @@
 # default); the launcher keeps exported values, the twin calls
 # torch.set_num_threads(OMP_NUM_THREADS). fp32 matmuls run in OpenBLAS, so
 # BLAS_THREADS=1 (the launcher's own default) leaves one core idle in them on
-# 1 process: both sides then drop alike (docs/gpt.md, "Performance"). The
+# 1 process: both sides then drop alike (docs/gpt-performance.md). The
 # HF side's ranks: hf_gpt2_run.py under torch.distributed.run, which keeps
 # the exported OMP_NUM_THREADS.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where a GPT training step's time goes (docs/gpt.md, "Profile"): for the
+# Where a GPT training step's time goes (docs/gpt-performance.md, "Profile"): for the
 # small preset, per precision (bf16; PRECISIONS="fp32 bf16" for both), on 1
 # and 2 processes, on LibTorch 1.13 (BUILD_DIR) and on the newest LibTorch
 # (NEW_BUILD_DIR, when built), runs

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Which thread pool sizes train the GPT example fastest (docs/gpt.md,
+# Which thread pool sizes train the GPT example fastest (docs/gpt-performance.md,
 # "Profile"): examples/gpt through `accelerate launch --cpu --num_processes N`
 # for N in PROCS, once per OMP_NUM_THREADS x OPENBLAS_NUM_THREADS pair per
 # process, and once with neither set (the launcher's default: OMP_NUM_THREADS

@@ -15,7 +15,7 @@
 #include <cstring>
 #include <string>
 
-#include "gpt_model.h"
+#include "presets.h"
 
 namespace {
 
@@ -30,10 +30,10 @@ struct Measured {
 };
 
 Measured measure(const std::string& preset, int64_t batch, int steps, bool checkpointing) {
-  gpt::GptConfig config = gpt::GptConfig::preset(preset, 8192);
-  config.gradient_checkpointing = checkpointing;
+  const auto config = gpt::preset_config(preset, 8192);
   torch::manual_seed(0);
   gpt::Gpt model(config);
+  model->transformer->set_gradient_checkpointing(checkpointing);
   model->train();
   auto tokens = torch::randint(config.vocab_size, {batch, config.n_positions});
   auto targets = tokens.roll(-1, 1);
@@ -43,7 +43,7 @@ Measured measure(const std::string& preset, int64_t batch, int steps, bool check
     model->zero_grad(/*set_to_none=*/true);
     const size_t before = allocated_bytes();
     const auto started = std::chrono::steady_clock::now();
-    auto loss = model->loss(tokens, targets);
+    auto loss = model->loss_on_shifted_labels(tokens, targets);
     const size_t after = allocated_bytes();
     loss.backward();
     const double ms =

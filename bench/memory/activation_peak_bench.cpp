@@ -26,7 +26,7 @@
 
 #include "accelerate/autocast.h"
 #include "compat/memory_compat.h"
-#include "gpt_model.h"
+#include "presets.h"
 
 namespace {
 
@@ -39,11 +39,11 @@ struct ActivationFigures {
 ActivationFigures measure_activations(const std::string& preset, int64_t vocab, int64_t seq_len,
                                       int64_t batch, int steps, bool checkpointing, bool bf16) {
   namespace compat = accelerate::compat;
-  gpt::GptConfig config = gpt::GptConfig::preset(preset, vocab);
+  auto config = gpt::preset_config(preset, vocab);
   config.n_positions = seq_len;
-  config.gradient_checkpointing = checkpointing;
   torch::manual_seed(0);
   gpt::Gpt model(config);
+  model->transformer->set_gradient_checkpointing(checkpointing);
   model->train();
   const auto tokens = torch::randint(config.vocab_size, {batch, seq_len});
   const auto targets = tokens.roll(-1, 1);
@@ -52,7 +52,7 @@ ActivationFigures measure_activations(const std::string& preset, int64_t vocab, 
   const auto loss_of = [&] {
     std::optional<accelerate::AutocastGuard> autocast;
     if (bf16) autocast.emplace(torch::kCPU, torch::kBFloat16);
-    return model->loss(tokens, targets);
+    return model->loss_on_shifted_labels(tokens, targets);
   };
   // The warm-up step creates every .grad; later steps accumulate into them.
   loss_of().backward();

@@ -26,7 +26,7 @@
 #include <string>
 
 #include "compat/memory_compat.h"
-#include "gpt_model.h"
+#include "presets.h"
 
 int main(int argc, char** argv) {
   namespace compat = accelerate::compat;
@@ -48,20 +48,19 @@ int main(int argc, char** argv) {
   }
   accelerate::Accelerator accelerator;
   const accelerate::SequenceParallel& sp = accelerator.sequence_parallel();
-  gpt::GptConfig config = gpt::GptConfig::preset(preset, vocab);
+  auto config = gpt::preset_config(preset, vocab, /*dropout=*/0.0);
   config.n_positions = seq_len;
-  config.dropout = 0;
   torch::manual_seed(0);  // the same weights and tokens on every rank
   gpt::Gpt model(config);
   model->use_sequence_parallel(sp);
   model->train();
   const auto tokens = torch::randint(config.vocab_size, {1, seq_len});
   const auto targets = tokens.roll(-1, 1);
-  model->loss(tokens, targets).backward();  // warm-up: every .grad exists
+  model->loss_on_shifted_labels(tokens, targets).backward();  // warm-up: every .grad exists
   for (auto& p : model->parameters()) p.mutable_grad().zero_();
   const double start = static_cast<double>(compat::cpu_live_bytes());
   compat::reset_cpu_peak_bytes();
-  auto loss = model->loss(tokens, targets);
+  auto loss = model->loss_on_shifted_labels(tokens, targets);
   const double held = static_cast<double>(compat::cpu_live_bytes()) - start;
   loss.backward();
   loss = torch::Tensor();

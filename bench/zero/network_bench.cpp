@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "gpt_model.h"
+#include "presets.h"
 #include "support/flag_pairs.h"
 
 namespace {
@@ -81,12 +81,12 @@ LinkBytes link_bytes(const std::string& interface) {
 int run(const Settings& s) {
   accelerate::Accelerator accelerator;
   accelerate::set_seed(3);
-  gpt::Gpt model(gpt::GptConfig::preset(s.preset, 8192));
-  const auto config = model->config;
+  gpt::Gpt model(gpt::preset_config(s.preset, 8192));
+  const auto config = model->config();
   long long parameters = 0;  // counted before prepare shards them
   for (const auto& p : model->parameters()) parameters += p.numel();
   long long unit_parameters = 0;  // in the blocks, stage 3's units; the rest stays whole
-  for (const auto& block : model->blocks) {
+  for (const auto& block : *model->transformer->h) {
     for (const auto& p : block->parameters()) unit_parameters += p.numel();
   }
   accelerate::Optimizer<torch::optim::AdamW> optimizer(model->parameters(),
@@ -98,7 +98,7 @@ int run(const Settings& s) {
       at::randint(config.vocab_size, {s.batch, config.n_positions}, generator);
   const at::Tensor targets = tokens.roll(-1, 1);
   const auto step = [&] {
-    accelerator.backward(model->loss(tokens, targets));
+    accelerator.backward(model->loss_on_shifted_labels(tokens, targets));
     optimizer.step();
     optimizer.zero_grad();
   };

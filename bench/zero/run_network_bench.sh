@@ -40,7 +40,7 @@ trap 'exit 1' INT TERM
 netns_machines_up || { echo "SKIPPED: $NETNS_WHY"; exit 77; }
 
 export ACCELERATE_TIMEOUT=300
-FSDP=(--use_fsdp --fsdp_auto_wrap_policy TRANSFORMER_BASED_WRAP --fsdp_transformer_layer_cls_to_wrap Block)
+FSDP=(--use_fsdp --fsdp_auto_wrap_policy TRANSFORMER_BASED_WRAP --fsdp_transformer_layer_cls_to_wrap GPT2Block)
 port=29600
 echo '{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 3, "zero_hpz_partition_size": 2}}' >"$WORK/HPZ.json"
 echo '{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 3}, "communication_data_type": "bf16"}' >"$WORK/BF16_GRADS.json"

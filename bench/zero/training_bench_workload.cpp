@@ -12,7 +12,7 @@
 #include "support/flag_pairs.h"
 #include "zero/training_bench.h"
 #if ACCELERATE_BENCH_HAS_GPT
-#include "gpt_model.h"
+#include "presets.h"
 #endif
 
 namespace zero_training_bench {
@@ -136,18 +136,21 @@ Workload make_workload(const Settings& s, int rank) {
     // position embeddings (the first tied to the head) and the final
     // LayerNorm stay whole.
     torch::manual_seed(3);
-    const gpt::GptConfig config = gpt::GptConfig::preset(s.gpt_preset, 4096);
+    const auto config = gpt::preset_config(s.gpt_preset, 4096);
     gpt::Gpt model(config);
+    auto blocks = model->transformer->h;
     const at::Tensor tokens =
         at::randint(config.vocab_size, {s.batch, config.n_positions}, generator);
     const at::Tensor targets = tokens.roll(-1, 1);
     w.module = model.ptr();
-    w.loss = [model, tokens, targets]() mutable { return model->loss(tokens, targets); };
+    w.loss = [model, tokens, targets]() mutable {
+      return model->loss_on_shifted_labels(tokens, targets);
+    };
     w.psi = count(model->parameters());
-    w.unit = count(model->blocks.front()->parameters());
-    w.units = static_cast<int>(model->blocks.size());
+    w.unit = count(blocks[0]->parameters());
+    w.units = static_cast<int>(blocks->size());
     w.root = w.psi - w.units * w.unit;
-    for (auto& block : model->blocks) w.unit_modules.push_back(block.get());
+    for (const auto& block : *blocks) w.unit_modules.push_back(block.get());
     char text[200];
     std::snprintf(text, sizeof text, "GPT %s (%lld blocks, n_embd %lld, vocab 4096, context %lld)",
                   s.gpt_preset.c_str(), static_cast<long long>(config.n_layer),

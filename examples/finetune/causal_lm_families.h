@@ -3,12 +3,13 @@
 // struct with what the program needs of it; adding one (GPT-2, ...) is a
 // struct here and one line in finetune.cpp's table:
 //
-//   struct Gpt2Family {
+//   struct Family {
 //     using Model = ...;                                  // a TORCH_MODULE holder
 //     using Config = ...;
 //     static Config read_config(const std::string& folder);
-//     static std::string model_type_of(const Config&);    // "gpt2"
+//     static std::string model_type_of(const Config&);    // "llama", "gpt2", ...
 //     static int64_t max_positions(const Config&);        // the longest block
+//     static constexpr const char* kMaxPositionsKey = ...;  // its config.json key
 //     static int64_t vocab_size(const Config&);
 //     static Model load(const std::string& folder);       // config + weights
 //     static at::Tensor loss(Model&, const at::Tensor& ids);  // mean causal-LM loss
@@ -17,6 +18,8 @@
 //   };
 #pragma once
 
+#include <accelerate/models/gpt2.h>
+#include <accelerate/models/gpt2_config.h>
 #include <accelerate/models/llama.h>
 #include <accelerate/models/llama_config.h>
 #include <accelerate/models/pretrained.h>
@@ -39,6 +42,7 @@ struct LlamaFamily {
     return accelerate::models::model_type_name(config.model_type);
   }
   static int64_t max_positions(const Config& config) { return config.max_position_embeddings; }
+  static constexpr const char* kMaxPositionsKey = "max_position_embeddings";
   static int64_t vocab_size(const Config& config) { return config.vocab_size; }
   // fp32 parameters whatever the checkpoint's dtype: the optimizer's
   // masters; --bf16 runs the arithmetic in bfloat16 on top.
@@ -50,6 +54,29 @@ struct LlamaFamily {
   static void write_config(const Config& config, const std::string& folder,
                            const std::string& dtype) {
     accelerate::models::write_llama_config(config, folder, dtype);
+  }
+};
+
+// GPT-2 (accelerate/models/gpt2.h): a GPT2LMHeadModel's folder or a base
+// GPT2Model's, such as the hub's gpt2.
+struct Gpt2Family {
+  using Model = accelerate::models::GPT2LMHeadModel;
+  using Config = accelerate::models::GPT2Config;
+
+  static Config read_config(const std::string& folder) {
+    return accelerate::models::read_gpt2_config(folder);
+  }
+  static std::string model_type_of(const Config&) { return "gpt2"; }
+  static int64_t max_positions(const Config& config) { return config.n_positions; }
+  static constexpr const char* kMaxPositionsKey = "n_positions";
+  static int64_t vocab_size(const Config& config) { return config.vocab_size; }
+  static Model load(const std::string& folder) {
+    return Model(accelerate::models::GPT2LMHeadModelImpl::from_pretrained(folder));
+  }
+  static at::Tensor loss(Model& model, const at::Tensor& ids) { return model->loss(ids, ids); }
+  static void write_config(const Config& config, const std::string& folder,
+                           const std::string& dtype) {
+    accelerate::models::write_gpt2_config(config, folder, "GPT2LMHeadModel", dtype);
   }
 };
 

@@ -99,9 +99,8 @@ int run_family(const FinetuneFlags& f) {
   const int64_t block_size =
       f.block_size > 0 ? f.block_size : std::min<int64_t>(1024, max_positions);
   if (block_size > max_positions) {
-    throw accelerate::Error("--block_size " + std::to_string(block_size) +
-                            " exceeds the model's max_position_embeddings " +
-                            std::to_string(max_positions));
+    throw accelerate::Error("--block_size " + std::to_string(block_size) + " exceeds the model's " +
+                            Family::kMaxPositionsKey + " " + std::to_string(max_positions));
   }
   const auto tokenizer = accelerate::Tokenizer::from_file(f.model + "/tokenizer.json");
   if (tokenizer.vocab_size() > Family::vocab_size(config)) {
@@ -135,6 +134,15 @@ int run_family(const FinetuneFlags& f) {
       validation_data);
   auto& accelerator = trainer.accelerator();
   auto& model = trainer.model();
+  // --parallelism_config_sp_size N: each group of N processes splits every
+  // block of tokens between them (Ulysses; a group of one splits nothing)
+  // and reads one batch.
+  const int sp_size = accelerator.sequence_parallel().size();
+  if (block_size % sp_size != 0) {
+    throw accelerate::Error("--block_size " + std::to_string(block_size) +
+                            " is not divisible by sp_size " + std::to_string(sp_size));
+  }
+  model->use_sequence_parallel(accelerator.sequence_parallel());
   int64_t parameters = 0;
   for (const auto& p : model->parameters()) parameters += p.numel();
   accelerator.print("model_type ", Family::model_type_of(config), ": ", parameters, " parameters; ",
@@ -148,7 +156,7 @@ int run_family(const FinetuneFlags& f) {
   // The accumulation in force (a DeepSpeed file's, which the Trainer checks).
   const int64_t tokens_per_step = args.per_device_train_batch_size() *
                                   accelerator.gradient_accumulation_steps() *
-                                  accelerator.num_processes() * block_size;
+                                  accelerator.num_processes() / sp_size * block_size;
   accelerator.print("train tokens/s ",
                     static_cast<int64_t>(speed->tokens_per_second(tokens_per_step)));
 
@@ -179,6 +187,7 @@ const std::vector<std::pair<std::string, FamilyRun>>& families() {
       {"llama", &run_family<finetune::LlamaFamily>},
       {"mistral", &run_family<finetune::LlamaFamily>},
       {"qwen2", &run_family<finetune::LlamaFamily>},
+      {"gpt2", &run_family<finetune::Gpt2Family>},
   };
   return table;
 }

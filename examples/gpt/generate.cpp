@@ -2,6 +2,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <accelerate/scope_guard.h>
+#include <torch/torch.h>
 
 #include <cmath>
 #include <limits>
@@ -21,7 +22,7 @@ void check_arguments(const Gpt& model, const std::vector<int32_t>& prompt, int64
   require(std::isfinite(temperature) && temperature >= 0,
           "temperature " + std::to_string(temperature) + " is not a finite number >= 0");
   require(top_k >= 0, "top_k " + std::to_string(top_k) + " is negative");
-  const int64_t vocab = model->config.vocab_size;
+  const int64_t vocab = model->config().vocab_size;
   for (size_t i = 0; i < prompt.size(); ++i) {
     require(prompt[i] >= 0 && prompt[i] < vocab,
             "prompt token " + std::to_string(prompt[i]) + " at index " + std::to_string(i) +
@@ -53,8 +54,8 @@ std::vector<int32_t> generate(Gpt& model, std::vector<int32_t> prompt, int64_t m
   // CPU sampling from a private generator: the same tokens whatever device
   // the model is on, and no draw from the global generators.
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
-  const auto device = model->wte->weight.device();
-  const auto context = static_cast<size_t>(model->config.n_positions);
+  const auto device = model->transformer->wte->weight.device();
+  const auto context = static_cast<size_t>(model->config().n_positions);
   std::vector<int32_t> tokens = std::move(prompt);
   tokens.reserve(tokens.size() + static_cast<size_t>(max_new_tokens));
   for (int64_t step = 0; step < max_new_tokens; ++step) {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "gpt_model.h"
+#include "presets.h"
 
 namespace gpt {
 

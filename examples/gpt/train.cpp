@@ -12,6 +12,7 @@
 // (GPT2LMHeadModel.from_pretrained loads it) with the tokenizer beside it.
 // docs/gpt.md.
 #include <accelerate/accelerate.h>
+#include <accelerate/models/pretrained.h>
 #include <accelerate/trainer.h>
 
 #include <chrono>
@@ -22,7 +23,7 @@
 
 #include "flags.h"
 #include "generate.h"
-#include "gpt_model.h"
+#include "presets.h"
 #include "token_data.h"
 
 namespace {
@@ -92,10 +93,8 @@ int train(const std::string& program, const std::vector<std::string>& words) {
   const std::string& preset = f.preset;
   const int32_t vocab_size = f.vocab_size;
   TrainingArguments args = gpt_flags::training_arguments(f);
-  gpt::GptConfig config = gpt::GptConfig::preset(preset, vocab_size);
+  accelerate::models::GPT2Config config = gpt::preset_config(preset, vocab_size, f.dropout);
   if (f.block_size > 0) config.n_positions = f.block_size;
-  config.dropout = f.dropout;
-  config.gradient_checkpointing = args.gradient_checkpointing();
   const int64_t max_eval_samples = f.max_eval_samples;
 
   std::filesystem::create_directories(args.output_dir());
@@ -111,12 +110,19 @@ int train(const std::string& program, const std::vector<std::string>& words) {
   // The Trainer builds the model after set_seed(args.seed()); under ZeRO-3
   // with zero3_init_flag (FSDP: cpu_ram_efficient_loading) only the main
   // process holds its whole weights, the others receive their shards.
-  accelerate::Trainer<gpt::Gpt, Windows> trainer([&] { return gpt::Gpt(config); }, args,
-                                                 windows("train.txt", 0),
-                                                 [](gpt::Gpt& m, const accelerate::Example& batch) {
-                                                   return m->loss(batch.data, batch.target);
-                                                 },
-                                                 windows("validation.txt", max_eval_samples));
+  const auto build = [&] {
+    gpt::Gpt model(config);
+    model->transformer->set_gradient_checkpointing(args.gradient_checkpointing());
+    return model;
+  };
+  // The windows' targets are their next tokens already (transformers'
+  // shift_labels): every position of a window is predicted.
+  accelerate::Trainer<gpt::Gpt, Windows> trainer(
+      build, args, windows("train.txt", 0),
+      [](gpt::Gpt& m, const accelerate::Example& batch) {
+        return m->loss_on_shifted_labels(batch.data, batch.target);
+      },
+      windows("validation.txt", max_eval_samples));
   auto& accelerator = trainer.accelerator();
   auto& model = trainer.model();
   // --parallelism_config_sp_size N: each group of N processes splits every
@@ -136,11 +142,15 @@ int train(const std::string& program, const std::vector<std::string>& words) {
       std::make_shared<Throughput>(tokens_per_step, accelerator.is_main_process()));
   trainer.train();
   if (args.eval_strategy() == accelerate::IntervalStrategy::kNo) trainer.evaluate();
-  // Every process: under ZeRO-3 the blocks' weights are gathered from all.
-  const auto weights = accelerator.get_state_dict(model);
+  // Every process: under ZeRO-3 each block's weights are gathered in turn
+  // and written by the main process.
+  const std::string model_dir = args.output_dir() + "/model";
+  accelerator.save_model(model, model_dir);
   if (accelerator.is_main_process()) {
-    gpt::save_pretrained(model, args.output_dir() + "/model", weights);
-    tokenizer.save(args.output_dir() + "/model/tokenizer.bpe");
+    // torch_dtype says what was saved: bfloat16 under DeepSpeed's 16-bit save.
+    accelerate::models::write_gpt2_config(config, model_dir, "GPT2LMHeadModel",
+                                          accelerate::models::saved_weights_dtype(model_dir));
+    tokenizer.save(model_dir + "/tokenizer.bpe");
   }
   accelerator.wait_for_everyone();
   return 0;
@@ -153,7 +163,7 @@ int generate(const std::string& program, const std::vector<std::string>& words) 
   flags.parse(program, words);
   const std::string& model_dir = f.model_dir;
   auto tokenizer = accelerate::BpeTokenizer::load(model_dir + "/tokenizer.bpe");
-  auto model = gpt::load_pretrained(model_dir);
+  gpt::Gpt model(accelerate::models::GPT2LMHeadModelImpl::from_pretrained(model_dir));
   const auto ids = gpt::generate(model, tokenizer.encode(f.prompt), f.max_new_tokens, f.temperature,
                                  f.top_k, f.seed);
   std::cout << tokenizer.decode(ids) << std::endl;

@@ -7,7 +7,7 @@
 // The tanh-approximated GELU is what GPT-2 ("gelu_new", "gelu_pytorch_tanh")
 // uses; LibTorch's CPU kernel for it is several times slower than a memory
 // pass (in bfloat16 on LibTorch 1.13, ~7x: it took 17% of a bf16 GPT step,
-// docs/gpt.md "Performance"). On CPU float and bfloat16 tensors this runs
+// docs/gpt-performance.md). On CPU float and bfloat16 tensors this runs
 // one fused, vectorized pass forward and one backward (recomputing tanh
 // from the saved input, as LibTorch does); everywhere else (CUDA, other
 // dtypes, the exact GELU) it is at::gelu. Results agree with at::gelu to

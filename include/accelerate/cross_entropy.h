@@ -12,7 +12,7 @@
 // model's head (rows = batch x tokens, classes = the vocabulary) those are
 // the largest tensors of the step, and with bfloat16 logits the casts and
 // the two softmax passes cost more than the head's matmul's share of the
-// step's other elementwise work (docs/gpt.md, "Performance"). On CPU float
+// step's other elementwise work (docs/gpt-performance.md). On CPU float
 // and bfloat16 logits this reads them twice in forward (row maximum, sum of
 // exponentials), keeps one float per row, and writes the gradient once, in
 // the logits' type. Elsewhere (CUDA, other types) it is LibTorch's

@@ -158,7 +158,7 @@ bool is_gpt_preset_name(const std::string& text, std::string* name) {
 }
 
 TransformerShape gpt_preset(const std::string& name, int64_t vocab) {
-  // The same numbers as examples/gpt/gpt_model.cpp (the CLI links no
+  // The same numbers as examples/gpt/presets.cpp (the CLI links no
   // example code; bench/memory/run_estimate_bench.sh compares the counts).
   TransformerShape shape;
   shape.family = TransformerFamily::kGpt2;

@@ -40,7 +40,7 @@ struct TransformerShape {
 // naming the file and the missing or bad key.
 TransformerShape transformer_from_config_json(const std::string& path);
 
-// The GPT example's presets (examples/gpt/gpt_model.cpp, GptConfig::preset):
+// The GPT example's presets (examples/gpt/presets.cpp, gpt::preset_config):
 // "tiny" and "small", with the example's vocabulary. nullopt-like: throws
 // ConfigError for another name.
 TransformerShape gpt_preset(const std::string& name, int64_t vocab);

@@ -47,6 +47,14 @@ at::Tensor gpt2_activate(const at::Tensor& x, GPT2Activation activation) {
   throw Error("GPT-2: unknown activation");
 }
 
+// Error for a sequence longer than the position embeddings.
+void require_positions(int64_t tokens, const GPT2Config& config) {
+  if (tokens > config.n_positions) {
+    throw Error("GPT-2: " + std::to_string(tokens) + " tokens exceed n_positions " +
+                std::to_string(config.n_positions));
+  }
+}
+
 }  // namespace
 
 GPT2Conv1DImpl::GPT2Conv1DImpl(int64_t in_features, int64_t out_features, double std) {
@@ -83,9 +91,10 @@ at::Tensor GPT2AttentionImpl::forward(const at::Tensor& x) {
   at::Tensor q = heads(qkv[0]);
   // Exactly 1 in GPT-2's default: no multiplication, no rounding.
   if (query_factor_ != 1.0) q = q * query_factor_;
+  // causal_attention itself for a group of one.
   const at::Tensor attended =
-      causal_attention(q, heads(qkv[1]), heads(qkv[2]),
-                       AttentionOptions().dropout_p(is_training() ? attn_pdrop_ : 0.0));
+      ulysses_attention(q, heads(qkv[1]), heads(qkv[2]), sequence_parallel_,
+                        AttentionOptions().dropout_p(is_training() ? attn_pdrop_ : 0.0));
   const at::Tensor merged = attended.transpose(1, 2).reshape({batch, tokens, width});
   return at::dropout(c_proj(merged), resid_pdrop_, is_training());
 }
@@ -126,16 +135,25 @@ GPT2ModelImpl::GPT2ModelImpl(GPT2Config config) : config_(std::move(config)) {
   wpe->weight.normal_(0.0, config_.initializer_range);
 }
 
-at::Tensor GPT2ModelImpl::forward(const at::Tensor& input_ids) {
+at::Tensor GPT2ModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& position_ids) {
   if (input_ids.dim() != 2) {
     throw Error("GPT-2: input_ids must be [batch, tokens], not " + c10::str(input_ids.sizes()));
   }
   const int64_t tokens = input_ids.size(1);
-  if (tokens > config_.n_positions) {
-    throw Error("GPT-2: " + std::to_string(tokens) + " tokens exceed n_positions " +
-                std::to_string(config_.n_positions));
+  if (position_ids.defined() && (position_ids.dim() != 1 || position_ids.size(0) != tokens)) {
+    throw Error("GPT-2: position_ids must be [" + std::to_string(tokens) + "], not " +
+                c10::str(position_ids.sizes()));
   }
-  const at::Tensor positions = at::arange(tokens, input_ids.options().dtype(at::kLong));
+  // Positions on a device are not read back (a synchronisation per step):
+  // the losses check the whole sequence's length before splitting it.
+  const bool check_positions = !position_ids.defined() || position_ids.is_cpu();
+  const int64_t end = position_ids.defined() && tokens > 0 && check_positions
+                          ? position_ids.max().item<int64_t>() + 1
+                          : tokens;
+  if (check_positions) require_positions(end, config_);
+  const at::Tensor positions = position_ids.defined()
+                                   ? position_ids
+                                   : at::arange(tokens, input_ids.options().dtype(at::kLong));
   at::Tensor x = wte(input_ids) + wpe(positions).unsqueeze(0);
   x = at::dropout(x, config_.embd_pdrop, is_training());
   const bool checkpointing = gradient_checkpointing_ && at::GradMode::is_enabled();
@@ -159,13 +177,38 @@ GPT2LMHeadModelImpl::GPT2LMHeadModelImpl(GPT2Config config) : config_(std::move(
   }
 }
 
-at::Tensor GPT2LMHeadModelImpl::forward(const at::Tensor& input_ids) {
-  const at::Tensor hidden = transformer(input_ids);
+void GPT2ModelImpl::use_sequence_parallel(const SequenceParallel& sp) {
+  if (config_.n_head % sp.size() != 0) {
+    throw Error("GPT-2: n_head " + std::to_string(config_.n_head) +
+                " is not divisible by sp_size " + std::to_string(sp.size()));
+  }
+  sequence_parallel_ = sp;
+  for (size_t i = 0; i < h->size(); ++i) h->ptr<GPT2BlockImpl>(i)->attn->set_sequence_parallel(sp);
+}
+
+at::Tensor GPT2LMHeadModelImpl::forward(const at::Tensor& input_ids,
+                                        const at::Tensor& position_ids) {
+  const at::Tensor hidden = transformer(input_ids, position_ids);
   return lm_head ? lm_head(hidden) : at::linear(hidden, transformer->wte->weight);
 }
 
+CausalLMForward GPT2LMHeadModelImpl::checked_forward(const at::Tensor& input_ids) {
+  // The whole sequence's length, checked before a split hides it.
+  if (input_ids.dim() == 2) require_positions(input_ids.size(1), config_);
+  return [this](const at::Tensor& ids, const at::Tensor& positions) {
+    return forward(ids, positions);
+  };
+}
+
 at::Tensor GPT2LMHeadModelImpl::loss(const at::Tensor& input_ids, const at::Tensor& labels) {
-  return causal_lm_loss(forward(input_ids), labels);
+  return sequence_parallel_causal_lm_loss(checked_forward(input_ids), input_ids, labels,
+                                          transformer->sequence_parallel());
+}
+
+at::Tensor GPT2LMHeadModelImpl::loss_on_shifted_labels(const at::Tensor& input_ids,
+                                                       const at::Tensor& shift_labels) {
+  return sequence_parallel_shifted_causal_lm_loss(checked_forward(input_ids), input_ids,
+                                                  shift_labels, transformer->sequence_parallel());
 }
 
 }  // namespace accelerate::models

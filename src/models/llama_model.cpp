@@ -90,9 +90,13 @@ at::Tensor LlamaAttentionImpl::forward(const at::Tensor& x, const at::Tensor& co
   const at::Tensor k = rotary_embedding(heads(k_proj(x), kv_heads_), cos, sin).transpose(1, 2);
   const at::Tensor v = heads(v_proj(x), kv_heads_).transpose(1, 2);
   const int64_t groups = heads_ / kv_heads_;
-  // The scale is 1/sqrt(head_dim), transformers' `scaling`.
-  const at::Tensor attended = causal_attention(q, repeat_kv(k, groups), repeat_kv(v, groups),
-                                               AttentionOptions().sliding_window(sliding_window_));
+  // The scale is 1/sqrt(head_dim), transformers' `scaling`. Keys and values
+  // are repeated per query head before a sequence-parallel split, so the
+  // all-to-alls give each rank whole groups (causal_attention itself for a
+  // group of one).
+  const at::Tensor attended =
+      ulysses_attention(q, repeat_kv(k, groups), repeat_kv(v, groups), sequence_parallel_,
+                        AttentionOptions().sliding_window(sliding_window_));
   return o_proj(attended.transpose(1, 2).reshape({batch, tokens, heads_ * head_dim_}));
 }
 
@@ -136,19 +140,28 @@ LlamaModelImpl::LlamaModelImpl(const LlamaConfig& config) : config_(config) {
 }
 
 RotaryTables LlamaModelImpl::rotary(int64_t tokens, const c10::Device& device) const {
-  const at::Tensor positions = at::arange(tokens, at::TensorOptions(device).dtype(at::kFloat));
-  const at::Tensor inv_freq = rope_inverse_frequencies(config_).to(device);
-  const at::Tensor freqs = positions.unsqueeze(-1) * inv_freq.unsqueeze(0);
+  return rotary(at::arange(tokens, at::TensorOptions(device).dtype(at::kLong)));
+}
+
+RotaryTables LlamaModelImpl::rotary(const at::Tensor& positions) const {
+  const at::Tensor inv_freq = rope_inverse_frequencies(config_).to(positions.device());
+  const at::Tensor freqs = positions.to(at::kFloat).unsqueeze(-1) * inv_freq.unsqueeze(0);
   const at::Tensor angles = at::cat({freqs, freqs}, -1);
   return {angles.cos(), angles.sin()};
 }
 
-at::Tensor LlamaModelImpl::forward(const at::Tensor& input_ids) {
+at::Tensor LlamaModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& position_ids) {
   if (input_ids.dim() != 2) {
     throw Error("Llama: input_ids must be [batch, tokens], not " + c10::str(input_ids.sizes()));
   }
+  if (position_ids.defined() &&
+      (position_ids.dim() != 1 || position_ids.size(0) != input_ids.size(1))) {
+    throw Error("Llama: position_ids must be [" + std::to_string(input_ids.size(1)) + "], not " +
+                c10::str(position_ids.sizes()));
+  }
   at::Tensor x = embed_tokens(input_ids);
-  const RotaryTables rope = rotary(input_ids.size(1), x.device());
+  const RotaryTables rope = position_ids.defined() ? rotary(position_ids.to(x.device()))
+                                                   : rotary(input_ids.size(1), x.device());
   // transformers casts cos and sin to the activations' dtype.
   const at::Tensor cos = rope.cos.to(x.scalar_type()), sin = rope.sin.to(x.scalar_type());
   // Each layer is a ZeRO stage-3 unit when prepare() made it one.
@@ -157,6 +170,17 @@ at::Tensor LlamaModelImpl::forward(const at::Tensor& input_ids) {
     x = unit_forward(layer, x, cos, sin);
   }
   return norm(x);
+}
+
+void LlamaModelImpl::use_sequence_parallel(const SequenceParallel& sp) {
+  if (config_.num_attention_heads % sp.size() != 0) {
+    throw Error("Llama: num_attention_heads " + std::to_string(config_.num_attention_heads) +
+                " is not divisible by sp_size " + std::to_string(sp.size()));
+  }
+  sequence_parallel_ = sp;
+  for (const auto& child : *layers) {
+    child->as<LlamaDecoderLayer>()->self_attn->set_sequence_parallel(sp);
+  }
 }
 
 LlamaForCausalLMImpl::LlamaForCausalLMImpl(LlamaConfig config) : config_(std::move(config)) {
@@ -169,13 +193,27 @@ LlamaForCausalLMImpl::LlamaForCausalLMImpl(LlamaConfig config) : config_(std::mo
   }
 }
 
-at::Tensor LlamaForCausalLMImpl::forward(const at::Tensor& input_ids) {
-  const at::Tensor hidden = model(input_ids);
+at::Tensor LlamaForCausalLMImpl::forward(const at::Tensor& input_ids,
+                                         const at::Tensor& position_ids) {
+  const at::Tensor hidden = model(input_ids, position_ids);
   return lm_head ? lm_head(hidden) : at::linear(hidden, model->embed_tokens->weight);
 }
 
+CausalLMForward LlamaForCausalLMImpl::forward_function() {
+  return [this](const at::Tensor& ids, const at::Tensor& positions) {
+    return forward(ids, positions);
+  };
+}
+
 at::Tensor LlamaForCausalLMImpl::loss(const at::Tensor& input_ids, const at::Tensor& labels) {
-  return causal_lm_loss(forward(input_ids), labels);
+  return sequence_parallel_causal_lm_loss(forward_function(), input_ids, labels,
+                                          model->sequence_parallel());
+}
+
+at::Tensor LlamaForCausalLMImpl::loss_on_shifted_labels(const at::Tensor& input_ids,
+                                                        const at::Tensor& shift_labels) {
+  return sequence_parallel_shifted_causal_lm_loss(forward_function(), input_ids, shift_labels,
+                                                  model->sequence_parallel());
 }
 
 std::shared_ptr<LlamaForCausalLMImpl> LlamaForCausalLMImpl::from_pretrained(

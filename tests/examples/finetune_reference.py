@@ -3,7 +3,8 @@
   finetune_reference.py make OUT TEXT LINES [MODEL_TYPE]
       OUT/train.txt: the first LINES lines of TEXT; OUT/model: a tiny random
       LlamaForCausalLM (MODEL_TYPE qwen2: a Qwen2ForCausalLM with a sliding
-      window of 16 tokens on its second layer) saved by save_pretrained, with a byte-level BPE
+      window of 16 tokens on its second layer; gpt2: a GPT2LMHeadModel
+      without dropout) saved by save_pretrained, with a byte-level BPE
       tokenizer trained on OUT/train.txt by `tokenizers` (Llama 3's layout:
       BOS added by the post-processor) saved as tokenizer.json plus
       tokenizer_config.json; OUT/expected.json: the number of ids the example
@@ -25,8 +26,9 @@ import sys
 import torch
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-from transformers import (AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM,
-                          PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM)
+from transformers import (AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel,
+                          LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, Qwen2Config,
+                          Qwen2ForCausalLM)
 
 SAMPLE = "The jury said it did find that many of Georgia's registration laws are outmoded.\n"
 
@@ -62,18 +64,24 @@ def make(out, text_path, count, model_type="llama"):
         f.write(text)
     tok = train_tokenizer(text)
     torch.manual_seed(1234)
-    config_class, model_class, extra = {
-        "llama": (LlamaConfig, LlamaForCausalLM, {}),
-        "qwen2": (Qwen2Config, Qwen2ForCausalLM,
-                  dict(use_sliding_window=True, sliding_window=16, max_window_layers=1)),
-    }[model_type]
-    config = config_class(
-        vocab_size=tok.get_vocab_size(), hidden_size=64, intermediate_size=128,
-        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        max_position_embeddings=128, rms_norm_eps=1e-5, initializer_range=0.1,
-        bos_token_id=tok.token_to_id("<|begin_of_text|>"),
-        eos_token_id=tok.token_to_id("<|end_of_text|>"), **extra)
-    model = model_class(config)
+    tokens_ids = dict(vocab_size=tok.get_vocab_size(), initializer_range=0.1,
+                      bos_token_id=tok.token_to_id("<|begin_of_text|>"),
+                      eos_token_id=tok.token_to_id("<|end_of_text|>"))
+    if model_type == "gpt2":
+        config = GPT2Config(n_positions=128, n_embd=64, n_layer=2, n_head=4, resid_pdrop=0.0,
+                            embd_pdrop=0.0, attn_pdrop=0.0, **tokens_ids)
+        model = GPT2LMHeadModel(config)
+    else:
+        config_class, model_class, extra = {
+            "llama": (LlamaConfig, LlamaForCausalLM, {}),
+            "qwen2": (Qwen2Config, Qwen2ForCausalLM,
+                      dict(use_sliding_window=True, sliding_window=16, max_window_layers=1)),
+        }[model_type]
+        config = config_class(
+            hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=128, rms_norm_eps=1e-5,
+            **tokens_ids, **extra)
+        model = model_class(config)
     folder = os.path.join(out, "model")
     model.save_pretrained(folder)
     PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|begin_of_text|>",

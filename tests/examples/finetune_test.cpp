@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "accelerate/models/gpt2.h"
 #include "accelerate/models/llama.h"
 #include "accelerate/models/pretrained.h"
 #include "accelerate/safetensors.h"
@@ -58,6 +59,19 @@ std::vector<double> logged(const std::string& output, const std::string& key) {
     values.push_back(std::stod((*it)[1].str()));
   }
   return values;
+}
+
+// Our logits for `ids` from a saved folder of either family (its model_type).
+at::Tensor folder_logits(const std::string& folder, const at::Tensor& ids) {
+  at::NoGradGuard no_grad;
+  if (read_json(folder + "/config.json").at("model_type") == "gpt2") {
+    auto model = am::GPT2LMHeadModelImpl::from_pretrained(folder);
+    model->eval();
+    return model->forward(ids);
+  }
+  auto model = am::LlamaForCausalLMImpl::from_pretrained(folder);
+  model->eval();
+  return model->forward(ids);
 }
 
 // Common flags of both runs: blocks of 64, 20 AdamW steps at a rate a
@@ -107,14 +121,9 @@ class Finetune : public ::testing::Test {
     EXPECT_TRUE(fs::exists(final_dir + "/tokenizer.json"));
     EXPECT_TRUE(fs::exists(final_dir + "/tokenizer_config.json"));
 
-    auto model = am::LlamaForCausalLMImpl::from_pretrained(final_dir);
-    model->eval();
-    at::NoGradGuard no_grad;
-    const at::Tensor ours = model->forward(ids);
+    const at::Tensor ours = folder_logits(final_dir, ids);
     // Compared with the model we started from: training changed it.
-    auto start = am::LlamaForCausalLMImpl::from_pretrained(dir_.file("model"));
-    start->eval();
-    EXPECT_GT(max_abs_diff(ours, start->forward(ids)), 0.1);
+    EXPECT_GT(max_abs_diff(ours, folder_logits(dir_.file("model"), ids)), 0.1);
 
     const std::string ids_file = dir_.file("ids.safetensors");
     const std::string logits_file = dir_.file("logits.safetensors");
@@ -210,13 +219,42 @@ use_cpu: true
       launch({"--cpu", "--num_processes", "1"},
              finetune_argv(dir_.file("model"), dir_.file("train.txt"), dir_.file("single")));
   ASSERT_EQ(single.exit_code, 0) << single.out << single.err;
-  auto model = am::LlamaForCausalLMImpl::from_pretrained(dir_.file("single/final"));
-  model->eval();
-  at::NoGradGuard no_grad;
-  const double diff = max_abs_diff(model->forward(ids), zero3);
+  const double diff = max_abs_diff(folder_logits(dir_.file("single/final"), ids), zero3);
   std::cout << "ZeRO-3 on 2 processes vs 1 process, logits of final/: max abs diff " << diff
             << "\n";
   EXPECT_LE(diff, 1e-4);
+}
+
+// A GPT-2 folder (dropout 0) with sequence parallelism from the launch
+// flags alone: the 2 processes of one group split every 64-token block
+// (Ulysses attention, positions offset) and read one batch, so training
+// follows the one-process run with the same batch; final/ is a GPT-2
+// folder transformers loads with our logits.
+TEST_F(Finetune, Gpt2SequenceParallelOnTwoProcessesTrainsAsOneProcess) {
+  REQUIRE_REFERENCE_PYTHON();
+  REQUIRE_BROWN();
+  ASSERT_NO_FATAL_FAILURE(make_reference("gpt2"));
+  const auto split =
+      launch({"--cpu", "--num_processes", "2", "--use_parallelism_config",
+              "--parallelism_config_sp_size", "2"},
+             finetune_argv(dir_.file("model"), dir_.file("train.txt"), dir_.file("split")));
+  ASSERT_EQ(split.exit_code, 0) << split.out << split.err;
+  const at::Tensor ids = sample_ids();
+  const at::Tensor split_logits = check_run(split, dir_.file("split/final"), ids);
+  const auto single =
+      launch({"--cpu", "--num_processes", "1"},
+             finetune_argv(dir_.file("model"), dir_.file("train.txt"), dir_.file("single")));
+  ASSERT_EQ(single.exit_code, 0) << single.out << single.err;
+  // The same losses logged (the group's token mean is the batch's).
+  const auto split_losses = logged(split.out, "loss"), single_losses = logged(single.out, "loss");
+  ASSERT_EQ(split_losses.size(), single_losses.size()) << split.out;
+  for (size_t i = 0; i < split_losses.size(); ++i) {
+    EXPECT_NEAR(split_losses[i], single_losses[i], 1e-3 * single_losses[i]) << "log " << i;
+  }
+  const double diff = max_abs_diff(folder_logits(dir_.file("single/final"), ids), split_logits);
+  std::cout << "sp 2 on 2 processes vs 1 process, logits of final/: max abs diff " << diff << "\n";
+  EXPECT_LE(diff, 1e-4);
+  EXPECT_NE(split.out.find("model_type gpt2: "), std::string::npos) << split.out;
 }
 
 // bf16 under ZeRO-3 with DeepSpeed's 16-bit save: final/ holds bfloat16
@@ -358,8 +396,8 @@ TEST(FinetuneInput, UnsupportedModelTypeNamesTheSupportedOnes) {
   std::ofstream(dir.file("train.txt")) << "Some text.\n";
   const auto run = run_finetune({"--model", dir.file("model"), "--train_file",
                                  dir.file("train.txt"), "--output_dir", dir.file("out")});
-  expect_one_line_error(run,
-                        {"model_type \"t5\"", "not supported", "supported: llama, mistral, qwen2"});
+  expect_one_line_error(
+      run, {"model_type \"t5\"", "not supported", "supported: llama, mistral, qwen2, gpt2"});
 }
 
 TEST(FinetuneInput, FolderWithoutTokenizerIsOneLineError) {

@@ -10,10 +10,43 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
+
+#include "accelerate/sequence_parallel.h"
+
 namespace accelerate::models {
 
 // logits [batch, tokens, vocab], labels [batch, tokens]. Throws
 // accelerate::Error for other shapes.
 at::Tensor causal_lm_loss(const at::Tensor& logits, const at::Tensor& labels);
+
+// labels [batch, tokens] -> the labels position t predicts: labels[t + 1],
+// and -100 (nothing) for the last position (transformers' shift_labels).
+at::Tensor shift_causal_lm_labels(const at::Tensor& labels);
+
+// The loss with labels already shifted: position t's logits predict
+// shift_labels[t] (transformers' `shift_labels` argument; a dataset of
+// windows and their next tokens yields them so).
+at::Tensor shifted_causal_lm_loss(const at::Tensor& logits, const at::Tensor& shift_labels);
+
+// A model's logits [batch, tokens, vocab] for input_ids [batch, tokens] at
+// position_ids [tokens] (undefined: 0..tokens-1).
+using CausalLMForward =
+    std::function<at::Tensor(const at::Tensor& input_ids, const at::Tensor& position_ids)>;
+
+// A decoder model's loss over a sequence-parallel group: every rank passes
+// the whole batch, runs `forward` on its slice of the tokens (slice_tokens,
+// at their positions) and gets the group's token mean
+// (sequence_parallel_loss), equal to the unsplit loss up to rounding. The
+// labels are shifted over the whole sequence before the split. A group of
+// one: causal_lm_loss(forward(input_ids, {}), labels).
+at::Tensor sequence_parallel_causal_lm_loss(const CausalLMForward& forward,
+                                            const at::Tensor& input_ids, const at::Tensor& labels,
+                                            const SequenceParallel& sp);
+// The same with labels already shifted (shifted_causal_lm_loss's).
+at::Tensor sequence_parallel_shifted_causal_lm_loss(const CausalLMForward& forward,
+                                                    const at::Tensor& input_ids,
+                                                    const at::Tensor& shift_labels,
+                                                    const SequenceParallel& sp);
 
 }  // namespace accelerate::models

@@ -16,7 +16,9 @@
 // as transformers' files hold them. The blocks run through
 // accelerate::unit_forward, so prepare() can make each one a ZeRO stage-3
 // unit (FSDP auto-wrap class name "GPT2Block"), and
-// set_gradient_checkpointing(true) checkpoints their activations. Dropout
+// set_gradient_checkpointing(true) checkpoints their activations, and
+// use_sequence_parallel(accelerator.sequence_parallel()) splits every
+// sequence over a sequence-parallel group (Ulysses attention). Dropout
 // follows train()/eval(). No KV cache and no attention mask (every sequence
 // of a batch is full). See docs/models-gpt2.md.
 #pragma once
@@ -35,6 +37,7 @@
 #include "accelerate/model_saving.h"
 #include "accelerate/models/causal_lm_loss.h"
 #include "accelerate/models/gpt2_config.h"
+#include "accelerate/sequence_parallel.h"
 
 namespace accelerate::models {
 
@@ -56,10 +59,15 @@ class GPT2AttentionImpl : public torch::nn::Module {
  public:
   // `layer`: the block's index (scale_attn_by_inverse_layer_idx).
   GPT2AttentionImpl(const GPT2Config& config, int64_t layer);
-  at::Tensor forward(const at::Tensor& x);  // [batch, tokens, n_embd]
+  // [batch, tokens, n_embd]; with a sequence-parallel group, this rank's
+  // tokens, attending over the group's whole sequence.
+  at::Tensor forward(const at::Tensor& x);
+  // Set by GPT2ModelImpl::use_sequence_parallel (default: a group of one).
+  void set_sequence_parallel(const SequenceParallel& sp) { sequence_parallel_ = sp; }
   GPT2Conv1D c_attn{nullptr}, c_proj{nullptr};
 
  private:
+  SequenceParallel sequence_parallel_;
   int64_t heads_, head_dim_;
   // What q is multiplied by before causal_attention's 1/sqrt(head_dim), so
   // that the logits get the config's scaling (1 in GPT-2's default).
@@ -111,8 +119,16 @@ class GPT2ModelImpl : public torch::nn::Module {
   // and 0. fp32, on the CPU.
   explicit GPT2ModelImpl(GPT2Config config);
   // The final normed hidden states [batch, tokens, n_embd] for token ids
-  // [batch, tokens] at positions 0..tokens-1 (Error beyond n_positions).
-  at::Tensor forward(const at::Tensor& input_ids);
+  // [batch, tokens] at `position_ids` [tokens] (undefined: 0..tokens-1;
+  // Error at n_positions or beyond). With a sequence-parallel group, each
+  // rank passes its slice and the slice's positions (slice_sequence).
+  at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& position_ids = {});
+
+  // Splits sequences over `sp`'s group from now on (every block's
+  // attention runs Ulysses all-to-alls; a group of one splits nothing).
+  // Error naming both numbers when n_head is not divisible by its size.
+  void use_sequence_parallel(const SequenceParallel& sp);
+  const SequenceParallel& sequence_parallel() const { return sequence_parallel_; }
 
   // Loads a base model's folder or a GPT2LMHeadModel's (its head dropped).
   static std::shared_ptr<GPT2ModelImpl> from_pretrained(const std::string& folder,
@@ -136,6 +152,7 @@ class GPT2ModelImpl : public torch::nn::Module {
  private:
   GPT2Config config_;
   bool gradient_checkpointing_ = false;
+  SequenceParallel sequence_parallel_;
 };
 TORCH_MODULE(GPT2Model);
 
@@ -145,11 +162,22 @@ TORCH_MODULE(GPT2Model);
 class GPT2LMHeadModelImpl : public torch::nn::Module {
  public:
   explicit GPT2LMHeadModelImpl(GPT2Config config);
-  // Logits [batch, tokens, vocab] for token ids [batch, tokens].
-  at::Tensor forward(const at::Tensor& input_ids);
+  // Logits [batch, tokens, vocab] for token ids [batch, tokens] (positions
+  // as GPT2ModelImpl::forward's).
+  at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& position_ids = {});
   // transformers' causal-LM loss (causal_lm_loss.h): logits at position t
   // predict labels[t+1]; labels of -100 are ignored; the mean, in fp32.
+  // With a sequence-parallel group every rank of it passes the whole batch:
+  // each computes its slice of the tokens (labels shifted before the
+  // split) and all return the group's token mean.
   at::Tensor loss(const at::Tensor& input_ids, const at::Tensor& labels);
+  // The same with labels already shifted (transformers' `shift_labels`):
+  // position t's logits predict shift_labels[t], as a dataset of windows
+  // and their next tokens yields them.
+  at::Tensor loss_on_shifted_labels(const at::Tensor& input_ids, const at::Tensor& shift_labels);
+
+  // GPT2ModelImpl::use_sequence_parallel, and the losses above split too.
+  void use_sequence_parallel(const SequenceParallel& sp) { transformer->use_sequence_parallel(sp); }
 
   // Builds the model from `folder`'s config.json and loads its weights:
   // a GPT2LMHeadModel's files ("transformer." names) or a base model's (no
@@ -169,6 +197,8 @@ class GPT2LMHeadModelImpl : public torch::nn::Module {
   torch::nn::Linear lm_head{nullptr};  // null when tied
 
  private:
+  // forward, for the losses, after checking input_ids' length.
+  CausalLMForward checked_forward(const at::Tensor& input_ids);
   GPT2Config config_;
 };
 TORCH_MODULE(GPT2LMHeadModel);

@@ -12,7 +12,9 @@
 // Pre-RMSNorm blocks, rotary position embeddings (transformers' rotate_half
 // layout), grouped-query causal attention and a SwiGLU MLP. The decoder
 // layers run through accelerate::unit_forward, so prepare() can make each
-// one a ZeRO stage-3 unit. No KV cache and no attention mask yet (every
+// one a ZeRO stage-3 unit, and use_sequence_parallel(accelerator.
+// sequence_parallel()) splits every sequence over a sequence-parallel group
+// (Ulysses attention). No KV cache and no attention mask yet (every
 // sequence of a batch is full). See docs/models.md.
 #pragma once
 
@@ -28,6 +30,7 @@
 #include "accelerate/model_saving.h"
 #include "accelerate/models/causal_lm_loss.h"
 #include "accelerate/models/llama_config.h"
+#include "accelerate/sequence_parallel.h"
 
 namespace accelerate::models {
 
@@ -41,7 +44,7 @@ class LlamaRMSNormImpl : public torch::nn::Module {
 };
 TORCH_MODULE(LlamaRMSNorm);
 
-// The rotary tables for positions 0..tokens-1: cos and sin of shape
+// The rotary tables for a run of positions: cos and sin of shape
 // [tokens, head_dim], in fp32, for the config's rope type.
 struct RotaryTables {
   at::Tensor cos;
@@ -55,11 +58,16 @@ class LlamaAttentionImpl : public torch::nn::Module {
   // `layer`: the layer's index, which decides its sliding window
   // (LlamaConfig::layer_sliding_window).
   explicit LlamaAttentionImpl(const LlamaConfig& config, int64_t layer = 0);
-  // x: [batch, tokens, hidden]; cos/sin: [tokens, head_dim].
+  // x: [batch, tokens, hidden]; cos/sin: [tokens, head_dim]. With a
+  // sequence-parallel group, this rank's tokens (and their positions'
+  // tables), attending over the group's whole sequence.
   at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+  // Set by LlamaModelImpl::use_sequence_parallel (default: a group of one).
+  void set_sequence_parallel(const SequenceParallel& sp) { sequence_parallel_ = sp; }
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
 
  private:
+  SequenceParallel sequence_parallel_;
   int64_t heads_, kv_heads_, head_dim_;
   int64_t sliding_window_;  // 0: the whole past
 };
@@ -89,12 +97,23 @@ TORCH_MODULE(LlamaDecoderLayer);
 class LlamaModelImpl : public torch::nn::Module {
  public:
   explicit LlamaModelImpl(const LlamaConfig& config);
-  at::Tensor forward(const at::Tensor& input_ids);
+  // `position_ids` [tokens]: the tokens' positions (undefined:
+  // 0..tokens-1); with a sequence-parallel group, each rank passes its
+  // slice and the slice's positions.
+  at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& position_ids = {});
   torch::nn::Embedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};  // of LlamaDecoderLayer
   LlamaRMSNorm norm{nullptr};
-  // cos and sin for `tokens` positions, on `device`.
+  // cos and sin for positions 0..tokens-1, on `device`.
   RotaryTables rotary(int64_t tokens, const c10::Device& device) const;
+  // cos and sin for `positions` [tokens] (any integer dtype), on their device.
+  RotaryTables rotary(const at::Tensor& positions) const;
+
+  // Splits sequences over `sp`'s group from now on (every layer's attention
+  // runs Ulysses all-to-alls; a group of one splits nothing). Error naming
+  // both numbers when num_attention_heads is not divisible by its size.
+  void use_sequence_parallel(const SequenceParallel& sp);
+  const SequenceParallel& sequence_parallel() const { return sequence_parallel_; }
 
  private:
   // The rotary frequencies are computed from it at each forward, not kept
@@ -103,6 +122,7 @@ class LlamaModelImpl : public torch::nn::Module {
   // construction (prepare() fills parameters and buffers, not other
   // tensors), and transformers saves no such buffer either.
   LlamaConfig config_;
+  SequenceParallel sequence_parallel_;
 };
 TORCH_MODULE(LlamaModel);
 
@@ -119,11 +139,21 @@ class LlamaForCausalLMImpl : public torch::nn::Module {
  public:
   // Random weights (LibTorch's default initialisation), fp32, on the CPU.
   explicit LlamaForCausalLMImpl(LlamaConfig config);
-  // Logits [batch, tokens, vocab] for token ids [batch, tokens].
-  at::Tensor forward(const at::Tensor& input_ids);
+  // Logits [batch, tokens, vocab] for token ids [batch, tokens] (positions
+  // as LlamaModelImpl::forward's).
+  at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& position_ids = {});
   // transformers' causal-LM loss: logits at position t predict labels[t+1];
   // labels equal to -100 are ignored; the mean over the rest, in fp32.
+  // With a sequence-parallel group every rank of it passes the whole batch:
+  // each computes its slice of the tokens (labels shifted before the
+  // split) and all return the group's token mean.
   at::Tensor loss(const at::Tensor& input_ids, const at::Tensor& labels);
+  // The same with labels already shifted (transformers' `shift_labels`):
+  // position t's logits predict shift_labels[t].
+  at::Tensor loss_on_shifted_labels(const at::Tensor& input_ids, const at::Tensor& shift_labels);
+
+  // LlamaModelImpl::use_sequence_parallel, and the losses above split too.
+  void use_sequence_parallel(const SequenceParallel& sp) { model->use_sequence_parallel(sp); }
 
   // Builds the model from `folder`'s config.json and loads its weights.
   static std::shared_ptr<LlamaForCausalLMImpl> from_pretrained(
@@ -139,6 +169,7 @@ class LlamaForCausalLMImpl : public torch::nn::Module {
   torch::nn::Linear lm_head{nullptr};
 
  private:
+  CausalLMForward forward_function();  // forward, for the losses
   LlamaConfig config_;
 };
 TORCH_MODULE(LlamaForCausalLM);
