@@ -54,6 +54,7 @@ struct TrainingFlags {
   std::string resume_from_checkpoint;
   uint64_t seed = 42;
   bool bf16 = false;
+  bool gradient_checkpointing = false;
   bool fp16 = false;
   std::string report_to = "none";
   int64_t dataloader_num_workers = 0;
@@ -114,6 +115,8 @@ inline void add_training_flags(Flags& flags, TrainingFlags& f) {
            "continue exactly from a checkpoint folder, or the newest in output_dir", "PATH|latest")
       .add("seed", &f.seed, "the seed of the data order (and of any new weights)")
       .add("bf16", &f.bf16, "bfloat16 mixed precision")
+      .add("gradient_checkpointing", &f.gradient_checkpointing,
+           "recompute each block's activations in backward (less memory, ~1/3 more compute)")
       .add("fp16", &f.fp16, "float16 mixed precision (with loss scaling)")
       .add_choice("report_to", &f.report_to, {"tensorboard", "jsonl", "csv", "all", "none"},
                   "trackers for the logs")
@@ -154,6 +157,7 @@ inline accelerate::TrainingArguments training_arguments(const TrainingFlags& f) 
                   .load_best_model_at_end(f.load_best_model_at_end)
                   .seed(f.seed)
                   .bf16(f.bf16)
+                  .gradient_checkpointing(f.gradient_checkpointing)
                   .fp16(f.fp16)
                   .report_to({f.report_to})
                   .dataloader_num_workers(f.dataloader_num_workers);

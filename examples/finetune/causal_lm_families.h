@@ -13,6 +13,7 @@
 //     static int64_t vocab_size(const Config&);
 //     static Model load(const std::string& folder);       // config + weights
 //     static at::Tensor loss(Model&, const at::Tensor& ids);  // mean causal-LM loss
+//     static void set_gradient_checkpointing(Model&, bool);   // --gradient_checkpointing
 //     static void write_config(const Config&, const std::string& folder,
 //                              const std::string& dtype);        // torch_dtype
 //   };
@@ -50,6 +51,9 @@ struct LlamaFamily {
     return Model(accelerate::models::LlamaForCausalLMImpl::from_pretrained(folder));
   }
   static at::Tensor loss(Model& model, const at::Tensor& ids) { return model->loss(ids, ids); }
+  static void set_gradient_checkpointing(Model& model, bool on) {
+    model->model->set_gradient_checkpointing(on);
+  }
   // `dtype`: the saved weights' ("float32", or "bfloat16" from a 16-bit save).
   static void write_config(const Config& config, const std::string& folder,
                            const std::string& dtype) {
@@ -74,6 +78,9 @@ struct Gpt2Family {
     return Model(accelerate::models::GPT2LMHeadModelImpl::from_pretrained(folder));
   }
   static at::Tensor loss(Model& model, const at::Tensor& ids) { return model->loss(ids, ids); }
+  static void set_gradient_checkpointing(Model& model, bool on) {
+    model->transformer->set_gradient_checkpointing(on);
+  }
   static void write_config(const Config& config, const std::string& folder,
                            const std::string& dtype) {
     accelerate::models::write_gpt2_config(config, folder, "GPT2LMHeadModel", dtype);

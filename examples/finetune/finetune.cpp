@@ -143,6 +143,7 @@ int run_family(const FinetuneFlags& f) {
                             " is not divisible by sp_size " + std::to_string(sp_size));
   }
   model->use_sequence_parallel(accelerator.sequence_parallel());
+  Family::set_gradient_checkpointing(model, args.gradient_checkpointing());
   int64_t parameters = 0;
   for (const auto& p : model->parameters()) parameters += p.numel();
   accelerator.print("model_type ", Family::model_type_of(config), ": ", parameters, " parameters; ",

@@ -25,7 +25,6 @@ struct TrainFlags {
   int64_t block_size = 0;  // 0: the preset's context
   double dropout = 0.0;
   int64_t max_eval_samples = 0;  // 0: all
-  bool gradient_checkpointing = false;
   examples::TrainingFlags training = gpt_training_defaults();
 
   static examples::TrainingFlags gpt_training_defaults() {
@@ -59,18 +58,14 @@ inline void add_flags(examples::Flags& flags, TrainFlags& f) {
       .add("block_size", &f.block_size, "tokens per training window; 0: the preset's context")
       .add("dropout", &f.dropout, "GPT-2's residual, embedding and attention dropout")
       .add("max_eval_samples", &f.max_eval_samples,
-           "evaluate on the first N validation windows only; 0: all", "N")
-      .add("gradient_checkpointing", &f.gradient_checkpointing,
-           "recompute each block's activations in backward");
+           "evaluate on the first N validation windows only; 0: all", "N");
   examples::add_training_flags(flags, f.training);
 }
 
 // TrainingArguments from the flags of the same names. Throws ConfigError
 // (one line) for values Hugging Face refuses.
 inline accelerate::TrainingArguments training_arguments(const TrainFlags& f) {
-  accelerate::TrainingArguments args = examples::training_arguments(f.training);
-  args.gradient_checkpointing(f.gradient_checkpointing);
-  return args;
+  return examples::training_arguments(f.training);
 }
 
 // `gpt generate [flags]`.

@@ -24,6 +24,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <functional>
+#include <type_traits>
 #include <vector>
 
 #include "accelerate/arg.h"
@@ -67,6 +68,25 @@ at::Tensor checkpoint_activations(Module& module, const at::Tensor& input,
         },
         {input}, module->parameters(), options);
     return outputs[0];
+  });
+}
+
+// The same for a forward that also takes tensors needing no gradient (an
+// attention mask, rotary tables): module->forward(input, constant, more...).
+// They are kept (not recomputed) and passed again to the recomputation.
+template <class Module, class... Tensors>
+at::Tensor checkpoint_activations(Module& module, const at::Tensor& input,
+                                  const at::Tensor& constant, const Tensors&... more) {
+  static_assert((std::is_same_v<Tensors, at::Tensor> && ...),
+                "checkpoint_activations: the forward's further arguments must be tensors");
+  return detail::run_as_unit(*module, [&] {
+    return checkpoint_function(
+        // Copies of the holder and the constants: backward recomputes after
+        // the caller's variables are gone.
+        [module, constant, more...](const std::vector<at::Tensor>& in) mutable {
+          return std::vector<at::Tensor>{module->forward(in[0], constant, more...)};
+        },
+        {input}, module->parameters())[0];
   });
 }
 

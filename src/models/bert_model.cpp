@@ -169,21 +169,9 @@ BertOutput BertModelImpl::forward(const at::Tensor& input_ids, const at::Tensor&
   const bool checkpointing = gradient_checkpointing_ && at::GradMode::is_enabled();
   for (const auto& child : *encoder->layer) {
     auto layer = child->as<BertLayer>();
-    if (!checkpointing) {
-      x = unit_forward(layer, x, attention_mask);
-      continue;
-    }
-    // checkpoint_activations' form, with the mask as a second input that
-    // needs no gradient: the unit's gathering wraps the checkpointed call.
-    x = detail::run_as_unit(*layer, [&] {
-      return checkpoint_function(
-          // Copies of the holder and the mask: backward recomputes after
-          // this loop's variables are gone.
-          [layer, attention_mask](const std::vector<at::Tensor>& in) mutable {
-            return std::vector<at::Tensor>{layer->forward(in[0], attention_mask)};
-          },
-          {x}, layer->parameters())[0];
-    });
+    // The mask needs no gradient: kept, not recomputed.
+    x = checkpointing ? checkpoint_activations(layer, x, attention_mask)
+                      : unit_forward(layer, x, attention_mask);
   }
   return {x, pooler(x)};
 }

@@ -6,6 +6,7 @@
 
 #include <ATen/ATen.h>
 
+#include "accelerate/activation_checkpointing.h"
 #include "accelerate/activations.h"
 #include "accelerate/attention.h"
 #include "accelerate/errors.h"
@@ -164,10 +165,13 @@ at::Tensor LlamaModelImpl::forward(const at::Tensor& input_ids, const at::Tensor
                                                    : rotary(input_ids.size(1), x.device());
   // transformers casts cos and sin to the activations' dtype.
   const at::Tensor cos = rope.cos.to(x.scalar_type()), sin = rope.sin.to(x.scalar_type());
-  // Each layer is a ZeRO stage-3 unit when prepare() made it one.
+  // Each layer is a ZeRO stage-3 unit when prepare() made it one; the
+  // rotary tables need no gradient (kept, not recomputed).
+  const bool checkpointing = gradient_checkpointing_ && at::GradMode::is_enabled();
   for (const auto& child : *layers) {
     auto layer = child->as<LlamaDecoderLayer>();
-    x = unit_forward(layer, x, cos, sin);
+    x = checkpointing ? checkpoint_activations(layer, x, cos, sin)
+                      : unit_forward(layer, x, cos, sin);
   }
   return norm(x);
 }

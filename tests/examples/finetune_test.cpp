@@ -159,8 +159,9 @@ class Finetune : public ::testing::Test {
   GTEST_SKIP() << "no Brown corpus in " BROWN_DIR ": run scripts/fetch-brown.sh"
 
 // A Qwen2 folder (q/k/v biases, a sliding window of 16 tokens on the second
-// layer, shorter than the 64-token blocks): the same program fine-tunes it
-// and writes a folder transformers loads as Qwen2 again.
+// layer, shorter than the 64-token blocks): the same program fine-tunes it,
+// with --gradient_checkpointing (each layer recomputed in backward), and
+// writes a folder transformers loads as Qwen2 again.
 TEST_F(Finetune, OneProcessLearnsAndSavesWhatTransformersLoads) {
   REQUIRE_REFERENCE_PYTHON();
   REQUIRE_BROWN();
@@ -168,7 +169,7 @@ TEST_F(Finetune, OneProcessLearnsAndSavesWhatTransformersLoads) {
   copy_lines(kBrownValidation, dir_.file("validation.txt"), 100);
   auto argv = finetune_argv(dir_.file("model"), dir_.file("train.txt"), dir_.file("out"));
   argv.insert(argv.end(), {"--validation_file", dir_.file("validation.txt"), "--eval_strategy",
-                           "steps", "--eval_steps", "10"});
+                           "steps", "--eval_steps", "10", "--gradient_checkpointing"});
   const auto run = launch({"--cpu", "--num_processes", "1"}, argv);
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_TRUE(fs::exists(dir_.file("out/final/model.safetensors")));

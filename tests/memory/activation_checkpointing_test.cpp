@@ -17,6 +17,7 @@
 #include "accelerate/activation_checkpointing.h"
 #include "accelerate/autocast.h"
 #include "accelerate/errors.h"
+#include "support/autograd_graph.h"
 #include "support/thread_ranks.h"
 
 namespace {
@@ -144,19 +145,7 @@ TEST(ActivationCheckpointing, WithoutGradModeTheFunctionJustRuns) {
 
 // The nodes of the graph behind `out`: each plain-run node keeps the
 // activations its backward needs alive; a checkpointed block is one node.
-int graph_nodes(const torch::Tensor& out) {
-  int nodes = 0;
-  std::vector<torch::autograd::Node*> stack{out.grad_fn().get()};
-  std::set<torch::autograd::Node*> seen;
-  while (!stack.empty()) {
-    auto* node = stack.back();
-    stack.pop_back();
-    if (node == nullptr || !seen.insert(node).second) continue;
-    ++nodes;
-    for (const auto& edge : node->next_edges()) stack.push_back(edge.function.get());
-  }
-  return nodes;
-}
+using accelerate::testing::graph_nodes;
 
 TEST(ActivationCheckpointing, RecordsOneNodeInsteadOfTheBlocksGraph) {
   torch::manual_seed(1);

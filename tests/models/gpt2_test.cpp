@@ -15,6 +15,7 @@
 #include "accelerate/models/gpt2.h"
 #include "accelerate/models/pretrained.h"
 #include "accelerate/safetensors.h"
+#include "support/autograd_graph.h"
 #include "support/error_message.h"
 #include "support/temp_dir.h"
 
@@ -297,17 +298,8 @@ TEST(GPT2Model, GradientCheckpointingGivesTheSameGradientsWithDropout) {
   // The last block's output comes from the checkpoint's autograd node: the
   // input of ln_f, found by walking the graph back from the hidden states.
   auto checkpoint_in_graph = [&] {
-    const at::Tensor hidden = model->transformer->forward(gpt2_ids());
-    std::vector<torch::autograd::Node*> stack = {hidden.grad_fn().get()};
-    std::set<torch::autograd::Node*> seen;
-    while (!stack.empty()) {
-      torch::autograd::Node* node = stack.back();
-      stack.pop_back();
-      if (!node || !seen.insert(node).second) continue;
-      if (node->name().find("Checkpoint") != std::string::npos) return true;
-      for (const auto& edge : node->next_edges()) stack.push_back(edge.function.get());
-    }
-    return false;
+    return accelerate::testing::graph_nodes(model->transformer->forward(gpt2_ids()), "Checkpoint") >
+           0;
   };
   EXPECT_TRUE(checkpoint_in_graph());
   model->transformer->set_gradient_checkpointing(false);

@@ -19,6 +19,7 @@
 #include "accelerate/models/llama.h"
 #include "accelerate/models/pretrained.h"
 #include "accelerate/safetensors.h"
+#include "support/autograd_graph.h"
 #include "support/error_message.h"
 #include "support/temp_dir.h"
 
@@ -206,6 +207,36 @@ double resident_page_share(const at::Tensor& tensor) {
   for (unsigned char flags : pages) resident += flags & 1;
   return static_cast<double>(resident) / static_cast<double>(pages.size());
 }
+// transformers' gradient_checkpointing_enable(): bitwise the plain run's
+// gradients, each layer one checkpoint node in the graph, none when off.
+TEST(LlamaModel, GradientCheckpointingGivesTheSameGradients) {
+  torch::manual_seed(31);
+  am::LlamaForCausalLM model(tiny_llama_config());
+  auto gradients = [&] {
+    model->zero_grad();
+    model->loss(tiny_ids(), tiny_ids()).backward();
+    std::vector<at::Tensor> out;
+    for (const auto& p : model->parameters()) out.push_back(p.grad().clone());
+    return out;
+  };
+  const auto plain = gradients();
+  EXPECT_FALSE(model->model->gradient_checkpointing());
+  model->model->set_gradient_checkpointing(true);
+  const auto checkpointed = gradients();
+  ASSERT_EQ(plain.size(), checkpointed.size());
+  for (size_t i = 0; i < plain.size(); ++i) EXPECT_TRUE(at::equal(plain[i], checkpointed[i])) << i;
+  const auto checkpoints = [&] {
+    return accelerate::testing::graph_nodes(model->model->forward(tiny_ids()), "Checkpoint");
+  };
+  EXPECT_EQ(checkpoints(), tiny_llama_config().num_hidden_layers);
+  {
+    at::NoGradGuard no_grad;  // evaluation: the layers just run
+    EXPECT_FALSE(model->model->forward(tiny_ids()).requires_grad());
+  }
+  model->model->set_gradient_checkpointing(false);
+  EXPECT_EQ(checkpoints(), 0);
+}
+
 }  // namespace
 
 // Loading a folder inside the guard (from_pretrained under zero3_init on a

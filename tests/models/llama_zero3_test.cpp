@@ -35,7 +35,7 @@ struct Trained {
 
 // Three steps of AdamW on each rank's own token ids, from `initial`.
 Trained train_llama(std::shared_ptr<accelerate::Communicator> comm, int stage,
-                    const std::vector<at::Tensor>& initial) {
+                    const std::vector<at::Tensor>& initial, bool checkpointing) {
   accelerate::AcceleratorOptions options;
   if (stage > 0) {
     options.deepspeed_plugin(
@@ -51,6 +51,7 @@ Trained train_llama(std::shared_ptr<accelerate::Communicator> comm, int stage,
   }
   accelerate::Optimizer<torch::optim::AdamW> optimizer(model->parameters(),
                                                        torch::optim::AdamWOptions(0.01));
+  model->model->set_gradient_checkpointing(checkpointing);
   accelerator.prepare(model, optimizer);
   for (int step = 0; step < 3; ++step) {
     const at::Tensor ids =
@@ -71,24 +72,31 @@ TEST(LlamaZero3, LayersAreUnitsAndTrainingMatchesDataParallelism) {
   for (const auto& p : am::LlamaForCausalLM(zero3_llama_config())->parameters()) {
     initial.push_back(p.detach().clone());
   }
-  auto run = [&](int stage) {
+  auto run = [&](int stage, bool checkpointing) {
     return accelerate::testing::on_each_rank<Trained>(
         2, [&](std::shared_ptr<accelerate::Communicator> comm) {
-          return train_llama(std::move(comm), stage, initial);
+          return train_llama(std::move(comm), stage, initial, checkpointing);
         });
   };
-  const auto data_parallel = run(0);
-  const auto sharded = run(3);
-  ASSERT_EQ(sharded[0].weights.size(), initial.size());
+  const auto data_parallel = run(0, false);
   EXPECT_FALSE(at::allclose(data_parallel[0].weights[0], initial[0]))
       << "training did not move the weights: the comparison would prove nothing";
-  for (int rank = 0; rank < 2; ++rank) {
-    EXPECT_TRUE(sharded[rank].layers_released) << "rank " << rank;
-    EXPECT_FALSE(data_parallel[rank].layers_released) << "rank " << rank;
-    for (size_t i = 0; i < initial.size(); ++i) {
-      EXPECT_TRUE(at::equal(sharded[rank].weights[i], data_parallel[rank].weights[i]))
-          << "rank " << rank << ", weight " << i << ": max difference "
-          << (sharded[rank].weights[i] - data_parallel[rank].weights[i]).abs().max().item<double>();
+  // ZeRO-3 units, with and without activation checkpointing of the layers.
+  for (bool checkpointing : {false, true}) {
+    const auto sharded = run(3, checkpointing);
+    ASSERT_EQ(sharded[0].weights.size(), initial.size());
+    for (int rank = 0; rank < 2; ++rank) {
+      EXPECT_TRUE(sharded[rank].layers_released) << "rank " << rank;
+      EXPECT_FALSE(data_parallel[rank].layers_released) << "rank " << rank;
+      for (size_t i = 0; i < initial.size(); ++i) {
+        EXPECT_TRUE(at::equal(sharded[rank].weights[i], data_parallel[rank].weights[i]))
+            << "checkpointing " << checkpointing << ", rank " << rank << ", weight " << i
+            << ": max difference "
+            << (sharded[rank].weights[i] - data_parallel[rank].weights[i])
+                   .abs()
+                   .max()
+                   .item<double>();
+      }
     }
   }
 }

@@ -109,6 +109,13 @@ class LlamaModelImpl : public torch::nn::Module {
   // cos and sin for `positions` [tokens] (any integer dtype), on their device.
   RotaryTables rotary(const at::Tensor& positions) const;
 
+  // Activation checkpointing of every decoder layer (transformers'
+  // gradient_checkpointing_enable()): while grad mode is on, each layer
+  // keeps only its input and recomputes its forward in backward (still a
+  // ZeRO stage-3 unit). Off by default.
+  void set_gradient_checkpointing(bool on) { gradient_checkpointing_ = on; }
+  bool gradient_checkpointing() const { return gradient_checkpointing_; }
+
   // Splits sequences over `sp`'s group from now on (every layer's attention
   // runs Ulysses all-to-alls; a group of one splits nothing). Error naming
   // both numbers when num_attention_heads is not divisible by its size.
@@ -123,6 +130,7 @@ class LlamaModelImpl : public torch::nn::Module {
   // tensors), and transformers saves no such buffer either.
   LlamaConfig config_;
   SequenceParallel sequence_parallel_;
+  bool gradient_checkpointing_ = false;
 };
 TORCH_MODULE(LlamaModel);
 
