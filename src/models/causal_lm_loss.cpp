@@ -45,16 +45,36 @@ at::Tensor shifted_causal_lm_loss(const at::Tensor& logits, const at::Tensor& sh
   return token_losses(logits, shift_labels, LossReduction::kMean);
 }
 
-at::Tensor sequence_parallel_causal_lm_loss(const CausalLMForward& forward,
-                                            const at::Tensor& input_ids, const at::Tensor& labels,
-                                            const SequenceParallel& sp) {
-  if (!sp.enabled()) return causal_lm_loss(forward(input_ids, {}), labels);
+namespace {
+
+// The group's token mean from this rank's slice: its ids at their
+// positions, and the labels those positions predict.
+at::Tensor slice_loss(const CausalLMForward& forward, const at::Tensor& my_ids,
+                      const at::Tensor& my_labels, const at::Tensor& positions,
+                      const SequenceParallel& sp) {
+  const at::Tensor logits = forward(my_ids, positions);
+  require_matching(logits, my_labels, "sequence_parallel_causal_lm_loss");
+  return sequence_parallel_loss(token_losses(logits, my_labels, LossReduction::kSum),
+                                (my_labels != kIgnoredLabel).sum(), sp);
+}
+
+void require_same_shape(const at::Tensor& input_ids, const at::Tensor& labels) {
   if (!input_ids.sizes().equals(labels.sizes())) {
     throw Error("sequence_parallel_causal_lm_loss: input_ids " + c10::str(input_ids.sizes()) +
                 " and labels " + c10::str(labels.sizes()) + " differ in shape");
   }
-  return sequence_parallel_shifted_causal_lm_loss(forward, input_ids,
-                                                  shift_causal_lm_labels(labels), sp);
+}
+
+}  // namespace
+
+at::Tensor sequence_parallel_causal_lm_loss(const CausalLMForward& forward,
+                                            const at::Tensor& input_ids, const at::Tensor& labels,
+                                            const SequenceParallel& sp) {
+  if (!sp.enabled()) return causal_lm_loss(forward(input_ids, {}), labels);
+  require_same_shape(input_ids, labels);
+  // slice_sequence shifts the labels over the whole sequence, then splits.
+  const SequenceSlice slice = slice_sequence(input_ids, sp, labels, kIgnoredLabel);
+  return slice_loss(forward, slice.input_ids, slice.labels, slice.position_ids, sp);
 }
 
 at::Tensor sequence_parallel_shifted_causal_lm_loss(const CausalLMForward& forward,
@@ -62,22 +82,13 @@ at::Tensor sequence_parallel_shifted_causal_lm_loss(const CausalLMForward& forwa
                                                     const at::Tensor& shift_labels,
                                                     const SequenceParallel& sp) {
   if (!sp.enabled()) return shifted_causal_lm_loss(forward(input_ids, {}), shift_labels);
-  if (!input_ids.sizes().equals(shift_labels.sizes())) {
-    throw Error("sequence_parallel_shifted_causal_lm_loss: input_ids " +
-                c10::str(input_ids.sizes()) + " and labels " + c10::str(shift_labels.sizes()) +
-                " differ in shape");
-  }
-  // Both are aligned already (labels shifted over the whole sequence), so
-  // each rank takes the same columns of both.
+  require_same_shape(input_ids, shift_labels);
+  // Both are aligned already, so each rank takes the same columns of both.
   const at::Tensor my_ids = slice_tokens(input_ids, sp);
-  const at::Tensor my_labels = slice_tokens(shift_labels, sp);
   const int64_t first = sp.rank() * my_ids.size(1);
-  const at::Tensor positions =
-      at::arange(first, first + my_ids.size(1), input_ids.options().dtype(at::kLong));
-  const at::Tensor logits = forward(my_ids, positions);
-  require_matching(logits, my_labels, "sequence_parallel_shifted_causal_lm_loss");
-  return sequence_parallel_loss(token_losses(logits, my_labels, LossReduction::kSum),
-                                (my_labels != kIgnoredLabel).sum(), sp);
+  return slice_loss(forward, my_ids, slice_tokens(shift_labels, sp),
+                    at::arange(first, first + my_ids.size(1), input_ids.options().dtype(at::kLong)),
+                    sp);
 }
 
 }  // namespace accelerate::models
