@@ -49,7 +49,12 @@
 # OMP_NUM_THREADS = cores / N, OPENBLAS_NUM_THREADS = BLAS_THREADS (default:
 # the same as OMP_NUM_THREADS) and OMP_WAIT_POLICY = PASSIVE (the launcher's
 # default); the launcher keeps exported values, the twin calls
-# torch.set_num_threads(OMP_NUM_THREADS). fp32 matmuls run in OpenBLAS, so
+# torch.set_num_threads(OMP_NUM_THREADS). OpenBLAS kernels: every run and
+# the peak get the same OPENBLAS_CORETYPE, the one exported, else the one
+# `accelerate launch` sets on this machine (`accelerate env`; empty where
+# OpenBLAS knows the CPU: docs/launching.md, "OpenBLAS kernels"), so the twin
+# does not run generic kernels where the launcher gave the C++ side the CPU's
+# own. fp32 matmuls run in OpenBLAS, so
 # BLAS_THREADS=1 (the launcher's own default) leaves one core idle in them on
 # 1 process: both sides then drop alike (docs/gpt-performance.md). The
 # HF side's ranks: hf_gpt2_run.py under torch.distributed.run, which keeps
@@ -136,6 +141,10 @@ if [[ -n "$HF_PYTHON" ]]; then
   ((hf)) || [[ -z "$hf_set" ]] || die "$hf_note"
 fi
 LOG_DIR="${LOG_DIR:-$(mktemp -d /tmp/gpt-bench.XXXXXX)}"
+if [[ -z "${OPENBLAS_CORETYPE:-}" ]]; then
+  core="$("$launcher" env | sed -n 's/.*OPENBLAS_CORETYPE=\([A-Za-z0-9]*\).*/\1/p')"
+  [[ -z "$core" ]] || export OPENBLAS_CORETYPE="$core"
+fi
 cores="$(nproc)"
 layers=${dims[0]} width=${dims[1]} context=${dims[2]}
 
@@ -235,6 +244,7 @@ pair() {  # first-side second-side N precision, in alternating order per round
 echo "GPT benchmark: $(date -u '+%Y-%m-%d %H:%M UTC'), $cores cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), torch $("$PYTHON" -c 'import torch; print(torch.__version__)') in both"
 echo "  preset $PRESET: $params parameters, vocab $VOCAB, $layers layers, width $width, context $context;"
 echo "  batch $BATCH per process, $STEPS steps (first $SKIP untimed), LR warm-up $WARMUP then cosine, eval on $EVAL_SAMPLES windows"
+echo "  OpenBLAS kernels: ${OPENBLAS_CORETYPE:-as OpenBLAS picks them} (OPENBLAS_CORETYPE, both sides)"
 echo "  threads per process: 1 process $cores, 2 processes $((cores / 2)) (OMP_NUM_THREADS; OPENBLAS_NUM_THREADS=${BLAS_THREADS:-the same}; OMP_WAIT_POLICY=PASSIVE)"
 if ((hf)); then
   echo "  HF side: $("$HF_PYTHON" -c 'import torch, transformers, accelerate as a; print("torch %s, transformers %s, accelerate %s" % (torch.__version__, transformers.__version__, a.__version__))') ($HF_PYTHON) against C++ from $new_build"

@@ -19,6 +19,11 @@
 #                      order (ours first in odd rounds); samples/s is the
 #                      median over rounds, the metrics are the first round's
 #                      (every round gives the same ones) [1]
+#   SEEDS              the --seed of each side's runs ["42"]; with several,
+#                      every seed runs ROUNDS rounds, each seed's metrics
+#                      are printed, and the table gives the mean over seeds
+#                      (one seed is one draw of the head, dropout and order:
+#                      a 1-point goal needs several to be read)
 # One thread per process on both sides (the launcher's default for 2
 # processes on 2 cores; torchrun's too), so the 1-process runs compare the
 # same compute. Each run's log is kept in LOG_DIR [/tmp/nlp-bench].
@@ -56,28 +61,36 @@ samples_per_second() {
 
 printf '%-9s %-24s %-24s %-14s %-10s %-10s %s\n' processes "ours acc / f1" "twin acc / f1" \
   "diff (points)" "ours s/s" "twin s/s" "ratio"
-run_ours() {  # run_ours PROCESSES LOG
+run_ours() {  # run_ours PROCESSES LOG SEED
   "$build/bin/accelerate" launch --cpu --num_processes "$1" --num_cpu_threads_per_process 1 \
-    --main_process_port 0 "$build/examples/nlp" "${flags[@]}" --output_dir "$logs/out" >"$2" 2>&1 ||
+    --main_process_port 0 "$build/examples/nlp" "${flags[@]}" --seed "$3" \
+    --output_dir "$logs/out" >"$2" 2>&1 ||
     die "ours failed on $1 processes: $(tail -n 1 "$2")"
 }
-run_twin() {  # run_twin PROCESSES LOG
+run_twin() {  # run_twin PROCESSES LOG SEED
   (cd "$root" && OMP_NUM_THREADS=1 "$python" -m torch.distributed.run --nproc_per_node "$1" \
-    --master_port $((29500 + RANDOM % 1000)) bench/nlp/complete_nlp_example.py "${flags[@]}") \
+    --master_port $((29500 + RANDOM % 1000)) bench/nlp/complete_nlp_example.py "${flags[@]}" --seed "$3") \
     >"$2" 2>&1 || die "the twin failed on $1 processes: $(tail -n 1 "$2")"
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
+seeds=(${SEEDS:-42})
 for p in ${PROCESSES:-1 2}; do
-  our_rates=() twin_rates=()
-  for ((round = 1; round <= ${ROUNDS:-1}; ++round)); do
-    ours=$logs/ours_${p}p_$round.log twin=$logs/twin_${p}p_$round.log
-    if ((round % 2)); then run_ours "$p" "$ours"; run_twin "$p" "$twin"
-    else run_twin "$p" "$twin"; run_ours "$p" "$ours"; fi
-    our_rates+=("$(samples_per_second "$ours")") twin_rates+=("$(samples_per_second "$twin")")
+  our_rates=() twin_rates=() our_metrics=() twin_metrics=()
+  for seed in "${seeds[@]}"; do
+    for ((round = 1; round <= ${ROUNDS:-1}; ++round)); do
+      ours=$logs/ours_${p}p_s${seed}_$round.log twin=$logs/twin_${p}p_s${seed}_$round.log
+      if ((round % 2)); then run_ours "$p" "$ours" "$seed"; run_twin "$p" "$twin" "$seed"
+      else run_twin "$p" "$twin" "$seed"; run_ours "$p" "$ours" "$seed"; fi
+      our_rates+=("$(samples_per_second "$ours")") twin_rates+=("$(samples_per_second "$twin")")
+    done
+    our_metrics+=("$(last_metrics "$logs/ours_${p}p_s${seed}_1.log")")
+    twin_metrics+=("$(last_metrics "$logs/twin_${p}p_s${seed}_1.log")")
+    echo "$p processes, seed $seed: ours acc/f1 ${our_metrics[-1]}; twin ${twin_metrics[-1]}" >&2
   done
-  read -r our_acc our_f1 <<<"$(last_metrics "$logs/ours_${p}p_1.log")"
-  read -r twin_acc twin_f1 <<<"$(last_metrics "$logs/twin_${p}p_1.log")"
+  # The mean over seeds of each side's accuracy and F1.
+  read -r our_acc our_f1 <<<"$(printf '%s\n' "${our_metrics[@]}" | awk '{ a += $1; f += $2 } END { print a / NR, f / NR }')"
+  read -r twin_acc twin_f1 <<<"$(printf '%s\n' "${twin_metrics[@]}" | awk '{ a += $1; f += $2 } END { print a / NR, f / NR }')"
   our_rate=$(printf '%s\n' "${our_rates[@]}" | median)
   twin_rate=$(printf '%s\n' "${twin_rates[@]}" | median)
   echo "$p processes: ours samples/s ${our_rates[*]}; twin ${twin_rates[*]}" >&2

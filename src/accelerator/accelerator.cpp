@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iostream>
 #include <thread>
 
 #include <ATen/Parallel.h>
@@ -15,6 +16,8 @@
 #include "accelerate/malloc_tuning.h"
 #include "accelerator/engine_choice.h"
 #include "accelerator/uncaught_errors.h"
+#include "common/cpu_info.h"
+#include "common/openblas_core.h"
 #include "common/settings.h"
 #include "parallel/parallel_engine.h"
 
@@ -59,6 +62,18 @@ void set_thread_count(const JobState& job, const Environment& env) {
   }
 }
 
+// A program started without the launcher, on a CPU its OpenBLAS does not
+// know: OpenBLAS chose its kernels when it loaded, so all that can be done
+// here is to say what to export (common/openblas_core.h). Once per job.
+void note_generic_openblas_kernels(const JobState& job, const Environment& env) {
+  if (!job.is_main_process()) return;
+  const auto picked = detail::openblas_core_in_this_process();
+  if (!picked) return;
+  const auto note =
+      detail::openblas_core_note(picked, detail::parse_cpuinfo(detail::read_cpuinfo()).flags, env);
+  if (note) std::cerr << "accelerate: note: " << *note << "\n";
+}
+
 }  // namespace
 
 Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(options)) {
@@ -69,6 +84,7 @@ Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(option
   job_ = std::make_shared<const JobState>(current_job_state(job_options, env));
   EngineChoice engine = configure_from(env);
   set_thread_count(*job_, env);
+  note_generic_openblas_kernels(*job_, env);
   if (options_.tune_malloc()) tune_malloc_for_training(env);
   comm_ = Communicator::connect(*job_);
   engine_ = engine.build(comm_, scaler_);

@@ -11,6 +11,7 @@
 #include "cli/memory_estimate.h"
 #include "cli/system_facts.h"
 #include "cli/test_command.h"
+#include "common/openblas_core.h"
 #include "config/config_file.h"
 #include "launcher/launch_errors.h"
 #include "launcher/machine_facts.h"
@@ -58,6 +59,7 @@ bool is_relevant_variable(const std::string& name) {
                                        "ROCR_VISIBLE_DEVICES",
                                        "OMP_NUM_THREADS",
                                        "OPENBLAS_NUM_THREADS",
+                                       "OPENBLAS_CORETYPE",
                                        "MKL_NUM_THREADS",
                                        "OMP_WAIT_POLICY",
                                        "HF_HOME",
@@ -88,6 +90,19 @@ std::string platform_line() {
   return line + "; glibc " + gnu_get_libc_version();
 }
 
+}  // namespace
+
+std::string openblas_line(const std::optional<std::string>& picked,
+                          const std::vector<std::string>& cpu_flags) {
+  if (!picked) return "- OpenBLAS kernels: no libopenblas.so.0 found\n";
+  const auto faster = detail::faster_openblas_core(*picked, cpu_flags);
+  if (!faster) return "- OpenBLAS kernels: " + *picked + "\n";
+  return "- OpenBLAS kernels: " + *picked + " (generic: OpenBLAS does not know this CPU; " +
+         "`accelerate launch` gives its processes OPENBLAS_CORETYPE=" + *faster + ")\n";
+}
+
+namespace {
+
 std::string cpu_lines() {
   const CpuInfo cpu = parse_cpuinfo(launcher::read_text_file("/proc/cpuinfo").value_or(""));
   std::string text = "- CPU: " + (cpu.model.empty() ? std::string("unknown model") : cpu.model) +
@@ -100,7 +115,7 @@ std::string cpu_lines() {
       "- CPU features: " +
       (flags.empty() ? std::string("none of the vector/matrix extensions we look for") : flags) +
       "\n";
-  return text;
+  return text + openblas_line(detail::openblas_core_of_system_library(), cpu.flags);
 }
 
 std::string config_lines(const Environment& env, const std::string& explicit_config) {

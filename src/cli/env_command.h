@@ -6,6 +6,7 @@
 // facts are baked in at configure time.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,12 @@ namespace accelerate::cli {
 // The report for `env` with config file `explicit_config` (may be empty).
 // Throws ConfigError when an explicitly named config file does not exist.
 std::string environment_report(const Environment& env, const std::string& explicit_config);
+
+// The report's OpenBLAS line, for the core OpenBLAS `picked` (nullopt: no
+// OpenBLAS) on a CPU with `cpu_flags`: the core, and when it is a generic
+// one on a newer CPU, the OPENBLAS_CORETYPE the launcher sets instead.
+std::string openblas_line(const std::optional<std::string>& picked,
+                          const std::vector<std::string>& cpu_flags);
 
 // `args` are the arguments after "env". Returns the exit code (2 for bad
 // flags or a missing --config_file).

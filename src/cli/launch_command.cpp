@@ -76,6 +76,15 @@ PlanInputs prepare(LaunchOptions& options, std::vector<std::string>& notes) {
   apply_slurm_port(options, inputs.environment);
   const MachineFacts machine = probe_machine(inputs.environment);
   inputs.usable_cores = machine.usable_cores;
+  // Under mpirun the ranks run on other machines, whose CPUs this one's
+  // facts do not describe.
+  if (machine.faster_openblas_core && !options.mpirun_hostfile &&
+      !lookup(inputs.environment, settings::kOpenblasCoretype.variable())) {
+    inputs.openblas_coretype = machine.faster_openblas_core;
+    notes.push_back(std::string(settings::kOpenblasCoretype.variable()) + "=" +
+                    *machine.faster_openblas_core +
+                    " (OpenBLAS does not know this CPU and would run its generic kernels)");
+  }
   resolve_launch_options(options, machine);
   check_main_address(options);
   const bool cpu_job = options.cpu || machine.visible_gpus == 0;

@@ -57,28 +57,6 @@ std::optional<std::string> os_pretty_name(const std::string& os_release) {
   return name;
 }
 
-CpuInfo parse_cpuinfo(const std::string& cpuinfo) {
-  CpuInfo info;
-  std::istringstream in(cpuinfo);
-  std::string line;
-  bool flags_done = false;
-  while (std::getline(in, line)) {
-    const auto colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    const std::string key = trim(line.substr(0, colon));
-    const std::string value = trim(line.substr(colon + 1));
-    if (key == "processor") ++info.logical_cpus;
-    if (info.model.empty() && (key == "model name" || key == "Hardware" || key == "cpu model"))
-      info.model = value;
-    if (!flags_done && (key == "flags" || key == "Features")) {
-      std::istringstream words(value);
-      for (std::string flag; words >> flag;) info.flags.push_back(flag);
-      flags_done = true;
-    }
-  }
-  return info;
-}
-
 std::vector<std::string> notable_cpu_flags(const std::vector<std::string>& flags) {
   static const char* const kNotable[] = {"avx",         "avx2",     "fma",         "f16c",
                                          "avx512f",     "avx512bw", "avx512_vnni", "avx512_bf16",

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cpu_info.h"
 #include "launcher/machine_facts.h"
 
 namespace accelerate::cli {
@@ -15,12 +16,8 @@ namespace accelerate::cli {
 // PRETTY_NAME from /etc/os-release text (quotes removed), else NAME VERSION.
 std::optional<std::string> os_pretty_name(const std::string& os_release);
 
-struct CpuInfo {
-  std::string model;               // "model name" (x86), "Hardware" (Arm), "cpu model" (MIPS)
-  int logical_cpus = 0;            // "processor" entries
-  std::vector<std::string> flags;  // of the first processor
-};
-CpuInfo parse_cpuinfo(const std::string& cpuinfo);
+using detail::CpuInfo;  // common/cpu_info.h, shared with the launcher
+using detail::parse_cpuinfo;
 
 // The flags that matter for training speed (vector width, bf16/fp16 and AMX
 // matrix units), those of `flags` in a fixed order.

@@ -118,6 +118,8 @@ extern const Setting<int> kRestartCount;                   // ACCELERATE_RESTART
 extern const Setting<int> kOmpNumThreads;          // OMP_NUM_THREADS
 extern const Setting<int> kOpenblasNumThreads;     // OPENBLAS_NUM_THREADS
 extern const Setting<std::string> kOmpWaitPolicy;  // OMP_WAIT_POLICY
+// ---- Kernels (read by OpenBLAS when it loads; common/openblas_core.h) -----
+extern const Setting<std::string> kOpenblasCoretype;  // OPENBLAS_CORETYPE
 
 // ---- Parallelism sizes (Accelerate 1.x's ParallelismConfig) ---------------
 // (parallelism_settings.cpp; read by resolve_sharding_settings)

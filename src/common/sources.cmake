@@ -5,6 +5,7 @@
 # the CLI links these objects and must start in milliseconds.
 target_sources(accelerate_common PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/backend.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu_info.cpp
   ${CMAKE_CURRENT_LIST_DIR}/distributed_type.cpp
   ${CMAKE_CURRENT_LIST_DIR}/edit_distance.cpp
   ${CMAKE_CURRENT_LIST_DIR}/environment.cpp
@@ -14,6 +15,7 @@ target_sources(accelerate_common PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/log_level.cpp
   ${CMAKE_CURRENT_LIST_DIR}/malloc_tuning.cpp
   ${CMAKE_CURRENT_LIST_DIR}/mixed_precision.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/openblas_core.cpp
   ${CMAKE_CURRENT_LIST_DIR}/parallelism_settings.cpp
   ${CMAKE_CURRENT_LIST_DIR}/setting_values.cpp
   ${CMAKE_CURRENT_LIST_DIR}/settings.cpp

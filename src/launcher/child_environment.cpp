@@ -69,7 +69,8 @@ int default_threads_per_process(int usable_cores, int num_processes) {
 
 Environment build_child_environment(const LaunchOptions& options, int local_rank,
                                     const Environment& launcher_environment, int usable_cores,
-                                    int restart_count) {
+                                    int restart_count,
+                                    const std::optional<std::string>& openblas_coretype) {
   Environment env = launcher_environment;
   const int world_size = options.num_processes;
   const std::string rank = std::to_string(global_rank(options, local_rank));
@@ -126,6 +127,12 @@ Environment build_child_environment(const LaunchOptions& options, int local_rank
   // user exported is kept.
   if (!lookup(launcher_environment, settings::kOmpWaitPolicy.variable())) {
     settings::kOmpWaitPolicy.write(env, settings::kOmpWaitPolicy.fallback);
+  }
+  // OpenBLAS's kernels for a CPU its detection does not know (it fell back
+  // to generic ones): the variable is read when OpenBLAS loads, so only the
+  // launcher can set it for the ranks. A core the user exported is kept.
+  if (openblas_coretype && !lookup(launcher_environment, settings::kOpenblasCoretype.variable())) {
+    settings::kOpenblasCoretype.write(env, *openblas_coretype);
   }
   // Python buffers stdout in blocks when it is a pipe (ours), so progress
   // lines would show up minutes late; ask for unbuffered output unless the

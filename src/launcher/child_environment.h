@@ -3,6 +3,7 @@
 // inputs, so every variable is unit-tested without starting a process.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,9 +32,12 @@ settings::LayeredValues launch_setting_values(const LaunchOptions& options,
 // Environment of local process `local_rank` in attempt `restart_count`
 // (0 for the first start). `options` must be resolved and hold a concrete
 // main_process_port (port 0 already replaced by a free port).
-Environment build_child_environment(const LaunchOptions& options, int local_rank,
-                                    const Environment& launcher_environment, int usable_cores,
-                                    int restart_count = 0);
+// `openblas_coretype`: the machine's MachineFacts::faster_openblas_core,
+// written unless the launcher's environment sets OPENBLAS_CORETYPE.
+Environment build_child_environment(
+    const LaunchOptions& options, int local_rank, const Environment& launcher_environment,
+    int usable_cores, int restart_count = 0,
+    const std::optional<std::string>& openblas_coretype = std::nullopt);
 
 // "KEY=VALUE" strings, ready for execve's envp.
 std::vector<std::string> to_envp_strings(const Environment& environment);

@@ -58,7 +58,8 @@ SupervisorSettings plan_attempt(const PlanInputs& inputs, int restart_count) {
   settings.quiet = options.quiet;
   if (inputs.mpirun_path) {
     Environment rank_env =
-        build_child_environment(options, 0, inputs.environment, inputs.usable_cores, restart_count);
+        build_child_environment(options, 0, inputs.environment, inputs.usable_cores, restart_count,
+                                inputs.openblas_coretype);
     MpirunLaunch mpirun = build_mpirun_launch(options, inputs.program, inputs.environment, rank_env,
                                               *inputs.mpirun_path, inputs.hostfile, inputs.as_root);
     settings.command = mpirun.command;
@@ -71,8 +72,9 @@ SupervisorSettings plan_attempt(const PlanInputs& inputs, int restart_count) {
   settings.command = inputs.program;
   settings.prefix_output = options.local_processes() > 1;
   for (int local_rank = 0; local_rank < options.local_processes(); ++local_rank) {
-    Environment env = build_child_environment(options, local_rank, inputs.environment,
-                                              inputs.usable_cores, restart_count);
+    Environment env =
+        build_child_environment(options, local_rank, inputs.environment, inputs.usable_cores,
+                                restart_count, inputs.openblas_coretype);
     const int rank = global_rank(options, local_rank);
     RankLaunch launch{rank, to_envp_strings(env), "", "", ""};
     add_log_files(options, restart_count, "rank_" + std::to_string(rank), launch);

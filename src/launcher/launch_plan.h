@@ -19,6 +19,8 @@ struct PlanInputs {
   ResolvedCommand program;                 // PROGRAM as resolve_command() found it
   Environment environment;                 // the launcher's, plus GLOO_SOCKET_IFNAME if chosen
   int usable_cores = 1;
+  // OPENBLAS_CORETYPE for the ranks, when the launcher chose one (prepare()).
+  std::optional<std::string> openblas_coretype;
   // Set with --mpirun_hostfile: mpirun's path and the file's facts.
   std::optional<std::string> mpirun_path;
   Hostfile hostfile;

@@ -10,7 +10,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/cpu_info.h"
 #include "common/environment_text.h"
+#include "common/openblas_core.h"
 
 namespace accelerate::launcher {
 namespace {
@@ -157,6 +159,10 @@ MachineFacts probe_machine(const Environment& env) {
   MachineFacts facts;
   facts.visible_gpus = count_visible_gpus_of_all_vendors(env);
   facts.usable_cores = count_usable_cpu_cores();
+  if (const auto picked = detail::openblas_core_of_system_library()) {
+    facts.faster_openblas_core =
+        detail::faster_openblas_core(*picked, detail::parse_cpuinfo(detail::read_cpuinfo()).flags);
+  }
   return facts;
 }
 

@@ -15,9 +15,13 @@ namespace accelerate::launcher {
 struct MachineFacts {
   int visible_gpus = 0;
   int usable_cores = 1;
+  // Set when the system's OpenBLAS runs a pre-AVX core on this CPU: the
+  // OPENBLAS_CORETYPE that gives it its kernels (common/openblas_core.h).
+  std::optional<std::string> faster_openblas_core;
 };
 
-// Reads /proc, /sys and the CPU affinity mask of this process.
+// Reads /proc, /sys and the CPU affinity mask of this process, and asks the
+// system's OpenBLAS which kernels it picked.
 MachineFacts probe_machine(const Environment& env);
 
 // GPUs the children will see: the entries of CUDA_VISIBLE_DEVICES (when set)

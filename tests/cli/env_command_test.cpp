@@ -5,6 +5,7 @@
 
 #include "accelerate/version.h"
 #include "cli/cli_test_support.h"
+#include "cli/env_command.h"
 
 namespace accelerate::cli {
 namespace {
@@ -52,6 +53,15 @@ TEST(EnvCommand, PrintsEverySectionWithOurVersion) {
     EXPECT_TRUE(has_line_starting(result.out, section)) << section << "\n" << result.out;
   }
   EXPECT_EQ(result.err, "");
+}
+
+TEST(EnvCommand, TheOpenblasLineSaysWhatTheLauncherSets) {
+  const std::vector<std::string> cpu = {"avx2", "fma"};
+  EXPECT_EQ(openblas_line(std::string("Prescott"), cpu),
+            "- OpenBLAS kernels: Prescott (generic: OpenBLAS does not know this CPU; `accelerate "
+            "launch` gives its processes OPENBLAS_CORETYPE=Haswell)\n");
+  EXPECT_EQ(openblas_line(std::string("Zen"), cpu), "- OpenBLAS kernels: Zen\n");
+  EXPECT_EQ(openblas_line(std::nullopt, cpu), "- OpenBLAS kernels: no libopenblas.so.0 found\n");
 }
 
 TEST(EnvCommand, ListsTheShardingVariables) {

@@ -109,6 +109,22 @@ TEST(LaunchChildEnvironment, OpenMpThreadsWaitPassivelyUnlessTheUserChose) {
   EXPECT_EQ(env.at("OPENBLAS_NUM_THREADS"), "1");
 }
 
+// The machine's faster OpenBLAS core reaches every rank, unless the user
+// exported one (which wins, as for the thread variables).
+TEST(LaunchChildEnvironment, OpenblasCoreTypeUnlessTheUserChose) {
+  const LaunchOptions options = resolved({"--num_processes", "2", "p"});
+  for (int local_rank = 0; local_rank < 2; ++local_rank) {
+    EXPECT_EQ(build_child_environment(options, local_rank, {}, 2, 0, std::string("Cooperlake"))
+                  .at("OPENBLAS_CORETYPE"),
+              "Cooperlake");
+  }
+  EXPECT_EQ(build_child_environment(options, 0, {{"OPENBLAS_CORETYPE", "haswell"}}, 2, 0,
+                                    std::string("Cooperlake"))
+                .at("OPENBLAS_CORETYPE"),
+            "haswell");
+  EXPECT_EQ(build_child_environment(options, 0, {}, 2).count("OPENBLAS_CORETYPE"), 0u);
+}
+
 TEST(LaunchChildEnvironment, FlagsBecomeAccelerateVariables) {
   LaunchOptions options =
       resolved({"--mixed_precision", "fp16", "--gradient_accumulation_steps", "4", "--debug", "p"});
