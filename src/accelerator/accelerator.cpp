@@ -64,7 +64,8 @@ void set_thread_count(const JobState& job, const Environment& env) {
 
 // A program started without the launcher, on a CPU its OpenBLAS does not
 // know: OpenBLAS chose its kernels when it loaded, so all that can be done
-// here is to say what to export (common/openblas_core.h). Once per job.
+// here is to say what to export (common/openblas_core.h), from the main
+// process only.
 void note_generic_openblas_kernels(const JobState& job, const Environment& env) {
   if (!job.is_main_process()) return;
   const auto picked = detail::openblas_core_in_this_process();

@@ -104,7 +104,7 @@ std::string openblas_line(const std::optional<std::string>& picked,
 namespace {
 
 std::string cpu_lines() {
-  const CpuInfo cpu = parse_cpuinfo(launcher::read_text_file("/proc/cpuinfo").value_or(""));
+  const CpuInfo cpu = parse_cpuinfo(detail::read_cpuinfo());
   std::string text = "- CPU: " + (cpu.model.empty() ? std::string("unknown model") : cpu.model) +
                      ", " + std::to_string(cpu.logical_cpus) + " logical CPUs, " +
                      std::to_string(launcher::count_usable_cpu_cores()) +

@@ -13,6 +13,7 @@
 #include "launcher/launch_errors.h"
 #include "launcher/launch_options.h"
 #include "launcher/launch_plan.h"
+#include "launcher/machine_facts.h"
 #include "launcher/network_checks.h"
 #include "launcher/output_relay.h"
 #include "launcher/port_check.h"
@@ -77,13 +78,15 @@ PlanInputs prepare(LaunchOptions& options, std::vector<std::string>& notes) {
   const MachineFacts machine = probe_machine(inputs.environment);
   inputs.usable_cores = machine.usable_cores;
   // Under mpirun the ranks run on other machines, whose CPUs this one's
-  // facts do not describe.
-  if (machine.faster_openblas_core && !options.mpirun_hostfile &&
+  // facts do not describe; a core the user exported is kept (not asked).
+  if (!options.mpirun_hostfile &&
       !lookup(inputs.environment, settings::kOpenblasCoretype.variable())) {
-    inputs.openblas_coretype = machine.faster_openblas_core;
-    notes.push_back(std::string(settings::kOpenblasCoretype.variable()) + "=" +
-                    *machine.faster_openblas_core +
-                    " (OpenBLAS does not know this CPU and would run its generic kernels)");
+    inputs.openblas_coretype = probe_faster_openblas_core();
+    if (inputs.openblas_coretype) {
+      notes.push_back(std::string(settings::kOpenblasCoretype.variable()) + "=" +
+                      *inputs.openblas_coretype +
+                      " (OpenBLAS does not know this CPU and would run its generic kernels)");
+    }
   }
   resolve_launch_options(options, machine);
   check_main_address(options);

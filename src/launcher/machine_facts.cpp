@@ -159,11 +159,13 @@ MachineFacts probe_machine(const Environment& env) {
   MachineFacts facts;
   facts.visible_gpus = count_visible_gpus_of_all_vendors(env);
   facts.usable_cores = count_usable_cpu_cores();
-  if (const auto picked = detail::openblas_core_of_system_library()) {
-    facts.faster_openblas_core =
-        detail::faster_openblas_core(*picked, detail::parse_cpuinfo(detail::read_cpuinfo()).flags);
-  }
   return facts;
+}
+
+std::optional<std::string> probe_faster_openblas_core() {
+  const auto picked = detail::openblas_core_of_system_library();
+  if (!picked) return std::nullopt;
+  return detail::faster_openblas_core(*picked, detail::parse_cpuinfo(detail::read_cpuinfo()).flags);
 }
 
 }  // namespace accelerate::launcher

@@ -15,14 +15,15 @@ namespace accelerate::launcher {
 struct MachineFacts {
   int visible_gpus = 0;
   int usable_cores = 1;
-  // Set when the system's OpenBLAS runs a pre-AVX core on this CPU: the
-  // OPENBLAS_CORETYPE that gives it its kernels (common/openblas_core.h).
-  std::optional<std::string> faster_openblas_core;
 };
 
-// Reads /proc, /sys and the CPU affinity mask of this process, and asks the
-// system's OpenBLAS which kernels it picked.
+// Reads /proc, /sys and the CPU affinity mask of this process.
 MachineFacts probe_machine(const Environment& env);
+
+// The OPENBLAS_CORETYPE that gives the system's OpenBLAS this CPU's kernels
+// when it picked a pre-AVX core here (common/openblas_core.h); nullopt
+// otherwise. Loads libopenblas.so.0 to ask: only `accelerate launch` needs it.
+std::optional<std::string> probe_faster_openblas_core();
 
 // GPUs the children will see: the entries of CUDA_VISIBLE_DEVICES (when set)
 // up to the first invalid one, at most `physical_gpus`. CUDA itself stops at
