@@ -8,6 +8,7 @@
 
 #include "accelerate/errors.h"
 #include "compat/attention_compat.h"
+#include "nn/blocked_causal_attention.h"
 #include "nn/causal_softmax.h"
 
 namespace accelerate {
@@ -19,10 +20,22 @@ std::string shape_text(const at::Tensor& t) {
   return text + "]";
 }
 
+// Queries per block of the explicit kernel on CPU without dropout
+// (detail::blocked_causal_attention). On GPT small's layer (16 x 6 heads,
+// 256 tokens, head_dim 64; bench/gpt/attention_bench, forward + backward,
+// 2-core Intel VM) against one block of 256: 1 thread float 65-77 ms
+// against 88-94 (the old matmul form: 103-112), bfloat16 67-78 against
+// 87-90; 2 threads bfloat16 34 against 45-47, float within the noise
+// (82-92 against 83-89); blocks of 32 were slower than 64 everywhere.
+constexpr int64_t kQueryBlock = 64;
+
 at::Tensor explicit_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                      double dropout_p) {
   const int64_t tokens = q.size(2);
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+  if (dropout_p == 0 && detail::blocked_causal_attention_takes(q)) {
+    return detail::blocked_causal_attention(q, k, v, scale, kQueryBlock);
+  }
   at::Tensor scores = at::matmul(q, k.transpose(-2, -1));
   if (detail::has_fused_causal_softmax(scores)) {
     // Scale, mask and softmax in one pass, in float, written in the scores'
@@ -93,13 +106,18 @@ void check_attention_inputs(const char* what, const at::Tensor& q, const at::Ten
   }
 }
 
-// Up to this many tokens, kAuto takes the explicit kernel for bfloat16 on
-// CPU even where the fused one exists: with the library's fused causal
-// softmax it was 1.9x faster than LibTorch 2.15's fused kernel at 256 tokens
-// (GPT small's layer, bench/gpt/attention_bench), while in float the fused
-// kernel was faster (0.84x), and at 512 tokens and beyond it won in both
-// (it skips the masked half and keeps no tokens x tokens weights).
-constexpr int64_t kExplicitOnCpuUpToTokens = 256;
+// Up to these many tokens kAuto takes the explicit kernel on CPU even where
+// LibTorch's fused one exists. Forward + backward of one GPT small layer's
+// attention (16 x 6 heads, head_dim 64; bench/gpt/attention_bench on
+// LibTorch 2.15, 2-core Intel VM, 2026-11-28), fused / blocked explicit:
+// 256 tokens float 1.34x (1 thread) and 1.03x (2 threads), bfloat16 1.75x
+// and 2.19x; 512 tokens float 1.30x / 1.17x, bfloat16 1.94x / 1.81x; 1024
+// tokens float 1.11x / 0.94x, bfloat16 1.29x / 1.04x. Beyond, the fused
+// kernel keeps no tokens x tokens probabilities for backward (the explicit
+// one keeps half of them). With dropout the explicit kernel is the unblocked
+// one, faster than the fused kernel only in bfloat16 up to 256 tokens.
+constexpr int64_t kBlockedOnCpuUpToTokens = 1024;
+constexpr int64_t kUnblockedBFloat16OnCpuUpToTokens = 256;
 
 // causal: whether the explicit kernel is the causal one, with the fused
 // softmax (the bidirectional one has none: kAuto keeps the fused kernel).
@@ -113,8 +131,12 @@ bool use_fused(const at::Tensor& q, const AttentionOptions& options, bool causal
       break;
   }
   if (!compat::has_fused_attention()) return false;
-  return !(causal && q.device().is_cpu() && q.scalar_type() == at::kBFloat16 &&
-           q.size(2) <= kExplicitOnCpuUpToTokens);
+  if (!causal || !q.device().is_cpu()) return true;
+  const int64_t tokens = q.size(2);
+  if (options.dropout_p() == 0 && detail::blocked_causal_attention_takes(q)) {
+    return tokens > kBlockedOnCpuUpToTokens;
+  }
+  return !(q.scalar_type() == at::kBFloat16 && tokens <= kUnblockedBFloat16OnCpuUpToTokens);
 }
 
 }  // namespace

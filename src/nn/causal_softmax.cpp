@@ -40,21 +40,46 @@ void for_row_blocks(const CausalRows& shape, const Fn& fn) {
   });
 }
 
+}  // namespace
+
+at::Tensor causal_softmax_probs(const at::Tensor& scores_in, double scale) {
+  const at::Tensor scores = scores_in.contiguous();
+  at::Tensor probs = at::empty_like(scores);
+  for_row_blocks(rows_of(scores, scale), [&](int64_t first, const CausalRows& block) {
+    if (scores.scalar_type() == at::kFloat) {
+      causal_softmax_forward(scores.data_ptr<float>() + first, probs.data_ptr<float>() + first,
+                             block);
+    } else {
+      causal_softmax_forward(bf16_bits(scores) + first, bf16_bits(probs) + first, block);
+    }
+  });
+  return probs;
+}
+
+at::Tensor causal_softmax_grad(const at::Tensor& probs, const at::Tensor& grad_probs,
+                               double scale) {
+  const at::Tensor grad = grad_probs.to(probs.scalar_type()).contiguous();
+  at::Tensor grad_scores = at::empty_like(probs);
+  for_row_blocks(rows_of(probs, scale), [&](int64_t first, const CausalRows& block) {
+    if (probs.scalar_type() == at::kFloat) {
+      causal_softmax_backward(probs.data_ptr<float>() + first, grad.data_ptr<float>() + first,
+                              grad_scores.data_ptr<float>() + first, block);
+    } else {
+      causal_softmax_backward(bf16_bits(probs) + first, bf16_bits(grad) + first,
+                              bf16_bits(grad_scores) + first, block);
+    }
+  });
+  return grad_scores;
+}
+
+namespace {
+
 struct FusedCausalSoftmax : torch::autograd::Function<FusedCausalSoftmax> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& scores_in,
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& scores,
                             double scale) {
     // Named in profiler traces (an autograd Function's forward is not an op).
-    RECORD_FUNCTION("accelerate::causal_softmax", std::vector<c10::IValue>({scores_in}));
-    const at::Tensor scores = scores_in.contiguous();
-    at::Tensor probs = at::empty_like(scores);
-    for_row_blocks(rows_of(scores, scale), [&](int64_t first, const CausalRows& block) {
-      if (scores.scalar_type() == at::kFloat) {
-        causal_softmax_forward(scores.data_ptr<float>() + first, probs.data_ptr<float>() + first,
-                               block);
-      } else {
-        causal_softmax_forward(bf16_bits(scores) + first, bf16_bits(probs) + first, block);
-      }
-    });
+    RECORD_FUNCTION("accelerate::causal_softmax", std::vector<c10::IValue>({scores}));
+    at::Tensor probs = causal_softmax_probs(scores, scale);
     ctx->save_for_backward({probs});
     ctx->saved_data["scale"] = scale;
     return probs;
@@ -62,20 +87,9 @@ struct FusedCausalSoftmax : torch::autograd::Function<FusedCausalSoftmax> {
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    const at::Tensor probs = ctx->get_saved_variables()[0];
-    const at::Tensor grad = grads[0].to(probs.scalar_type()).contiguous();
-    at::Tensor grad_scores = at::empty_like(probs);
-    const double scale = ctx->saved_data["scale"].toDouble();
-    for_row_blocks(rows_of(probs, scale), [&](int64_t first, const CausalRows& block) {
-      if (probs.scalar_type() == at::kFloat) {
-        causal_softmax_backward(probs.data_ptr<float>() + first, grad.data_ptr<float>() + first,
-                                grad_scores.data_ptr<float>() + first, block);
-      } else {
-        causal_softmax_backward(bf16_bits(probs) + first, bf16_bits(grad) + first,
-                                bf16_bits(grad_scores) + first, block);
-      }
-    });
-    return {grad_scores, at::Tensor()};
+    return {causal_softmax_grad(ctx->get_saved_variables()[0], grads[0],
+                                ctx->saved_data["scale"].toDouble()),
+            at::Tensor()};
   }
 };
 

@@ -17,5 +17,11 @@ bool has_fused_causal_softmax(const at::Tensor& scores);
 // casts to float and back); backward saves only the probabilities.
 at::Tensor fused_causal_softmax(const at::Tensor& scores, double scale);
 
+// fused_causal_softmax's two passes without autograd, for kernels that keep
+// the probabilities themselves: the probabilities of the scores, and the
+// scores' gradient from the probabilities and their gradient.
+at::Tensor causal_softmax_probs(const at::Tensor& scores, double scale);
+at::Tensor causal_softmax_grad(const at::Tensor& probs, const at::Tensor& grad_probs, double scale);
+
 }  // namespace detail
 }  // namespace accelerate

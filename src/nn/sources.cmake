@@ -5,6 +5,7 @@
 target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/activations.cpp
   ${CMAKE_CURRENT_LIST_DIR}/attention.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/blocked_causal_attention.cpp
   ${CMAKE_CURRENT_LIST_DIR}/causal_softmax.cpp
   ${CMAKE_CURRENT_LIST_DIR}/causal_softmax_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cross_entropy.cpp

@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "accelerate/attention.h"
+#include "accelerate/autocast.h"
 #include "accelerate/errors.h"
+#include "nn/blocked_causal_attention.h"
 
 namespace {
 
@@ -67,13 +69,16 @@ torch::Tensor explicit_attention(const torch::Tensor& q, const torch::Tensor& k,
 }
 
 // On CPU the explicit kernel's scale-mask-softmax is the library's fused
-// causal softmax; its gradients must be the direct computation's, for
-// row lengths that leave vector remainders (7, 33) and the GPT shapes (64).
+// causal softmax, over blocks of 64 queries; its gradients must be the
+// direct computation's, for row lengths that leave vector remainders (7,
+// 33), one block (64), a second block of one query (65) and a short last
+// block (150 = 64 + 64 + 22), with q, k, v the strided views of one fused
+// projection that GPT-2's attention hands it.
 TEST(CausalAttention, ExplicitKernelGradientsEqualTheDirectComputation) {
   torch::manual_seed(3);
-  for (int64_t tokens : {1, 7, 33, 64}) {
-    auto q = torch::randn({2, 3, tokens, 16}), k = torch::randn({2, 3, tokens, 16}),
-         v = torch::randn({2, 3, tokens, 16}), g = torch::randn({2, 3, tokens, 16});
+  for (int64_t tokens : {1, 7, 33, 64, 65, 150}) {
+    const auto heads = torch::randn({3, 2, tokens, 3, 16}).permute({0, 1, 3, 2, 4});
+    auto q = heads[0], k = heads[1], v = heads[2], g = torch::randn({2, 3, tokens, 16});
     auto ours = attention_and_grads(explicit_attention, q, k, v, g);
     auto direct = attention_and_grads(reference, q, k, v, g);
     for (size_t i = 0; i < ours.size(); ++i) {
@@ -97,6 +102,49 @@ TEST(CausalAttention, ExplicitKernelInBFloat16MatchesFloat) {
                                   bf(v).to(torch::kFloat), bf(g).to(torch::kFloat));
   for (size_t i = 0; i < ours.size(); ++i) {
     ASSERT_EQ(ours[i].scalar_type(), torch::kBFloat16);
+    const double scale = wide[i].abs().max().item<double>();
+    EXPECT_LT((ours[i].to(torch::kFloat) - wide[i]).abs().max().item<double>(), 0.03 * scale)
+        << "tensor " << i;
+  }
+}
+
+// The blocked kernel itself for any block size: one query per block, a
+// size that divides nothing, and one block longer than the sequence.
+TEST(CausalAttention, BlockedKernelEqualsTheDirectComputationForAnyBlock) {
+  torch::manual_seed(6);
+  auto q = torch::randn({2, 2, 17, 8}), k = torch::randn({2, 2, 17, 8}),
+       v = torch::randn({2, 2, 17, 8}), g = torch::randn({2, 2, 17, 8});
+  auto direct = attention_and_grads(reference, q, k, v, g);
+  for (int64_t block : {1, 5, 17, 40}) {
+    auto blocked = attention_and_grads(
+        [&](const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& c) {
+          return accelerate::detail::blocked_causal_attention(a, b, c, 1.0 / std::sqrt(8.0), block);
+        },
+        q, k, v, g);
+    for (size_t i = 0; i < blocked.size(); ++i) {
+      EXPECT_TRUE(torch::allclose(blocked[i], direct[i], 1e-5, 1e-5))
+          << "block " << block << " tensor " << i << " max diff "
+          << (blocked[i] - direct[i]).abs().max().item<double>();
+    }
+  }
+}
+
+// float q, k, v under CPU bf16 autocast: the products run in bfloat16 as
+// LibTorch's matmul would run them there, the output is bfloat16, and the
+// gradients come back in the inputs' float.
+TEST(CausalAttention, ExplicitKernelUnderAutocastComputesInItsPrecision) {
+  torch::manual_seed(7);
+  auto q = torch::randn({2, 3, 80, 16}), k = torch::randn({2, 3, 80, 16}),
+       v = torch::randn({2, 3, 80, 16}), g = torch::randn({2, 3, 80, 16});
+  std::vector<torch::Tensor> ours;
+  {
+    accelerate::AutocastGuard guard(torch::kCPU, torch::kBFloat16);
+    ours = attention_and_grads(explicit_attention, q, k, v, g.to(torch::kBFloat16));
+  }
+  auto wide = attention_and_grads(reference, q, k, v, g);
+  ASSERT_EQ(ours[0].scalar_type(), torch::kBFloat16);
+  for (size_t i = 0; i < ours.size(); ++i) {
+    if (i > 0) EXPECT_EQ(ours[i].scalar_type(), torch::kFloat) << "gradient " << i;
     const double scale = wide[i].abs().max().item<double>();
     EXPECT_LT((ours[i].to(torch::kFloat) - wide[i]).abs().max().item<double>(), 0.03 * scale)
         << "tensor " << i;
@@ -129,24 +177,31 @@ TEST(CausalAttention, FusedKernelAgreesWithTheExplicitOneWhereItExists) {
   EXPECT_TRUE(torch::allclose(fused, plain, 1e-5, 1e-6));
 }
 
-// kAuto's choice on CPU: bfloat16 up to 256 tokens takes the explicit
-// kernel (the faster there, bench/gpt/attention_bench); float, and longer
-// sequences, take the fused one where it exists.
-TEST(CausalAttention, AutoTakesTheExplicitKernelForShortBFloat16OnCpu) {
+// kAuto's choice on CPU: without dropout, float and bfloat16 up to 1024
+// tokens take the explicit (blocked) kernel, the faster there
+// (bench/gpt/attention_bench); with dropout only bfloat16 up to 256 tokens
+// does; the rest takes the fused one where it exists.
+TEST(CausalAttention, AutoTakesTheExplicitKernelForShortSequencesOnCpu) {
   torch::manual_seed(5);
-  auto kernel = [](AttentionKernel k) { return AttentionOptions().kernel(k); };
-  for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
-    for (int64_t tokens : {256, 257}) {
-      auto q = torch::randn({1, 2, tokens, 8}).to(dtype),
-           k = torch::randn({1, 2, tokens, 8}).to(dtype),
-           v = torch::randn({1, 2, tokens, 8}).to(dtype);
-      auto automatic = accelerate::causal_attention(q, k, v);
-      const bool explicit_expected =
-          !accelerate::fused_attention_available() || (dtype == torch::kBFloat16 && tokens <= 256);
-      auto expected = accelerate::causal_attention(
-          q, k, v,
-          kernel(explicit_expected ? AttentionKernel::kExplicit : AttentionKernel::kFused));
-      EXPECT_TRUE(torch::equal(automatic, expected)) << dtype << " " << tokens << " tokens";
+  for (double dropout : {0.0, 0.5}) {
+    for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
+      for (int64_t tokens : {256, 257, 1024, 1025}) {
+        auto q = torch::randn({1, 1, tokens, 8}).to(dtype),
+             k = torch::randn({1, 1, tokens, 8}).to(dtype),
+             v = torch::randn({1, 1, tokens, 8}).to(dtype);
+        const bool explicit_expected =
+            !accelerate::fused_attention_available() ||
+            (dropout == 0 ? tokens <= 1024 : dtype == torch::kBFloat16 && tokens <= 256);
+        auto attend = [&](AttentionKernel kernel) {
+          torch::manual_seed(9);  // the same dropout masks on both sides
+          return accelerate::causal_attention(q, k, v,
+                                              AttentionOptions().kernel(kernel).dropout_p(dropout));
+        };
+        EXPECT_TRUE(torch::equal(
+            attend(AttentionKernel::kAuto),
+            attend(explicit_expected ? AttentionKernel::kExplicit : AttentionKernel::kFused)))
+            << dtype << " " << tokens << " tokens, dropout " << dropout;
+      }
     }
   }
 }
