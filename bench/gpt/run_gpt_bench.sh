@@ -35,10 +35,12 @@
 # MFU = FLOPs per token x tokens/s / peak, where
 #   FLOPs per token = 6 N + 12 L d T   (PaLM's estimate: N = the parameters
 #     that take part in matmuls, here all but the position embedding since
-#     the head reuses the token embedding; L layers, width d, context T; the
-#     explicit attention computes all T x T scores, so no causal halving;
-#     the HF table counts the same for both its sides, which both run
-#     torch's fused causal attention, so read its MFU as model FLOPs)
+#     the head reuses the token embedding; L layers, width d, context T;
+#     all T x T scores, no causal halving, as PaLM counts them: model
+#     FLOPs, the same count for every side whatever its kernel computes
+#     (the twin's explicit attention computes all scores; the C++ blocked
+#     causal attention about 5/8 of them at T = 256; the HF side's fused
+#     causal kernel skips the masked ones too)
 #   peak = the best n=2048 matmul FLOP/s on all cores (bench/gpt/peak_matmul.py,
 #     OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = cores), fp32 or bf16 to match,
 #     measured before the runs and after each round; the highest counts.

@@ -38,12 +38,11 @@
 # Threads per process, both sides: OMP_NUM_THREADS = cores / N,
 # OPENBLAS_NUM_THREADS = BLAS_THREADS (default the same), OMP_WAIT_POLICY =
 # PASSIVE; bench/gpt/run_gpt_threads.sh checks which sizes are fastest.
-# examples/gpt's attention is the explicit form with the library's fused
-# causal softmax on LibTorch 1.13, and on the newest LibTorch in bf16 (the
-# faster there, docs/kernels.md); in fp32 on the newest LibTorch it is
-# LibTorch's fused scaled_dot_product_attention. The twin keeps PyTorch's
-# explicit masked softmax throughout, so "attention" compares different
-# kernels.
+# examples/gpt's attention is the library's blocked causal kernel (blocks
+# of 64 queries skipping the masked keys, its fused causal softmax;
+# docs/kernels.md) on both LibTorch versions and precisions. The twin keeps
+# PyTorch's explicit masked softmax over all T x T scores, so "attention"
+# (and part of "matmul") compares different kernels.
 #
 # Usage: bash bench/gpt/run_gpt_profile.sh [BUILD_DIR [NEW_BUILD_DIR]]
 #   defaults build and build-cuda. BUILD_DIR needs bench/gpt/gpt_profile,

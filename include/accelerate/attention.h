@@ -2,12 +2,14 @@
 // or bidirectional with a padding mask (encoders, BERT-style models), on the
 // fastest kernel measured for the case: LibTorch 2.x's fused
 // scaled_dot_product_attention where it exists, otherwise the explicit
-// masked-softmax form (LibTorch 1.13). Causal attention in bfloat16 on CPU
-// up to 256 tokens takes the explicit form everywhere: its scale, mask and
-// softmax run as one fused kernel of the library's, which made it 1.9x
-// faster than LibTorch 2.15's fused kernel for GPT-2 small's layer
-// (bench/gpt/attention_bench; in float, and for longer sequences, the fused
-// one was faster).
+// masked-softmax form (LibTorch 1.13). Causal attention on CPU up to 1024
+// tokens takes the explicit form everywhere: without dropout it runs over
+// blocks of 64 queries that skip the masked keys beyond each block, with
+// the scale, mask and softmax as one fused kernel of the library's: on
+// GPT-2 small's layer it ran 1.18-2.1x as fast as LibTorch 2.15's fused
+// kernel at 256 tokens, 1.10-1.29x at 1024 (bench/gpt/attention_bench;
+// docs/kernels.md). With dropout only bfloat16 up to 256 tokens does (the
+// explicit form then computes all scores).
 //
 //   // q, k, v: [batch, heads, tokens, head_dim]
 //   auto y = accelerate::causal_attention(q, k, v,
@@ -27,9 +29,9 @@
 namespace accelerate {
 
 enum class AttentionKernel {
-  kAuto,      // fused where available (but see above for bf16 on CPU), else explicit
+  kAuto,      // fused where available (but see above for causal on CPU), else explicit
   kFused,     // at::scaled_dot_product_attention; Error where it does not exist
-  kExplicit,  // matmul, mask + softmax (fused for causal on CPU), dropout, matmul
+  kExplicit,  // matmul, mask + softmax (fused and blocked for causal on CPU), dropout, matmul
 };
 
 struct AttentionOptions {

@@ -23,10 +23,11 @@ std::string shape_text(const at::Tensor& t) {
 // Queries per block of the explicit kernel on CPU without dropout
 // (detail::blocked_causal_attention). On GPT small's layer (16 x 6 heads,
 // 256 tokens, head_dim 64; bench/gpt/attention_bench, forward + backward,
-// 2-core Intel VM) against one block of 256: 1 thread float 65-77 ms
-// against 88-94 (the old matmul form: 103-112), bfloat16 67-78 against
-// 87-90; 2 threads bfloat16 34 against 45-47, float within the noise
-// (82-92 against 83-89); blocks of 32 were slower than 64 everywhere.
+// 2-core Intel VM, LibTorch 1.13) against one block of 256, before the
+// threads split the matrices: 1 thread float 65-77 ms against 88-94 (the
+// old matmul form: 103-112), bfloat16 67-78 against 87-90; 2 threads
+// bfloat16 34-44 against 45-47, float 82-92 against 88-89; blocks of 32
+// were slower than 64 everywhere (docs/kernels.md).
 constexpr int64_t kQueryBlock = 64;
 
 at::Tensor explicit_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -109,13 +110,13 @@ void check_attention_inputs(const char* what, const at::Tensor& q, const at::Ten
 // Up to these many tokens kAuto takes the explicit kernel on CPU even where
 // LibTorch's fused one exists. Forward + backward of one GPT small layer's
 // attention (16 x 6 heads, head_dim 64; bench/gpt/attention_bench on
-// LibTorch 2.15, 2-core Intel VM, 2026-11-28), fused / blocked explicit:
-// 256 tokens float 1.34x (1 thread) and 1.03x (2 threads), bfloat16 1.75x
-// and 2.19x; 512 tokens float 1.30x / 1.17x, bfloat16 1.94x / 1.81x; 1024
-// tokens float 1.11x / 0.94x, bfloat16 1.29x / 1.04x. Beyond, the fused
-// kernel keeps no tokens x tokens probabilities for backward (the explicit
-// one keeps half of them). With dropout the explicit kernel is the unblocked
-// one, faster than the fused kernel only in bfloat16 up to 256 tokens.
+// LibTorch 2.15, 2-core Intel VM, 2026-11-28), fused / blocked explicit, 1
+// and 2 threads: 256 tokens float 1.29x / 1.18x, bfloat16 1.90x / 2.08x;
+// 1024 tokens float 1.15x / 1.10x, bfloat16 1.20x / 1.29x. Beyond, the
+// fused kernel keeps no tokens x tokens probabilities for backward (the
+// explicit one keeps half of them). With dropout the explicit kernel is the
+// unblocked one, faster than the fused kernel only in bfloat16 up to 256
+// tokens.
 constexpr int64_t kBlockedOnCpuUpToTokens = 1024;
 constexpr int64_t kUnblockedBFloat16OnCpuUpToTokens = 256;
 

@@ -1,6 +1,8 @@
 #include "nn/blocked_causal_attention.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/ThreadLocalState.h>
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/custom_function.h>
 
@@ -8,6 +10,8 @@
 #include <vector>
 
 #include "compat/autocast_compat.h"
+#include "compat/blas_threads.h"
+#include "compat/parallel_ranges.h"
 #include "nn/causal_softmax.h"
 
 namespace accelerate {
@@ -29,6 +33,80 @@ c10::ScalarType product_dtype(const at::Tensor& q) {
              : q.scalar_type();
 }
 
+// The query blocks of the matrices [begin, end): for each block, its
+// queries' scores against the keys up to its last query, their causal
+// softmax (into `probs`, one tensor per block), and the output rows.
+void forward_matrices(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                      const std::vector<at::Tensor>& probs, at::Tensor& out, double scale,
+                      int64_t query_block, int64_t begin, int64_t end) {
+  const int64_t tokens = q.size(1), count = end - begin;
+  size_t block = 0;
+  for (int64_t first = 0; first < tokens; first += query_block, ++block) {
+    const int64_t rows = std::min(query_block, tokens - first), seen = first + rows;
+    const at::Tensor scores = at::bmm(q.narrow(0, begin, count).narrow(1, first, rows),
+                                      k.narrow(0, begin, count).narrow(1, 0, seen).transpose(1, 2));
+    const at::Tensor block_probs = probs[block].narrow(0, begin, count);
+    block_probs.copy_(causal_softmax_probs(scores, scale));
+    at::Tensor out_rows = out.narrow(0, begin, count).narrow(1, first, rows);
+    at::bmm_out(out_rows, block_probs, v.narrow(0, begin, count).narrow(1, 0, seen));
+  }
+}
+
+// The gradients of the matrices [begin, end), block by block: each block's
+// probabilities give the values' gradient up to its last query, the scores'
+// gradient (the fused softmax's backward), and from it the queries' rows
+// and the keys' gradient up to its last query.
+void backward_matrices(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                       const std::vector<at::Tensor>& probs, const at::Tensor& grad,
+                       at::Tensor& grad_q, at::Tensor& grad_k, at::Tensor& grad_v, double scale,
+                       int64_t query_block, int64_t begin, int64_t end) {
+  const int64_t tokens = q.size(1), count = end - begin;
+  auto matrices = [&](const at::Tensor& t) { return t.narrow(0, begin, count); };
+  size_t block = 0;
+  for (int64_t first = 0; first < tokens; first += query_block, ++block) {
+    const int64_t rows = std::min(query_block, tokens - first), seen = first + rows;
+    const at::Tensor block_probs = matrices(probs[block]);
+    const at::Tensor grad_rows = matrices(grad).narrow(1, first, rows);
+    matrices(grad_v).narrow(1, 0, seen).baddbmm_(block_probs.transpose(1, 2), grad_rows);
+    const at::Tensor grad_scores = causal_softmax_grad(
+        block_probs, at::bmm(grad_rows, matrices(v).narrow(1, 0, seen).transpose(1, 2)), scale);
+    at::Tensor grad_q_rows = matrices(grad_q).narrow(1, first, rows);
+    at::bmm_out(grad_q_rows, grad_scores, matrices(k).narrow(1, 0, seen));
+    matrices(grad_k)
+        .narrow(1, 0, seen)
+        .baddbmm_(grad_scores.transpose(1, 2), matrices(q).narrow(1, first, rows));
+  }
+}
+
+// Runs fn(begin, end) over the [0, matrices) on LibTorch's intra-op threads,
+// each range on one thread with one-threaded BLAS calls: a block's products
+// are too small for OpenBLAS to gain from splitting each over the threads
+// (on two threads the products took longer than on one), while the
+// matrices are independent. The caller's thread-local state (grad mode,
+// autocast) holds in every range.
+template <typename Fn>
+void for_matrix_ranges(int64_t matrices, const Fn& fn) {
+  const int64_t threads = at::get_num_threads();
+  if (threads <= 1 || matrices < 2) return fn(0, matrices);
+  const at::ThreadLocalState state;
+  const compat::OneThreadedBlas one_threaded;
+  compat::parallel_ranges(matrices, (matrices + threads - 1) / threads,
+                          [&](int64_t begin, int64_t end) {
+                            at::ThreadLocalStateGuard guard(state);
+                            fn(begin, end);
+                          });
+}
+
+std::vector<at::Tensor> block_tensors(const at::Tensor& q, int64_t query_block) {
+  std::vector<at::Tensor> probs;
+  const int64_t tokens = q.size(1);
+  for (int64_t first = 0; first < tokens; first += query_block) {
+    const int64_t rows = std::min(query_block, tokens - first);
+    probs.push_back(at::empty({q.size(0), rows, first + rows}, q.options()));
+  }
+  return probs;
+}
+
 struct BlockedCausalAttention : torch::autograd::Function<BlockedCausalAttention> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q_in,
                             const at::Tensor& k_in, const at::Tensor& v_in, double scale,
@@ -38,18 +116,13 @@ struct BlockedCausalAttention : torch::autograd::Function<BlockedCausalAttention
     const c10::ScalarType dtype = product_dtype(q_in);
     const at::Tensor q = as_matrices(q_in, dtype), k = as_matrices(k_in, dtype),
                      v = as_matrices(v_in, dtype);
-    const int64_t tokens = q.size(1);
     at::Tensor out = at::empty_like(q);
+    const std::vector<at::Tensor> probs = block_tensors(q, query_block);
+    for_matrix_ranges(q.size(0), [&](int64_t begin, int64_t end) {
+      forward_matrices(q, k, v, probs, out, scale, query_block, begin, end);
+    });
     torch::autograd::variable_list saved = {q, k, v};
-    for (int64_t first = 0; first < tokens; first += query_block) {
-      const int64_t rows = std::min(query_block, tokens - first), seen = first + rows;
-      const at::Tensor scores =
-          at::bmm(q.narrow(1, first, rows), k.narrow(1, 0, seen).transpose(1, 2));
-      const at::Tensor probs = causal_softmax_probs(scores, scale);
-      at::Tensor out_rows = out.narrow(1, first, rows);
-      at::bmm_out(out_rows, probs, v.narrow(1, 0, seen));
-      saved.push_back(probs);
-    }
+    saved.insert(saved.end(), probs.begin(), probs.end());
     ctx->save_for_backward(saved);
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["query_block"] = query_block;
@@ -60,23 +133,15 @@ struct BlockedCausalAttention : torch::autograd::Function<BlockedCausalAttention
                                                  torch::autograd::variable_list grads) {
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
     const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2];
+    const std::vector<at::Tensor> probs(saved.begin() + 3, saved.end());
     const double scale = ctx->saved_data["scale"].toDouble();
     const int64_t query_block = ctx->saved_data["query_block"].toInt();
     const at::Tensor grad = grads[0].to(q.scalar_type()).contiguous().view(q.sizes());
-    const int64_t tokens = q.size(1);
     at::Tensor grad_q = at::empty_like(q), grad_k = at::zeros_like(k), grad_v = at::zeros_like(v);
-    size_t block = 3;
-    for (int64_t first = 0; first < tokens; first += query_block, ++block) {
-      const int64_t rows = std::min(query_block, tokens - first), seen = first + rows;
-      const at::Tensor& probs = saved[block];
-      const at::Tensor grad_rows = grad.narrow(1, first, rows);
-      grad_v.narrow(1, 0, seen).baddbmm_(probs.transpose(1, 2), grad_rows);
-      const at::Tensor grad_scores = causal_softmax_grad(
-          probs, at::bmm(grad_rows, v.narrow(1, 0, seen).transpose(1, 2)), scale);
-      at::Tensor grad_q_rows = grad_q.narrow(1, first, rows);
-      at::bmm_out(grad_q_rows, grad_scores, k.narrow(1, 0, seen));
-      grad_k.narrow(1, 0, seen).baddbmm_(grad_scores.transpose(1, 2), q.narrow(1, first, rows));
-    }
+    for_matrix_ranges(q.size(0), [&](int64_t begin, int64_t end) {
+      backward_matrices(q, k, v, probs, grad, grad_q, grad_k, grad_v, scale, query_block, begin,
+                        end);
+    });
     const auto shape = grads[0].sizes();
     return {grad_q.view(shape), grad_k.view(shape), grad_v.view(shape), at::Tensor(), at::Tensor()};
   }

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -14,6 +16,7 @@
 #include "accelerate/attention.h"
 #include "accelerate/autocast.h"
 #include "accelerate/errors.h"
+#include "compat/blas_threads.h"
 #include "nn/blocked_causal_attention.h"
 
 namespace {
@@ -108,25 +111,50 @@ TEST(CausalAttention, ExplicitKernelInBFloat16MatchesFloat) {
   }
 }
 
-// The blocked kernel itself for any block size: one query per block, a
-// size that divides nothing, and one block longer than the sequence.
+// The blocked kernel itself for any block size (one query per block, a size
+// that divides nothing, one block longer than the sequence), on one thread
+// and on two, where the matrices split over the threads unevenly (3).
 TEST(CausalAttention, BlockedKernelEqualsTheDirectComputationForAnyBlock) {
   torch::manual_seed(6);
-  auto q = torch::randn({2, 2, 17, 8}), k = torch::randn({2, 2, 17, 8}),
-       v = torch::randn({2, 2, 17, 8}), g = torch::randn({2, 2, 17, 8});
+  auto q = torch::randn({1, 3, 17, 8}), k = torch::randn({1, 3, 17, 8}),
+       v = torch::randn({1, 3, 17, 8}), g = torch::randn({1, 3, 17, 8});
   auto direct = attention_and_grads(reference, q, k, v, g);
-  for (int64_t block : {1, 5, 17, 40}) {
-    auto blocked = attention_and_grads(
-        [&](const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& c) {
-          return accelerate::detail::blocked_causal_attention(a, b, c, 1.0 / std::sqrt(8.0), block);
-        },
-        q, k, v, g);
-    for (size_t i = 0; i < blocked.size(); ++i) {
-      EXPECT_TRUE(torch::allclose(blocked[i], direct[i], 1e-5, 1e-5))
-          << "block " << block << " tensor " << i << " max diff "
-          << (blocked[i] - direct[i]).abs().max().item<double>();
+  const int threads_before = at::get_num_threads();
+  for (int threads : {1, 2}) {
+    at::set_num_threads(threads);
+    for (int64_t block : {1, 5, 17, 40}) {
+      auto blocked = attention_and_grads(
+          [&](const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& c) {
+            return accelerate::detail::blocked_causal_attention(a, b, c, 1.0 / std::sqrt(8.0),
+                                                                block);
+          },
+          q, k, v, g);
+      for (size_t i = 0; i < blocked.size(); ++i) {
+        EXPECT_TRUE(torch::allclose(blocked[i], direct[i], 1e-5, 1e-5))
+            << threads << " threads, block " << block << " tensor " << i << " max diff "
+            << (blocked[i] - direct[i]).abs().max().item<double>();
+      }
     }
   }
+  at::set_num_threads(threads_before);
+}
+
+// The blocked kernel's threads run whole products with one-threaded
+// OpenBLAS calls (Debian's LibTorch); OpenBLAS's own count is back after.
+TEST(CausalAttention, OneThreadedBlasRestoresOpenblasThreads) {
+  using GetThreads = int (*)();
+  using SetThreads = void (*)(int);
+  const auto get = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  const auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  if (get == nullptr || set == nullptr) GTEST_SKIP() << "this LibTorch calls no OpenBLAS";
+  const int before = get();
+  set(2);
+  {
+    accelerate::compat::OneThreadedBlas one_threaded;
+    EXPECT_EQ(get(), 1);
+  }
+  EXPECT_EQ(get(), 2);
+  set(before);
 }
 
 // float q, k, v under CPU bf16 autocast: the products run in bfloat16 as
