@@ -7,7 +7,9 @@
 // many small independent products (attention's blocks) is faster giving
 // each intra-op thread whole products, each on one thread. OpenBLAS's
 // thread count is process-wide, so the guard sets it to 1 for its lifetime
-// and restores it; its functions are looked up in the process at run time,
+// and restores it (kernels running at once in several threads of one
+// process, as thread ranks do, may see it restored early: a slower product,
+// the same result); its functions are looked up in the process at run time,
 // since LibTorch may link another BLAS (PyPI's links MKL, which runs one
 // thread per call inside an OpenMP parallel region by itself: nothing to do).
 #pragma once
