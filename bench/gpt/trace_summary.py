@@ -54,10 +54,10 @@ PHASES = ("forward", "backward", "clip", "optimizer", "log")
 FAMILIES = [
     ("communication", r"allreduce|all_reduce|gloo|c10d|nccl|broadcast|all_?gather|reduce_scatter"
                       r"|barrier|alltoall|all_to_all|reducer::|ddp\.|distributeddataparallel"),
-    ("matmul", r"^(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|dot|_addmm_activation|mkldnn_.*matmul.*"
+    ("matmul", r"^(mm|addmm_?|bmm|baddbmm_?|matmul|linear|addmv|mv|dot|_addmm_activation|mkldnn_.*matmul.*"
                r"|mkldnn_linear.*|_mkldnn_.*)$"),
     ("loss", r"log_softmax|nll_loss|cross_?entropy"),
-    ("attention", r"softmax_backward_data$|^_?softmax$|causal_?softmax|^masked_fill_?$|scaled_dot_product|flash|"
+    ("attention", r"softmax_backward_data$|^_?softmax$|causal_?softmax|causal_attention|^masked_fill_?$|scaled_dot_product|flash|"
                   r"efficient_attention|^triu_?$|^tril_?$"),
     ("activation", r"gelu|silu|relu|^tanh|sigmoid"),
     ("norm", r"layer_norm|rms_norm|batch_norm|group_norm"),
