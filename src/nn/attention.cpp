@@ -30,11 +30,17 @@ std::string shape_text(const at::Tensor& t) {
 // were slower than 64 everywhere (docs/kernels.md).
 constexpr int64_t kQueryBlock = 64;
 
+// Whether the explicit causal kernel runs blocked (it keeps the full form
+// with dropout: the weights' dropout mask would need its own saving).
+bool explicit_causal_is_blocked(const at::Tensor& q, double dropout_p) {
+  return dropout_p == 0 && detail::blocked_causal_attention_takes(q);
+}
+
 at::Tensor explicit_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                      double dropout_p) {
   const int64_t tokens = q.size(2);
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
-  if (dropout_p == 0 && detail::blocked_causal_attention_takes(q)) {
+  if (explicit_causal_is_blocked(q, dropout_p)) {
     return detail::blocked_causal_attention(q, k, v, scale, kQueryBlock);
   }
   at::Tensor scores = at::matmul(q, k.transpose(-2, -1));
@@ -134,7 +140,7 @@ bool use_fused(const at::Tensor& q, const AttentionOptions& options, bool causal
   if (!compat::has_fused_attention()) return false;
   if (!causal || !q.device().is_cpu()) return true;
   const int64_t tokens = q.size(2);
-  if (options.dropout_p() == 0 && detail::blocked_causal_attention_takes(q)) {
+  if (explicit_causal_is_blocked(q, options.dropout_p())) {
     return tokens > kBlockedOnCpuUpToTokens;
   }
   return !(q.scalar_type() == at::kBFloat16 && tokens <= kUnblockedBFloat16OnCpuUpToTokens);

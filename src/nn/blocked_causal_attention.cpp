@@ -40,15 +40,18 @@ void forward_matrices(const at::Tensor& q, const at::Tensor& k, const at::Tensor
                       const std::vector<at::Tensor>& probs, at::Tensor& out, double scale,
                       int64_t query_block, int64_t begin, int64_t end) {
   const int64_t tokens = q.size(1), count = end - begin;
+  auto matrices = [&](const at::Tensor& t) { return t.narrow(0, begin, count); };
   size_t block = 0;
   for (int64_t first = 0; first < tokens; first += query_block, ++block) {
     const int64_t rows = std::min(query_block, tokens - first), seen = first + rows;
-    const at::Tensor scores = at::bmm(q.narrow(0, begin, count).narrow(1, first, rows),
-                                      k.narrow(0, begin, count).narrow(1, 0, seen).transpose(1, 2));
-    const at::Tensor block_probs = probs[block].narrow(0, begin, count);
-    block_probs.copy_(causal_softmax_probs(scores, scale));
-    at::Tensor out_rows = out.narrow(0, begin, count).narrow(1, first, rows);
-    at::bmm_out(out_rows, block_probs, v.narrow(0, begin, count).narrow(1, 0, seen));
+    // The scores go straight into the block's saved probabilities, which
+    // the softmax then overwrites in place.
+    at::Tensor block_probs = matrices(probs[block]);
+    at::bmm_out(block_probs, matrices(q).narrow(1, first, rows),
+                matrices(k).narrow(1, 0, seen).transpose(1, 2));
+    causal_softmax_probs_into(block_probs, scale, block_probs);
+    at::Tensor out_rows = matrices(out).narrow(1, first, rows);
+    at::bmm_out(out_rows, block_probs, matrices(v).narrow(1, 0, seen));
   }
 }
 

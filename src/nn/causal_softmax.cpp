@@ -42,9 +42,14 @@ void for_row_blocks(const CausalRows& shape, const Fn& fn) {
 
 }  // namespace
 
-at::Tensor causal_softmax_probs(const at::Tensor& scores_in, double scale) {
+at::Tensor causal_softmax_probs(const at::Tensor& scores, double scale) {
+  at::Tensor probs = at::empty(scores.sizes(), scores.options());
+  causal_softmax_probs_into(scores, scale, probs);
+  return probs;
+}
+
+void causal_softmax_probs_into(const at::Tensor& scores_in, double scale, const at::Tensor& probs) {
   const at::Tensor scores = scores_in.contiguous();
-  at::Tensor probs = at::empty_like(scores);
   for_row_blocks(rows_of(scores, scale), [&](int64_t first, const CausalRows& block) {
     if (scores.scalar_type() == at::kFloat) {
       causal_softmax_forward(scores.data_ptr<float>() + first, probs.data_ptr<float>() + first,
@@ -53,7 +58,6 @@ at::Tensor causal_softmax_probs(const at::Tensor& scores_in, double scale) {
       causal_softmax_forward(bf16_bits(scores) + first, bf16_bits(probs) + first, block);
     }
   });
-  return probs;
 }
 
 at::Tensor causal_softmax_grad(const at::Tensor& probs, const at::Tensor& grad_probs,

@@ -21,6 +21,9 @@ at::Tensor fused_causal_softmax(const at::Tensor& scores, double scale);
 // the probabilities themselves: the probabilities of the scores, and the
 // scores' gradient from the probabilities and their gradient.
 at::Tensor causal_softmax_probs(const at::Tensor& scores, double scale);
+// The same probabilities written into `probs`: contiguous, of the scores'
+// shape and type (it may be the scores themselves).
+void causal_softmax_probs_into(const at::Tensor& scores, double scale, const at::Tensor& probs);
 at::Tensor causal_softmax_grad(const at::Tensor& probs, const at::Tensor& grad_probs, double scale);
 
 }  // namespace detail
