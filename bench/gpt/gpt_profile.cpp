@@ -2,7 +2,8 @@
 //
 // accelerate::Trainer::train()'s loop for the GPT example (trainer.h), call
 // for call: the same Accelerator options (TrainerLoop::accelerator_options),
-// model, seed, shuffled DataLoader, AdamW groups (TrainerLoop::adamw_groups),
+// model, seed, shuffled DataLoader, optimizer (its default, FusedAdamW, in
+// TrainerLoop::adamw_groups),
 // clipping, cosine schedule and the per-step loss mean over processes that
 // logging_steps 1 costs, with a clock around each phase. Its phases line up
 // with bench/gpt/gpt_twin.py's, so the two explain the tokens/s gap that
@@ -25,6 +26,7 @@
 // trace JSON; the main process), to compare op by op with the twin's
 // --trace.
 #include <accelerate/accelerate.h>
+#include <accelerate/detail/trainer_optimizer.h>
 #include <accelerate/trainer.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 
@@ -118,10 +120,11 @@ int run(const Settings& s) {
   accelerate::DataLoader loader(
       gpt::TokenChunks(file, config.n_positions),
       accelerate::DataLoaderOptions(static_cast<size_t>(s.batch)).shuffle(true).seed(s.seed));
-  accelerate::Optimizer<torch::optim::AdamW> optimizer(
-      accelerate::TrainerLoop::adamw_groups(*model, args),
-      torch::optim::AdamWOptions(args.learning_rate()));
-  accelerator.prepare(model, optimizer, loader);
+  // The Trainer's optimizer for its default optim (FusedAdamW).
+  accelerate::detail::TrainerOptimizer made =
+      accelerate::detail::make_trainer_optimizer(*model, args);
+  torch::optim::Optimizer& optimizer = *made.optimizer;
+  accelerator.prepare(model, *made.prepared, loader);
   accelerate::Scheduler<accelerate::WarmupSchedule> scheduler(
       optimizer, accelerate::SchedulerType::kCosine, s.warmup, s.steps);
   accelerator.prepare(scheduler);
@@ -160,7 +163,7 @@ int run(const Settings& s) {
     const auto t4 = Clock::now();
     optimizer.step();
     scheduler.step();
-    optimizer.zero_grad();
+    made.zero_grad();
     const auto t5 = Clock::now();
     const double local = loss.detach().to(at::kDouble).item<double>();
     const double mean =

@@ -33,7 +33,7 @@ struct TrainingFlags {
   int64_t max_steps = -1;
   std::string lr_scheduler_type = "linear";
   std::string lr_scheduler_kwargs;  // JSON, as Hugging Face's flag
-  std::string optim = "adamw_torch";
+  std::string optim = "adamw_torch_fused";
   std::string optim_args;
   int64_t warmup_steps = 0;
   double warmup_ratio = 0.0;
@@ -82,7 +82,8 @@ inline void add_training_flags(Flags& flags, TrainingFlags& f) {
                   "the learning rate schedule after the warm-up")
       .add("lr_scheduler_kwargs", &f.lr_scheduler_kwargs,
            "the schedule's extra parameters, e.g. {\"num_cycles\": 2}", "JSON")
-      .add_choice("optim", &f.optim, {"adamw_torch", "sgd", "adafactor"}, "the optimizer")
+      .add_choice("optim", &f.optim, {"adamw_torch_fused", "adamw_torch", "sgd", "adafactor"},
+                  "the optimizer")
       .add("optim_args", &f.optim_args, "sgd's momentum, dampening, nesterov: key=value,...",
            "ARGS")
       .add("warmup_steps", &f.warmup_steps, "warm-up steps; 0: warmup_ratio of the steps")

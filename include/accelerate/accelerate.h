@@ -3,7 +3,8 @@
 // included when a program wants it: accelerate/trainer.h (Trainer,
 // TrainingArguments, callbacks), accelerate/bpe_tokenizer.h,
 // accelerate/attention.h, accelerate/activations.h, accelerate/cross_entropy.h,
-// accelerate/rms_norm.h, accelerate/mnist.h.
+// accelerate/rms_norm.h, accelerate/adafactor.h, accelerate/fused_adamw.h,
+// accelerate/mnist.h.
 #pragma once
 
 #include "accelerate/accelerator.h"

@@ -45,11 +45,13 @@ const char* to_string(SaveStrategy strategy);
 int64_t steps_in_run(double steps, int64_t max_steps);
 
 // The Trainer's optimizer, by Hugging Face's `optim` names: "adamw_torch"
-// (torch's AdamW with adam_beta1/2, adam_epsilon), "sgd" (torch's SGD;
+// (torch's AdamW with adam_beta1/2, adam_epsilon), "adamw_torch_fused" (the
+// same update by accelerate::FusedAdamW, fused_adamw.h; transformers'
+// default on torch >= 2.8, and this Trainer's), "sgd" (torch's SGD;
 // momentum, dampening and nesterov from optim_args) and "adafactor"
 // (transformers' Adafactor with lr = learning_rate, scale_parameter and
 // relative_step off). Every one takes weight_decay on the decayed group.
-enum class OptimizerName { kAdamWTorch, kSgd, kAdafactor };
+enum class OptimizerName { kAdamWTorch, kAdamWTorchFused, kSgd, kAdafactor };
 std::optional<OptimizerName> parse_optimizer_name(const std::string& text);
 // As parse_optimizer_name, but an unknown name is a ConfigError listing the valid ones.
 OptimizerName require_optimizer_name(const std::string& text);
@@ -125,7 +127,7 @@ struct TrainingArguments {
   ACCELERATE_ARG(bool, disable_tqdm) = false;
 
   // ---- Optimizer and schedule choices (Hugging Face's names) ----
-  ACCELERATE_ARG(OptimizerName, optim) = OptimizerName::kAdamWTorch;
+  ACCELERATE_ARG(OptimizerName, optim) = OptimizerName::kAdamWTorchFused;
   // Extra optimizer settings, "key=value,...": sgd takes momentum,
   // dampening and nesterov; the others take none.
   ACCELERATE_ARG(std::string, optim_args);

@@ -7,6 +7,7 @@
 #include <torch/optim/sgd.h>
 
 #include "accelerate/adafactor.h"
+#include "accelerate/fused_adamw.h"
 #include "accelerate/optimizer.h"
 
 namespace accelerate::checkpoint {
@@ -73,6 +74,11 @@ const std::vector<Kind>& kinds() {
                    ACCELERATE_STATE_TENSOR(AdamParamState, exp_avg_sq),
                    ACCELERATE_STATE_TENSOR(AdamParamState, max_exp_avg_sq)}),
       kind<AdamW, AdamWParamState, AdamWOptions>(
+          "AdamW", {ACCELERATE_STATE_TENSOR(AdamWParamState, exp_avg),
+                    ACCELERATE_STATE_TENSOR(AdamWParamState, exp_avg_sq),
+                    ACCELERATE_STATE_TENSOR(AdamWParamState, max_exp_avg_sq)}),
+      // AdamW's state and name: either one loads the other's checkpoints.
+      kind<accelerate::FusedAdamW, AdamWParamState, AdamWOptions>(
           "AdamW", {ACCELERATE_STATE_TENSOR(AdamWParamState, exp_avg),
                     ACCELERATE_STATE_TENSOR(AdamWParamState, exp_avg_sq),
                     ACCELERATE_STATE_TENSOR(AdamWParamState, max_exp_avg_sq)}),

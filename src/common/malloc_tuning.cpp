@@ -10,11 +10,17 @@ namespace accelerate {
 namespace {
 
 bool environment_chooses_thresholds(const Environment& env) {
-  if (lookup(env, "MALLOC_MMAP_THRESHOLD_") || lookup(env, "MALLOC_TRIM_THRESHOLD_")) return true;
+  for (const char* name :
+       {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_MAX_"}) {
+    if (lookup(env, name)) return true;
+  }
   const auto tunables = lookup(env, "GLIBC_TUNABLES");
   if (!tunables) return false;
-  return tunables->find("glibc.malloc.mmap_threshold") != std::string::npos ||
-         tunables->find("glibc.malloc.trim_threshold") != std::string::npos;
+  for (const char* name :
+       {"glibc.malloc.mmap_threshold", "glibc.malloc.trim_threshold", "glibc.malloc.mmap_max"}) {
+    if (tunables->find(name) != std::string::npos) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -26,7 +32,8 @@ MallocTuningResult tune_malloc_for_training(const Environment& env) {
   // mallopt returns 0 for a value this glibc refuses (e.g. a 32-bit build,
   // whose largest mmap threshold is smaller).
   const bool applied = mallopt(M_MMAP_THRESHOLD, static_cast<int>(kTunedMmapThresholdBytes)) &&
-                       mallopt(M_TRIM_THRESHOLD, static_cast<int>(kTunedTrimThresholdBytes));
+                       mallopt(M_TRIM_THRESHOLD, static_cast<int>(kTunedTrimThresholdBytes)) &&
+                       mallopt(M_MMAP_MAX, kTunedMmapMax);
   return applied ? MallocTuningResult::kApplied : MallocTuningResult::kUnsupported;
 #else
   (void)env;

@@ -12,6 +12,7 @@
 #include "accelerate/adafactor.h"
 #include "accelerate/detail/trainer_loop.h"
 #include "accelerate/errors.h"
+#include "accelerate/fused_adamw.h"
 
 namespace accelerate::detail {
 
@@ -85,6 +86,9 @@ TrainerOptimizer make_trainer_optimizer(const torch::nn::Module& model,
                                .warmup_init(false);
       return wrap<Adafactor>(regroup(model, args, options), options);
     }
+    case OptimizerName::kAdamWTorchFused:
+      return wrap<FusedAdamW>(TrainerLoop::adamw_groups(model, args),
+                              torch::optim::AdamWOptions(args.learning_rate()));
     case OptimizerName::kAdamWTorch:
     default:
       return wrap<torch::optim::AdamW>(TrainerLoop::adamw_groups(model, args),

@@ -39,6 +39,7 @@ std::string number_text(double value) {
 // Transformers' OptimizerNames values this Trainer has, matched exactly.
 constexpr detail::EnumName<OptimizerName> kOptimizerNames[] = {
     {OptimizerName::kAdamWTorch, "adamw_torch"},
+    {OptimizerName::kAdamWTorchFused, "adamw_torch_fused"},
     {OptimizerName::kSgd, "sgd"},
     {OptimizerName::kAdafactor, "adafactor"}};
 static_assert(detail::names_are_distinct(kOptimizerNames));

@@ -50,8 +50,9 @@ TEST(PublicEnumNames, SaveStrategyRoundTrips) {
 }
 
 TEST(PublicEnumNames, OptimizerNameAndWsdShapeRoundTrip) {
-  for (auto value : {accelerate::OptimizerName::kAdamWTorch, accelerate::OptimizerName::kSgd,
-                     accelerate::OptimizerName::kAdafactor}) {
+  for (auto value :
+       {accelerate::OptimizerName::kAdamWTorch, accelerate::OptimizerName::kAdamWTorchFused,
+        accelerate::OptimizerName::kSgd, accelerate::OptimizerName::kAdafactor}) {
     EXPECT_EQ(accelerate::parse_optimizer_name(to_string(value)), value) << to_string(value);
   }
   for (auto value : {accelerate::WsdShape::kLinear, accelerate::WsdShape::kCosine,

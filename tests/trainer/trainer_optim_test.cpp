@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "accelerate/adafactor.h"
+#include "accelerate/fused_adamw.h"
 #include "accelerate/trainer.h"
 #include "checkpoint/optimizer_kinds.h"
 #include "support/temp_dir.h"
@@ -59,7 +60,8 @@ TrainingArguments optim_args_base(const std::string& output_dir) {
 // What a run on 2 thread ranks leaves on rank 0.
 struct OptimRun {
   Weights weights;
-  std::string kind;  // the checkpoint code's name of the optimizer's type
+  std::string kind;    // the checkpoint code's name of the optimizer's type
+  bool fused = false;  // a FusedAdamW
   std::vector<double> rates;
   int steps = 0;
 };
@@ -76,6 +78,7 @@ OptimRun run_trainer(const TrainingArguments& args, bool with_eval = false) {
     result.weights = accelerate::testing::weights_of(*model);
     const auto* kind = accelerate::checkpoint::kind_of(trainer.optimizer());
     result.kind = kind ? kind->name : "?";
+    result.fused = dynamic_cast<const accelerate::FusedAdamW*>(&trainer.optimizer()) != nullptr;
     for (const auto& group : trainer.optimizer().param_groups()) {
       result.rates.push_back(group.options().get_lr());
     }
@@ -94,7 +97,16 @@ TEST(TrainerOptim, OptimNamesChooseTheOptimizer) {
                                             .optim_args("momentum=0.9, nesterov=true"));
   const OptimRun adafactor =
       run_trainer(optim_args_base(dir.path()).optim(accelerate::OptimizerName::kAdafactor));
+  const OptimRun unfused =
+      run_trainer(optim_args_base(dir.path()).optim(accelerate::OptimizerName::kAdamWTorch));
   EXPECT_EQ(adamw.kind, "AdamW");
+  EXPECT_EQ(unfused.kind, "AdamW");
+  // adamw_torch_fused is the default, as in transformers on torch >= 2.8.
+  EXPECT_TRUE(adamw.fused);
+  EXPECT_FALSE(unfused.fused);
+  for (std::size_t i = 0; i < adamw.weights.size(); ++i) {
+    EXPECT_TRUE(adamw.weights[i].allclose(unfused.weights[i], 1e-5, 1e-6)) << i;
+  }
   EXPECT_EQ(sgd.kind, "SGD");
   EXPECT_EQ(momentum.kind, "SGD");
   EXPECT_EQ(adafactor.kind, "Adafactor");
@@ -110,7 +122,8 @@ TEST(TrainerOptim, UnknownOptimAndMisplacedOptimArgsAreOneLineErrors) {
     accelerate::require_optimizer_name("adam");
     ADD_FAILURE() << "no error";
   } catch (const accelerate::ConfigError& error) {
-    EXPECT_EQ(std::string(error.what()), "optim 'adam' is not one of: adamw_torch, sgd, adafactor");
+    EXPECT_EQ(std::string(error.what()),
+              "optim 'adam' is not one of: adamw_torch, adamw_torch_fused, sgd, adafactor");
   }
   EXPECT_EQ(accelerate::require_optimizer_name("adafactor"), accelerate::OptimizerName::kAdafactor);
   EXPECT_THROW(optim_args_base("x").optim_args("momentum=0.9").validate(), accelerate::ConfigError);

@@ -1,7 +1,9 @@
-"""transformers' schedules and Adafactor, for tests/trainer/trainer_reference_test.cpp.
+"""transformers' schedules and Adafactor, and torch's fused AdamW (optim
+"adamw_torch_fused"), for tests/trainer/trainer_reference_test.cpp.
 
   python trainer_reference.py schedules OUT.txt   # every rate of every case
   python trainer_reference.py adafactor OUT_DIR   # parameters, gradients, updates
+  python trainer_reference.py adamw OUT_DIR       # the same for fused AdamW
 
 Run under $ACCELERATE_REFERENCE_PYTHON (transformers and torch); CPU only.
 The cases live here; the C++ test reads them from the output and replays them.
@@ -116,6 +118,43 @@ def adafactor(out_dir):
     save_file(tensors, f"{out_dir}/adafactor.safetensors")
 
 
+# torch.optim.AdamW(fused=True) on CPU: the Trainer's defaults (weight decay
+# as its decayed group has it) and other betas, eps, no decay. The first
+# shape has more elements than one thread's range in FusedAdamW.
+ADAMWS = {
+    "trainer": dict(lr=5e-3, weight_decay=0.01),
+    "betas": dict(lr=0.05, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.0),
+}
+ADAMW_SHAPES = [(300, 257), (5,), (3, 4, 5), (1, 7)]
+
+
+def adamw(out_dir):
+    from safetensors.torch import save_file
+
+    gen = torch.Generator().manual_seed(4321)
+    tensors = {}
+    initial = [torch.randn(s, generator=gen) for s in ADAMW_SHAPES]
+    grads = [[torch.randn(s, generator=gen) * (1 + step) for s in ADAMW_SHAPES]
+             for step in range(STEPS)]
+    for i, p in enumerate(initial):
+        tensors[f"param.{i}"] = p.clone()
+    for step in range(STEPS):
+        for i, g in enumerate(grads[step]):
+            tensors[f"grad.{step}.{i}"] = g.clone()
+    for config, kwargs in ADAMWS.items():
+        params = [p.clone().requires_grad_(True) for p in initial]
+        opt = torch.optim.AdamW(params, fused=True, **kwargs)
+        for step in range(STEPS):
+            for p, g in zip(params, grads[step]):
+                p.grad = g.clone()
+            opt.step()
+            if step in (0, STEPS - 1):
+                for i, p in enumerate(params):
+                    tensors[f"{config}.after{step + 1}.{i}"] = p.detach().clone()
+    save_file(tensors, f"{out_dir}/adamw.safetensors")
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)
-    {"schedules": schedules, "adafactor": adafactor}[sys.argv[1]](sys.argv[2])
+    {"schedules": schedules, "adafactor": adafactor,
+     "adamw": adamw}[sys.argv[1]](sys.argv[2])

@@ -1,4 +1,5 @@
-// The new learning-rate schedules and Adafactor against transformers
+// The new learning-rate schedules and Adafactor against transformers, and
+// FusedAdamW against torch.optim.AdamW(fused=True)
 // (tests/trainer/trainer_reference.py run under $ACCELERATE_REFERENCE_PYTHON,
 // scripts/install-reference-python.sh). The script holds the cases and
 // writes transformers' results; these tests replay each case here and
@@ -10,9 +11,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
 #include <sstream>
 
 #include "accelerate/adafactor.h"
+#include "accelerate/fused_adamw.h"
 #include "accelerate/lr_schedule.h"
 #include "accelerate/reduce_lr_on_plateau.h"
 #include "accelerate/safetensors.h"
@@ -130,14 +135,18 @@ TEST(TrainerReference, SchedulesEqualTransformersAtEveryStep) {
             << worst << "\n";
 }
 
-// Adafactor with the same parameters and gradients as transformers', after
-// 1 step and after 10, within 1e-6 relative (float32 rounding).
-void expect_adafactor_like_transformers(const std::string& config,
-                                        const accelerate::AdafactorOptions& options) {
+// An optimizer (Adafactor, FusedAdamW) with the same parameters and
+// gradients as the script's `command` wrote, after 1 step and after 10, within
+// 1e-6 relative (float32 rounding) of the script's optimizer under `config`.
+void expect_steps_like_reference(
+    const std::string& command, const std::string& config,
+    const std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<torch::Tensor>)>&
+        make) {
   accelerate::testing::TempDir dir("trainer-ref");
-  ASSERT_EQ(run_trainer_reference("adafactor", dir.path()), "");
+  ASSERT_EQ(run_trainer_reference(command, dir.path()), "");
   std::map<std::string, at::Tensor> saved;
-  for (auto& [name, tensor] : accelerate::load_safetensors(dir.path() + "/adafactor.safetensors")) {
+  for (auto& [name, tensor] :
+       accelerate::load_safetensors(dir.path() + "/" + command + ".safetensors")) {
     saved[name] = tensor;
   }
   std::vector<torch::Tensor> params;
@@ -145,14 +154,14 @@ void expect_adafactor_like_transformers(const std::string& config,
     params.push_back(saved.at("param." + std::to_string(i)).clone().set_requires_grad(true));
   }
   ASSERT_EQ(params.size(), 4u);
-  accelerate::Adafactor optimizer(params, options);
+  const std::unique_ptr<torch::optim::Optimizer> optimizer = make(params);
   double worst = 0;
   for (int step = 0; step < 10; ++step) {
     for (std::size_t i = 0; i < params.size(); ++i) {
       params[i].mutable_grad() =
           saved.at("grad." + std::to_string(step) + "." + std::to_string(i)).clone();
     }
-    optimizer.step();
+    optimizer->step();
     if (step != 0 && step != 9) continue;
     for (std::size_t i = 0; i < params.size(); ++i) {
       const auto& theirs =
@@ -163,7 +172,14 @@ void expect_adafactor_like_transformers(const std::string& config,
       EXPECT_LE(gap, 1e-6) << config << " after step " << step + 1 << ", parameter " << i;
     }
   }
-  std::cout << "[ adafactor ] " << config << ": largest relative gap " << worst << "\n";
+  std::cout << "[ " << command << " ] " << config << ": largest relative gap " << worst << "\n";
+}
+
+void expect_adafactor_like_transformers(const std::string& config,
+                                        const accelerate::AdafactorOptions& options) {
+  expect_steps_like_reference("adafactor", config, [&](std::vector<torch::Tensor> params) {
+    return std::make_unique<accelerate::Adafactor>(std::move(params), options);
+  });
 }
 
 TEST(TrainerReference, AdafactorAsTheTrainerMakesItEqualsTransformers) {
@@ -178,6 +194,25 @@ TEST(TrainerReference, AdafactorRelativeStepFirstMomentDecayEqualsTransformers) 
   REQUIRE_TRAINER_REFERENCE();
   expect_adafactor_like_transformers(
       "relative", accelerate::AdafactorOptions().beta1(0.9).weight_decay(0.01).clip_threshold(0.5));
+}
+
+// FusedAdamW against torch.optim.AdamW(fused=True), on 2 threads so that
+// the first parameter's loop runs in ranges.
+void expect_fused_adamw_like_torch(const std::string& config,
+                                   const torch::optim::AdamWOptions& options) {
+  const int threads = at::get_num_threads();
+  at::set_num_threads(2);
+  expect_steps_like_reference("adamw", config, [&](std::vector<torch::Tensor> params) {
+    return std::make_unique<accelerate::FusedAdamW>(std::move(params), options);
+  });
+  at::set_num_threads(threads);
+}
+
+TEST(TrainerReference, FusedAdamWEqualsTorchFusedAdamW) {
+  REQUIRE_TRAINER_REFERENCE();
+  expect_fused_adamw_like_torch("trainer", torch::optim::AdamWOptions(5e-3).weight_decay(0.01));
+  expect_fused_adamw_like_torch(
+      "betas", torch::optim::AdamWOptions(0.05).betas({0.8, 0.95}).eps(1e-6).weight_decay(0.0));
 }
 
 }  // namespace
