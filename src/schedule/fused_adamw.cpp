@@ -5,8 +5,10 @@
 
 #include <cmath>
 #include <memory>
+#include <sstream>
 #include <vector>
 
+#include "accelerate/errors.h"
 #include "compat/optim_compat.h"
 #include "compat/parallel_ranges.h"
 #include "schedule/adamw_kernel.h"
@@ -42,13 +44,23 @@ detail::AdamWScalars scalars(const AdamWOptions& options, int64_t step) {
 }
 
 // A state restored from a checkpoint may hold its moments elsewhere or in
-// another layout; the loop needs them as the parameter is.
+// another layout; the loop needs them as the parameter is. A moment of
+// another shape (a state loaded for other parameters) is an error: the loop
+// would write past it.
 void conform(AdamWParamState& state, const at::Tensor& param) {
-  auto follow = [&](const at::Tensor& t) {
-    return takes(t) && t.sizes() == param.sizes() ? t : t.to(param.options()).contiguous();
+  auto follow = [&](const at::Tensor& t, const char* name) {
+    if (!t.defined() || !t.sizes().equals(param.sizes())) {
+      std::ostringstream message;
+      message << "FusedAdamW: the state's " << name << " is "
+              << (t.defined() ? "of shape " : "missing");
+      if (t.defined()) message << t.sizes();
+      message << " for a parameter of shape " << param.sizes();
+      throw Error(message.str());
+    }
+    return takes(t) ? t : t.to(param.options()).contiguous();
   };
-  state.exp_avg(follow(state.exp_avg()));
-  state.exp_avg_sq(follow(state.exp_avg_sq()));
+  state.exp_avg(follow(state.exp_avg(), "exp_avg"));
+  state.exp_avg_sq(follow(state.exp_avg_sq(), "exp_avg_sq"));
 }
 
 }  // namespace

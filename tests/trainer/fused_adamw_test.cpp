@@ -10,6 +10,7 @@
 #include <sstream>
 #include <vector>
 
+#include "accelerate/errors.h"
 #include "accelerate/fused_adamw.h"
 #include "accelerate/optimizer.h"
 #include "checkpoint/optimizer_kinds.h"
@@ -166,6 +167,26 @@ TEST(FusedAdamW, IsAnAdamWToCheckpoints) {
   EXPECT_LE(largest_relative_gap(a, ours), 1e-6);
   EXPECT_LE(largest_relative_gap(b, theirs), 1e-6);
   EXPECT_LE(largest_relative_gap(ours, theirs), 1e-6);
+}
+
+TEST(FusedAdamW, AStateOfAnotherShapeIsAnErrorNotAWritePastIt) {
+  const AdamWOptions options(1e-2);
+  std::vector<at::Tensor> small = {at::zeros({3}).set_requires_grad(true)};
+  std::vector<at::Tensor> large = {at::zeros({3000}).set_requires_grad(true)};
+  accelerate::FusedAdamW saved_from(small, options), loaded_into(large, options);
+  small[0].mutable_grad() = at::ones({3});
+  saved_from.step();
+  std::stringstream state;
+  torch::save(saved_from, state);
+  torch::load(loaded_into, state);
+  large[0].mutable_grad() = at::ones({3000});
+  try {
+    loaded_into.step();
+    ADD_FAILURE() << "no error";
+  } catch (const accelerate::Error& error) {
+    EXPECT_STREQ(error.what(),
+                 "FusedAdamW: the state's exp_avg is of shape [3] for a parameter of shape [3000]");
+  }
 }
 
 }  // namespace

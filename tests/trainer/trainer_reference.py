@@ -93,21 +93,24 @@ SHAPES = [(6, 5), (5,), (3, 4, 5), (1, 7)]
 STEPS = 10
 
 
-def adafactor(out_dir):
+def replay(out_file, seed, shapes, configs, make_optimizer):
+    """Steps one optimizer per config over the same random parameters and
+    gradients, and saves those and each config's parameters after the first
+    and the last step."""
     from safetensors.torch import save_file
 
-    gen = torch.Generator().manual_seed(1234)
+    gen = torch.Generator().manual_seed(seed)
     tensors = {}
-    initial = [torch.randn(s, generator=gen) for s in SHAPES]
-    grads = [[torch.randn(s, generator=gen) * (1 + step) for s in SHAPES] for step in range(STEPS)]
+    initial = [torch.randn(s, generator=gen) for s in shapes]
+    grads = [[torch.randn(s, generator=gen) * (1 + step) for s in shapes] for step in range(STEPS)]
     for i, p in enumerate(initial):
         tensors[f"param.{i}"] = p.clone()
     for step in range(STEPS):
         for i, g in enumerate(grads[step]):
             tensors[f"grad.{step}.{i}"] = g.clone()
-    for config, kwargs in ADAFACTORS.items():
+    for config, kwargs in configs.items():
         params = [p.clone().requires_grad_(True) for p in initial]
-        opt = Adafactor(params, **kwargs)
+        opt = make_optimizer(params, kwargs)
         for step in range(STEPS):
             for p, g in zip(params, grads[step]):
                 p.grad = g.clone()
@@ -115,7 +118,12 @@ def adafactor(out_dir):
             if step in (0, STEPS - 1):
                 for i, p in enumerate(params):
                     tensors[f"{config}.after{step + 1}.{i}"] = p.detach().clone()
-    save_file(tensors, f"{out_dir}/adafactor.safetensors")
+    save_file(tensors, out_file)
+
+
+def adafactor(out_dir):
+    replay(f"{out_dir}/adafactor.safetensors", 1234, SHAPES, ADAFACTORS,
+           lambda params, kwargs: Adafactor(params, **kwargs))
 
 
 # torch.optim.AdamW(fused=True) on CPU: the Trainer's defaults (weight decay
@@ -129,29 +137,8 @@ ADAMW_SHAPES = [(300, 257), (5,), (3, 4, 5), (1, 7)]
 
 
 def adamw(out_dir):
-    from safetensors.torch import save_file
-
-    gen = torch.Generator().manual_seed(4321)
-    tensors = {}
-    initial = [torch.randn(s, generator=gen) for s in ADAMW_SHAPES]
-    grads = [[torch.randn(s, generator=gen) * (1 + step) for s in ADAMW_SHAPES]
-             for step in range(STEPS)]
-    for i, p in enumerate(initial):
-        tensors[f"param.{i}"] = p.clone()
-    for step in range(STEPS):
-        for i, g in enumerate(grads[step]):
-            tensors[f"grad.{step}.{i}"] = g.clone()
-    for config, kwargs in ADAMWS.items():
-        params = [p.clone().requires_grad_(True) for p in initial]
-        opt = torch.optim.AdamW(params, fused=True, **kwargs)
-        for step in range(STEPS):
-            for p, g in zip(params, grads[step]):
-                p.grad = g.clone()
-            opt.step()
-            if step in (0, STEPS - 1):
-                for i, p in enumerate(params):
-                    tensors[f"{config}.after{step + 1}.{i}"] = p.detach().clone()
-    save_file(tensors, f"{out_dir}/adamw.safetensors")
+    replay(f"{out_dir}/adamw.safetensors", 4321, ADAMW_SHAPES, ADAMWS,
+           lambda params, kwargs: torch.optim.AdamW(params, fused=True, **kwargs))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "accelerate/fused_adamw.h"
 #include "accelerate/trainer.h"
 #include "support/temp_dir.h"
 #include "support/thread_ranks.h"
@@ -126,7 +127,8 @@ TEST(Trainer, TrainsAsTheHandWrittenLoopItStandsFor) {
                                    torch::optim::AdamWOptions(0.02).weight_decay(0.1)));
     groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
                                       torch::optim::AdamWOptions(0.02).weight_decay(0.0)));
-    accelerate::Optimizer<torch::optim::AdamW> optimizer(groups);
+    // The default optim, adamw_torch_fused.
+    accelerate::Optimizer<accelerate::FusedAdamW> optimizer(groups);
     accelerator.prepare(model, optimizer, loader);
     accelerate::Scheduler<accelerate::WarmupSchedule> scheduler(
         optimizer, accelerate::SchedulerType::kLinear, 2, 8);
