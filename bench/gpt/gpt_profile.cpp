@@ -2,9 +2,9 @@
 //
 // accelerate::Trainer::train()'s loop for the GPT example (trainer.h), call
 // for call: the same Accelerator options (TrainerLoop::accelerator_options),
-// model, seed, shuffled DataLoader, optimizer (its default, FusedAdamW, in
-// TrainerLoop::adamw_groups),
-// clipping, cosine schedule and the per-step loss mean over processes that
+// model, seed, shuffled DataLoader, optimizer (make_trainer_optimizer: the
+// default optim's FusedAdamW over TrainerLoop::adamw_groups), clipping,
+// cosine schedule and the per-step loss mean over processes that
 // logging_steps 1 costs, with a clock around each phase. Its phases line up
 // with bench/gpt/gpt_twin.py's, so the two explain the tokens/s gap that
 // bench/gpt/run_gpt_bench.sh reports (docs/gpt-performance.md).
