@@ -25,6 +25,12 @@ at::Tensor as_matrices(const at::Tensor& t, c10::ScalarType dtype) {
   return t.to(dtype).contiguous().view({t.size(0) * t.size(1), t.size(2), t.size(3)});
 }
 
+// The matrices [begin, begin + count) of a [matrices, rows, columns] tensor.
+struct MatrixRange {
+  int64_t begin, count;
+  at::Tensor operator()(const at::Tensor& t) const { return t.narrow(0, begin, count); }
+};
+
 // The products' type: under CPU autocast its lower precision (the operands
 // are cast once, as LibTorch's matmul would cast them), else q's.
 c10::ScalarType product_dtype(const at::Tensor& q) {
@@ -39,8 +45,8 @@ c10::ScalarType product_dtype(const at::Tensor& q) {
 void forward_matrices(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                       const std::vector<at::Tensor>& probs, at::Tensor& out, double scale,
                       int64_t query_block, int64_t begin, int64_t end) {
-  const int64_t tokens = q.size(1), count = end - begin;
-  auto matrices = [&](const at::Tensor& t) { return t.narrow(0, begin, count); };
+  const int64_t tokens = q.size(1);
+  const MatrixRange matrices{begin, end - begin};
   size_t block = 0;
   for (int64_t first = 0; first < tokens; first += query_block, ++block) {
     const int64_t rows = std::min(query_block, tokens - first), seen = first + rows;
@@ -63,8 +69,8 @@ void backward_matrices(const at::Tensor& q, const at::Tensor& k, const at::Tenso
                        const std::vector<at::Tensor>& probs, const at::Tensor& grad,
                        at::Tensor& grad_q, at::Tensor& grad_k, at::Tensor& grad_v, double scale,
                        int64_t query_block, int64_t begin, int64_t end) {
-  const int64_t tokens = q.size(1), count = end - begin;
-  auto matrices = [&](const at::Tensor& t) { return t.narrow(0, begin, count); };
+  const int64_t tokens = q.size(1);
+  const MatrixRange matrices{begin, end - begin};
   size_t block = 0;
   for (int64_t first = 0; first < tokens; first += query_block, ++block) {
     const int64_t rows = std::min(query_block, tokens - first), seen = first + rows;
