@@ -1,18 +1,18 @@
 #include "nn/blocked_causal_attention.h"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
-#include <ATen/ThreadLocalState.h>
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
 #include <vector>
 
+#include "accelerate/errors.h"
 #include "compat/autocast_compat.h"
 #include "compat/blas_threads.h"
-#include "compat/parallel_ranges.h"
+#include "nn/attention_blocks.h"
 #include "nn/causal_softmax.h"
+#include "nn/float_causal_attention.h"
 
 namespace accelerate {
 namespace detail {
@@ -43,13 +43,12 @@ c10::ScalarType product_dtype(const at::Tensor& q) {
 // queries' scores against the keys up to its last query, their causal
 // softmax (into `probs`, one tensor per block), and the output rows.
 void forward_matrices(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                      const std::vector<at::Tensor>& probs, at::Tensor& out, double scale,
-                      int64_t query_block, int64_t begin, int64_t end) {
-  const int64_t tokens = q.size(1);
+                      const std::vector<QueryBlock>& blocks, const std::vector<at::Tensor>& probs,
+                      at::Tensor& out, double scale, int64_t begin, int64_t end) {
   const MatrixRange matrices{begin, end - begin};
-  size_t block = 0;
-  for (int64_t first = 0; first < tokens; first += query_block, ++block) {
-    const int64_t rows = std::min(query_block, tokens - first), seen = first + rows;
+  for (size_t block = 0; block < blocks.size(); ++block) {
+    const int64_t first = blocks[block].first, rows = blocks[block].rows,
+                  seen = blocks[block].seen();
     // The scores go straight into the block's saved probabilities, which
     // the softmax then overwrites in place.
     at::Tensor block_probs = matrices(probs[block]);
@@ -66,14 +65,13 @@ void forward_matrices(const at::Tensor& q, const at::Tensor& k, const at::Tensor
 // gradient (the fused softmax's backward), and from it the queries' rows
 // and the keys' gradient up to its last query.
 void backward_matrices(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                       const std::vector<at::Tensor>& probs, const at::Tensor& grad,
-                       at::Tensor& grad_q, at::Tensor& grad_k, at::Tensor& grad_v, double scale,
-                       int64_t query_block, int64_t begin, int64_t end) {
-  const int64_t tokens = q.size(1);
+                       const std::vector<QueryBlock>& blocks, const std::vector<at::Tensor>& probs,
+                       const at::Tensor& grad, at::Tensor& grad_q, at::Tensor& grad_k,
+                       at::Tensor& grad_v, double scale, int64_t begin, int64_t end) {
   const MatrixRange matrices{begin, end - begin};
-  size_t block = 0;
-  for (int64_t first = 0; first < tokens; first += query_block, ++block) {
-    const int64_t rows = std::min(query_block, tokens - first), seen = first + rows;
+  for (size_t block = 0; block < blocks.size(); ++block) {
+    const int64_t first = blocks[block].first, rows = blocks[block].rows,
+                  seen = blocks[block].seen();
     const at::Tensor block_probs = matrices(probs[block]);
     const at::Tensor grad_rows = matrices(grad).narrow(1, first, rows);
     matrices(grad_v).narrow(1, 0, seen).baddbmm_(block_probs.transpose(1, 2), grad_rows);
@@ -87,33 +85,14 @@ void backward_matrices(const at::Tensor& q, const at::Tensor& k, const at::Tenso
   }
 }
 
-// Runs fn(begin, end) over the [0, matrices) on LibTorch's intra-op threads,
-// each range on one thread with one-threaded BLAS calls: a block's products
-// are too small for OpenBLAS to gain from splitting each over the threads
-// (on two threads the products took longer than on one), while the
-// matrices are independent. The caller's thread-local state (grad mode,
-// autocast) holds in every range.
+// for_matrix_ranges with each thread's products on one-threaded BLAS
+// calls: OpenBLAS would split every small product over its own threads,
+// which on two threads took longer than on one.
 template <typename Fn>
-void for_matrix_ranges(int64_t matrices, const Fn& fn) {
-  const int64_t threads = at::get_num_threads();
-  if (threads <= 1 || matrices < 2) return fn(0, matrices);
-  const at::ThreadLocalState state;
+void for_matrix_ranges_on_blas(int64_t matrices, const Fn& fn) {
+  if (at::get_num_threads() <= 1 || matrices < 2) return fn(0, matrices);
   const compat::OneThreadedBlas one_threaded;
-  compat::parallel_ranges(matrices, (matrices + threads - 1) / threads,
-                          [&](int64_t begin, int64_t end) {
-                            at::ThreadLocalStateGuard guard(state);
-                            fn(begin, end);
-                          });
-}
-
-std::vector<at::Tensor> block_tensors(const at::Tensor& q, int64_t query_block) {
-  std::vector<at::Tensor> probs;
-  const int64_t tokens = q.size(1);
-  for (int64_t first = 0; first < tokens; first += query_block) {
-    const int64_t rows = std::min(query_block, tokens - first);
-    probs.push_back(at::empty({q.size(0), rows, first + rows}, q.options()));
-  }
-  return probs;
+  for_matrix_ranges(matrices, fn);
 }
 
 struct BlockedCausalAttention : torch::autograd::Function<BlockedCausalAttention> {
@@ -126,9 +105,10 @@ struct BlockedCausalAttention : torch::autograd::Function<BlockedCausalAttention
     const at::Tensor q = as_matrices(q_in, dtype), k = as_matrices(k_in, dtype),
                      v = as_matrices(v_in, dtype);
     at::Tensor out = at::empty_like(q);
-    const std::vector<at::Tensor> probs = block_tensors(q, query_block);
-    for_matrix_ranges(q.size(0), [&](int64_t begin, int64_t end) {
-      forward_matrices(q, k, v, probs, out, scale, query_block, begin, end);
+    const std::vector<QueryBlock> blocks = query_blocks(q.size(1), query_block);
+    const std::vector<at::Tensor> probs = block_probabilities(q.size(0), blocks, q.options());
+    for_matrix_ranges_on_blas(q.size(0), [&](int64_t begin, int64_t end) {
+      forward_matrices(q, k, v, blocks, probs, out, scale, begin, end);
     });
     torch::autograd::variable_list saved = {q, k, v};
     saved.insert(saved.end(), probs.begin(), probs.end());
@@ -144,12 +124,12 @@ struct BlockedCausalAttention : torch::autograd::Function<BlockedCausalAttention
     const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2];
     const std::vector<at::Tensor> probs(saved.begin() + 3, saved.end());
     const double scale = ctx->saved_data["scale"].toDouble();
-    const int64_t query_block = ctx->saved_data["query_block"].toInt();
+    const std::vector<QueryBlock> blocks =
+        query_blocks(q.size(1), ctx->saved_data["query_block"].toInt());
     const at::Tensor grad = grads[0].to(q.scalar_type()).contiguous().view(q.sizes());
     at::Tensor grad_q = at::empty_like(q), grad_k = at::zeros_like(k), grad_v = at::zeros_like(v);
-    for_matrix_ranges(q.size(0), [&](int64_t begin, int64_t end) {
-      backward_matrices(q, k, v, probs, grad, grad_q, grad_k, grad_v, scale, query_block, begin,
-                        end);
+    for_matrix_ranges_on_blas(q.size(0), [&](int64_t begin, int64_t end) {
+      backward_matrices(q, k, v, blocks, probs, grad, grad_q, grad_k, grad_v, scale, begin, end);
     });
     const auto shape = grads[0].sizes();
     return {grad_q.view(shape), grad_k.view(shape), grad_v.view(shape), at::Tensor(), at::Tensor()};
@@ -165,7 +145,17 @@ bool blocked_causal_attention_takes(const at::Tensor& q) {
 }
 
 at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                    double scale, int64_t query_block) {
+                                    double scale, int64_t query_block, BlockProducts products) {
+  const bool own = products == BlockProducts::kSmallGemm ||
+                   (products == BlockProducts::kAuto && float_causal_attention_takes(q, k, v));
+  if (own) {
+    if (!float_causal_attention_takes(q, k, v)) {
+      throw Error(
+          "blocked_causal_attention: the library's own products take float q, k, v on "
+          "a CPU with AVX-512 only");
+    }
+    return float_causal_attention(q, k, v, scale, query_block);
+  }
   return BlockedCausalAttention::apply(q, k, v, scale, std::max<int64_t>(1, query_block));
 }
 

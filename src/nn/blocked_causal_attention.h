@@ -21,8 +21,16 @@ namespace detail {
 // bfloat16 (q's type, or CPU autocast's).
 bool blocked_causal_attention_takes(const at::Tensor& q);
 
+// Which matrix products the blocks run on. kAuto: the library's own
+// (small_gemm.h, float_causal_attention.h) for float where they are
+// preferred, else LibTorch's (kLibTorch: OpenBLAS in float on Debian's
+// build, oneDNN or MKL in bfloat16). kSmallGemm insists on the own ones (an
+// accelerate::Error where they cannot run): for tests and benchmarks.
+enum class BlockProducts { kAuto, kLibTorch, kSmallGemm };
+
 at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                    double scale, int64_t query_block);
+                                    double scale, int64_t query_block,
+                                    BlockProducts products = BlockProducts::kAuto);
 
 }  // namespace detail
 }  // namespace accelerate

@@ -10,21 +10,28 @@ target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/causal_softmax_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cross_entropy.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cross_entropy_kernels.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/float_causal_attention.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gelu_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rms_norm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rms_norm_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rotary_embedding.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rotary_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sequence_parallel.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/silu_kernels.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/silu_kernels.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/small_gemm.cpp)
 # The kernels' loops are written for the compiler to vectorize, which GCC
 # does for them only at -O3 (its -O2 cost model refuses loops with a
-# remainder); kept out of unity batches so the flag stays on these files alone.
+# remainder); kept out of unity batches so the flag stays on these files
+# alone, and out of the precompiled header: GCC gives a source that includes
+# one the optimization level the header was built with (-O2), whatever the
+# source's own flags say (small_gemm.cpp's register tile was left rolled up,
+# its 16 accumulators in memory). The kernels include no LibTorch header.
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/gelu_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cross_entropy_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/causal_softmax_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rms_norm_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rotary_kernels.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/silu_kernels.cpp PROPERTIES
-  SKIP_UNITY_BUILD_INCLUSION ON
+  ${CMAKE_CURRENT_LIST_DIR}/silu_kernels.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/small_gemm.cpp PROPERTIES
+  SKIP_UNITY_BUILD_INCLUSION ON SKIP_PRECOMPILE_HEADERS ON
   COMPILE_OPTIONS "$<$<OR:$<CXX_COMPILER_ID:GNU>,$<CXX_COMPILER_ID:Clang>>:-O3>")

@@ -18,6 +18,7 @@
 #include "accelerate/errors.h"
 #include "compat/blas_threads.h"
 #include "nn/blocked_causal_attention.h"
+#include "nn/small_gemm.h"
 
 namespace {
 
@@ -113,30 +114,76 @@ TEST(CausalAttention, ExplicitKernelInBFloat16MatchesFloat) {
 
 // The blocked kernel itself for any block size (one query per block, a size
 // that divides nothing, one block longer than the sequence), on one thread
-// and on two, where the matrices split over the threads unevenly (3).
+// and on two, where the matrices split over the threads unevenly (3), on
+// LibTorch's products and, where this CPU runs them, the library's own.
 TEST(CausalAttention, BlockedKernelEqualsTheDirectComputationForAnyBlock) {
+  using accelerate::detail::BlockProducts;
   torch::manual_seed(6);
   auto q = torch::randn({1, 3, 17, 8}), k = torch::randn({1, 3, 17, 8}),
        v = torch::randn({1, 3, 17, 8}), g = torch::randn({1, 3, 17, 8});
   auto direct = attention_and_grads(reference, q, k, v, g);
+  std::vector<BlockProducts> products = {BlockProducts::kLibTorch};
+  if (accelerate::detail::small_gemm_preferred()) products.push_back(BlockProducts::kSmallGemm);
   const int threads_before = at::get_num_threads();
-  for (int threads : {1, 2}) {
-    at::set_num_threads(threads);
-    for (int64_t block : {1, 5, 17, 40}) {
-      auto blocked = attention_and_grads(
-          [&](const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& c) {
-            return accelerate::detail::blocked_causal_attention(a, b, c, 1.0 / std::sqrt(8.0),
-                                                                block);
-          },
-          q, k, v, g);
-      for (size_t i = 0; i < blocked.size(); ++i) {
-        EXPECT_TRUE(torch::allclose(blocked[i], direct[i], 1e-5, 1e-5))
-            << threads << " threads, block " << block << " tensor " << i << " max diff "
-            << (blocked[i] - direct[i]).abs().max().item<double>();
+  for (BlockProducts product : products) {
+    for (int threads : {1, 2}) {
+      at::set_num_threads(threads);
+      for (int64_t block : {1, 5, 17, 40}) {
+        auto blocked = attention_and_grads(
+            [&](const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& c) {
+              return accelerate::detail::blocked_causal_attention(a, b, c, 1.0 / std::sqrt(8.0),
+                                                                  block, product);
+            },
+            q, k, v, g);
+        for (size_t i = 0; i < blocked.size(); ++i) {
+          EXPECT_TRUE(torch::allclose(blocked[i], direct[i], 1e-5, 1e-5))
+              << "products " << static_cast<int>(product) << ", " << threads << " threads, block "
+              << block << " tensor " << i << " max diff "
+              << (blocked[i] - direct[i]).abs().max().item<double>();
+        }
       }
     }
   }
   at::set_num_threads(threads_before);
+}
+
+// The float form on the library's own products reads GPT-2's q, k, v (views
+// of one fused projection) and the incoming gradient through their strides,
+// and lays out the output and the gradients [batch, tokens, heads,
+// head_dim], so that merging the heads back is a view; its values are the
+// LibTorch products' (a gradient of stride 0, as sum() hands back, too).
+TEST(CausalAttention, FloatFormReadsStridesAndWritesTokensMajor) {
+  using accelerate::detail::BlockProducts;
+  if (!accelerate::detail::small_gemm_preferred()) {
+    GTEST_SKIP() << "this CPU has no AVX-512: the library's own products are not used";
+  }
+  torch::manual_seed(8);
+  const auto projected = torch::randn({2, 70, 3, 4, 16});  // [batch, tokens, q/k/v, heads, dim]
+  const auto heads = projected.permute({2, 0, 3, 1, 4});   // q/k/v x [batch, heads, tokens, dim]
+  const auto g = torch::randn({2, 70, 4, 16}).transpose(1, 2);
+  auto attend = [](BlockProducts product) {
+    return [product](const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& c) {
+      return accelerate::detail::blocked_causal_attention(a, b, c, 0.25, 32, product);
+    };
+  };
+  auto own =
+      attention_and_grads(attend(BlockProducts::kSmallGemm), heads[0], heads[1], heads[2], g);
+  auto blas =
+      attention_and_grads(attend(BlockProducts::kLibTorch), heads[0], heads[1], heads[2], g);
+  for (size_t i = 0; i < own.size(); ++i) {
+    EXPECT_TRUE(own[i].transpose(1, 2).is_contiguous()) << "tensor " << i;
+    EXPECT_TRUE(torch::allclose(own[i], blas[i], 1e-5, 1e-5))
+        << "tensor " << i << " max diff " << (own[i] - blas[i]).abs().max().item<double>();
+  }
+  auto q = heads[0].detach().requires_grad_();
+  attend(BlockProducts::kSmallGemm)(q, heads[1], heads[2]).sum().backward();
+  auto q_blas = heads[0].detach().requires_grad_();
+  attend(BlockProducts::kLibTorch)(q_blas, heads[1], heads[2]).sum().backward();
+  EXPECT_TRUE(torch::allclose(q.grad(), q_blas.grad(), 1e-5, 1e-5));
+  EXPECT_THROW(attend(BlockProducts::kSmallGemm)(heads[0].to(torch::kBFloat16),
+                                                 heads[1].to(torch::kBFloat16),
+                                                 heads[2].to(torch::kBFloat16)),
+               accelerate::Error);
 }
 
 // The blocked kernel's threads run whole products with one-threaded
