@@ -49,8 +49,9 @@
 #
 # Threads: both sides get the same environment per process:
 # OMP_NUM_THREADS = cores / N, OPENBLAS_NUM_THREADS = BLAS_THREADS (default:
-# the same as OMP_NUM_THREADS) and OMP_WAIT_POLICY = PASSIVE (the launcher's
-# default); the launcher keeps exported values, the twin calls
+# the same as OMP_NUM_THREADS), OMP_WAIT_POLICY = PASSIVE and
+# OPENBLAS_THREAD_TIMEOUT = 4 (the launcher's defaults: idle OpenMP threads
+# and OpenBLAS workers sleep); the launcher keeps exported values, the twin calls
 # torch.set_num_threads(OMP_NUM_THREADS). OpenBLAS kernels: every run and
 # the peak get the same OPENBLAS_CORETYPE, the one exported, else the one
 # `accelerate launch` sets on this machine (`accelerate env`; empty where
@@ -199,7 +200,8 @@ loads=()
 run_one() {  # side N precision; sides: cpp python (LibTorch 1.13), cppnew hf (the newest)
   local side="$1" n="$2" prec="$3" log="$LOG_DIR/$1.$2p.$3.r$round.log" t=$((cores / $2))
   ((t >= 1)) || t=1
-  local -a env_=(OMP_NUM_THREADS="$t" OPENBLAS_NUM_THREADS="${BLAS_THREADS:-$t}" OMP_WAIT_POLICY=PASSIVE)
+  local -a env_=(OMP_NUM_THREADS="$t" OPENBLAS_NUM_THREADS="${BLAS_THREADS:-$t}" OMP_WAIT_POLICY=PASSIVE
+                 OPENBLAS_THREAD_TIMEOUT=4)
   local -a bf=(); [[ "$prec" == bf16 ]] && bf=(--bf16)
   local -a py=(--train "${train_tokens[0]}" --validation "${eval_tokens[0]}" --preset "$PRESET"
                --max_steps "$STEPS" --skip "$SKIP" --batch_size "$BATCH" --warmup_steps "$WARMUP"
@@ -247,7 +249,7 @@ echo "GPT benchmark: $(date -u '+%Y-%m-%d %H:%M UTC'), $cores cores ($(grep -m1 
 echo "  preset $PRESET: $params parameters, vocab $VOCAB, $layers layers, width $width, context $context;"
 echo "  batch $BATCH per process, $STEPS steps (first $SKIP untimed), LR warm-up $WARMUP then cosine, eval on $EVAL_SAMPLES windows"
 echo "  OpenBLAS kernels: ${OPENBLAS_CORETYPE:-as OpenBLAS picks them} (OPENBLAS_CORETYPE, both sides)"
-echo "  threads per process: 1 process $cores, 2 processes $((cores / 2)) (OMP_NUM_THREADS; OPENBLAS_NUM_THREADS=${BLAS_THREADS:-the same}; OMP_WAIT_POLICY=PASSIVE)"
+echo "  threads per process: 1 process $cores, 2 processes $((cores / 2)) (OMP_NUM_THREADS; OPENBLAS_NUM_THREADS=${BLAS_THREADS:-the same}; OMP_WAIT_POLICY=PASSIVE; OPENBLAS_THREAD_TIMEOUT=4)"
 if ((hf)); then
   echo "  HF side: $("$HF_PYTHON" -c 'import torch, transformers, accelerate as a; print("torch %s, transformers %s, accelerate %s" % (torch.__version__, transformers.__version__, a.__version__))') ($HF_PYTHON) against C++ from $new_build"
 else echo "  no HF side: $hf_note"; fi

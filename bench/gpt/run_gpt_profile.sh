@@ -37,7 +37,8 @@
 #
 # Threads per process, both sides: OMP_NUM_THREADS = cores / N,
 # OPENBLAS_NUM_THREADS = BLAS_THREADS (default the same), OMP_WAIT_POLICY =
-# PASSIVE; bench/gpt/run_gpt_threads.sh checks which sizes are fastest.
+# PASSIVE, OPENBLAS_THREAD_TIMEOUT = 4 (the launcher's);
+# bench/gpt/run_gpt_threads.sh checks which sizes are fastest.
 # examples/gpt's attention is the library's blocked causal kernel (blocks
 # of 64 queries skipping the masked keys, its fused causal softmax;
 # docs/kernels.md) on both LibTorch versions and precisions. The twin keeps
@@ -146,7 +147,8 @@ run_pair() {  # row N precision
   local row="$1" n="$2" prec="$3" b="${row_build[$1]}" py="${row_python[$1]}"
   local base="$LOG_DIR/$row.${n}p.$prec" t=$((cores / n))
   ((t >= 1)) || t=1
-  local -a env_=(OMP_NUM_THREADS="$t" OPENBLAS_NUM_THREADS="${BLAS_THREADS:-$t}" OMP_WAIT_POLICY=PASSIVE)
+  local -a env_=(OMP_NUM_THREADS="$t" OPENBLAS_NUM_THREADS="${BLAS_THREADS:-$t}" OMP_WAIT_POLICY=PASSIVE
+                 OPENBLAS_THREAD_TIMEOUT=4)
   local -a bf=(); [[ "$prec" == bf16 ]] && bf=(--bf16)
   wait_quiet
   local l0; l0="$(load1)"
@@ -179,7 +181,7 @@ for r in "${rows[@]}"; do
   echo "  row $r: C++ ${row_build[$r]} ($(ldd "${row_build[$r]}/bench/gpt/gpt_profile" 2>/dev/null | sed -nE 's/.*libtorch_cpu\.so[^ ]* => ([^ ]+).*/\1/p' | head -n 1)), Python ${row_python[$r]} (torch ${row_torch[$r]})"
 done
 echo "  preset $PRESET, vocab $VOCAB, batch $BATCH per process, $STEPS steps (first $SKIP untimed; step $((SKIP + 1)) traced)"
-echo "  threads per process: OMP_NUM_THREADS = $cores / processes, OPENBLAS_NUM_THREADS=${BLAS_THREADS:-the same}, OMP_WAIT_POLICY=PASSIVE"
+echo "  threads per process: OMP_NUM_THREADS = $cores / processes, OPENBLAS_NUM_THREADS=${BLAS_THREADS:-the same}, OMP_WAIT_POLICY=PASSIVE, OPENBLAS_THREAD_TIMEOUT=4"
 echo "  logs and traces in $LOG_DIR"
 for r in "${rows[@]}"; do
   for n in $PROCS; do

@@ -3,9 +3,10 @@
 # "Profile"): examples/gpt through `accelerate launch --cpu --num_processes N`
 # for N in PROCS, once per OMP_NUM_THREADS x OPENBLAS_NUM_THREADS pair per
 # process, and once with neither set (the launcher's default: OMP_NUM_THREADS
-# = max(1, cores / N), OPENBLAS_NUM_THREADS = 1, OMP_WAIT_POLICY = PASSIVE;
-# docs/launching.md, "Threads"). Every pair also runs with OMP_WAIT_POLICY =
-# PASSIVE, so the pools' sizes are all that differs from the default.
+# = max(1, cores / N), OPENBLAS_NUM_THREADS = 1, OMP_WAIT_POLICY = PASSIVE,
+# OPENBLAS_THREAD_TIMEOUT = 4; docs/launching.md, "Threads"). Every pair also
+# runs with OMP_WAIT_POLICY = PASSIVE and (from the launcher) the timeout, so
+# the pools' sizes are all that differs from the default.
 #
 # Which pool does what (per process):
 #   OpenMP (OMP_NUM_THREADS; the Accelerator calls at::set_num_threads with

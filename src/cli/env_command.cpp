@@ -12,6 +12,7 @@
 #include "cli/system_facts.h"
 #include "cli/test_command.h"
 #include "common/openblas_core.h"
+#include "common/settings.h"
 #include "config/config_file.h"
 #include "launcher/launch_errors.h"
 #include "launcher/machine_facts.h"
@@ -51,17 +52,14 @@ const char* const kHelp =
 
 const char* yes_no(bool value) { return value ? "yes" : "no"; }
 
-// Variables that change what a job does; reported when set.
+// Variables that change what a job does; reported when set: every declared
+// setting (common/settings.h), and these others.
 bool is_relevant_variable(const std::string& name) {
   static const char* const kPrefixes[] = {"ACCELERATE_", "FSDP_", "NCCL_", "GLOO_", "TORCH_"};
   static const char* const kNames[] = {"CUDA_VISIBLE_DEVICES",
                                        "HIP_VISIBLE_DEVICES",
                                        "ROCR_VISIBLE_DEVICES",
-                                       "OMP_NUM_THREADS",
-                                       "OPENBLAS_NUM_THREADS",
-                                       "OPENBLAS_CORETYPE",
                                        "MKL_NUM_THREADS",
-                                       "OMP_WAIT_POLICY",
                                        "HF_HOME",
                                        "XDG_CACHE_HOME",
                                        "MASTER_ADDR",
@@ -73,6 +71,9 @@ bool is_relevant_variable(const std::string& name) {
                                        "LD_LIBRARY_PATH"};
   for (const char* prefix : kPrefixes) {
     if (name.rfind(prefix, 0) == 0) return true;
+  }
+  for (const settings::Description& about : settings::all()) {
+    if (name == about.variable) return true;
   }
   for (const char* known : kNames) {
     if (name == known) return true;

@@ -146,6 +146,11 @@ std::optional<int> parse_count(std::string_view text) {
   const auto value = detail::parse_integer_in(text, 1, kMaxCount);
   return value ? std::optional<int>(static_cast<int>(*value)) : std::nullopt;
 }
+// OpenBLAS's own range for OPENBLAS_THREAD_TIMEOUT (it clamps others into it).
+std::optional<int> parse_thread_timeout(std::string_view text) {
+  const auto value = detail::parse_integer_in(text, 4, 30);
+  return value ? std::optional<int>(static_cast<int>(*value)) : std::nullopt;
+}
 std::string format_int(const int& value) { return std::to_string(value); }
 std::string format_bool(const bool& value) { return value ? "true" : "false"; }
 
@@ -468,6 +473,13 @@ const Setting<std::string> kOmpWaitPolicy{
     "PASSIVE",
     parse_wait_policy,
     format_text};
+
+const Setting<int> kOpenblasThreadTimeout{
+    {"OPENBLAS_THREAD_TIMEOUT", "", "a whole number n from 4 to 30", "4 (the launcher's)",
+     "OpenBLAS's idle workers spin 2^n CPU cycles after a call before they sleep"},
+    4,
+    parse_thread_timeout,
+    format_int};
 
 const Setting<std::string> kOpenblasCoretype{
     {"OPENBLAS_CORETYPE", "", "an OpenBLAS core name (Haswell, SkylakeX, Cooperlake, ...)",

@@ -118,6 +118,7 @@ extern const Setting<int> kRestartCount;                   // ACCELERATE_RESTART
 extern const Setting<int> kOmpNumThreads;          // OMP_NUM_THREADS
 extern const Setting<int> kOpenblasNumThreads;     // OPENBLAS_NUM_THREADS
 extern const Setting<std::string> kOmpWaitPolicy;  // OMP_WAIT_POLICY
+extern const Setting<int> kOpenblasThreadTimeout;  // OPENBLAS_THREAD_TIMEOUT
 // ---- Kernels (read by OpenBLAS when it loads; common/openblas_core.h) -----
 extern const Setting<std::string> kOpenblasCoretype;  // OPENBLAS_CORETYPE
 

@@ -18,6 +18,7 @@ const std::vector<Description>& all() {
                                                         kOmpNumThreads.about,
                                                         kOpenblasNumThreads.about,
                                                         kOmpWaitPolicy.about,
+                                                        kOpenblasThreadTimeout.about,
                                                         kOpenblasCoretype.about,
                                                         kUseDeepSpeed.about,
                                                         kZeroStage.about,

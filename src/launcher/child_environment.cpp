@@ -128,6 +128,16 @@ Environment build_child_environment(const LaunchOptions& options, int local_rank
   if (!lookup(launcher_environment, settings::kOmpWaitPolicy.variable())) {
     settings::kOmpWaitPolicy.write(env, settings::kOmpWaitPolicy.fallback);
   }
+  // OpenBLAS's idle workers likewise (its pthreads build, Debian's): by
+  // default each spins ~0.1 s after every call (2^28 cycles), through the
+  // OpenMP regions that follow, so where the user gives OpenBLAS more than
+  // one thread, LibTorch's threads share their cores with it (GPT small on
+  // 1 process with 2 threads each: +10% tokens/s with 4; docs/launching.md,
+  // "Threads"). With 1 thread OpenBLAS has no worker and the value changes
+  // nothing. A value the user exported is kept.
+  if (!lookup(launcher_environment, settings::kOpenblasThreadTimeout.variable())) {
+    settings::kOpenblasThreadTimeout.write(env, settings::kOpenblasThreadTimeout.fallback);
+  }
   // OpenBLAS's kernels for a CPU its detection does not know (it fell back
   // to generic ones): the variable is read when OpenBLAS loads, so only the
   // launcher can set it for the ranks. A core the user exported is kept.

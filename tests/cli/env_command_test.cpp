@@ -74,6 +74,23 @@ TEST(EnvCommand, ListsTheShardingVariables) {
   EXPECT_TRUE(has_line(result.out, "\t- FSDP_SHARDING_STRATEGY=SHARD_GRAD_OP")) << result.out;
 }
 
+// Every declared setting is listed when set (the thread and OpenBLAS ones
+// too, which have no ACCELERATE_ prefix), and other variables are not.
+TEST(EnvCommand, ListsEveryDeclaredSettingThatIsSet) {
+  TemporaryFolder home;
+  auto result = run_accelerate({"env"}, {{"HF_HOME", home.path()},
+                                         {"OPENBLAS_THREAD_TIMEOUT", "6"},
+                                         {"OMP_WAIT_POLICY", "ACTIVE"},
+                                         {"PARALLELISM_CONFIG_SP_SIZE", "2"},
+                                         {"SOME_UNRELATED_VARIABLE", "x"}});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  for (const char* line : {"\t- OPENBLAS_THREAD_TIMEOUT=6", "\t- OMP_WAIT_POLICY=ACTIVE",
+                           "\t- PARALLELISM_CONFIG_SP_SIZE=2"}) {
+    EXPECT_TRUE(has_line(result.out, line)) << line << "\n" << result.out;
+  }
+  EXPECT_EQ(result.out.find("SOME_UNRELATED_VARIABLE"), std::string::npos) << result.out;
+}
+
 TEST(EnvCommand, ReportsTheExplicitConfigFile) {
   TemporaryFolder folder;
   const std::string config = folder.path() + "/my_config.yaml";

@@ -47,7 +47,7 @@ TEST(Settings, EveryVariableIsDeclaredOnceWithItsFacts) {
     EXPECT_NE(std::string(about.default_text), "") << about.variable;
     EXPECT_NE(std::string(about.meaning), "") << about.variable;
   }
-  EXPECT_EQ(seen.size(), 41u);
+  EXPECT_EQ(seen.size(), 42u);
   EXPECT_EQ(seen.count("PARALLELISM_CONFIG_SP_SIZE"), 1u);
   EXPECT_EQ(seen.count("PARALLELISM_CONFIG_SP_BACKEND"), 1u);
   EXPECT_EQ(seen.count("ACCELERATE_MIXED_PRECISION"), 1u);
@@ -192,6 +192,10 @@ TEST(Settings, RestartCountAndThreads) {
   EXPECT_EQ(kOmpWaitPolicy.read({{"OMP_WAIT_POLICY", "passive"}}), "PASSIVE");
   EXPECT_EQ(kOmpWaitPolicy.read({{"OMP_WAIT_POLICY", "Active"}}), "ACTIVE");
   expect_refused(kOmpWaitPolicy, "lazy");
+  EXPECT_EQ(kOpenblasThreadTimeout.read({{"OPENBLAS_THREAD_TIMEOUT", "4"}}), 4);
+  EXPECT_EQ(kOpenblasThreadTimeout.read({{"OPENBLAS_THREAD_TIMEOUT", "30"}}), 30);
+  expect_refused(kOpenblasThreadTimeout, "3");
+  expect_refused(kOpenblasThreadTimeout, "31");
   EXPECT_EQ(kOpenblasCoretype.read({{"OPENBLAS_CORETYPE", "SkylakeX"}}), "SkylakeX");
   expect_refused(kOpenblasCoretype, "Skylake X");
 }

@@ -109,6 +109,20 @@ TEST(LaunchChildEnvironment, OpenMpThreadsWaitPassivelyUnlessTheUserChose) {
   EXPECT_EQ(env.at("OPENBLAS_NUM_THREADS"), "1");
 }
 
+// OpenBLAS's idle workers (where the user gives it more than one thread)
+// sleep after 2^4 cycles instead of spinning ~0.1 s through LibTorch's
+// parallel regions, unless the user chose a timeout.
+TEST(LaunchChildEnvironment, OpenblasWorkersSleepSoonUnlessTheUserChose) {
+  const LaunchOptions options = resolved({"--num_processes", "1", "p"});
+  EXPECT_EQ(build_child_environment(options, 0, {}, 2).at("OPENBLAS_THREAD_TIMEOUT"), "4");
+  EXPECT_EQ(build_child_environment(options, 0, {{"OPENBLAS_NUM_THREADS", "2"}}, 2)
+                .at("OPENBLAS_THREAD_TIMEOUT"),
+            "4");
+  EXPECT_EQ(build_child_environment(options, 0, {{"OPENBLAS_THREAD_TIMEOUT", "28"}}, 2)
+                .at("OPENBLAS_THREAD_TIMEOUT"),
+            "28");
+}
+
 // The machine's faster OpenBLAS core reaches every rank, unless the user
 // exported one (which wins, as for the thread variables).
 TEST(LaunchChildEnvironment, OpenblasCoreTypeUnlessTheUserChose) {
