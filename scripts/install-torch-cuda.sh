@@ -32,10 +32,15 @@ hash=$(sha256sum "$requirements" | cut -c1-12)
 venv=$cache_dir/torch-cuda-$hash
 stamp=$venv/.accelerate-installed
 
-if [[ ! -f "$stamp" ]]; then
+# One install at a time: two test runs started together would otherwise
+# both empty and fill the same venv (one's rm -rf under the other's pip).
+mkdir -p "$cache_dir"
+exec 9>"$cache_dir/torch-cuda-$hash.lock"
+flock 9 || die "could not lock $cache_dir/torch-cuda-$hash.lock"
+
+if [[ ! -f "$stamp" || ! -x "$venv/bin/python" ]]; then
   say "installing $(grep -Ev '^\s*(#|$)' "$requirements" | tr '\n' ' ')into $venv"
   rm -rf -- "$venv"
-  mkdir -p "$cache_dir"
   "$python" -m venv "$venv" ||
     die "could not make a venv with $python (Debian: apt-get install python3-venv)"
   t0=$SECONDS
