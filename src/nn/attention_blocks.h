@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/ThreadLocalState.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -39,6 +40,36 @@ inline std::vector<at::Tensor> block_probabilities(int64_t matrices,
     probs.push_back(at::empty({matrices, block.rows, block.seen()}, options));
   }
   return probs;
+}
+
+// What either form keeps for backward: q, k, v (as the form reads them),
+// each block's probabilities, the scale and the blocks.
+struct SavedBlocks {
+  at::Tensor q, k, v;
+  std::vector<at::Tensor> probs;
+  double scale;
+  std::vector<QueryBlock> blocks;
+};
+
+inline void save_blocks(torch::autograd::AutogradContext* ctx, const at::Tensor& q,
+                        const at::Tensor& k, const at::Tensor& v,
+                        const std::vector<at::Tensor>& probs, double scale, int64_t query_block) {
+  torch::autograd::variable_list saved = {q, k, v};
+  saved.insert(saved.end(), probs.begin(), probs.end());
+  ctx->save_for_backward(saved);
+  ctx->saved_data["scale"] = scale;
+  ctx->saved_data["query_block"] = query_block;
+}
+
+// token_dim: q's dimension of tokens (1 or 2, as the form saves it).
+inline SavedBlocks saved_blocks(torch::autograd::AutogradContext* ctx, int64_t token_dim) {
+  const torch::autograd::variable_list saved = ctx->get_saved_variables();
+  return {saved[0],
+          saved[1],
+          saved[2],
+          std::vector<at::Tensor>(saved.begin() + 3, saved.end()),
+          ctx->saved_data["scale"].toDouble(),
+          query_blocks(saved[0].size(token_dim), ctx->saved_data["query_block"].toInt())};
 }
 
 // Runs fn(begin, end) over [0, matrices) on LibTorch's intra-op threads, one

@@ -110,26 +110,19 @@ struct BlockedCausalAttention : torch::autograd::Function<BlockedCausalAttention
     for_matrix_ranges_on_blas(q.size(0), [&](int64_t begin, int64_t end) {
       forward_matrices(q, k, v, blocks, probs, out, scale, begin, end);
     });
-    torch::autograd::variable_list saved = {q, k, v};
-    saved.insert(saved.end(), probs.begin(), probs.end());
-    ctx->save_for_backward(saved);
-    ctx->saved_data["scale"] = scale;
-    ctx->saved_data["query_block"] = query_block;
+    save_blocks(ctx, q, k, v, probs, scale, query_block);
     return out.view(q_in.sizes());
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2];
-    const std::vector<at::Tensor> probs(saved.begin() + 3, saved.end());
-    const double scale = ctx->saved_data["scale"].toDouble();
-    const std::vector<QueryBlock> blocks =
-        query_blocks(q.size(1), ctx->saved_data["query_block"].toInt());
+    const SavedBlocks saved = saved_blocks(ctx, /*token_dim=*/1);
+    const at::Tensor &q = saved.q, &k = saved.k, &v = saved.v;
     const at::Tensor grad = grads[0].to(q.scalar_type()).contiguous().view(q.sizes());
     at::Tensor grad_q = at::empty_like(q), grad_k = at::zeros_like(k), grad_v = at::zeros_like(v);
     for_matrix_ranges_on_blas(q.size(0), [&](int64_t begin, int64_t end) {
-      backward_matrices(q, k, v, blocks, probs, grad, grad_q, grad_k, grad_v, scale, begin, end);
+      backward_matrices(q, k, v, saved.blocks, saved.probs, grad, grad_q, grad_k, grad_v,
+                        saved.scale, begin, end);
     });
     const auto shape = grads[0].sizes();
     return {grad_q.view(shape), grad_k.view(shape), grad_v.view(shape), at::Tensor(), at::Tensor()};

@@ -154,30 +154,22 @@ struct FloatCausalAttention : torch::autograd::Function<FloatCausalAttention> {
     for_matrix_ranges(matrix_count(q), [&](int64_t begin, int64_t end) {
       forward_matrices(in, blocks, prob_data, out_rows, scale, begin, end);
     });
-    torch::autograd::variable_list saved = {q, k, v};
-    saved.insert(saved.end(), probs.begin(), probs.end());
-    ctx->save_for_backward(saved);
-    ctx->saved_data["scale"] = scale;
-    ctx->saved_data["query_block"] = query_block;
+    save_blocks(ctx, q, k, v, probs, scale, query_block);
     return out;
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2];
-    const std::vector<at::Tensor> probs(saved.begin() + 3, saved.end());
-    const double scale = ctx->saved_data["scale"].toDouble();
-    const std::vector<QueryBlock> blocks =
-        query_blocks(q.size(2), ctx->saved_data["query_block"].toInt());
+    const SavedBlocks saved = saved_blocks(ctx, /*token_dim=*/2);
+    const at::Tensor &q = saved.q, &k = saved.k, &v = saved.v;
     const at::Tensor grad = grads[0].to(at::kFloat);
     at::Tensor grad_q = token_major(q), grad_k = token_major(k), grad_v = token_major(v);
     const Inputs in{HeadMatrices(q), HeadMatrices(k), HeadMatrices(v)};
     const HeadMatrices grad_in(grad);
-    const std::vector<float*> prob_data = block_data(probs);
+    const std::vector<float*> prob_data = block_data(saved.probs);
     const Gradients out{HeadRows(grad_q), HeadRows(grad_k), HeadRows(grad_v)};
     for_matrix_ranges(matrix_count(q), [&](int64_t begin, int64_t end) {
-      backward_matrices(in, grad_in, blocks, prob_data, out, scale, begin, end);
+      backward_matrices(in, grad_in, saved.blocks, prob_data, out, saved.scale, begin, end);
     });
     return {grad_q, grad_k, grad_v, at::Tensor(), at::Tensor()};
   }
