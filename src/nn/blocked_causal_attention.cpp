@@ -139,14 +139,13 @@ bool blocked_causal_attention_takes(const at::Tensor& q) {
 
 at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                     double scale, int64_t query_block, BlockProducts products) {
-  const bool own = products == BlockProducts::kSmallGemm ||
-                   (products == BlockProducts::kAuto && float_causal_attention_takes(q, k, v));
-  if (own) {
-    if (!float_causal_attention_takes(q, k, v)) {
-      throw Error(
-          "blocked_causal_attention: the library's own products take float q, k, v on "
-          "a CPU with AVX-512 only");
-    }
+  const bool own_takes = float_causal_attention_takes(q, k, v);
+  if (products == BlockProducts::kSmallGemm && !own_takes) {
+    throw Error(
+        "blocked_causal_attention: the library's own products take float q, k, v on a CPU with "
+        "AVX-512 only");
+  }
+  if (own_takes && products != BlockProducts::kLibTorch) {
     return float_causal_attention(q, k, v, scale, query_block);
   }
   return BlockedCausalAttention::apply(q, k, v, scale, std::max<int64_t>(1, query_block));
