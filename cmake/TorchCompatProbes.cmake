@@ -124,6 +124,16 @@ int main() {
 }
 ]] ACCELERATE_COMPAT_BACKEND_SHUTDOWN)
 
+# 2.x (since 2.6 or so): c10d::Store::clone() is pure virtual, so every
+# store of ours must implement it (src/compat/tcp_store_client.cpp).
+check_cxx_source_compiles([[
+#include <torch/csrc/distributed/c10d/Store.hpp>
+int main() {
+  c10::intrusive_ptr<c10d::Store> (c10d::Store::*clone)() = &c10d::Store::clone;
+  return clone != nullptr ? 0 : 1;
+}
+]] ACCELERATE_COMPAT_STORE_CLONE)
+
 # c10::Allocator::allocate: const in 1.x, not in 2.x (the memory benches'
 # counting allocator overrides it).
 check_cxx_source_compiles([[
@@ -177,7 +187,8 @@ foreach(_probe ACCELERATE_COMPAT_BACKEND_BASE ACCELERATE_COMPAT_TCPSTORE_USE_LIB
                ACCELERATE_COMPAT_DEVICE_AUTOCAST ACCELERATE_COMPAT_OPTIM_STATE_POINTER_KEY
                ACCELERATE_COMPAT_HAS_NCCL ACCELERATE_COMPAT_HAS_CUDA_ALLOCATOR
                ACCELERATE_COMPAT_HAS_SDPA ACCELERATE_COMPAT_ALLOCATOR_CONST_ALLOCATE
-               ACCELERATE_COMPAT_ALLOCATOR_COPY_DATA ACCELERATE_COMPAT_BACKEND_SHUTDOWN)
+               ACCELERATE_COMPAT_ALLOCATOR_COPY_DATA ACCELERATE_COMPAT_BACKEND_SHUTDOWN
+               ACCELERATE_COMPAT_STORE_CLONE)
   if(${_probe})
     set(${_probe} 1)
   else()

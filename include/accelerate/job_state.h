@@ -5,7 +5,8 @@
 //
 // Sources, first match wins:
 //   1. our launcher and torchrun: RANK, WORLD_SIZE, LOCAL_RANK,
-//      LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT
+//      LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT, and
+//      torchrun's TORCHELASTIC_USE_AGENT_STORE and TORCHELASTIC_RESTART_COUNT
 //   2. MPI: OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE} (OpenMPI),
 //      PMI_RANK/PMI_SIZE with MPI_LOCALRANKID/MPI_LOCALNRANKS (MPICH, Intel),
 //      MV2_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE} (MVAPICH)
@@ -100,16 +101,32 @@ struct JobState {
   // the master address, else Gloo's default.
   std::string gloo_socket_ifname;
   LaunchSource source = LaunchSource::kSingleProcess;
+  // torchrun 2.x's agent serves the rendezvous store on MASTER_PORT itself
+  // (TORCHELASTIC_USE_AGENT_STORE=True): every rank, rank 0 included, joins
+  // it as a client instead of rank 0 hosting one.
+  bool launcher_hosts_store = false;
+  // How often the launcher restarted this job's processes
+  // (TORCHELASTIC_RESTART_COUNT, set by torchrun and by `accelerate launch`).
+  // A store the launcher hosts outlives each attempt; each attempt keeps its
+  // keys apart from the previous attempts' (rendezvous_store_prefix()).
+  int restart_count = 0;
 
   bool is_distributed() const { return world_size > 1; }
   bool is_main_process() const { return rank == 0; }
   bool is_local_main_process() const { return local_rank == 0; }
   bool is_last_process() const { return rank == world_size - 1; }
+  // Where this attempt's keys live in a store the launcher hosts, PyTorch's
+  // env:// spelling ("/worker/attempt_<restart_count>"), so that a restarted
+  // group never reads a previous attempt's keys; empty when rank 0 hosts a
+  // fresh store for each attempt.
+  std::string rendezvous_store_prefix() const;
 
   // Parses `env`. Throws ConfigError with a one-line message naming the
   // variable for bad values: non-numbers, WORLD_SIZE < 1, RANK >= WORLD_SIZE,
   // LOCAL_RANK >= LOCAL_WORLD_SIZE, ports outside 1..65535, an unknown
-  // backend, nccl without CUDA, or a multi-node MPI job without MASTER_ADDR.
+  // backend, nccl without CUDA, a multi-node MPI job without MASTER_ADDR,
+  // TORCHELASTIC_USE_AGENT_STORE other than True/False, or a restart count
+  // that is not a whole number.
   static JobState from_environment(const Environment& env, const JobOptions& options = {},
                                    const Hardware& hardware = {});
 

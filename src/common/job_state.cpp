@@ -272,6 +272,22 @@ std::chrono::milliseconds choose_timeout(const JobOptions& options, const Enviro
   return settings::kTimeout.read_or_default(env);
 }
 
+// torchrun writes Python's str(bool): "True" or "False".
+bool agent_store_in(const Environment& env) {
+  constexpr const char* kVariable = "TORCHELASTIC_USE_AGENT_STORE";
+  const auto text = lookup(env, kVariable);
+  if (!text || text->empty()) return false;
+  if (auto value = settings::parse_bool(*text)) return *value;
+  fail(settings::bad_value_message(kVariable, "True or False", *text));
+}
+
+int restart_count_in(const Environment& env) {
+  constexpr const char* kVariable = "TORCHELASTIC_RESTART_COUNT";
+  const auto text = lookup(env, kVariable);
+  if (!text || text->empty()) return 0;
+  return settings::kRestartCount.parse(kVariable, *text);
+}
+
 DeviceSpec choose_device(bool use_cpu, const Hardware& hardware, const Setting& local_rank) {
   if (use_cpu || hardware.cuda_device_count <= 0) return DeviceSpec{};
   if (local_rank.value >= hardware.cuda_device_count) {
@@ -326,6 +342,10 @@ JobState JobState::from_environment(const Environment& env, const JobOptions& op
   state.master_addr = choose_master_addr(env, topology);
   state.gloo_socket_ifname = lookup(env, "GLOO_SOCKET_IFNAME").value_or("");
   state.master_port = choose_master_port(env, topology.source);
+  if (topology.source == LaunchSource::kTorchrun) {
+    state.launcher_hosts_store = agent_store_in(env);
+    state.restart_count = restart_count_in(env);
+  }
   state.use_cpu = choose(options.cpu(), env, settings::kUseCpu);
   state.debug = choose(options.debug(), env, settings::kDebugMode);
   state.shared_memory_all_reduce =
@@ -334,6 +354,11 @@ JobState JobState::from_environment(const Environment& env, const JobOptions& op
   state.device = choose_device(state.use_cpu, hardware, topology.local_rank);
   state.backend = choose_backend(options, state.device, hardware, state.world_size);
   return state;
+}
+
+std::string JobState::rendezvous_store_prefix() const {
+  if (!launcher_hosts_store) return "";
+  return "/worker/attempt_" + std::to_string(restart_count);
 }
 
 std::string JobState::describe() const {

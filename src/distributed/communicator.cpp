@@ -17,6 +17,7 @@
 #include "accelerate/errors.h"
 #include "common/settings.h"
 #include "compat/c10d_compat.h"
+#include "compat/tcp_store_client.h"
 #include "distributed/communicator_impl.h"
 #include "distributed/failure_diagnosis.h"
 #include "distributed/network.h"
@@ -182,7 +183,25 @@ std::string gloo_hostname_for(const JobState& job) {
   return detail::local_address_towards(job.master_addr, job.master_port);
 }
 
+// torchrun 2.x's agent already serves MASTER_PORT: every rank joins it, in
+// its attempt's section (a restarted group must not read the keys of the
+// attempt before it, which the agent's store still holds).
+c10::intrusive_ptr<c10d::Store> join_launcher_store(const JobState& job) {
+  const std::string where = job.master_addr + ":" + std::to_string(job.master_port);
+  try {
+    auto store = compat::connect_torch2_store(job.master_addr, job.master_port, job.timeout);
+    return c10::make_intrusive<c10d::PrefixStore>(job.rendezvous_store_prefix(), std::move(store));
+  } catch (const std::exception& cause) {
+    throw DistributedError("rank " + std::to_string(job.rank) +
+                           ": could not join torchrun's rendezvous store at " + where + ": " +
+                           detail::first_line_of(cause) +
+                           " (TORCHELASTIC_USE_AGENT_STORE=True says torchrun's agent serves it; "
+                           "is the agent still running?)");
+  }
+}
+
 c10::intrusive_ptr<c10d::Store> connect_store(const JobState& job) {
+  if (job.launcher_hosts_store) return join_launcher_store(job);
   const bool is_server = job.rank == 0;
   try {
     return compat::make_tcp_store(job.master_addr, job.master_port, is_server, job.world_size,

@@ -55,6 +55,47 @@ TEST(JobStateSources, TorchrunWithEveryVariable) {
   EXPECT_EQ(state.describe(), "rank 5/8 (local 1/4, node 1/2) cpu gloo via torchrun");
 }
 
+// What PyPI's torchrun 2.15 gives a worker (seen: `torchrun --standalone`):
+// its agent already serves the store on MASTER_PORT.
+TEST(JobStateSources, TorchrunsAgentStoreIsJoinedInTheAttemptsSection) {
+  Environment env = {{"RANK", "1"},
+                     {"WORLD_SIZE", "2"},
+                     {"MASTER_ADDR", "127.0.0.1"},
+                     {"MASTER_PORT", "36207"},
+                     {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                     {"TORCHELASTIC_RESTART_COUNT", "0"},
+                     {"TORCHELASTIC_RUN_ID", "none"}};
+  JobState state = parse(env);
+  EXPECT_TRUE(state.launcher_hosts_store);
+  EXPECT_EQ(state.restart_count, 0);
+  EXPECT_EQ(state.rendezvous_store_prefix(), "/worker/attempt_0");
+  env["TORCHELASTIC_RESTART_COUNT"] = "3";
+  EXPECT_EQ(parse(env).rendezvous_store_prefix(), "/worker/attempt_3");
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  state = parse(env);
+  EXPECT_FALSE(state.launcher_hosts_store);
+  EXPECT_EQ(state.restart_count, 3);
+  EXPECT_EQ(state.rendezvous_store_prefix(), "") << "rank 0 hosts a fresh store per attempt";
+}
+
+TEST(JobStateSources, WithoutTheAgentStoreRankZeroHosts) {
+  const JobState state = parse({{"RANK", "0"}, {"WORLD_SIZE", "2"}});
+  EXPECT_FALSE(state.launcher_hosts_store);
+  EXPECT_EQ(state.restart_count, 0);
+  EXPECT_EQ(state.rendezvous_store_prefix(), "");
+}
+
+TEST(JobStateErrors, BadAgentStoreVariablesNameThemselves) {
+  const Environment base = {{"RANK", "0"}, {"WORLD_SIZE", "2"}};
+  Environment env = base;
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "maybe";
+  EXPECT_EQ(error_of(env), "TORCHELASTIC_USE_AGENT_STORE expects True or False, got 'maybe'");
+  env = base;
+  env["TORCHELASTIC_RESTART_COUNT"] = "-1";
+  EXPECT_TRUE(contains(error_of(env), "TORCHELASTIC_RESTART_COUNT expects a whole number"))
+      << error_of(env);
+}
+
 TEST(JobStateSources, RankAndWorldSizeAloneMeanOneNode) {
   const JobState state = parse({{"RANK", "3"}, {"WORLD_SIZE", "4"}});
   EXPECT_EQ(state.master_addr, "127.0.0.1");
