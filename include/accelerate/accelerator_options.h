@@ -56,7 +56,8 @@ struct AcceleratorOptions {
   // backward(); fp16 also scales the loss (grad_scaler_kwargs).
   ACCELERATE_ARG(std::optional<MixedPrecision>, mixed_precision);
   // Accelerate's AutocastKwargs: enabled=false keeps autocast off (autocast()
-  // scopes still work); cache_enabled as torch.autocast's.
+  // scopes still work); cache_enabled as torch.autocast's, for autocast()
+  // scopes (the region around the loop never caches: autocast.h).
   ACCELERATE_ARG(AutocastOptions, autocast_kwargs);
   // Accelerate's GradScalerKwargs, used with mixed precision fp16.
   ACCELERATE_ARG(GradScalerOptions, grad_scaler_kwargs);

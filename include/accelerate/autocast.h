@@ -18,8 +18,11 @@
 // The cache: inside an autocast region, a float32 leaf parameter that
 // requires grad is cast to bf16/fp16 once and the copy is reused. Changing
 // the parameter in place within the same region (an optimizer step) leaves
-// the cached copy stale until the outermost guard exits or
-// clear_autocast_cache() runs; Accelerator::backward() clears it every step.
+// the cached copy stale until the outermost guard exits (or a guard that
+// turned caching on inside a region without it) or clear_autocast_cache()
+// runs. A copy cast under torch::NoGradGuard has no autograd history: reused
+// by a training forward, it leaves its parameter without a gradient. So the
+// Accelerator's region around the whole loop never caches (accelerator.h).
 #pragma once
 
 #include <c10/core/DeviceType.h>
@@ -36,7 +39,9 @@ namespace accelerate {
 struct AutocastOptions {
   // false: autocast is switched OFF inside the scope (an fp32 island).
   ACCELERATE_ARG(bool, enabled) = true;
-  // Reuse casted copies of weights within the region (see above).
+  // Reuse casted copies of weights within the region (see above). The
+  // Accelerator's region around the loop ignores it and never caches; its
+  // autocast() scopes honour it, for the scope's lifetime.
   ACCELERATE_ARG(bool, cache_enabled) = true;
 };
 
@@ -60,6 +65,7 @@ class AutocastGuard {
   bool previous_enabled_ = false;
   c10::ScalarType previous_dtype_ = c10::kBFloat16;
   bool previous_cache_enabled_ = true;
+  bool cache_enabled_ = true;
 };
 
 // Whether autocast is on for `device` on this thread, and to which dtype.

@@ -159,8 +159,15 @@ void Accelerator::configure_mixed_precision() {
     scaler_ = std::make_shared<GradScaler>(options_.grad_scaler_kwargs());
   }
   if (options_.autocast_kwargs().enabled()) {
+    // Python's Accelerate wraps each forward in its own autocast region, so
+    // a cast copy lives one forward. This region spans the whole loop: a
+    // cache here would keep the copies an evaluation made under no-grad
+    // (with no autograd history) for the next training forward, whose
+    // parameters then get no gradient. Each forward casts afresh instead;
+    // an autocast() scope around a forward caches within it.
     ambient_autocast_.emplace(cuda ? c10::kCUDA : c10::kCPU,
-                              mixed_precision_dtype(mixed_precision_), options_.autocast_kwargs());
+                              mixed_precision_dtype(mixed_precision_),
+                              AutocastOptions(options_.autocast_kwargs()).cache_enabled(false));
   }
 }
 

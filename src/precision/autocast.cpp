@@ -26,13 +26,19 @@ AutocastGuard::AutocastGuard(c10::DeviceType device, c10::ScalarType dtype, Auto
   compat::set_autocast_enabled(device, options.enabled());
   at::autocast::increment_nesting();
   at::autocast::set_autocast_cache_enabled(options.cache_enabled());
+  cache_enabled_ = options.cache_enabled();
   active_ = true;
 }
 
 AutocastGuard::~AutocastGuard() {
   if (!active_) return;
   // As Python's torch.autocast: leaving the outermost region drops the cache.
-  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  // So does leaving a region that turned caching on inside one that had it
+  // off (the Accelerator's region around the whole loop): its copies must
+  // not outlive it there either, and nothing else would ever drop them.
+  const bool outermost = at::autocast::decrement_nesting() == 0;
+  const bool began_caching = cache_enabled_ && !previous_cache_enabled_;
+  if (outermost || began_caching) at::autocast::clear_cache();
   compat::set_autocast_enabled(device_, previous_enabled_);
   compat::set_autocast_dtype(device_, previous_dtype_);
   at::autocast::set_autocast_cache_enabled(previous_cache_enabled_);

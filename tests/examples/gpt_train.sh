@@ -2,8 +2,9 @@
 # The GPT example end to end on 2 processes through `accelerate launch`:
 # it learns (the final eval_loss is well below the first logged loss), only
 # the main process prints, a run resumed from a mid-run checkpoint ends with
-# exactly the uninterrupted run's eval_loss, the saved model generates text,
-# and a bad flag is a one-line error.
+# exactly the uninterrupted run's eval_loss, bf16 training with evaluations
+# between steps equals it without them, the saved model generates text, and a
+# bad flag is a one-line error.
 # Usage: gpt_train.sh ACCELERATE_CLI GPT_BINARY DATA_DIR
 set -euo pipefail
 cli=$1 program=$2 data=$3
@@ -44,6 +45,25 @@ resumed_eval=$(grep -oE "'eval_loss': [0-9.]+" <<<"$resumed" | tail -1 | grep -o
 echo "uninterrupted eval_loss $final_eval, resumed $resumed_eval"
 # assert: the resumed run ends exactly where the uninterrupted one ended
 [[ "$final_eval" == "$resumed_eval" ]]
+
+# bf16 with an evaluation after every 2nd step trains as without one: every
+# step logs the same loss and gradient norm, and the last evaluations agree.
+# (The step after an evaluation lost the Conv1D gradients when autocast's
+# region cached the weights the evaluation cast under no-grad.)
+steps() {  # steps OUTPUT_DIR [extra flags...]: the training logs and the last eval_loss
+  local out
+  out=$("$cli" launch -q --cpu --num_processes 2 --main_process_port 0 --mixed_precision bf16 \
+    "$program" --data_dir "$data" --output_dir "$1" --block_size 64 \
+    --per_device_train_batch_size 8 --max_steps 4 --logging_steps 1 --max_eval_samples 8 \
+    --save_strategy no "${@:2}")
+  grep -oE "'grad_norm': [0-9.e+-]+, 'learning_rate': [0-9.e+-]+, 'loss': [0-9.e+-]+" <<<"$out"
+  grep -oE "'eval_loss': [0-9.e+-]+" <<<"$out" | tail -1
+}
+with_eval=$(steps "$work/bf16-eval" --eval_steps 2)
+without_eval=$(steps "$work/bf16-no-eval" --eval_strategy no)
+echo "bf16 with evaluations: $with_eval" >&2
+# assert: 4 steps logged, and the runs agree on each
+[[ $(grep -c "'grad_norm'" <<<"$with_eval") -eq 4 && "$with_eval" == "$without_eval" ]]
 
 # assert: the saved model (Hugging Face layout) generates text after the prompt
 text=$("$program" generate --model_dir "$work/whole/model" --prompt "The jury" --max_new_tokens 12)

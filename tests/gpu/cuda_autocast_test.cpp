@@ -147,4 +147,42 @@ TEST(CudaAutocast, AcceleratorMixedPrecisionTrainsAStepOnTheGpu) {
   }
 }
 
+// An evaluation (a forward under no-grad) between steps leaves training on
+// the GPU bitwise as it is without one, in bf16 and in fp16 with loss
+// scaling: autocast's region around the loop keeps no cast copies, which the
+// evaluation would leave without autograd history for the next step.
+TEST(CudaAutocast, EvaluatingBetweenStepsTrainsBitwiseAsWithout) {
+  ACCELERATE_GPU_REQUIRE_CUDA();
+  const c10::Device gpu = cuda_device(0);
+  c10::DeviceGuard on_device(gpu);
+  const at::Tensor x = rank_data(0, 1, {16, 64}).to(gpu);
+  const at::Tensor target = rank_data(0, 2, {16, 32}).to(gpu);
+  for (MixedPrecision precision : {MixedPrecision::kBF16, MixedPrecision::kFP16}) {
+    SCOPED_TRACE(accelerate::to_string(precision));
+    auto train = [&](bool evaluate) {
+      auto comm = Communicator::connect(cuda_rank_job(0, 1));
+      Accelerator accelerator(comm, AcceleratorOptions().mixed_precision(precision));
+      torch::nn::Linear model(64, 32);
+      fill_deterministic(*model);
+      accelerate::Optimizer<torch::optim::SGD> optimizer(model->parameters(),
+                                                         torch::optim::SGDOptions(0.1));
+      accelerator.prepare(model, optimizer);
+      for (int step = 1; step <= 6; ++step) {
+        accelerator.backward(torch::mse_loss(model(x).to(at::kFloat), target));
+        optimizer.step();
+        optimizer.zero_grad();
+        if (evaluate && step % 2 == 0) {
+          torch::NoGradGuard no_grad;
+          (void)model(x);
+        }
+      }
+      return std::vector<at::Tensor>{model->weight.detach().cpu(), model->bias.detach().cpu()};
+    };
+    const auto with_eval = train(true), without = train(false);
+    for (std::size_t i = 0; i < without.size(); ++i) {
+      EXPECT_TRUE(at::equal(with_eval[i], without[i])) << "parameter " << i;
+    }
+  }
+}
+
 }  // namespace gpu_cuda_autocast_test

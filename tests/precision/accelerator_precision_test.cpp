@@ -112,6 +112,33 @@ TEST(AcceleratorPrecision, Bf16BackwardMatchesAPlainBackwardAndStepsAreSeen) {
   EXPECT_TRUE(torch::equal(after, model->forward(x)));
 }
 
+// The region around the loop caches nothing: a forward under no-grad (an
+// evaluation) leaves no copy for the next training forward to reuse, whose
+// weight must get its gradient, and an in-place change is seen at once.
+TEST(AcceleratorPrecision, Bf16RegionKeepsNoCastCopiesAcrossAnEvaluation) {
+  torch::manual_seed(5);
+  CachedLinear model;
+  auto x = torch::randn({5, 4});
+  Accelerator accelerator(bf16());
+  accelerator.prepare(model);
+  at::Tensor evaluated;
+  {
+    torch::NoGradGuard no_grad;
+    evaluated = model->forward(x);
+  }
+  auto trained = model->forward(x);
+  ASSERT_TRUE(trained.requires_grad()) << "the training forward reused the evaluation's cast";
+  accelerator.backward(trained.sum());
+  ASSERT_TRUE(model->weight.grad().defined());
+  EXPECT_GT(model->weight.grad().abs().sum().item<double>(), 0.0);
+  {
+    torch::NoGradGuard no_grad;
+    model->weight.add_(1.0);
+  }
+  EXPECT_FALSE(torch::equal(evaluated, model->forward(x).detach()))
+      << "a forward saw a copy cast before the weights changed";
+}
+
 TEST(AcceleratorPrecision, Fp16IsRefusedOnTheCpuWithAutocast) {
   try {
     Accelerator accelerator(AcceleratorOptions().mixed_precision(MixedPrecision::kFP16).cpu(true));

@@ -162,6 +162,30 @@ TEST(Autocast, ClearCacheAndCacheDisabledSeeNewWeights) {
   }
 }
 
+// A scope that turns the cache on inside a region without one (the
+// Accelerator's region around the loop) drops its copies when it exits:
+// nothing else would, the outer region never ends while training runs.
+TEST(Autocast, ACachingScopeInsideAnUncachedRegionDropsItsCopiesAtExit) {
+  torch::manual_seed(3);
+  CachedLinear linear;
+  auto x = torch::randn({2, 4});
+  AutocastGuard loop(torch::kCPU, torch::kBFloat16, AutocastOptions().cache_enabled(false));
+  at::Tensor before, after;
+  {
+    AutocastGuard scope(torch::kCPU, torch::kBFloat16);
+    before = linear->forward(x);
+  }
+  {
+    torch::NoGradGuard no_grad;
+    linear->weight.add_(1.0);
+  }
+  {
+    AutocastGuard scope(torch::kCPU, torch::kBFloat16);
+    after = linear->forward(x);
+  }
+  EXPECT_FALSE(torch::equal(before, after)) << "the second scope saw the first one's stale copy";
+}
+
 TEST(Autocast, RefusesFp16OnCpuAndOtherDtypes) {
   try {
     AutocastGuard guard(torch::kCPU, torch::kHalf);

@@ -346,6 +346,35 @@ TEST(Trainer, Bf16TrainsAndDiffersFromFp32) {
   }
 }
 
+// An evaluation every 2 steps leaves training bitwise as it is without one,
+// in fp32 and bf16 (where autocast's region spans the whole loop: a cache
+// of weights cast under the evaluation's no-grad used to cost the next step
+// its gradients).
+TEST(Trainer, EvaluatingBetweenStepsTrainsBitwiseAsWithout) {
+  TempDir dir;
+  for (bool bf16 : {false, true}) {
+    SCOPED_TRACE(bf16 ? "bf16" : "fp32");
+    auto train = [&](bool evaluate) {
+      auto args = base_args(dir.path()).bf16(bf16);
+      if (evaluate) args.eval_strategy(accelerate::IntervalStrategy::kSteps).eval_steps(2);
+      return on_two_ranks([&](std::shared_ptr<Communicator> comm) {
+        Net model;
+        accelerate::Trainer<Net, accelerate::TensorDataset> trainer(model, args, data(64, 3), mse,
+                                                                    data(24, 9), {}, comm);
+        auto recorder = std::make_shared<Recorder>();
+        trainer.add_callback(recorder);
+        trainer.train();
+        EXPECT_EQ(recorder->evaluations.size(), evaluate ? 4u : 0u);
+        return rank0_params(model);
+      });
+    };
+    const Params with_eval = train(true), without = train(false);
+    Net untrained;
+    EXPECT_FALSE(identical(without, rank0_params(untrained)));
+    EXPECT_TRUE(identical(with_eval, without));
+  }
+}
+
 TEST(Trainer, BadArgumentsAreOneLineConfigErrors) {
   EXPECT_THROW(base_args("x").per_device_train_batch_size(0).validate(), accelerate::ConfigError);
   EXPECT_THROW(base_args("x").bf16(true).fp16(true).validate(), accelerate::ConfigError);
