@@ -11,6 +11,7 @@
 #include "cli/memory_estimate.h"
 #include "cli/system_facts.h"
 #include "cli/test_command.h"
+#include "common/bf16_hardware.h"
 #include "common/openblas_core.h"
 #include "common/settings.h"
 #include "config/config_file.h"
@@ -102,6 +103,17 @@ std::string openblas_line(const std::optional<std::string>& picked,
          "`accelerate launch` gives its processes OPENBLAS_CORETYPE=" + *faster + ")\n";
 }
 
+std::string bf16_line(const std::vector<std::string>& cpu_flags) {
+  const auto instructions = detail::bf16_instructions(cpu_flags);
+  if (!instructions.empty()) {
+    std::string names;
+    for (const auto& name : instructions) names += (names.empty() ? "" : " ") + name;
+    return "- bf16: in hardware (" + names + ")\n";
+  }
+  if (auto note = detail::bf16_emulation_note(cpu_flags)) return "- bf16: " + *note + "\n";
+  return "- bf16: unknown (no CPU flags this command knows)\n";
+}
+
 namespace {
 
 std::string cpu_lines() {
@@ -116,6 +128,7 @@ std::string cpu_lines() {
       "- CPU features: " +
       (flags.empty() ? std::string("none of the vector/matrix extensions we look for") : flags) +
       "\n";
+  text += bf16_line(cpu.flags);
   return text + openblas_line(detail::openblas_core_of_system_library(), cpu.flags);
 }
 

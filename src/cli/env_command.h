@@ -24,6 +24,10 @@ std::string environment_report(const Environment& env, const std::string& explic
 std::string openblas_line(const std::optional<std::string>& picked,
                           const std::vector<std::string>& cpu_flags);
 
+// The report's bf16 line for a CPU with `cpu_flags`: its bf16 instructions,
+// or the note that bf16 is emulated here (common/bf16_hardware.h).
+std::string bf16_line(const std::vector<std::string>& cpu_flags);
+
 // `args` are the arguments after "env". Returns the exit code (2 for bad
 // flags or a missing --config_file).
 int run_env_command(const std::vector<std::string>& args);

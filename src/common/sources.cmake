@@ -5,6 +5,7 @@
 # the CLI links these objects and must start in milliseconds.
 target_sources(accelerate_common PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/backend.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/bf16_hardware.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu_info.cpp
   ${CMAKE_CURRENT_LIST_DIR}/distributed_type.cpp
   ${CMAKE_CURRENT_LIST_DIR}/edit_distance.cpp

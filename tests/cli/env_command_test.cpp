@@ -49,7 +49,7 @@ TEST(EnvCommand, PrintsEverySectionWithOurVersion) {
       << result.out;
   for (const char* section :
        {"- Compiler: ", "- LibTorch features: CUDA ", "- Platform: ", "- CPU: ", "- CPU features: ",
-        "- RAM: ", "- GPUs: ", "- Environment variables:", "- Config file: "}) {
+        "- bf16: ", "- RAM: ", "- GPUs: ", "- Environment variables:", "- Config file: "}) {
     EXPECT_TRUE(has_line_starting(result.out, section)) << section << "\n" << result.out;
   }
   EXPECT_EQ(result.err, "");
@@ -62,6 +62,20 @@ TEST(EnvCommand, TheOpenblasLineSaysWhatTheLauncherSets) {
             "launch` gives its processes OPENBLAS_CORETYPE=Haswell)\n");
   EXPECT_EQ(openblas_line(std::string("Zen"), cpu), "- OpenBLAS kernels: Zen\n");
   EXPECT_EQ(openblas_line(std::nullopt, cpu), "- OpenBLAS kernels: no libopenblas.so.0 found\n");
+}
+
+// EPYC (Zen 2/3: AVX2, no bf16), a Sapphire Rapids (AMX), a Graviton 3.
+TEST(EnvCommand, TheBf16LineNamesTheInstructionsOrTheirAbsence) {
+  EXPECT_EQ(bf16_line({"sse2", "avx2", "fma"})
+                .rfind("- bf16: this CPU has no bf16 instructions "
+                       "(no avx512_bf16 or amx_bf16): ",
+                       0),
+            0u)
+      << bf16_line({"sse2", "avx2", "fma"});
+  EXPECT_EQ(bf16_line({"sse2", "avx512f", "avx512_bf16", "amx_bf16"}),
+            "- bf16: in hardware (avx512_bf16 amx_bf16)\n");
+  EXPECT_EQ(bf16_line({"fp", "asimd", "bf16"}), "- bf16: in hardware (bf16)\n");
+  EXPECT_EQ(bf16_line({}), "- bf16: unknown (no CPU flags this command knows)\n");
 }
 
 TEST(EnvCommand, ListsTheShardingVariables) {
