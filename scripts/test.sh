@@ -12,7 +12,9 @@
 #              oldest LibTorch we support
 #   3. cuda    the newest LibTorch, the CUDA + NCCL build inside PyPI's torch
 #              wheel (C++20), in build-cuda/: every CUDA/NCCL branch compiles,
-#              the CPU suite runs, GPU tests report themselves skipped here.
+#              the CPU suite runs (less the tests labelled libtorch_free,
+#              which load no LibTorch and ran in phase 2), GPU tests report
+#              themselves skipped here.
 #              scripts/install-torch-cuda.sh installs it into a venv under the
 #              cache folder (the first time ~70 s and 5.6 GB; the download is
 #              timed separately), while phase 2 compiles; phase 3 builds at
@@ -265,7 +267,10 @@ else
       *) bad=build ;;
     esac
   fi
-  [[ -n "$bad" ]] || step ctest ctest --test-dir build-cuda "${CTEST_ARGS[@]}" || bad=ctest
+  # Tests labelled libtorch_free load no LibTorch (tests/CMakeLists.txt): the
+  # native leg ran them on the same sources, so this leg does not again.
+  [[ -n "$bad" ]] || step ctest ctest --test-dir build-cuda "${CTEST_ARGS[@]}" -LE libtorch_free ||
+    bad=ctest
   finish cuda "$t0" "$bad"
 fi
 
