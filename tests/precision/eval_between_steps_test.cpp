@@ -36,13 +36,6 @@ struct Recipe {
   int world = 1;
 };
 
-std::string describe(const Recipe& recipe) {
-  const char* calls[] = {"unit_forward", "checkpoint_activations", "direct calls"};
-  return std::string(recipe.bf16 ? "bf16" : "fp32") + ", " + calls[static_cast<int>(recipe.call)] +
-         ", ZeRO stage " + std::to_string(recipe.zero_stage) + ", " + std::to_string(recipe.world) +
-         " rank(s)";
-}
-
 // Each rank's whole parameters after 8 steps, evaluating after every second
 // step when `evaluate`.
 std::vector<at::Tensor> train(std::shared_ptr<Communicator> comm, const Recipe& recipe,
@@ -84,11 +77,17 @@ std::vector<std::vector<at::Tensor>> train_on_ranks(const Recipe& recipe, bool e
       [&](std::shared_ptr<Communicator> comm) { return train(std::move(comm), recipe, evaluate); });
 }
 
+std::string recipe_name(const ::testing::TestParamInfo<Recipe>& info) {
+  const char* calls[] = {"unit_forward", "checkpoint", "direct"};
+  const Recipe& r = info.param;
+  return std::string(r.bf16 ? "bf16_" : "fp32_") + calls[static_cast<int>(r.call)] + "_zero" +
+         std::to_string(r.zero_stage) + "_" + std::to_string(r.world) + "ranks";
+}
+
 class EvalBetweenSteps : public ::testing::TestWithParam<Recipe> {};
 
 TEST_P(EvalBetweenSteps, TrainsBitwiseAsWithoutTheEvaluation) {
   const Recipe recipe = GetParam();
-  SCOPED_TRACE(describe(recipe));
   const auto with_eval = train_on_ranks(recipe, true);
   const auto without = train_on_ranks(recipe, false);
   BlockStack initial(recipe.call);
@@ -113,11 +112,6 @@ INSTANTIATE_TEST_SUITE_P(
                       Recipe{true, Call::kDirect, 0, 2}, Recipe{true, Call::kUnitForward, 3, 2},
                       Recipe{false, Call::kUnitForward, 3, 2},
                       Recipe{true, Call::kCheckpoint, 3, 2}),
-    [](const ::testing::TestParamInfo<Recipe>& info) {
-      const char* calls[] = {"unit_forward", "checkpoint", "direct"};
-      const Recipe& r = info.param;
-      return std::string(r.bf16 ? "bf16_" : "fp32_") + calls[static_cast<int>(r.call)] + "_zero" +
-             std::to_string(r.zero_stage) + "_" + std::to_string(r.world) + "ranks";
-    });
+    recipe_name);
 
 }  // namespace eval_between_steps_test
