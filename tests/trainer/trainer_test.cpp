@@ -178,6 +178,23 @@ struct Recorder : accelerate::TrainerCallback {
   }
 };
 
+// A run on data(64, 3) evaluated on data(24, 9): what it recorded, and rank
+// 0's parameters after it.
+struct RecordedRun {
+  std::shared_ptr<Recorder> recorder;
+  Params params;
+};
+RecordedRun train_recorded(const TrainingArguments& args, std::shared_ptr<Communicator> comm) {
+  Net model;
+  accelerate::Trainer<Net, accelerate::TensorDataset> trainer(model, args, data(64, 3), mse,
+                                                              data(24, 9), {}, std::move(comm));
+  RecordedRun run{std::make_shared<Recorder>(), {}};
+  trainer.add_callback(run.recorder);
+  trainer.train();
+  run.params = rank0_params(model);
+  return run;
+}
+
 TEST(Trainer, LogsEvaluatesAndSavesAtTheirIntervals) {
   TempDir dir;
   const auto args = base_args(dir.path())
@@ -187,13 +204,7 @@ TEST(Trainer, LogsEvaluatesAndSavesAtTheirIntervals) {
                         .save_steps(3)
                         .save_total_limit(1);
   const auto recorder = on_two_ranks([&](std::shared_ptr<Communicator> comm) {
-    Net model;
-    accelerate::Trainer<Net, accelerate::TensorDataset> trainer(model, args, data(64, 3), mse,
-                                                                data(24, 9), {}, comm);
-    auto recorder = std::make_shared<Recorder>();
-    trainer.add_callback(recorder);
-    trainer.train();
-    return recorder;
+    return train_recorded(args, std::move(comm)).recorder;
   });
   EXPECT_EQ(recorder->steps, 8);
   ASSERT_EQ(recorder->logs.size(), 4u);  // steps 2, 4, 6, 8
@@ -358,14 +369,9 @@ TEST(Trainer, EvaluatingBetweenStepsTrainsBitwiseAsWithout) {
       auto args = base_args(dir.path()).bf16(bf16);
       if (evaluate) args.eval_strategy(accelerate::IntervalStrategy::kSteps).eval_steps(2);
       return on_two_ranks([&](std::shared_ptr<Communicator> comm) {
-        Net model;
-        accelerate::Trainer<Net, accelerate::TensorDataset> trainer(model, args, data(64, 3), mse,
-                                                                    data(24, 9), {}, comm);
-        auto recorder = std::make_shared<Recorder>();
-        trainer.add_callback(recorder);
-        trainer.train();
-        EXPECT_EQ(recorder->evaluations.size(), evaluate ? 4u : 0u);
-        return rank0_params(model);
+        const RecordedRun run = train_recorded(args, std::move(comm));
+        EXPECT_EQ(run.recorder->evaluations.size(), evaluate ? 4u : 0u);
+        return run.params;
       });
     };
     const Params with_eval = train(true), without = train(false);
