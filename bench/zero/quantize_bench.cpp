@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int default_threads = at::get_num_threads();
-  std::vector<kernels::KernelIsa> isas = {kernels::active_isa()};
+  std::vector<accelerate::CpuCapability> isas = {kernels::active_isa()};
   if (settings.all_isas) isas = kernels::supported_isas();
   std::printf(
       "block %lld, median of %d, default threads %d; GB/s = 1e9 bytes/s (input bytes; "
@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
       static_cast<long long>(settings.block), settings.reps, default_threads);
   std::printf("%8s %7s %5s %6s %5s %9s %10s %7s %9s\n", "isa", "threads", "dtype", "MB", "bits",
               "copy GB/s", "quant GB/s", "ratio", "acc GB/s");
-  for (kernels::KernelIsa isa : isas) {
+  for (accelerate::CpuCapability isa : isas) {
     kernels::use_isa(isa);
     for (int threads : settings.threads) {
       const int used = threads > 0 ? threads : default_threads;
@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
       for (const std::string& dtype : settings.dtypes) {
         const at::ScalarType type = type_of(dtype);
         for (double mb : settings.megabytes) {
-          measure(settings, kernels::to_string(isa), used, dtype, type, mb);
+          measure(settings, accelerate::to_string(isa), used, dtype, type, mb);
         }
       }
     }

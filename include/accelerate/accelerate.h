@@ -16,6 +16,7 @@
 #include "accelerate/collectives.h"
 #include "accelerate/communication_traffic.h"
 #include "accelerate/communicator.h"
+#include "accelerate/cpu_capability.h"
 #include "accelerate/data_collate.h"
 #include "accelerate/data_loader.h"
 #include "accelerate/data_options.h"

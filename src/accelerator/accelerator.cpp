@@ -10,6 +10,7 @@
 #include <ATen/Parallel.h>
 #include <torch/nn/module.h>
 
+#include "accelerate/cpu_capability.h"
 #include "accelerate/dummy_optim.h"
 #include "accelerate/dummy_scheduler.h"
 #include "accelerate/errors.h"
@@ -101,6 +102,10 @@ Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(option
   set_thread_count(*job_, env);
   note_generic_openblas_kernels(*job_, env);
   note_bf16_emulation(*job_, mixed_precision_, options_.autocast_kwargs().enabled());
+  // The kernels' instruction set is fixed now, and a bad
+  // ACCELERATE_CPU_CAPABILITY stops the program here rather than at the
+  // first kernel call.
+  kernel_capability();
   if (options_.tune_malloc()) tune_malloc_for_training(env);
   comm_ = Communicator::connect(*job_);
   engine_ = engine.build(comm_, scaler_);

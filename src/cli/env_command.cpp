@@ -12,6 +12,7 @@
 #include "cli/system_facts.h"
 #include "cli/test_command.h"
 #include "common/bf16_hardware.h"
+#include "common/cpu_capability.h"
 #include "common/openblas_core.h"
 #include "common/settings.h"
 #include "config/config_file.h"
@@ -114,9 +115,21 @@ std::string bf16_line(const std::vector<std::string>& cpu_flags) {
   return "- bf16: unknown (no CPU flags this command knows)\n";
 }
 
+std::string kernels_line(const Environment& env, const std::vector<std::string>& cpu_flags) {
+  const std::string highest = to_string(detail::highest_cpu_capability(cpu_flags));
+  try {
+    const std::string used = to_string(detail::resolve_cpu_capability(env, cpu_flags));
+    if (!settings::kCpuCapability.read(env)) return "- CPU kernels: " + used + "\n";
+    return "- CPU kernels: " + used + " (" + settings::kCpuCapability.variable() +
+           "; the highest here is " + highest + ")\n";
+  } catch (const ConfigError& e) {
+    return std::string("- CPU kernels: ") + e.what() + "; programs stop with this error\n";
+  }
+}
+
 namespace {
 
-std::string cpu_lines() {
+std::string cpu_lines(const Environment& env) {
   const CpuInfo cpu = parse_cpuinfo(detail::read_cpuinfo());
   std::string text = "- CPU: " + (cpu.model.empty() ? std::string("unknown model") : cpu.model) +
                      ", " + std::to_string(cpu.logical_cpus) + " logical CPUs, " +
@@ -129,6 +142,7 @@ std::string cpu_lines() {
       (flags.empty() ? std::string("none of the vector/matrix extensions we look for") : flags) +
       "\n";
   text += bf16_line(cpu.flags);
+  text += kernels_line(env, cpu.flags);
   return text + openblas_line(detail::openblas_core_of_system_library(), cpu.flags);
 }
 
@@ -164,7 +178,7 @@ std::string environment_report(const Environment& env, const std::string& explic
   text += "- accelerate test program: " +
           (sanity ? *sanity : std::string("not found (`accelerate test` cannot run)")) + "\n";
   text += "- Platform: " + platform_line() + "\n";
-  text += cpu_lines();
+  text += cpu_lines(env);
   if (auto memory = total_memory_bytes(launcher::read_text_file("/proc/meminfo").value_or(""))) {
     text += "- RAM: " + format_bytes(static_cast<double>(*memory)) + "\n";
   } else {

@@ -28,6 +28,12 @@ std::string openblas_line(const std::optional<std::string>& picked,
 // or the note that bf16 is emulated here (common/bf16_hardware.h).
 std::string bf16_line(const std::vector<std::string>& cpu_flags);
 
+// The report's line for the instruction set the library's CPU kernels run on
+// a CPU with `cpu_flags` under `env` (accelerate/cpu_capability.h): the
+// highest here, the cap ACCELERATE_CPU_CAPABILITY sets, or why programs will
+// refuse that cap.
+std::string kernels_line(const Environment& env, const std::vector<std::string>& cpu_flags);
+
 // `args` are the arguments after "env". Returns the exit code (2 for bad
 // flags or a missing --config_file).
 int run_env_command(const std::vector<std::string>& args);

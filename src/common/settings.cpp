@@ -90,17 +90,6 @@ std::optional<std::string> parse_wait_policy(std::string_view text) {
   return std::nullopt;
 }
 
-// An OpenBLAS core name: letters and digits ("Haswell", "SkylakeX"; OpenBLAS
-// matches them in any case and ignores names it does not know).
-std::optional<std::string> parse_core_name(std::string_view text) {
-  if (text.empty() || !std::all_of(text.begin(), text.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) != 0;
-      })) {
-    return std::nullopt;
-  }
-  return std::string(text);
-}
-
 std::optional<double> parse_gradient_clipping(std::string_view text) {
   return detail::parse_non_negative_number(text);
 }
@@ -206,6 +195,7 @@ template struct Setting<FsdpAutoWrapPolicy>;
 template struct Setting<int64_t>;
 template struct Setting<FsdpBackwardPrefetch>;
 template struct Setting<FsdpStateDictType>;
+template struct Setting<CpuCapability>;
 
 const Setting<MixedPrecision> kMixedPrecision{
     {"ACCELERATE_MIXED_PRECISION", "--mixed_precision / mixed_precision", "one of no, bf16, fp16",
@@ -480,13 +470,5 @@ const Setting<int> kOpenblasThreadTimeout{
     4,
     parse_thread_timeout,
     format_int};
-
-const Setting<std::string> kOpenblasCoretype{
-    {"OPENBLAS_CORETYPE", "", "an OpenBLAS core name (Haswell, SkylakeX, Cooperlake, ...)",
-     "OpenBLAS's own choice (the launcher's where that is a generic core)",
-     "which of OpenBLAS's kernels run fp32 matrix products"},
-    "",
-    parse_core_name,
-    format_text};
 
 }  // namespace accelerate::settings

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "accelerate/cpu_capability.h"
 #include "accelerate/deepspeed_plugin.h"
 #include "accelerate/environment.h"
 #include "accelerate/fsdp_plugin.h"
@@ -119,8 +120,9 @@ extern const Setting<int> kOmpNumThreads;          // OMP_NUM_THREADS
 extern const Setting<int> kOpenblasNumThreads;     // OPENBLAS_NUM_THREADS
 extern const Setting<std::string> kOmpWaitPolicy;  // OMP_WAIT_POLICY
 extern const Setting<int> kOpenblasThreadTimeout;  // OPENBLAS_THREAD_TIMEOUT
-// ---- Kernels (read by OpenBLAS when it loads; common/openblas_core.h) -----
-extern const Setting<std::string> kOpenblasCoretype;  // OPENBLAS_CORETYPE
+// ---- Kernels (kernel_settings.cpp) ----------------------------------------
+extern const Setting<std::string> kOpenblasCoretype;  // OPENBLAS_CORETYPE, read by OpenBLAS
+extern const Setting<CpuCapability> kCpuCapability;   // ACCELERATE_CPU_CAPABILITY
 
 // ---- Parallelism sizes (Accelerate 1.x's ParallelismConfig) ---------------
 // (parallelism_settings.cpp; read by resolve_sharding_settings)

@@ -20,6 +20,7 @@ const std::vector<Description>& all() {
                                                         kOmpWaitPolicy.about,
                                                         kOpenblasThreadTimeout.about,
                                                         kOpenblasCoretype.about,
+                                                        kCpuCapability.about,
                                                         kUseDeepSpeed.about,
                                                         kZeroStage.about,
                                                         kDeepSpeedConfigFile.about,

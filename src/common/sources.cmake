@@ -6,6 +6,7 @@
 target_sources(accelerate_common PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/backend.cpp
   ${CMAKE_CURRENT_LIST_DIR}/bf16_hardware.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu_capability.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu_info.cpp
   ${CMAKE_CURRENT_LIST_DIR}/distributed_type.cpp
   ${CMAKE_CURRENT_LIST_DIR}/edit_distance.cpp
@@ -13,6 +14,7 @@ target_sources(accelerate_common PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/environment_text.cpp
   ${CMAKE_CURRENT_LIST_DIR}/free_port.cpp
   ${CMAKE_CURRENT_LIST_DIR}/job_state.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/kernel_settings.cpp
   ${CMAKE_CURRENT_LIST_DIR}/log_level.cpp
   ${CMAKE_CURRENT_LIST_DIR}/malloc_tuning.cpp
   ${CMAKE_CURRENT_LIST_DIR}/mixed_precision.cpp

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "common/kernel_dispatch.h"
 #include "nn/row_reductions.h"
 #include "nn/vector_math.h"
 
@@ -80,24 +81,22 @@ ACCELERATE_ALWAYS_INLINE void backward_rows(const T* probs, const T* grad, T* gr
 
 }  // namespace
 
-ACCELERATE_VECTOR_CLONES void causal_softmax_forward(const float* scores, float* probs,
-                                                     CausalRows shape) {
-  forward_rows(scores, probs, shape);
+void causal_softmax_forward(const float* scores, float* probs, CausalRows shape) {
+  run_dispatched([&]() ACCELERATE_KERNEL_BODY { forward_rows(scores, probs, shape); });
 }
 
-ACCELERATE_VECTOR_CLONES void causal_softmax_forward(const uint16_t* scores, uint16_t* probs,
-                                                     CausalRows shape) {
-  forward_rows(scores, probs, shape);
+void causal_softmax_forward(const uint16_t* scores, uint16_t* probs, CausalRows shape) {
+  run_dispatched([&]() ACCELERATE_KERNEL_BODY { forward_rows(scores, probs, shape); });
 }
 
-ACCELERATE_VECTOR_CLONES void causal_softmax_backward(const float* probs, const float* grad,
-                                                      float* grad_scores, CausalRows shape) {
-  backward_rows(probs, grad, grad_scores, shape);
+void causal_softmax_backward(const float* probs, const float* grad, float* grad_scores,
+                             CausalRows shape) {
+  run_dispatched([&]() ACCELERATE_KERNEL_BODY { backward_rows(probs, grad, grad_scores, shape); });
 }
 
-ACCELERATE_VECTOR_CLONES void causal_softmax_backward(const uint16_t* probs, const uint16_t* grad,
-                                                      uint16_t* grad_scores, CausalRows shape) {
-  backward_rows(probs, grad, grad_scores, shape);
+void causal_softmax_backward(const uint16_t* probs, const uint16_t* grad, uint16_t* grad_scores,
+                             CausalRows shape) {
+  run_dispatched([&]() ACCELERATE_KERNEL_BODY { backward_rows(probs, grad, grad_scores, shape); });
 }
 
 }  // namespace detail

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "common/kernel_dispatch.h"
 #include "nn/row_reductions.h"
 #include "nn/vector_math.h"
 
@@ -56,30 +57,34 @@ ACCELERATE_ALWAYS_INLINE void backward_rows(const T* logits, int64_t rows, int64
 
 }  // namespace
 
-ACCELERATE_VECTOR_CLONES void cross_entropy_forward(const float* logits, int64_t rows,
-                                                    int64_t classes, const int64_t* targets,
-                                                    int64_t ignore_index, float* lse, float* loss) {
-  forward_rows(logits, rows, classes, targets, ignore_index, lse, loss);
+void cross_entropy_forward(const float* logits, int64_t rows, int64_t classes,
+                           const int64_t* targets, int64_t ignore_index, float* lse, float* loss) {
+  run_dispatched([&]() ACCELERATE_KERNEL_BODY {
+    forward_rows(logits, rows, classes, targets, ignore_index, lse, loss);
+  });
 }
 
-ACCELERATE_VECTOR_CLONES void cross_entropy_forward(const uint16_t* logits, int64_t rows,
-                                                    int64_t classes, const int64_t* targets,
-                                                    int64_t ignore_index, float* lse, float* loss) {
-  forward_rows(logits, rows, classes, targets, ignore_index, lse, loss);
+void cross_entropy_forward(const uint16_t* logits, int64_t rows, int64_t classes,
+                           const int64_t* targets, int64_t ignore_index, float* lse, float* loss) {
+  run_dispatched([&]() ACCELERATE_KERNEL_BODY {
+    forward_rows(logits, rows, classes, targets, ignore_index, lse, loss);
+  });
 }
 
-ACCELERATE_VECTOR_CLONES void cross_entropy_backward(const float* logits, int64_t rows,
-                                                     int64_t classes, const int64_t* targets,
-                                                     int64_t ignore_index, const float* lse,
-                                                     const float* row_scale, float* grad) {
-  backward_rows(logits, rows, classes, targets, ignore_index, lse, row_scale, grad);
+void cross_entropy_backward(const float* logits, int64_t rows, int64_t classes,
+                            const int64_t* targets, int64_t ignore_index, const float* lse,
+                            const float* row_scale, float* grad) {
+  run_dispatched([&]() ACCELERATE_KERNEL_BODY {
+    backward_rows(logits, rows, classes, targets, ignore_index, lse, row_scale, grad);
+  });
 }
 
-ACCELERATE_VECTOR_CLONES void cross_entropy_backward(const uint16_t* logits, int64_t rows,
-                                                     int64_t classes, const int64_t* targets,
-                                                     int64_t ignore_index, const float* lse,
-                                                     const float* row_scale, uint16_t* grad) {
-  backward_rows(logits, rows, classes, targets, ignore_index, lse, row_scale, grad);
+void cross_entropy_backward(const uint16_t* logits, int64_t rows, int64_t classes,
+                            const int64_t* targets, int64_t ignore_index, const float* lse,
+                            const float* row_scale, uint16_t* grad) {
+  run_dispatched([&]() ACCELERATE_KERNEL_BODY {
+    backward_rows(logits, rows, classes, targets, ignore_index, lse, row_scale, grad);
+  });
 }
 
 }  // namespace detail

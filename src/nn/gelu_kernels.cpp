@@ -1,5 +1,6 @@
 #include "gelu_kernels.h"
 
+#include "common/kernel_dispatch.h"
 #include "nn/vector_math.h"
 
 namespace accelerate {
@@ -53,22 +54,20 @@ ACCELERATE_ALWAYS_INLINE void backward_loop(const T* grad, const T* x, T* dx, in
 
 }  // namespace
 
-ACCELERATE_VECTOR_CLONES void gelu_tanh_forward(const float* x, float* y, int64_t n) {
-  forward_loop(x, y, n);
+void gelu_tanh_forward(const float* x, float* y, int64_t n) {
+  run_dispatched([&]() ACCELERATE_KERNEL_BODY { forward_loop(x, y, n); });
 }
 
-ACCELERATE_VECTOR_CLONES void gelu_tanh_forward(const uint16_t* x, uint16_t* y, int64_t n) {
-  forward_loop(x, y, n);
+void gelu_tanh_forward(const uint16_t* x, uint16_t* y, int64_t n) {
+  run_dispatched([&]() ACCELERATE_KERNEL_BODY { forward_loop(x, y, n); });
 }
 
-ACCELERATE_VECTOR_CLONES void gelu_tanh_backward(const float* grad, const float* x, float* dx,
-                                                 int64_t n) {
-  backward_loop(grad, x, dx, n);
+void gelu_tanh_backward(const float* grad, const float* x, float* dx, int64_t n) {
+  run_dispatched([&]() ACCELERATE_KERNEL_BODY { backward_loop(grad, x, dx, n); });
 }
 
-ACCELERATE_VECTOR_CLONES void gelu_tanh_backward(const uint16_t* grad, const uint16_t* x,
-                                                 uint16_t* dx, int64_t n) {
-  backward_loop(grad, x, dx, n);
+void gelu_tanh_backward(const uint16_t* grad, const uint16_t* x, uint16_t* dx, int64_t n) {
+  run_dispatched([&]() ACCELERATE_KERNEL_BODY { backward_loop(grad, x, dx, n); });
 }
 
 }  // namespace detail

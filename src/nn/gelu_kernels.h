@@ -1,7 +1,8 @@
 // Element loops of the tanh-approximated GELU, forward and backward, over
 // contiguous float or bfloat16 spans (bfloat16 as its raw 16 bits). Each is
-// built for several x86 instruction sets and picks the best one the CPU has
-// when first called, so the library itself can stay built for the baseline.
+// built for several x86 instruction sets and runs the copy kernel_capability()
+// names (common/kernel_dispatch.h), so the library itself can stay built for
+// the baseline.
 //
 // Math in float, bfloat16 rounded to nearest even on store, as LibTorch does:
 //   y  = x / (1 + exp(-2u)),  u = sqrt(2/pi) (x + 0.044715 x^3)

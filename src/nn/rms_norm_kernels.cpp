@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "common/kernel_dispatch.h"
 #include "nn/row_reductions.h"
 #include "nn/vector_math.h"
 
@@ -67,28 +68,27 @@ ACCELERATE_ALWAYS_INLINE void backward_rows(const T* grad, const T* x, const T* 
 
 }  // namespace
 
-ACCELERATE_VECTOR_CLONES void rms_norm_forward(const float* x, const float* w, float* y,
-                                               float* rstd, int64_t rows, int64_t width,
-                                               float eps) {
-  forward_rows(x, w, y, rstd, rows, width, eps);
+void rms_norm_forward(const float* x, const float* w, float* y, float* rstd, int64_t rows,
+                      int64_t width, float eps) {
+  run_dispatched([&]() ACCELERATE_KERNEL_BODY { forward_rows(x, w, y, rstd, rows, width, eps); });
 }
 
-ACCELERATE_VECTOR_CLONES void rms_norm_forward(const uint16_t* x, const uint16_t* w, uint16_t* y,
-                                               float* rstd, int64_t rows, int64_t width,
-                                               float eps) {
-  forward_rows(x, w, y, rstd, rows, width, eps);
+void rms_norm_forward(const uint16_t* x, const uint16_t* w, uint16_t* y, float* rstd, int64_t rows,
+                      int64_t width, float eps) {
+  run_dispatched([&]() ACCELERATE_KERNEL_BODY { forward_rows(x, w, y, rstd, rows, width, eps); });
 }
 
-ACCELERATE_VECTOR_CLONES void rms_norm_backward(const float* grad, const float* x, const float* w,
-                                                const float* rstd, float* dx, float* dw_sum,
-                                                int64_t rows, int64_t width) {
-  backward_rows(grad, x, w, rstd, dx, dw_sum, rows, width);
+void rms_norm_backward(const float* grad, const float* x, const float* w, const float* rstd,
+                       float* dx, float* dw_sum, int64_t rows, int64_t width) {
+  run_dispatched(
+      [&]() ACCELERATE_KERNEL_BODY { backward_rows(grad, x, w, rstd, dx, dw_sum, rows, width); });
 }
 
-ACCELERATE_VECTOR_CLONES void rms_norm_backward(const uint16_t* grad, const uint16_t* x,
-                                                const uint16_t* w, const float* rstd, uint16_t* dx,
-                                                float* dw_sum, int64_t rows, int64_t width) {
-  backward_rows(grad, x, w, rstd, dx, dw_sum, rows, width);
+void rms_norm_backward(const uint16_t* grad, const uint16_t* x, const uint16_t* w,
+                       const float* rstd, uint16_t* dx, float* dw_sum, int64_t rows,
+                       int64_t width) {
+  run_dispatched(
+      [&]() ACCELERATE_KERNEL_BODY { backward_rows(grad, x, w, rstd, dx, dw_sum, rows, width); });
 }
 
 }  // namespace detail

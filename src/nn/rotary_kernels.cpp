@@ -1,5 +1,6 @@
 #include "rotary_kernels.h"
 
+#include "common/kernel_dispatch.h"
 #include "nn/vector_math.h"
 
 namespace accelerate {
@@ -49,30 +50,32 @@ ACCELERATE_ALWAYS_INLINE void rotate_rows(const T* in, const T* cos, const T* si
 
 }  // namespace
 
-ACCELERATE_VECTOR_CLONES void rotary_forward(const float* x, const float* cos, const float* sin,
-                                             float* y, int64_t first, int64_t rows, int64_t tokens,
-                                             int64_t heads, int64_t dim) {
-  rotate_rows<float, false>(x, cos, sin, y, first, rows, tokens, heads, dim);
+void rotary_forward(const float* x, const float* cos, const float* sin, float* y, int64_t first,
+                    int64_t rows, int64_t tokens, int64_t heads, int64_t dim) {
+  run_dispatched([&]() ACCELERATE_KERNEL_BODY {
+    rotate_rows<float, false>(x, cos, sin, y, first, rows, tokens, heads, dim);
+  });
 }
 
-ACCELERATE_VECTOR_CLONES void rotary_forward(const uint16_t* x, const uint16_t* cos,
-                                             const uint16_t* sin, uint16_t* y, int64_t first,
-                                             int64_t rows, int64_t tokens, int64_t heads,
-                                             int64_t dim) {
-  rotate_rows<uint16_t, false>(x, cos, sin, y, first, rows, tokens, heads, dim);
+void rotary_forward(const uint16_t* x, const uint16_t* cos, const uint16_t* sin, uint16_t* y,
+                    int64_t first, int64_t rows, int64_t tokens, int64_t heads, int64_t dim) {
+  run_dispatched([&]() ACCELERATE_KERNEL_BODY {
+    rotate_rows<uint16_t, false>(x, cos, sin, y, first, rows, tokens, heads, dim);
+  });
 }
 
-ACCELERATE_VECTOR_CLONES void rotary_backward(const float* grad, const float* cos, const float* sin,
-                                              float* dx, int64_t first, int64_t rows,
-                                              int64_t tokens, int64_t heads, int64_t dim) {
-  rotate_rows<float, true>(grad, cos, sin, dx, first, rows, tokens, heads, dim);
+void rotary_backward(const float* grad, const float* cos, const float* sin, float* dx,
+                     int64_t first, int64_t rows, int64_t tokens, int64_t heads, int64_t dim) {
+  run_dispatched([&]() ACCELERATE_KERNEL_BODY {
+    rotate_rows<float, true>(grad, cos, sin, dx, first, rows, tokens, heads, dim);
+  });
 }
 
-ACCELERATE_VECTOR_CLONES void rotary_backward(const uint16_t* grad, const uint16_t* cos,
-                                              const uint16_t* sin, uint16_t* dx, int64_t first,
-                                              int64_t rows, int64_t tokens, int64_t heads,
-                                              int64_t dim) {
-  rotate_rows<uint16_t, true>(grad, cos, sin, dx, first, rows, tokens, heads, dim);
+void rotary_backward(const uint16_t* grad, const uint16_t* cos, const uint16_t* sin, uint16_t* dx,
+                     int64_t first, int64_t rows, int64_t tokens, int64_t heads, int64_t dim) {
+  run_dispatched([&]() ACCELERATE_KERNEL_BODY {
+    rotate_rows<uint16_t, true>(grad, cos, sin, dx, first, rows, tokens, heads, dim);
+  });
 }
 
 }  // namespace detail

@@ -1,5 +1,6 @@
 #include "silu_kernels.h"
 
+#include "common/kernel_dispatch.h"
 #include "nn/vector_math.h"
 
 namespace accelerate {
@@ -49,25 +50,22 @@ ACCELERATE_ALWAYS_INLINE void backward_loop(const T* grad, const T* a, const T* 
 
 }  // namespace
 
-ACCELERATE_VECTOR_CLONES void silu_mul_forward(const float* a, const float* b, float* y,
-                                               int64_t n) {
-  forward_loop(a, b, y, n);
+void silu_mul_forward(const float* a, const float* b, float* y, int64_t n) {
+  run_dispatched([&]() ACCELERATE_KERNEL_BODY { forward_loop(a, b, y, n); });
 }
 
-ACCELERATE_VECTOR_CLONES void silu_mul_forward(const uint16_t* a, const uint16_t* b, uint16_t* y,
-                                               int64_t n) {
-  forward_loop(a, b, y, n);
+void silu_mul_forward(const uint16_t* a, const uint16_t* b, uint16_t* y, int64_t n) {
+  run_dispatched([&]() ACCELERATE_KERNEL_BODY { forward_loop(a, b, y, n); });
 }
 
-ACCELERATE_VECTOR_CLONES void silu_mul_backward(const float* grad, const float* a, const float* b,
-                                                float* da, float* db, int64_t n) {
-  backward_loop(grad, a, b, da, db, n);
+void silu_mul_backward(const float* grad, const float* a, const float* b, float* da, float* db,
+                       int64_t n) {
+  run_dispatched([&]() ACCELERATE_KERNEL_BODY { backward_loop(grad, a, b, da, db, n); });
 }
 
-ACCELERATE_VECTOR_CLONES void silu_mul_backward(const uint16_t* grad, const uint16_t* a,
-                                                const uint16_t* b, uint16_t* da, uint16_t* db,
-                                                int64_t n) {
-  backward_loop(grad, a, b, da, db, n);
+void silu_mul_backward(const uint16_t* grad, const uint16_t* a, const uint16_t* b, uint16_t* da,
+                       uint16_t* db, int64_t n) {
+  run_dispatched([&]() ACCELERATE_KERNEL_BODY { backward_loop(grad, a, b, da, db, n); });
 }
 
 }  // namespace detail

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "accelerate/cpu_capability.h"
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #endif
@@ -164,7 +166,7 @@ ACCELERATE_AVX512 void multiply_tile(int64_t depth, const float* a, int64_t a_ro
 
 bool small_gemm_preferred() {
 #if ACCELERATE_SMALL_GEMM_X86
-  return __builtin_cpu_supports("avx512f");
+  return kernel_capability() == CpuCapability::kAvx512;
 #else
   return false;
 #endif

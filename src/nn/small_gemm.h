@@ -23,9 +23,10 @@ struct StridedMatrix {
 };
 
 // Whether callers take small_gemm on this CPU: an x86-64 build (GCC or
-// Clang) on a CPU with AVX-512 F, where it was measured faster than
-// OpenBLAS on attention's products (docs/kernels.md). Elsewhere they keep
-// LibTorch's products; on x86-64 it must not be called without AVX-512.
+// Clang) whose kernel_capability() is avx512 (a CPU with AVX-512, not capped
+// lower), where it was measured faster than OpenBLAS on attention's products
+// (docs/kernels.md). Elsewhere they keep LibTorch's products; on x86-64 it
+// must not be called without AVX-512.
 bool small_gemm_preferred();
 
 // out[i * out_row_stride + j] = (a b)[i, j], or += with accumulate, for

@@ -1,20 +1,11 @@
 // Inline float math for the library's own CPU kernels (gelu_kernels.cpp,
 // cross_entropy_kernels.cpp): written so that GCC vectorizes the loops that
 // use it (no libm calls, no branches), in a file compiled at -O3 with one
-// clone per x86 instruction set.
+// copy per x86 instruction set (common/kernel_dispatch.h).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
-
-// target_clones makes one copy of a function per listed instruction set and
-// an ifunc resolver that picks one at load time; GCC on x86-64 has it.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define ACCELERATE_VECTOR_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define ACCELERATE_VECTOR_CLONES
-#endif
 
 #define ACCELERATE_ALWAYS_INLINE inline __attribute__((always_inline))
 

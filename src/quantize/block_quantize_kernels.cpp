@@ -241,7 +241,7 @@ namespace avx512 {
 namespace {
 
 struct KernelTable {
-  KernelIsa isa;
+  CpuCapability isa;
   decltype(&baseline::abs_max_bits) abs_max_bits;
   decltype(&baseline::abs_max_bits16) abs_max_bits16;
   decltype(&baseline::quantize_int8) quantize_int8;
@@ -266,28 +266,28 @@ struct KernelTable {
         ns::half_to_float, ns::float_to_bf16                                                       \
   }
 
-const KernelTable kBaseline = ACCELERATE_QUANTIZE_TABLE(KernelIsa::kBaseline, baseline);
+const KernelTable kBaseline = ACCELERATE_QUANTIZE_TABLE(CpuCapability::kDefault, baseline);
 #if ACCELERATE_QUANTIZE_X86_SETS
-const KernelTable kAvx2 = ACCELERATE_QUANTIZE_TABLE(KernelIsa::kAvx2, avx2);
-const KernelTable kAvx512 = ACCELERATE_QUANTIZE_TABLE(KernelIsa::kAvx512, avx512);
+const KernelTable kAvx2 = ACCELERATE_QUANTIZE_TABLE(CpuCapability::kAvx2, avx2);
+const KernelTable kAvx512 = ACCELERATE_QUANTIZE_TABLE(CpuCapability::kAvx512, avx512);
 #endif
 #undef ACCELERATE_QUANTIZE_TABLE
 
-const KernelTable* table_for(KernelIsa isa) {
+// A set runs only up to kernel_capability(): this CPU's highest, or the cap
+// ACCELERATE_CPU_CAPABILITY sets (x86-64-v4 covers AVX-512 F/BW/VL/DQ).
+const KernelTable* table_for(CpuCapability isa) {
 #if ACCELERATE_QUANTIZE_X86_SETS
-  __builtin_cpu_init();
-  if (isa == KernelIsa::kAvx512) {
-    const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                     __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-    return has ? &kAvx512 : nullptr;
+  const CpuCapability capability = kernel_capability();
+  if (isa == CpuCapability::kAvx512) {
+    return capability == CpuCapability::kAvx512 ? &kAvx512 : nullptr;
   }
-  if (isa == KernelIsa::kAvx2) return __builtin_cpu_supports("avx2") ? &kAvx2 : nullptr;
+  if (isa == CpuCapability::kAvx2) return capability >= CpuCapability::kAvx2 ? &kAvx2 : nullptr;
 #endif
-  return isa == KernelIsa::kBaseline ? &kBaseline : nullptr;
+  return isa == CpuCapability::kDefault ? &kBaseline : nullptr;
 }
 
 const KernelTable* best_table() {
-  for (KernelIsa isa : {KernelIsa::kAvx512, KernelIsa::kAvx2}) {
+  for (CpuCapability isa : {CpuCapability::kAvx512, CpuCapability::kAvx2}) {
     if (const KernelTable* table = table_for(isa)) return table;
   }
   return &kBaseline;
@@ -306,17 +306,17 @@ const KernelTable& active() {
 
 }  // namespace
 
-std::vector<KernelIsa> supported_isas() {
-  std::vector<KernelIsa> isas;
-  for (KernelIsa isa : {KernelIsa::kBaseline, KernelIsa::kAvx2, KernelIsa::kAvx512}) {
+std::vector<CpuCapability> supported_isas() {
+  std::vector<CpuCapability> isas;
+  for (CpuCapability isa : kAllCpuCapabilities) {
     if (table_for(isa) != nullptr) isas.push_back(isa);
   }
   return isas;
 }
 
-KernelIsa active_isa() { return active().isa; }
+CpuCapability active_isa() { return active().isa; }
 
-bool use_isa(KernelIsa isa) {
+bool use_isa(CpuCapability isa) {
   const KernelTable* table = table_for(isa);
   if (table == nullptr) return false;
   active_table.store(table, std::memory_order_release);
@@ -324,17 +324,6 @@ bool use_isa(KernelIsa isa) {
 }
 
 void use_best_isa() { active_table.store(best_table(), std::memory_order_release); }
-
-const char* to_string(KernelIsa isa) {
-  switch (isa) {
-    case KernelIsa::kAvx2:
-      return "avx2";
-    case KernelIsa::kAvx512:
-      return "avx512";
-    default:
-      return "baseline";
-  }
-}
 
 std::uint32_t abs_max_bits(const float* x, std::int64_t n) { return active().abs_max_bits(x, n); }
 std::uint16_t abs_max_bits16(const std::uint16_t* x, std::int64_t n) {

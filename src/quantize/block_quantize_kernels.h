@@ -4,26 +4,27 @@
 // off (src/quantize/sources.cmake): -O3 lets GCC vectorize them, and without
 // contraction a multiply-add is always two roundings. On x86-64 (GCC) the
 // loops exist for AVX-512 and AVX2 besides the baseline; the first call
-// picks the best the processor has. Every set does the same IEEE
-// operations, so every machine writes the same bytes (the tests compare
-// each set the processor runs with the reference). Internal.
+// picks the best kernel_capability() allows (accelerate/cpu_capability.h). Every set does the same
+// IEEE operations, so every machine writes the same bytes (the tests compare each set the processor
+// runs with the reference). Internal.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "accelerate/cpu_capability.h"
+
 namespace accelerate::quantize::kernels {
 
-// The instruction sets the loops are compiled for.
-enum class KernelIsa { kBaseline, kAvx2, kAvx512 };
-const char* to_string(KernelIsa isa);
-// Those this processor runs (kBaseline always), and the one in use.
-std::vector<KernelIsa> supported_isas();
-KernelIsa active_isa();
+// The instruction sets the loops are compiled for are the CpuCapability
+// values; those this process may run (kDefault always, none above
+// kernel_capability()), and the one in use.
+std::vector<CpuCapability> supported_isas();
+CpuCapability active_isa();
 // For tests and the bench: use `isa` from now on (false, and no change, if
 // the processor lacks it), or go back to the best. Not for concurrent use
 // with running kernels.
-bool use_isa(KernelIsa isa);
+bool use_isa(CpuCapability isa);
 void use_best_isa();
 
 // The largest |x| as a bit pattern (sign cleared). For non-negative floats

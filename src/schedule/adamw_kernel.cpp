@@ -2,13 +2,17 @@
 
 #include <cmath>
 
+#include "common/kernel_dispatch.h"
 #include "nn/vector_math.h"
 
 namespace accelerate::detail {
 
+namespace {
+
 // Compiled at -O3 with -fno-math-errno (sources.cmake), so that GCC
-// vectorizes the loop and its sqrt, once per instruction set.
-ACCELERATE_VECTOR_CLONES void adamw_step(float* param, const float* grad, float* exp_avg,
+// vectorizes the loop and its sqrt, once per instruction set
+// (common/kernel_dispatch.h).
+ACCELERATE_ALWAYS_INLINE void adamw_loop(float* param, const float* grad, float* exp_avg,
                                          float* exp_avg_sq, int64_t n, const AdamWScalars& s) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = grad[i];
@@ -19,6 +23,14 @@ ACCELERATE_VECTOR_CLONES void adamw_step(float* param, const float* grad, float*
     exp_avg[i] = m;
     exp_avg_sq[i] = v;
   }
+}
+
+}  // namespace
+
+void adamw_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
+                const AdamWScalars& s) {
+  run_dispatched(
+      [&]() ACCELERATE_KERNEL_BODY { adamw_loop(param, grad, exp_avg, exp_avg_sq, n, s); });
 }
 
 }  // namespace accelerate::detail

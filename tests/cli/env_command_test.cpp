@@ -64,6 +64,20 @@ TEST(EnvCommand, TheOpenblasLineSaysWhatTheLauncherSets) {
   EXPECT_EQ(openblas_line(std::nullopt, cpu), "- OpenBLAS kernels: no libopenblas.so.0 found\n");
 }
 
+// The kernels' instruction set: the highest, a cap, a refused cap.
+TEST(EnvCommand, TheKernelsLineSaysTheInstructionSetAndItsCap) {
+  const std::vector<std::string> avx2 = {"sse2", "avx", "avx2", "bmi1",  "bmi2",
+                                         "f16c", "fma", "abm",  "movbe", "xsave"};
+  EXPECT_EQ(kernels_line({}, avx2), "- CPU kernels: avx2\n");
+  EXPECT_EQ(kernels_line({{"ACCELERATE_CPU_CAPABILITY", "default"}}, avx2),
+            "- CPU kernels: default (ACCELERATE_CPU_CAPABILITY; the highest here is avx2)\n");
+  EXPECT_EQ(kernels_line({{"ACCELERATE_CPU_CAPABILITY", "avx512"}}, avx2),
+            "- CPU kernels: ACCELERATE_CPU_CAPABILITY=avx512 asks for instructions this CPU "
+            "lacks: its flags have no avx512f (the highest here is avx2); programs stop with "
+            "this error\n");
+  EXPECT_EQ(kernels_line({}, {"fp", "asimd"}), "- CPU kernels: default\n");
+}
+
 // EPYC (Zen 2/3: AVX2, no bf16), a Sapphire Rapids (AMX), a Graviton 3.
 TEST(EnvCommand, TheBf16LineNamesTheInstructionsOrTheirAbsence) {
   EXPECT_EQ(bf16_line({"sse2", "avx2", "fma"})

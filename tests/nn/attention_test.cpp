@@ -15,6 +15,7 @@
 
 #include "accelerate/attention.h"
 #include "accelerate/autocast.h"
+#include "accelerate/cpu_capability.h"
 #include "accelerate/errors.h"
 #include "compat/blas_threads.h"
 #include "nn/blocked_causal_attention.h"
@@ -204,25 +205,62 @@ TEST(CausalAttention, OneThreadedBlasRestoresOpenblasThreads) {
   set(before);
 }
 
+// The float products of the library's own run only where the kernels'
+// capability is avx512 (the capped CTest legs run the rest of this file
+// without them, on LibTorch's products, as an AVX2 CPU does).
+TEST(CausalAttention, OwnFloatProductsFollowTheKernelCapability) {
+#if defined(__x86_64__)
+  EXPECT_EQ(accelerate::detail::small_gemm_preferred(),
+            accelerate::kernel_capability() == accelerate::CpuCapability::kAvx512);
+#else
+  EXPECT_FALSE(accelerate::detail::small_gemm_preferred());
+#endif
+}
+
+// The same attention as a LibTorch program writes it: whole-matrix
+// products, the mask, softmax (under autocast: products in bfloat16, each
+// as deep as the blocked kernel's).
+torch::Tensor whole_matrix_reference(const torch::Tensor& q, const torch::Tensor& k,
+                                     const torch::Tensor& v) {
+  const int64_t tokens = q.size(2);
+  auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(3)));
+  auto future = torch::ones({tokens, tokens}, torch::kBool).triu(1);
+  return torch::matmul(scores.masked_fill(future, -INFINITY).softmax(-1), v);
+}
+
 // float q, k, v under CPU bf16 autocast: the products run in bfloat16 as
 // LibTorch's matmul would run them there, the output is bfloat16, and the
-// gradients come back in the inputs' float.
+// gradients come back in the inputs' float. How close to float that is
+// depends on the CPU: with AVX-512 LibTorch's bf16 products go through
+// oneDNN, which accumulates in float; without it (an AVX2 EPYC, or the
+// capped CTest legs) LibTorch 1.13 uses its own gemm, which rounds the sum
+// to bfloat16 at every step. Measured on LibTorch 1.13, as a share of the
+// largest value: v's gradient is off by 0.0046 through oneDNN and by 0.041
+// through ATen's gemm, for the blocked kernel and LibTorch's whole-matrix
+// attention alike. So the bound is LibTorch's own bf16 attention on this
+// machine, with room for the blocks' other order of sums, or 0.03 where
+// that is larger (the old bound, which the AVX2 EPYC's 0.041 failed).
 TEST(CausalAttention, ExplicitKernelUnderAutocastComputesInItsPrecision) {
   torch::manual_seed(7);
   auto q = torch::randn({2, 3, 80, 16}), k = torch::randn({2, 3, 80, 16}),
        v = torch::randn({2, 3, 80, 16}), g = torch::randn({2, 3, 80, 16});
-  std::vector<torch::Tensor> ours;
+  std::vector<torch::Tensor> ours, libtorchs;
   {
     accelerate::AutocastGuard guard(torch::kCPU, torch::kBFloat16);
     ours = attention_and_grads(explicit_attention, q, k, v, g.to(torch::kBFloat16));
+    libtorchs = attention_and_grads(whole_matrix_reference, q, k, v, g.to(torch::kBFloat16));
   }
   auto wide = attention_and_grads(reference, q, k, v, g);
   ASSERT_EQ(ours[0].scalar_type(), torch::kBFloat16);
   for (size_t i = 0; i < ours.size(); ++i) {
     if (i > 0) EXPECT_EQ(ours[i].scalar_type(), torch::kFloat) << "gradient " << i;
     const double scale = wide[i].abs().max().item<double>();
-    EXPECT_LT((ours[i].to(torch::kFloat) - wide[i]).abs().max().item<double>(), 0.03 * scale)
-        << "tensor " << i;
+    const double libtorch_error =
+        (libtorchs[i].to(torch::kFloat) - wide[i]).abs().max().item<double>();
+    const double error = (ours[i].to(torch::kFloat) - wide[i]).abs().max().item<double>();
+    EXPECT_LT(error, std::max(0.03 * scale, 1.5 * libtorch_error))
+        << "tensor " << i << ": LibTorch's own bf16 is off by " << libtorch_error / scale
+        << " of the largest value";
   }
 }
 

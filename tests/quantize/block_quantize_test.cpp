@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "accelerate/cpu_capability.h"
 #include "accelerate/errors.h"
 #include "quantize/block_quantize.h"
 #include "quantize/block_quantize_kernels.h"
@@ -30,9 +31,9 @@ namespace kernels = accelerate::quantize::kernels;
 // Runs `body` with each instruction set of the loops this processor runs
 // (baseline, AVX2, AVX-512), then goes back to the best.
 void for_each_isa(const std::function<void(const std::string&)>& body) {
-  for (kernels::KernelIsa isa : kernels::supported_isas()) {
+  for (accelerate::CpuCapability isa : kernels::supported_isas()) {
     ASSERT_TRUE(kernels::use_isa(isa));
-    body(std::string(" [") + kernels::to_string(isa) + "]");
+    body(std::string(" [") + accelerate::to_string(isa) + "]");
   }
   kernels::use_best_isa();
 }
@@ -436,6 +437,22 @@ TEST(BlockQuantize, BadInputIsOneErrorNamingTheProblem) {
                 quant::dequantize(wire.to(torch::kChar), 24, QuantBits::kInt8, 4, torch::kFloat);
               }),
               HasSubstr("the wire must be a contiguous CPU uint8 tensor"));
+}
+
+// The loops in use are the highest set kernel_capability() allows, and none
+// above it can be chosen: under the capped CTest legs an AVX-512 machine runs
+// the AVX2 and baseline loops only.
+TEST(BlockQuantize, KernelsRunNoSetAboveTheCapability) {
+  const accelerate::CpuCapability cap = accelerate::kernel_capability();
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  EXPECT_EQ(kernels::active_isa(), cap);
+#endif
+  for (accelerate::CpuCapability isa : kernels::supported_isas()) {
+    EXPECT_LE(static_cast<int>(isa), static_cast<int>(cap)) << accelerate::to_string(isa);
+  }
+  if (cap != accelerate::CpuCapability::kAvx512) {
+    EXPECT_FALSE(kernels::use_isa(accelerate::CpuCapability::kAvx512));
+  }
 }
 
 }  // namespace block_quantize_test
