@@ -4,14 +4,21 @@
 // LlamaRMSNorm, LlamaMLP and apply_rotary_pos_emb compute,
 // side by side in one process, on one Llama layer's shapes (the speed
 // preset of bench/models/run_llama_bench.sh by default), in float and
-// bfloat16 (docs/models.md, "Speed").
+// bfloat16 (docs/models.md, "Speed"); and the two element kernels of GPT-2
+// and of every model's loss, the tanh GELU on the MLP's activations and the
+// cross-entropy on [rows, --vocab] logits, against LibTorch's gelu(x,
+// "tanh") and cross_entropy of the float logits. Run it under each
+// ACCELERATE_CPU_CAPABILITY to time each copy of the kernels
+// (docs/kernels.md, "Every path on every machine").
 //
 //   llama_kernels_bench [--batch 4] [--tokens 256] [--hidden 512] [--heads 8]
-//                       [--intermediate 1376] [--repeats 20]
+//                       [--intermediate 1376] [--vocab 8192] [--repeats 20]
 //
 // Prints one line per op and dtype: the median ms of --repeats passes after
 // two warm-up passes, each side, and composite / fused (> 1: fused faster).
 #include <accelerate/activations.h>
+#include <accelerate/cpu_capability.h>
+#include <accelerate/cross_entropy.h>
 #include <accelerate/malloc_tuning.h>
 #include <accelerate/rms_norm.h>
 #include <accelerate/rotary_embedding.h>
@@ -57,7 +64,7 @@ torch::Tensor composite_rms_norm(const torch::Tensor& x, const torch::Tensor& w)
 }  // namespace
 
 int main(int argc, char** argv) {
-  int64_t batch = 4, tokens = 256, hidden = 512, heads = 8, intermediate = 1376;
+  int64_t batch = 4, tokens = 256, hidden = 512, heads = 8, intermediate = 1376, vocab = 8192;
   int repeats = 20;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
@@ -76,6 +83,8 @@ int main(int argc, char** argv) {
       hidden = value;
     } else if (flag == "--intermediate") {
       intermediate = value;
+    } else if (flag == "--vocab") {
+      vocab = value;
     } else if (flag == "--repeats") {
       repeats = static_cast<int>(value);
     } else {
@@ -93,10 +102,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::printf(
-      "%d threads, %lld x %lld tokens, hidden %lld, %lld heads, intermediate %lld, median of %d\n",
-      torch::get_num_threads(), static_cast<long long>(batch), static_cast<long long>(tokens),
-      static_cast<long long>(hidden), static_cast<long long>(heads),
-      static_cast<long long>(intermediate), repeats);
+      "kernels %s, %d threads, %lld x %lld tokens, hidden %lld, %lld heads, intermediate %lld, "
+      "vocab %lld, median of %d\n",
+      accelerate::to_string(accelerate::kernel_capability()), torch::get_num_threads(),
+      static_cast<long long>(batch), static_cast<long long>(tokens), static_cast<long long>(hidden),
+      static_cast<long long>(heads), static_cast<long long>(intermediate),
+      static_cast<long long>(vocab), repeats);
   std::printf("%-10s %-9s %14s %14s %9s\n", "op", "dtype", "composite ms", "fused ms", "ratio");
   torch::manual_seed(0);
   for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
@@ -140,6 +151,32 @@ int main(int argc, char** argv) {
         q, unused, gq, repeats);
     std::printf("%-10s %-9s %14.3f %14.3f %9.2f\n", "rotary", name.c_str(), rotary_composite,
                 rotary_fused, rotary_composite / rotary_fused);
+    const double gelu_composite = median_ms(
+        [](const torch::Tensor& a, const torch::Tensor& b) { return torch::gelu(a, "tanh") + b; },
+        gate, unused, gm, repeats);
+    const double gelu_fused = median_ms(
+        [](const torch::Tensor& a, const torch::Tensor& b) {
+          return accelerate::gelu(a, accelerate::GeluApproximation::kTanh) + b;
+        },
+        gate, unused, gm, repeats);
+    std::printf("%-10s %-9s %14.3f %14.3f %9.2f\n", "gelu_tanh", name.c_str(), gelu_composite,
+                gelu_fused, gelu_composite / gelu_fused);
+    // The loss of [rows, vocab] logits: LibTorch's on their float copy (what
+    // a model computes under autocast), the library's on them as they are.
+    const auto logits = torch::randn({rows, vocab}).to(dtype);
+    const auto targets = torch::randint(vocab, {rows}, torch::kLong);
+    const auto no_grad = torch::ones({}, torch::kFloat);
+    const double loss_composite = median_ms(
+        [&](const torch::Tensor& a, const torch::Tensor&) {
+          return torch::nn::functional::cross_entropy(a.to(torch::kFloat), targets);
+        },
+        logits, unused, no_grad, repeats);
+    const double loss_fused =
+        median_ms([&](const torch::Tensor& a,
+                      const torch::Tensor&) { return accelerate::cross_entropy(a, targets); },
+                  logits, unused, no_grad, repeats);
+    std::printf("%-10s %-9s %14.3f %14.3f %9.2f\n", "cross_ent", name.c_str(), loss_composite,
+                loss_fused, loss_composite / loss_fused);
   }
   return 0;
 }

@@ -26,6 +26,11 @@ target_sources(accelerate PRIVATE
 # one the optimization level the header was built with (-O2), whatever the
 # source's own flags say (small_gemm.cpp's register tile was left rolled up,
 # its 16 accumulators in memory). The kernels include no LibTorch header.
+# -fno-trapping-math: the loops' selects (exp's underflow, NaN passing
+# through) compute both sides; with FP traps assumed possible GCC keeps them
+# as branches wherever it has no masked vector ops, and the AVX2 and
+# baseline copies of GELU, SiLU and cross-entropy ran scalar (nothing here
+# reads the FP exception flags, and the values are the same IEEE ones).
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/gelu_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cross_entropy_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/causal_softmax_kernels.cpp
@@ -34,4 +39,4 @@ set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/gelu_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/silu_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/small_gemm.cpp PROPERTIES
   SKIP_UNITY_BUILD_INCLUSION ON SKIP_PRECOMPILE_HEADERS ON
-  COMPILE_OPTIONS "$<$<OR:$<CXX_COMPILER_ID:GNU>,$<CXX_COMPILER_ID:Clang>>:-O3>")
+  COMPILE_OPTIONS "$<$<OR:$<CXX_COMPILER_ID:GNU>,$<CXX_COMPILER_ID:Clang>>:-O3;-fno-trapping-math>")

@@ -13,7 +13,8 @@ target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/reduce_lr_on_plateau.cpp)
 # FusedAdamW's loop: GCC vectorizes it, and its sqrt, only at -O3 and
 # without errno (no sqrt of a negative there: v >= 0). Outside unity batches
-# and the precompiled header (built with errno), so the flags stay here.
+# and the precompiled header (built with errno), so the flags stay here;
+# -fno-trapping-math as for the nn kernels (src/nn/sources.cmake).
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/adamw_kernel.cpp PROPERTIES
   SKIP_UNITY_BUILD_INCLUSION ON SKIP_PRECOMPILE_HEADERS ON
-  COMPILE_OPTIONS "$<$<OR:$<CXX_COMPILER_ID:GNU>,$<CXX_COMPILER_ID:Clang>>:-O3;-fno-math-errno>")
+  COMPILE_OPTIONS "$<$<OR:$<CXX_COMPILER_ID:GNU>,$<CXX_COMPILER_ID:Clang>>:-O3;-fno-math-errno;-fno-trapping-math>")
