@@ -2,29 +2,30 @@
 
 #include <algorithm>
 
+#include "accelerate/detail/enum_names.h"
 #include "accelerate/errors.h"
 #include "common/cpu_info.h"
 #include "common/settings.h"
 
 namespace accelerate {
+namespace {
+
+// Lowest first, as kAllCpuCapabilities (the assert holds them in step).
+constexpr detail::EnumName<CpuCapability> kCpuCapabilityNames[] = {
+    {CpuCapability::kDefault, "default"},
+    {CpuCapability::kAvx2, "avx2"},
+    {CpuCapability::kAvx512, "avx512"}};
+static_assert(detail::names_are_distinct(kCpuCapabilityNames));
+static_assert(detail::same_values(kCpuCapabilityNames, kAllCpuCapabilities));
+
+}  // namespace
 
 const char* to_string(CpuCapability capability) {
-  switch (capability) {
-    case CpuCapability::kDefault:
-      return "default";
-    case CpuCapability::kAvx2:
-      return "avx2";
-    case CpuCapability::kAvx512:
-      return "avx512";
-  }
-  return "default";
+  return detail::enum_name(kCpuCapabilityNames, capability, "default");
 }
 
 std::optional<CpuCapability> parse_cpu_capability(std::string_view text) {
-  for (CpuCapability capability : kAllCpuCapabilities) {
-    if (text == to_string(capability)) return capability;
-  }
-  return std::nullopt;
+  return detail::parse_enum(kCpuCapabilityNames, text, detail::NameCase::kExact);
 }
 
 namespace detail {
@@ -68,7 +69,11 @@ const std::vector<std::string>& flags_added_by(CpuCapability capability) {
 CpuCapability highest_cpu_capability(const std::vector<std::string>& cpu_flags) {
   CpuCapability highest = CpuCapability::kDefault;
   for (CpuCapability level : kAllCpuCapabilities) {
-    if (!first_missing_flag(level, cpu_flags).empty()) break;
+    const auto& added = flags_added_by(level);
+    if (!std::all_of(added.begin(), added.end(),
+                     [&](const std::string& flag) { return has(cpu_flags, flag); })) {
+      break;
+    }
     highest = level;
   }
   return highest;

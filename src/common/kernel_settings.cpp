@@ -22,7 +22,6 @@ std::optional<std::string> parse_core_name(std::string_view text) {
   return std::string(text);
 }
 
-std::string format_core_name(const std::string& value) { return value; }
 std::string format_cpu_capability(const CpuCapability& value) { return to_string(value); }
 
 }  // namespace
@@ -33,7 +32,7 @@ const Setting<std::string> kOpenblasCoretype{
      "which of OpenBLAS's kernels run fp32 matrix products"},
     "",
     parse_core_name,
-    format_core_name};
+    format_text};
 
 const Setting<CpuCapability> kCpuCapability{
     {"ACCELERATE_CPU_CAPABILITY", "", "one of default, avx2, avx512", "the highest this CPU has",

@@ -25,8 +25,6 @@ std::optional<std::string> parse_sp_backend(std::string_view text) {
   return std::nullopt;
 }
 
-std::string format_backend(const std::string& value) { return value; }
-
 }  // namespace
 
 const Setting<bool> kUseParallelismConfig{
@@ -69,7 +67,7 @@ const Setting<std::string> kParallelismSpBackend{
      "deepspeed", "deepspeed", "how sequences are split: only deepspeed (Ulysses all-to-all)"},
     "deepspeed",
     parse_sp_backend,
-    format_backend};
+    format_text};
 
 const Setting<int> kParallelismTpSize{
     {"PARALLELISM_CONFIG_TP_SIZE",

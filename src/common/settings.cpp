@@ -107,7 +107,6 @@ std::string format_offload_device(const OffloadDevice& value) { return to_string
 std::string format_fsdp_sharding_strategy(const FsdpShardingStrategy& value) {
   return to_string(value);
 }
-std::string format_text(const std::string& value) { return value; }
 std::string format_int64(const int64_t& value) { return std::to_string(value); }
 std::string format_auto_wrap_policy(const FsdpAutoWrapPolicy& value) { return to_string(value); }
 std::string format_backward_prefetch(const FsdpBackwardPrefetch& value) { return to_string(value); }
@@ -142,6 +141,7 @@ std::optional<int> parse_thread_timeout(std::string_view text) {
 }
 std::string format_int(const int& value) { return std::to_string(value); }
 std::string format_bool(const bool& value) { return value ? "true" : "false"; }
+std::string format_text(const std::string& value) { return value; }
 
 std::string bad_value_message(std::string_view subject, std::string_view expected,
                               std::string_view text) {

@@ -152,6 +152,7 @@ std::optional<bool> parse_bool(std::string_view text);
 std::optional<int> parse_count(std::string_view text);
 std::string format_int(const int& value);
 std::string format_bool(const bool& value);
+std::string format_text(const std::string& value);  // the text itself
 constexpr const char* kCountExpectation = "a whole number from 1 to 1000000";
 constexpr const char* kBoolExpectation = "true or false (or 1/0, yes/no)";
 
