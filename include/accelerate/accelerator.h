@@ -42,6 +42,9 @@ namespace accelerate {
 
 class ParallelEngine;  // internal
 struct EngineChoice;   // internal
+namespace distributed {
+class DeviceMesh;  // internal
+}  // namespace distributed
 
 class Accelerator {
  public:
@@ -238,7 +241,9 @@ class Accelerator {
   void finish_prepare();
   EngineChoice configure_from(const Environment& env);  // the engine is built once connected
   void configure_mixed_precision();
-  void form_sequence_parallel_groups(int sp_size);
+  // The job's device mesh, its engine over it, and the Accelerator's own
+  // groups (collective).
+  void form_mesh(const EngineChoice& engine);
   void set_models_sync(bool sync);
   void begin_micro_step();
   void end_micro_step();
@@ -247,10 +252,14 @@ class Accelerator {
   AcceleratorOptions options_;
   std::shared_ptr<const JobState> job_;
   std::shared_ptr<Communicator> comm_;
+  // Every process group comes from the mesh (src/distributed/device_mesh.h).
+  std::shared_ptr<distributed::DeviceMesh> mesh_;
   SequenceParallel sequence_parallel_;
-  // With sequence parallelism, the ranks at this rank's place in every
-  // sequence-parallel group: data loaders shard over them.
-  std::shared_ptr<Communicator> data_parallel_comm_;
+  // The processes that read different batches (the job's communicator, but
+  // with sequence parallelism the ranks at this rank's place in every
+  // sequence-parallel group): data loaders shard over them, and
+  // gather_for_metrics gathers over them.
+  std::shared_ptr<Communicator> batch_comm_;
   std::shared_ptr<GradientState> gradient_state_ = std::make_shared<GradientState>();
   MixedPrecision mixed_precision_ = MixedPrecision::kNo;
   std::optional<AutocastGuard> ambient_autocast_;  // around the constructing thread's loop

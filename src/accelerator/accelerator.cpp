@@ -108,8 +108,7 @@ Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(option
   kernel_capability();
   if (options_.tune_malloc()) tune_malloc_for_training(env);
   comm_ = Communicator::connect(*job_);
-  engine_ = engine.build(comm_, scaler_);
-  form_sequence_parallel_groups(engine.sp_size);
+  form_mesh(engine);
 }
 
 Accelerator::Accelerator(std::shared_ptr<Communicator> communicator, AcceleratorOptions options)
@@ -117,22 +116,17 @@ Accelerator::Accelerator(std::shared_ptr<Communicator> communicator, Accelerator
   report_uncaught_errors_in_one_line();
   job_ = std::make_shared<const JobState>(comm_->job());
   EngineChoice engine = configure_from(environment());
-  engine_ = engine.build(comm_, scaler_);
-  form_sequence_parallel_groups(engine.sp_size);
+  form_mesh(engine);
 }
 
-void Accelerator::form_sequence_parallel_groups(int sp_size) {
-  if (sp_size <= 1) return;
-  // sp is the innermost dimension: groups of consecutive ranks. Every rank
-  // makes both partitions, in this order (new_group is collective).
-  const int world = job_->world_size;
-  std::vector<std::vector<int>> sequence_groups(world / sp_size), data_groups(sp_size);
-  for (int rank = 0; rank < world; ++rank) {
-    sequence_groups[rank / sp_size].push_back(rank);
-    data_groups[rank % sp_size].push_back(rank);
-  }
-  sequence_parallel_ = SequenceParallel(comm_->split(sequence_groups));
-  data_parallel_comm_ = comm_->split(data_groups);
+void Accelerator::form_mesh(const EngineChoice& engine) {
+  mesh_ = std::make_shared<distributed::DeviceMesh>(comm_, engine.mesh_shape);
+  engine_ = engine.build(mesh_, scaler_);
+  // After the engine's groups, in the same order on every process (forming
+  // a group is collective).
+  if (mesh_->shape().sp > 1)
+    sequence_parallel_ = SequenceParallel(mesh_->group({distributed::MeshDim::kSp}));
+  batch_comm_ = mesh_->group(distributed::kBatchDims);
 }
 
 Environment Accelerator::environment() const {
@@ -268,16 +262,14 @@ void Accelerator::prepare_scheduler(PreparedSchedulerBase& scheduler) {
 
 void Accelerator::prepare_loader(DataLoaderBase& loader) {
   if (std::find(loaders_.begin(), loaders_.end(), &loader) != loaders_.end()) return;
-  if (data_parallel_comm_) {
-    // Sequence parallelism: the ranks of a group read the same batches, so
-    // the loader shards over the data-parallel ranks only, with one seed.
+  if (batch_comm_ != comm_) {
+    // The ranks of a sequence-parallel group read the same batches, so the
+    // loader shards over the data-parallel ranks only, with one seed.
     if (loader.options().shuffle()) {
       loader.set_shuffle_seed(broadcast_object(*comm_, loader.shuffle_seed(), 0));
     }
-    loader.configure_sharding(data_parallel_comm_, options_.dataloader_config());
-  } else {
-    loader.configure_sharding(comm_, options_.dataloader_config());
   }
+  loader.configure_sharding(batch_comm_, options_.dataloader_config());
   if (options_.device_placement()) loader.set_device(device());
   // The observer holds the state, not the Accelerator: either may go first.
   loader.add_iteration_observer([state = gradient_state_](DataLoaderBase& l, IterationEvent event) {

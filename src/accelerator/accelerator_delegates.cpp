@@ -13,8 +13,7 @@ at::Tensor Accelerator::gather(const at::Tensor& tensor) {
 // come once from each data-parallel rank (the ranks at this one's place in
 // every group), as the loaders shard.
 at::Tensor Accelerator::gather_for_metrics(const at::Tensor& tensor) {
-  at::Tensor gathered =
-      accelerate::gather(data_parallel_comm_ ? *data_parallel_comm_ : *comm_, tensor);
+  at::Tensor gathered = accelerate::gather(*batch_comm_, tensor);
   const DataLoaderBase* loader = gradient_state_->active_dataloader();
   if (loader == nullptr || !loader->end_of_dataloader()) return gathered;
   return truncate_for_metrics(gathered, *loader);

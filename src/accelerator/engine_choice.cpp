@@ -1,33 +1,63 @@
 #include "accelerator/engine_choice.h"
 
+#include "accelerate/errors.h"
 #include "parallel/data_parallel_engine.h"
 #include "sharding/sharded_engine.h"
 #include "sharding/sharding_settings.h"
 
 namespace accelerate {
+namespace {
+
+// Data parallelism and stage 0 replicate over every data-parallel process;
+// ZeRO shards over all of them, or over groups of hybrid_shard_size
+// consecutive ranks (which span the sequence-parallel groups inside them).
+distributed::MeshShape job_mesh_shape(int world_size, int sp,
+                                      const std::optional<sharding::ShardingSettings>& sharded) {
+  distributed::MeshShape shape;
+  shape.sp = sp;
+  if (!sharded || sharded->stage == sharding::ZeroStage::kDataParallel) {
+    shape.dp_replicate = world_size / sp;
+    return shape;
+  }
+  const int hybrid = sharded->hybrid_shard_size;
+  const int sharing = hybrid > 1 && hybrid < world_size ? hybrid : world_size;
+  if (world_size % sharing != 0 || sharing % sp != 0) {
+    throw ConfigError("hybrid sharding: shard groups of " + std::to_string(sharing) +
+                      " processes do not divide the job's " + std::to_string(world_size) +
+                      " processes" +
+                      (sp > 1 ? " into sequence-parallel groups of " + std::to_string(sp) : ""));
+  }
+  shape.dp_replicate = world_size / sharing;
+  shape.dp_shard = sharing / sp;
+  return shape;
+}
+
+}  // namespace
 
 EngineChoice choose_engine(const AcceleratorOptions& options, const Environment& env,
                            const JobState& job, MixedPrecision mixed_precision) {
   EngineChoice choice;
   choice.mixed_precision = mixed_precision;
-  if (auto sizes = sharding::job_parallelism_sizes(options, env, job)) choice.sp_size = sizes->sp;
+  const auto sizes = sharding::job_parallelism_sizes(options, env, job);
   const GradientSyncOptions sync_options = options.ddp_options();
   std::optional<sharding::ShardingSettings> sharded =
       sharding::resolve_sharding_settings(options, env, job, mixed_precision);
+  choice.mesh_shape = job_mesh_shape(job.world_size, sizes ? sizes->sp : 1, sharded);
   if (!sharded) {
-    choice.build = [sync_options](std::shared_ptr<Communicator> communicator,
+    choice.build = [sync_options](std::shared_ptr<distributed::DeviceMesh> mesh,
                                   std::shared_ptr<GradScaler>) {
-      return std::make_unique<DataParallelEngine>(std::move(communicator), sync_options);
+      return std::make_unique<DataParallelEngine>(mesh->group(distributed::kReplicaDims),
+                                                  sync_options);
     };
     return choice;
   }
   choice.mixed_precision = sharded->mixed_precision;
   choice.gradient_accumulation_steps = sharded->plugin.gradient_accumulation_steps();
   choice.build = [sync_options, settings = std::move(*sharded)](
-                     std::shared_ptr<Communicator> communicator,
+                     std::shared_ptr<distributed::DeviceMesh> mesh,
                      std::shared_ptr<GradScaler> scaler) {
-    return std::make_unique<sharding::ShardedEngine>(std::move(communicator), settings,
-                                                     sync_options, std::move(scaler));
+    return std::make_unique<sharding::ShardedEngine>(std::move(mesh), settings, sync_options,
+                                                     std::move(scaler));
   };
   return choice;
 }

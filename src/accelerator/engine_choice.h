@@ -14,6 +14,7 @@
 #include "accelerate/grad_scaler.h"
 #include "accelerate/job_state.h"
 #include "accelerate/mixed_precision.h"
+#include "distributed/device_mesh.h"
 #include "parallel/parallel_engine.h"
 
 namespace accelerate {
@@ -24,11 +25,14 @@ struct EngineChoice {
   // The engine's own accumulation setting (DeepSpeed's), which wins over
   // the Accelerator's; nullopt: none.
   std::optional<int> gradient_accumulation_steps;
-  // Sequence-parallel group size (ParallelismConfig's sp_size; 1: none).
-  int sp_size = 1;
-  // Builds the engine once the job is connected; `scaler` is the fp16 loss
-  // scaler, or null.
-  std::function<std::unique_ptr<ParallelEngine>(std::shared_ptr<Communicator> communicator,
+  // The job's device mesh: ParallelismConfig's sp_size, and the
+  // data-parallel processes as replicas x shards, as the engine shards them
+  // (FSDP's hybrid strategies and dp_shard_size: shards within groups of
+  // consecutive ranks, replicated across them).
+  distributed::MeshShape mesh_shape;
+  // Builds the engine once the job is connected and its mesh laid out;
+  // `scaler` is the fp16 loss scaler, or null.
+  std::function<std::unique_ptr<ParallelEngine>(std::shared_ptr<distributed::DeviceMesh> mesh,
                                                 std::shared_ptr<GradScaler> scaler)>
       build;
 };

@@ -1,9 +1,10 @@
 # Sources of the library's distributed area (target_sources on 'accelerate'):
-# the Communicator over c10d, collectives, failure diagnosis and the
-# shared-memory collectives. Job state, which needs no LibTorch, is in
+# the Communicator over c10d, the device mesh that forms its groups,
+# collectives, failure diagnosis and the shared-memory collectives. Job state, which needs no LibTorch, is in
 # src/common/.
 target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/communicator.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/device_mesh.cpp
   ${CMAKE_CURRENT_LIST_DIR}/failure_diagnosis.cpp
   ${CMAKE_CURRENT_LIST_DIR}/flat_collectives.cpp
   ${CMAKE_CURRENT_LIST_DIR}/network.cpp
@@ -23,3 +24,5 @@ target_sources(accelerate PRIVATE
 # still adds its sources in rank order, so results are unchanged.
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/rank_ordered_sum.cpp
   PROPERTIES COMPILE_OPTIONS "-O3")
+# The mesh's arithmetic needs no LibTorch: the launcher judges layouts too.
+target_sources(accelerate_common PRIVATE ${CMAKE_CURRENT_LIST_DIR}/mesh_layout.cpp)

@@ -80,86 +80,47 @@ void check_quantized_on_cpu(const ShardingSettings& settings, const torch::nn::M
 
 }  // namespace
 
-namespace {
-
-// Groups of `size` consecutive ranks of `job` (a machine's, as launchers
-// number them, when `size` divides its processes); this process's.
-std::shared_ptr<Communicator> consecutive_groups(Communicator& job, int size) {
-  std::vector<std::vector<int>> groups(static_cast<std::size_t>(job.world_size() / size));
-  for (int rank = 0; rank < job.world_size(); ++rank)
-    groups[static_cast<std::size_t>(rank / size)].push_back(rank);
-  return job.split(groups);
-}
-
-}  // namespace
-
-// qgZ's two levels when the job spans machines of equal, consecutive
-// ranks (as launchers number them) and the shard group is the whole job.
-void ShardedEngine::add_machine_levels(Groups& groups, const ShardingSettings& settings) {
-  const JobState& job = groups.job->job();
-  const int world = groups.job->world_size(), per_machine = job.local_world_size;
-  if (!settings.quantized_gradients || settings.stage != ZeroStage::kParameters ||
-      groups.replicas || job.num_nodes <= 1 || per_machine <= 1 ||
-      per_machine * job.num_nodes != world) {
-    return;
-  }
-  std::vector<std::vector<int>> same_local_rank(static_cast<std::size_t>(per_machine));
-  for (int rank = 0; rank < world; ++rank)
-    same_local_rank[static_cast<std::size_t>(rank % per_machine)].push_back(rank);
-  groups.machine = consecutive_groups(*groups.job, per_machine);
-  groups.across = groups.job->split(same_local_rank);
-}
-
-ShardedEngine::Groups ShardedEngine::form_groups(std::shared_ptr<Communicator> job,
+ShardedEngine::Groups ShardedEngine::form_groups(distributed::DeviceMesh& mesh,
                                                  const ShardingSettings& settings) {
-  Groups groups = form_primary_groups(std::move(job), settings);
-  add_machine_levels(groups, settings);
+  using distributed::MeshDim;
+  const distributed::MeshShape& shape = mesh.shape();
+  const JobState& job = mesh.job()->job();
+  const int world = job.world_size;
+  const bool hybrid = shape.dp_replicate > 1 && shape.dp_shard > 1;
+  const int hpz = settings.hpz_partition_size;
+  const bool secondary = hpz > 1 && hpz < world && settings.stage == ZeroStage::kParameters;
+  // resolve_sharding_settings judged hpZ's size against the machines.
+  if (secondary && hybrid) {
+    throw ConfigError(
+        "ZeRO++ hpZ (zero_hpz_partition_size) and hybrid sharding cannot be combined; choose one");
+  }
+  if (secondary && world % hpz != 0) {
+    throw ConfigError("ZeRO++ hpZ: groups of " + std::to_string(hpz) +
+                      " processes do not divide the job's " + std::to_string(world));
+  }
+  Groups groups;
+  groups.job = mesh.job();
+  // Hybrid sharding: shards within groups of consecutive ranks (a machine's,
+  // as launchers number them), replicated across the groups.
+  groups.shard = mesh.group(hybrid ? distributed::kShardDims : distributed::kReplicaDims);
+  if (hybrid) groups.replicas = mesh.group({MeshDim::kDpReplicate});
+  if (secondary) groups.secondary = mesh.block(distributed::kReplicaDims, hpz);
+  // qgZ's two levels when the job spans machines of equal, consecutive
+  // ranks and the shard group is the whole job.
+  const int per_machine = job.local_world_size;
+  if (settings.quantized_gradients && settings.stage == ZeroStage::kParameters && !hybrid &&
+      job.num_nodes > 1 && per_machine > 1 && per_machine * job.num_nodes == world) {
+    groups.machine = mesh.block(distributed::kReplicaDims, per_machine);
+    groups.across = mesh.stride(distributed::kReplicaDims, per_machine);
+  }
   return groups;
 }
 
-ShardedEngine::Groups ShardedEngine::form_primary_groups(std::shared_ptr<Communicator> job,
-                                                         const ShardingSettings& settings) {
-  const int world = job->world_size();
-  const int hpz = settings.hpz_partition_size;
-  if (hpz > 1 && hpz < world && settings.stage == ZeroStage::kParameters) {
-    // resolve_sharding_settings judged the size against the machines.
-    if (world % hpz != 0) {
-      throw ConfigError("ZeRO++ hpZ: groups of " + std::to_string(hpz) +
-                        " processes do not divide the job's " + std::to_string(world));
-    }
-    if (settings.hybrid_shard_size > 1) {
-      throw ConfigError(
-          "ZeRO++ hpZ (zero_hpz_partition_size) and hybrid sharding cannot be "
-          "combined; choose one");
-    }
-    auto secondary = consecutive_groups(*job, hpz);
-    return {job, job, nullptr, std::move(secondary), nullptr, nullptr};
-  }
-  const int hybrid_shard_size = settings.hybrid_shard_size;
-  if (hybrid_shard_size <= 1 || hybrid_shard_size >= world)
-    return {job, job, nullptr, nullptr, nullptr, nullptr};
-  if (world % hybrid_shard_size != 0) {
-    throw ConfigError("hybrid sharding: shard groups of " + std::to_string(hybrid_shard_size) +
-                      " processes do not divide the job's " + std::to_string(world) + " processes");
-  }
-  // Group g holds ranks [g*G, (g+1)*G): a machine's, as launchers number
-  // them; replica group i holds the i-th process of every group.
-  const int groups = world / hybrid_shard_size;
-  std::vector<std::vector<int>> shard_groups(static_cast<std::size_t>(groups));
-  std::vector<std::vector<int>> replica_groups(static_cast<std::size_t>(hybrid_shard_size));
-  for (int rank = 0; rank < world; ++rank) {
-    shard_groups[static_cast<std::size_t>(rank / hybrid_shard_size)].push_back(rank);
-    replica_groups[static_cast<std::size_t>(rank % hybrid_shard_size)].push_back(rank);
-  }
-  auto shard = job->split(shard_groups);
-  auto replicas = job->split(replica_groups);
-  return {std::move(job), std::move(shard), std::move(replicas), nullptr, nullptr, nullptr};
-}
-
-ShardedEngine::ShardedEngine(std::shared_ptr<Communicator> communicator, ShardingSettings settings,
-                             GradientSyncOptions options, std::shared_ptr<GradScaler> scaler)
+ShardedEngine::ShardedEngine(const std::shared_ptr<distributed::DeviceMesh>& mesh,
+                             ShardingSettings settings, GradientSyncOptions options,
+                             std::shared_ptr<GradScaler> scaler)
     : settings_(std::move(settings)),
-      groups_(form_groups(std::move(communicator), settings_)),
+      groups_(form_groups(*mesh, settings_)),
       replicas_(groups_.shard, std::move(options)),
       scaler_(std::move(scaler)),
       file_objects_(settings_.file) {}

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "accelerate/grad_scaler.h"
+#include "distributed/device_mesh.h"
 #include "parallel/data_parallel_engine.h"
 #include "sharding/deepspeed_file_objects.h"
 #include "sharding/parameter_units.h"
@@ -20,8 +21,9 @@ namespace accelerate::sharding {
 
 class ShardedEngine : public ParallelEngine {
  public:
-  // `scaler`: the job's fp16 loss scaler, or null.
-  ShardedEngine(std::shared_ptr<Communicator> communicator, ShardingSettings settings,
+  // Shards over `mesh`'s dp_shard x sp groups, replicated over dp_replicate
+  // (hybrid sharding). `scaler`: the job's fp16 loss scaler, or null.
+  ShardedEngine(const std::shared_ptr<distributed::DeviceMesh>& mesh, ShardingSettings settings,
                 GradientSyncOptions options, std::shared_ptr<GradScaler> scaler);
   ~ShardedEngine() override;
 
@@ -94,11 +96,8 @@ class ShardedEngine : public ParallelEngine {
     std::shared_ptr<Communicator> machine;
     std::shared_ptr<Communicator> across;
   };
-  // Collective: every process makes the same groups, in the same order.
-  static Groups form_groups(std::shared_ptr<Communicator> job, const ShardingSettings& settings);
-  static Groups form_primary_groups(std::shared_ptr<Communicator> job,
-                                    const ShardingSettings& settings);
-  static void add_machine_levels(Groups& groups, const ShardingSettings& settings);
+  // Collective: every process asks the mesh for the same groups, in the same order.
+  static Groups form_groups(distributed::DeviceMesh& mesh, const ShardingSettings& settings);
 
   ShardingSettings settings_;
   Groups groups_;  // before replicas_, which runs on groups_.shard
