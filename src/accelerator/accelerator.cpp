@@ -121,7 +121,7 @@ Accelerator::Accelerator(std::shared_ptr<Communicator> communicator, Accelerator
 
 void Accelerator::form_mesh(const EngineChoice& engine) {
   mesh_ = std::make_shared<distributed::DeviceMesh>(comm_, engine.mesh_shape);
-  engine_ = engine.build(mesh_, scaler_);
+  engine_ = engine.build(*mesh_, scaler_);
   // After the engine's groups, in the same order on every process (forming
   // a group is collective).
   if (mesh_->shape().sp > 1)

@@ -21,11 +21,12 @@ distributed::MeshShape job_mesh_shape(int world_size, int sp,
   }
   const int hybrid = sharded->hybrid_shard_size;
   const int sharing = hybrid > 1 && hybrid < world_size ? hybrid : world_size;
-  if (world_size % sharing != 0 || sharing % sp != 0) {
+  // Machines of different sizes under the hybrid strategies (parallelism_sizes
+  // judged dp_shard_size x sp_size).
+  if (world_size % sharing != 0) {
     throw ConfigError("hybrid sharding: shard groups of " + std::to_string(sharing) +
                       " processes do not divide the job's " + std::to_string(world_size) +
-                      " processes" +
-                      (sp > 1 ? " into sequence-parallel groups of " + std::to_string(sp) : ""));
+                      " processes");
   }
   shape.dp_replicate = world_size / sharing;
   shape.dp_shard = sharing / sp;
@@ -44,9 +45,8 @@ EngineChoice choose_engine(const AcceleratorOptions& options, const Environment&
       sharding::resolve_sharding_settings(options, env, job, mixed_precision);
   choice.mesh_shape = job_mesh_shape(job.world_size, sizes ? sizes->sp : 1, sharded);
   if (!sharded) {
-    choice.build = [sync_options](std::shared_ptr<distributed::DeviceMesh> mesh,
-                                  std::shared_ptr<GradScaler>) {
-      return std::make_unique<DataParallelEngine>(mesh->group(distributed::kReplicaDims),
+    choice.build = [sync_options](distributed::DeviceMesh& mesh, std::shared_ptr<GradScaler>) {
+      return std::make_unique<DataParallelEngine>(mesh.group(distributed::kReplicaDims),
                                                   sync_options);
     };
     return choice;
@@ -54,9 +54,8 @@ EngineChoice choose_engine(const AcceleratorOptions& options, const Environment&
   choice.mixed_precision = sharded->mixed_precision;
   choice.gradient_accumulation_steps = sharded->plugin.gradient_accumulation_steps();
   choice.build = [sync_options, settings = std::move(*sharded)](
-                     std::shared_ptr<distributed::DeviceMesh> mesh,
-                     std::shared_ptr<GradScaler> scaler) {
-    return std::make_unique<sharding::ShardedEngine>(std::move(mesh), settings, sync_options,
+                     distributed::DeviceMesh& mesh, std::shared_ptr<GradScaler> scaler) {
+    return std::make_unique<sharding::ShardedEngine>(mesh, settings, sync_options,
                                                      std::move(scaler));
   };
   return choice;

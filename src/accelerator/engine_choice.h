@@ -32,7 +32,7 @@ struct EngineChoice {
   distributed::MeshShape mesh_shape;
   // Builds the engine once the job is connected and its mesh laid out;
   // `scaler` is the fp16 loss scaler, or null.
-  std::function<std::unique_ptr<ParallelEngine>(std::shared_ptr<distributed::DeviceMesh> mesh,
+  std::function<std::unique_ptr<ParallelEngine>(distributed::DeviceMesh& mesh,
                                                 std::shared_ptr<GradScaler> scaler)>
       build;
 };

@@ -1,7 +1,7 @@
 # Sources of the library's distributed area (target_sources on 'accelerate'):
 # the Communicator over c10d, the device mesh that forms its groups,
-# collectives, failure diagnosis and the shared-memory collectives. Job state, which needs no LibTorch, is in
-# src/common/.
+# collectives, failure diagnosis and the shared-memory collectives. Job
+# state, which needs no LibTorch, is in src/common/.
 target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/communicator.cpp
   ${CMAKE_CURRENT_LIST_DIR}/device_mesh.cpp

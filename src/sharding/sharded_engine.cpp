@@ -87,16 +87,12 @@ ShardedEngine::Groups ShardedEngine::form_groups(distributed::DeviceMesh& mesh,
   const JobState& job = mesh.job()->job();
   const int world = job.world_size;
   const bool hybrid = shape.dp_replicate > 1 && shape.dp_shard > 1;
+  // hpz_partition_size gave 1 unless stage 3 and a divisor of each
+  // machine's processes below the job's.
   const int hpz = settings.hpz_partition_size;
-  const bool secondary = hpz > 1 && hpz < world && settings.stage == ZeroStage::kParameters;
-  // resolve_sharding_settings judged hpZ's size against the machines.
-  if (secondary && hybrid) {
+  if (hpz > 1 && hybrid) {
     throw ConfigError(
         "ZeRO++ hpZ (zero_hpz_partition_size) and hybrid sharding cannot be combined; choose one");
-  }
-  if (secondary && world % hpz != 0) {
-    throw ConfigError("ZeRO++ hpZ: groups of " + std::to_string(hpz) +
-                      " processes do not divide the job's " + std::to_string(world));
   }
   Groups groups;
   groups.job = mesh.job();
@@ -104,7 +100,7 @@ ShardedEngine::Groups ShardedEngine::form_groups(distributed::DeviceMesh& mesh,
   // as launchers number them), replicated across the groups.
   groups.shard = mesh.group(hybrid ? distributed::kShardDims : distributed::kReplicaDims);
   if (hybrid) groups.replicas = mesh.group({MeshDim::kDpReplicate});
-  if (secondary) groups.secondary = mesh.block(distributed::kReplicaDims, hpz);
+  if (hpz > 1) groups.secondary = mesh.block(distributed::kReplicaDims, hpz);
   // qgZ's two levels when the job spans machines of equal, consecutive
   // ranks and the shard group is the whole job.
   const int per_machine = job.local_world_size;
@@ -116,11 +112,10 @@ ShardedEngine::Groups ShardedEngine::form_groups(distributed::DeviceMesh& mesh,
   return groups;
 }
 
-ShardedEngine::ShardedEngine(const std::shared_ptr<distributed::DeviceMesh>& mesh,
-                             ShardingSettings settings, GradientSyncOptions options,
-                             std::shared_ptr<GradScaler> scaler)
+ShardedEngine::ShardedEngine(distributed::DeviceMesh& mesh, ShardingSettings settings,
+                             GradientSyncOptions options, std::shared_ptr<GradScaler> scaler)
     : settings_(std::move(settings)),
-      groups_(form_groups(*mesh, settings_)),
+      groups_(form_groups(mesh, settings_)),
       replicas_(groups_.shard, std::move(options)),
       scaler_(std::move(scaler)),
       file_objects_(settings_.file) {}

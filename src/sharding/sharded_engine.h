@@ -23,7 +23,7 @@ class ShardedEngine : public ParallelEngine {
  public:
   // Shards over `mesh`'s dp_shard x sp groups, replicated over dp_replicate
   // (hybrid sharding). `scaler`: the job's fp16 loss scaler, or null.
-  ShardedEngine(const std::shared_ptr<distributed::DeviceMesh>& mesh, ShardingSettings settings,
+  ShardedEngine(distributed::DeviceMesh& mesh, ShardingSettings settings,
                 GradientSyncOptions options, std::shared_ptr<GradScaler> scaler);
   ~ShardedEngine() override;
 
