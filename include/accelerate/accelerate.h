@@ -4,7 +4,7 @@
 // TrainingArguments, callbacks), accelerate/bpe_tokenizer.h,
 // accelerate/attention.h, accelerate/activations.h, accelerate/cross_entropy.h,
 // accelerate/rms_norm.h, accelerate/adafactor.h, accelerate/fused_adamw.h,
-// accelerate/mnist.h.
+// accelerate/parallel_layers.h (tensor-parallel layers), accelerate/mnist.h.
 #pragma once
 
 #include "accelerate/accelerator.h"
@@ -54,6 +54,7 @@
 #include "accelerate/safetensors.h"
 #include "accelerate/scheduler.h"
 #include "accelerate/sequence_parallel.h"
+#include "accelerate/tensor_parallel.h"
 #include "accelerate/tensorboard.h"
 #include "accelerate/tracker_value.h"
 #include "accelerate/tracking.h"

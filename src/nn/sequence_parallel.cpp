@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "accelerate/errors.h"
+#include "nn/group_capsule.h"
 
 namespace accelerate {
 namespace {
@@ -16,20 +17,8 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// The group's communicator, kept in an autograd context until backward.
-struct GroupCapsule : torch::CustomClassHolder {
-  explicit GroupCapsule(std::shared_ptr<Communicator> g) : group(std::move(g)) {}
-  std::shared_ptr<Communicator> group;
-};
-
-c10::IValue capsule_of(const std::shared_ptr<Communicator>& group) {
-  return c10::IValue::make_capsule(c10::make_intrusive<GroupCapsule>(group));
-}
-
-Communicator& group_in(AutogradContext* ctx) {
-  return *c10::static_intrusive_pointer_cast<GroupCapsule>(ctx->saved_data["group"].toCapsule())
-              ->group;
-}
+using detail::capsule_of;
+using detail::group_in;
 
 // Row r of `send` ([sp, ...], contiguous) to rank r of the group; the rows
 // received, in rank order (any dtype: the Communicator moves the bytes).

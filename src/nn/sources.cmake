@@ -1,7 +1,8 @@
 # Sources of the library's nn area (target_sources on 'accelerate'): building
 # blocks for models: attention (include/accelerate/attention.h), activations
 # (activations.h), the cross-entropy loss (cross_entropy.h), the RMS norm
-# (rms_norm.h), rotary embeddings (rotary_embedding.h), sequence parallelism.
+# (rms_norm.h), rotary embeddings (rotary_embedding.h), sequence parallelism, tensor parallelism
+# (tensor_parallel.h) and the layers it splits (parallel_layers.h).
 target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/activations.cpp
   ${CMAKE_CURRENT_LIST_DIR}/attention.cpp
@@ -12,13 +13,16 @@ target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cross_entropy_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/float_causal_attention.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gelu_kernels.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/parallel_layers.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rms_norm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rms_norm_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rotary_embedding.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rotary_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sequence_parallel.cpp
   ${CMAKE_CURRENT_LIST_DIR}/silu_kernels.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/small_gemm.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/small_gemm.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/tensor_parallel.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/vocab_parallel_cross_entropy.cpp)
 # The kernels' loops are written for the compiler to vectorize, which GCC
 # does for them only at -O3 (its -O2 cost model refuses loops with a
 # remainder); kept out of unity batches so the flag stays on these files

@@ -1,0 +1,253 @@
+#include "accelerate/parallel_layers.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/init.h>
+
+#include <cmath>
+#include <string>
+
+#include "accelerate/detail/enum_names.h"
+#include "accelerate/errors.h"
+
+namespace accelerate {
+namespace {
+
+constexpr detail::EnumName<TensorParallelStyle> kTensorParallelStyleNames[] = {
+    {TensorParallelStyle::kReplicate, "replicate"},
+    {TensorParallelStyle::kColwise, "colwise"},
+    {TensorParallelStyle::kColwiseRep, "colwise_rep"},
+    {TensorParallelStyle::kRowwise, "rowwise"},
+};
+static_assert(detail::names_are_distinct(kTensorParallelStyleNames));
+
+bool splits(TensorParallelStyle style, const TensorParallel& tp) {
+  return tp.enabled() && style != TensorParallelStyle::kReplicate;
+}
+
+// `what` of `layer`, as the messages name it: "ParallelLinear (colwise, tp 2)".
+std::string layer_name(const char* layer, TensorParallelStyle style, const TensorParallel& tp) {
+  return std::string(layer) + " (" + to_string(style) + ", tp " + std::to_string(tp.size()) + ")";
+}
+
+TensorParallelRange split_range(int64_t total, const char* what, const std::string& layer,
+                                const TensorParallel& tp) {
+  if (total < tp.size()) {
+    throw ConfigError(layer + ": " + std::to_string(total) + " " + what +
+                      " cannot be split over tp_size " + std::to_string(tp.size()));
+  }
+  return tensor_parallel_range(total, tp);
+}
+
+// `tensor` becomes a tensor of its own holding rows [range) of `dim` (the
+// same parameter object, so optimizers built before keep it; the whole's
+// memory is freed).
+void keep_part(at::Tensor& tensor, int64_t dim, TensorParallelRange range) {
+  if (!tensor.defined()) return;
+  at::NoGradGuard no_grad;
+  tensor.set_data(
+      tensor.narrow(dim, range.start, range.length).clone(at::MemoryFormat::Contiguous));
+}
+
+}  // namespace
+
+const char* to_string(TensorParallelStyle style) {
+  return detail::enum_name(kTensorParallelStyleNames, style, "?");
+}
+
+std::optional<TensorParallelStyle> parse_tensor_parallel_style(const std::string& text) {
+  return detail::parse_enum(kTensorParallelStyleNames, text, detail::NameCase::kExact);
+}
+
+// ---- ParallelLinear -----------------------------------------------------
+
+ParallelLinearImpl::ParallelLinearImpl(const torch::nn::LinearOptions& options)
+    : options_(options) {
+  reset();
+}
+
+void ParallelLinearImpl::reset() {
+  weight =
+      register_parameter("weight", torch::empty({options_.out_features(), options_.in_features()}));
+  bias = options_.bias() ? register_parameter("bias", torch::empty({options_.out_features()}))
+                         : register_parameter("bias", {}, /*requires_grad=*/false);
+  reset_parameters();
+}
+
+void ParallelLinearImpl::reset_parameters() {
+  // torch::nn::Linear's draws on the whole layer, then this rank's part of
+  // them, so every rank with the same generator state holds parts of one
+  // whole layer (and a layer never split draws as torch::nn::Linear).
+  at::NoGradGuard no_grad;
+  at::Tensor whole_weight =
+      at::empty({options_.out_features(), options_.in_features()}, weight.options());
+  torch::nn::init::kaiming_uniform_(whole_weight, std::sqrt(5));
+  at::Tensor whole_bias;
+  if (bias.defined()) {
+    const double bound = 1 / std::sqrt(static_cast<double>(options_.in_features()));
+    whole_bias = at::empty({options_.out_features()}, bias.options());
+    torch::nn::init::uniform_(whole_bias, -bound, bound);
+  }
+  const std::optional<int64_t> dim = weight_split_dim();
+  if (!dim) {
+    weight.set_data(whole_weight);
+    if (bias.defined()) bias.set_data(whole_bias);
+    return;
+  }
+  const int64_t total = *dim == 0 ? options_.out_features() : options_.in_features();
+  const TensorParallelRange range = tensor_parallel_range(total, tp_);
+  weight.set_data(whole_weight);
+  keep_part(weight, *dim, range);
+  if (bias.defined()) {
+    bias.set_data(whole_bias);
+    if (*dim == 0) keep_part(bias, 0, range);
+  }
+}
+
+std::optional<int64_t> ParallelLinearImpl::weight_split_dim() const {
+  if (!splits(style_, tp_)) return std::nullopt;
+  return style_ == TensorParallelStyle::kRowwise ? 1 : 0;
+}
+
+void ParallelLinearImpl::parallelize(TensorParallelStyle style, const TensorParallel& tp,
+                                     bool sequence_parallel) {
+  if (splits(style_, tp_)) {
+    throw ConfigError(layer_name("ParallelLinear", style_, tp_) +
+                      ": already split; a layer is split once");
+  }
+  const std::string name = layer_name("ParallelLinear", style, tp);
+  if (splits(style, tp)) {
+    if (style == TensorParallelStyle::kRowwise) {
+      keep_part(weight, 1, split_range(options_.in_features(), "input features", name, tp));
+    } else {
+      if (style == TensorParallelStyle::kColwiseRep && options_.out_features() % tp.size() != 0) {
+        throw ConfigError(name + ": " + std::to_string(options_.out_features()) +
+                          " output features are not divisible by tp_size " +
+                          std::to_string(tp.size()) + " (the result is gathered whole)");
+      }
+      const TensorParallelRange range =
+          split_range(options_.out_features(), "output features", name, tp);
+      keep_part(weight, 0, range);
+      keep_part(bias, 0, range);
+    }
+  }
+  style_ = style;
+  sequence_parallel_ = sequence_parallel;
+  tp_ = tp;
+}
+
+at::Tensor ParallelLinearImpl::forward(const at::Tensor& x) {
+  if (!splits(style_, tp_)) return at::linear(x, weight, bias);
+  const int64_t width = x.dim() == 0 ? -1 : x.size(-1);
+  if (style_ == TensorParallelStyle::kRowwise) {
+    const int64_t part = weight.size(1), whole = options_.in_features();
+    at::Tensor x_part = x;
+    if (width != part) {
+      if (width != whole || whole % tp_.size() != 0) {
+        throw Error(layer_name("ParallelLinear", style_, tp_) + ": the input has " +
+                    std::to_string(width) + " features, not this rank's " + std::to_string(part) +
+                    (whole % tp_.size() == 0 ? " or the whole " + std::to_string(whole) : ""));
+      }
+      x_part = scatter_to_tensor_parallel(x, tp_, -1);
+    }
+    const at::Tensor partial = at::linear(x_part, weight);
+    if (!sequence_parallel_) {
+      at::Tensor y = reduce_from_tensor_parallel(partial, tp_);
+      return bias.defined() ? y + bias : y;
+    }
+    at::Tensor y = reduce_scatter_tokens(partial, tp_);
+    return bias.defined() ? y + copy_to_tensor_parallel(bias, tp_) : y;
+  }
+  if (width != options_.in_features()) {
+    throw Error(layer_name("ParallelLinear", style_, tp_) + ": the input has " +
+                std::to_string(width) + " features, not " + std::to_string(options_.in_features()));
+  }
+  const at::Tensor whole =
+      sequence_parallel_ ? gather_tokens(x, tp_) : copy_to_tensor_parallel(x, tp_);
+  at::Tensor y = at::linear(whole, weight, bias);
+  return style_ == TensorParallelStyle::kColwiseRep ? gather_from_tensor_parallel(y, tp_, -1) : y;
+}
+
+// ---- ParallelEmbedding --------------------------------------------------
+
+ParallelEmbeddingImpl::ParallelEmbeddingImpl(const torch::nn::EmbeddingOptions& options)
+    : options_(options) {
+  const char* unsupported = options.max_norm()             ? "max_norm"
+                            : options.scale_grad_by_freq() ? "scale_grad_by_freq"
+                            : options.sparse()             ? "sparse"
+                            : options._weight().defined()  ? "_weight"
+                                                           : nullptr;
+  if (unsupported != nullptr) {
+    throw ConfigError(std::string("ParallelEmbedding takes num_embeddings, embedding_dim and "
+                                  "padding_idx; ") +
+                      unsupported + " is set");
+  }
+  if (options_.padding_idx() && *options_.padding_idx() < 0) {
+    options_.padding_idx(*options_.padding_idx() + options_.num_embeddings());
+  }
+  if (options_.padding_idx() &&
+      (*options_.padding_idx() < 0 || *options_.padding_idx() >= options_.num_embeddings())) {
+    throw ConfigError("ParallelEmbedding: padding_idx is outside the " +
+                      std::to_string(options_.num_embeddings()) + " embeddings");
+  }
+  rows_ = {0, options_.num_embeddings()};
+  reset();
+}
+
+void ParallelEmbeddingImpl::reset() {
+  weight = register_parameter("weight",
+                              torch::empty({options_.num_embeddings(), options_.embedding_dim()}));
+  reset_parameters();
+}
+
+void ParallelEmbeddingImpl::reset_parameters() {
+  at::NoGradGuard no_grad;
+  at::Tensor whole =
+      at::empty({options_.num_embeddings(), options_.embedding_dim()}, weight.options());
+  torch::nn::init::normal_(whole);
+  if (options_.padding_idx()) whole[*options_.padding_idx()].fill_(0);
+  weight.set_data(whole);
+  if (rows_.length != options_.num_embeddings()) keep_part(weight, 0, rows_);
+}
+
+void ParallelEmbeddingImpl::parallelize(TensorParallelStyle style, const TensorParallel& tp) {
+  if (splits(style_, tp_)) {
+    throw ConfigError(layer_name("ParallelEmbedding", style_, tp_) +
+                      ": already split; a layer is split once");
+  }
+  if (style != TensorParallelStyle::kReplicate && style != TensorParallelStyle::kRowwise) {
+    throw ConfigError(std::string("ParallelEmbedding: an embedding splits by vocabulary "
+                                  "(rowwise) or not at all (replicate), not ") +
+                      to_string(style));
+  }
+  if (splits(style, tp)) {
+    rows_ = split_range(options_.num_embeddings(), "embeddings",
+                        layer_name("ParallelEmbedding", style, tp), tp);
+    keep_part(weight, 0, rows_);
+  }
+  style_ = style;
+  tp_ = tp;
+}
+
+at::Tensor ParallelEmbeddingImpl::forward(const at::Tensor& input_ids) {
+  const int64_t padding = options_.padding_idx().value_or(-1);
+  if (!splits(style_, tp_)) return at::embedding(weight, input_ids, padding);
+  if (input_ids.numel() > 0) {
+    const int64_t low = input_ids.min().item<int64_t>(), high = input_ids.max().item<int64_t>();
+    if (low < 0 || high >= options_.num_embeddings()) {
+      throw Error(layer_name("ParallelEmbedding", style_, tp_) + ": id " +
+                  std::to_string(low < 0 ? low : high) + " is outside the " +
+                  std::to_string(options_.num_embeddings()) + " embeddings");
+    }
+  }
+  // Ids of other ranks' rows look up row 0 and are zeroed (their gradient
+  // too); the group's sum then holds every id's row exactly once.
+  const at::Tensor mine = (input_ids >= rows_.start) & (input_ids < rows_.end());
+  const at::Tensor local = (input_ids - rows_.start).masked_fill(mine.logical_not(), 0);
+  const int64_t local_padding =
+      padding >= rows_.start && padding < rows_.end() ? padding - rows_.start : -1;
+  const at::Tensor part =
+      at::embedding(weight, local, local_padding).masked_fill(mine.logical_not().unsqueeze(-1), 0);
+  return reduce_from_tensor_parallel(part, tp_);
+}
+
+}  // namespace accelerate

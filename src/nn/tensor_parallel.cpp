@@ -1,0 +1,227 @@
+#include "accelerate/tensor_parallel.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "accelerate/errors.h"
+#include "nn/group_capsule.h"
+
+namespace accelerate {
+namespace {
+
+using detail::capsule_of;
+using detail::group_in;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+int64_t wrapped_dim(const at::Tensor& x, int64_t dim, const char* where) {
+  const int64_t rank = x.dim();
+  if (dim < -rank || dim >= rank) {
+    throw Error(std::string(where) + ": dimension " + std::to_string(dim) +
+                " is out of range for a tensor of " + std::to_string(rank) + " dimensions");
+  }
+  return dim < 0 ? dim + rank : dim;
+}
+
+// Checked before any message, so every rank (same shapes) refuses alike
+// instead of leaving the others waiting.
+void require_divisible(const at::Tensor& x, int64_t dim, int tp, const char* what,
+                       const char* where) {
+  if (x.size(dim) % tp != 0) {
+    throw Error(std::string(where) + ": " + std::to_string(x.size(dim)) + " " + what +
+                " are not divisible by tp_size " + std::to_string(tp));
+  }
+}
+
+// Every rank's `x` (equal shapes) concatenated along `dim` in rank order.
+at::Tensor gather_along(const at::Tensor& x, int64_t dim, Communicator& group) {
+  const at::Tensor part = x.contiguous();
+  at::Tensor rows = at::empty({group.world_size() * part.numel()}, part.options());
+  group.all_gather_into(part, rows);
+  std::vector<int64_t> stacked{group.world_size()};
+  stacked.insert(stacked.end(), part.sizes().begin(), part.sizes().end());
+  return at::cat(rows.view(stacked).unbind(0), dim);
+}
+
+// This rank's 1/tp of `x` along `dim`, a tensor of its own.
+at::Tensor part_along(const at::Tensor& x, int64_t dim, const Communicator& group) {
+  const int64_t length = x.size(dim) / group.world_size();
+  return x.narrow(dim, group.rank() * length, length).clone(at::MemoryFormat::Contiguous);
+}
+
+// This rank's 1/tp along `dim` of the sum of every rank's `x`, summed in rank
+// order by the Communicator's reduce-scatter (half an all-reduce's bytes).
+at::Tensor reduce_scatter_along(const at::Tensor& x, int64_t dim, Communicator& group) {
+  const int64_t tp = group.world_size();
+  std::vector<int64_t> split(x.sizes().begin(), x.sizes().end());
+  split[dim] /= tp;
+  split.insert(split.begin() + dim, tp);
+  // Row r of the buffer: the r-th stretch along `dim`, for rank r.
+  const at::Tensor rows = x.reshape(split).movedim(dim, 0);
+  at::Tensor buffer = group.reduce_scatter_buffer(x.numel(), x.options());
+  buffer.view(rows.sizes()).copy_(rows);
+  split.erase(split.begin() + dim);
+  at::Tensor part = at::empty(split, x.options());
+  group.reduce_scatter_sum(buffer, part);
+  return part;
+}
+
+at::Tensor summed(const at::Tensor& x, Communicator& group) {
+  at::Tensor sum = x.clone(at::MemoryFormat::Contiguous);
+  group.all_reduce(sum, ReduceOp::kSum);
+  return sum;
+}
+
+struct CopyToGroup : torch::autograd::Function<CopyToGroup> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::IValue group) {
+    ctx->saved_data["group"] = std::move(group);
+    return x;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {summed(grads[0], group_in(ctx)), at::Tensor()};
+  }
+};
+
+struct ReduceFromGroup : torch::autograd::Function<ReduceFromGroup> {
+  static at::Tensor forward(AutogradContext*, const at::Tensor& x, c10::IValue group) {
+    return summed(x, detail::group_of(group));
+  }
+  static variable_list backward(AutogradContext*, variable_list grads) {
+    return {grads[0], at::Tensor()};
+  }
+};
+
+// Forward gather, backward this rank's part (the consumer is replicated).
+struct GatherFromGroup : torch::autograd::Function<GatherFromGroup> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::IValue group,
+                            int64_t dim) {
+    ctx->saved_data["group"] = std::move(group);
+    ctx->saved_data["dim"] = dim;
+    return gather_along(x, dim, group_in(ctx));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {part_along(grads[0], ctx->saved_data["dim"].toInt(), group_in(ctx)), at::Tensor(),
+            at::Tensor()};
+  }
+};
+
+// Forward this rank's part, backward the parts gathered.
+struct ScatterToGroup : torch::autograd::Function<ScatterToGroup> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::IValue group,
+                            int64_t dim) {
+    ctx->saved_data["group"] = std::move(group);
+    ctx->saved_data["dim"] = dim;
+    return part_along(x, dim, group_in(ctx));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {gather_along(grads[0], ctx->saved_data["dim"].toInt(), group_in(ctx)), at::Tensor(),
+            at::Tensor()};
+  }
+};
+
+// Forward gather, backward reduce-scatter (every rank's consumer read the
+// whole and holds a partial gradient of it).
+struct GatherReducingBack : torch::autograd::Function<GatherReducingBack> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::IValue group,
+                            int64_t dim) {
+    ctx->saved_data["group"] = std::move(group);
+    ctx->saved_data["dim"] = dim;
+    return gather_along(x, dim, group_in(ctx));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {reduce_scatter_along(grads[0], ctx->saved_data["dim"].toInt(), group_in(ctx)),
+            at::Tensor(), at::Tensor()};
+  }
+};
+
+// Forward reduce-scatter, backward gather.
+struct ReduceScatterToGroup : torch::autograd::Function<ReduceScatterToGroup> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::IValue group,
+                            int64_t dim) {
+    ctx->saved_data["group"] = std::move(group);
+    ctx->saved_data["dim"] = dim;
+    return reduce_scatter_along(x, dim, group_in(ctx));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {gather_along(grads[0], ctx->saved_data["dim"].toInt(), group_in(ctx)), at::Tensor(),
+            at::Tensor()};
+  }
+};
+
+constexpr int64_t kTokenDim = 1;  // of [batch, tokens, ...]
+
+void require_token_rank(const at::Tensor& x, const char* where) {
+  if (x.dim() < 2) {
+    throw Error(std::string(where) + " expects [batch, tokens, ...], got " +
+                std::to_string(x.dim()) + " dimensions");
+  }
+}
+
+}  // namespace
+
+TensorParallel::TensorParallel(std::shared_ptr<Communicator> group) : group_(std::move(group)) {
+  if (group_ && group_->world_size() == 1) group_.reset();
+}
+
+TensorParallelRange tensor_parallel_range(int64_t total, int size, int rank) {
+  if (total < 0 || size < 1 || rank < 0 || rank >= size) {
+    throw Error("tensor_parallel_range: rank " + std::to_string(rank) + " of " +
+                std::to_string(size) + " processes cannot hold a part of " + std::to_string(total) +
+                " rows");
+  }
+  const int64_t base = total / size, longer = total % size;
+  return {rank * base + std::min<int64_t>(rank, longer), base + (rank < longer ? 1 : 0)};
+}
+
+TensorParallelRange tensor_parallel_range(int64_t total, const TensorParallel& tp) {
+  return tensor_parallel_range(total, tp.size(), tp.rank());
+}
+
+at::Tensor copy_to_tensor_parallel(const at::Tensor& x, const TensorParallel& tp) {
+  if (!tp.enabled()) return x;
+  return CopyToGroup::apply(x, capsule_of(tp.group()));
+}
+
+at::Tensor reduce_from_tensor_parallel(const at::Tensor& x, const TensorParallel& tp) {
+  if (!tp.enabled()) return x;
+  return ReduceFromGroup::apply(x, capsule_of(tp.group()));
+}
+
+at::Tensor gather_from_tensor_parallel(const at::Tensor& x, const TensorParallel& tp, int64_t dim) {
+  dim = wrapped_dim(x, dim, "gather_from_tensor_parallel");
+  if (!tp.enabled()) return x;
+  return GatherFromGroup::apply(x, capsule_of(tp.group()), dim);
+}
+
+at::Tensor scatter_to_tensor_parallel(const at::Tensor& x, const TensorParallel& tp, int64_t dim) {
+  dim = wrapped_dim(x, dim, "scatter_to_tensor_parallel");
+  if (!tp.enabled()) return x;
+  require_divisible(x, dim, tp.size(), "elements", "scatter_to_tensor_parallel");
+  return ScatterToGroup::apply(x, capsule_of(tp.group()), dim);
+}
+
+at::Tensor gather_tokens(const at::Tensor& x, const TensorParallel& tp) {
+  require_token_rank(x, "gather_tokens");
+  if (!tp.enabled()) return x;
+  return GatherReducingBack::apply(x, capsule_of(tp.group()), kTokenDim);
+}
+
+at::Tensor reduce_scatter_tokens(const at::Tensor& x, const TensorParallel& tp) {
+  require_token_rank(x, "reduce_scatter_tokens");
+  if (!tp.enabled()) return x;
+  require_divisible(x, kTokenDim, tp.size(), "tokens", "reduce_scatter_tokens");
+  return ReduceScatterToGroup::apply(x, capsule_of(tp.group()), kTokenDim);
+}
+
+at::Tensor scatter_tokens(const at::Tensor& x, const TensorParallel& tp) {
+  require_token_rank(x, "scatter_tokens");
+  if (!tp.enabled()) return x;
+  require_divisible(x, kTokenDim, tp.size(), "tokens", "scatter_tokens");
+  return ScatterToGroup::apply(x, capsule_of(tp.group()), kTokenDim);
+}
+
+}  // namespace accelerate
