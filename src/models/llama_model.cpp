@@ -22,8 +22,16 @@ namespace {
 
 constexpr double kPi = 3.14159265358979323846;
 
-torch::nn::Linear projection(int64_t in, int64_t out, bool bias) {
-  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+ParallelLinear projection(int64_t in, int64_t out, bool bias) {
+  return ParallelLinear(torch::nn::LinearOptions(in, out).bias(bias));
+}
+
+// Checked before anything is split, alike on every rank.
+void require_divisible(int64_t count, const char* what, int size, const char* group) {
+  if (count % size != 0) {
+    throw Error("Llama: " + std::string(what) + " " + std::to_string(count) +
+                " is not divisible by " + group + " " + std::to_string(size));
+  }
 }
 
 // [batch, kv_heads, tokens, d] -> [batch, kv_heads * groups, tokens, d],
@@ -86,10 +94,14 @@ at::Tensor LlamaAttentionImpl::forward(const at::Tensor& x, const at::Tensor& co
   auto heads = [&](const at::Tensor& projected, int64_t count) {
     return projected.view({batch, tokens, count, head_dim_});
   };
+  // This rank's heads: all of them, or 1/tp (whole groups of query heads
+  // with their key/value head, as tp divides both counts).
+  const int64_t my_heads = heads_ / tensor_parallel_.size();
+  const int64_t my_kv_heads = kv_heads_ / tensor_parallel_.size();
   // cos/sin [tokens, d] broadcast over batch and heads.
-  const at::Tensor q = rotary_embedding(heads(q_proj(x), heads_), cos, sin).transpose(1, 2);
-  const at::Tensor k = rotary_embedding(heads(k_proj(x), kv_heads_), cos, sin).transpose(1, 2);
-  const at::Tensor v = heads(v_proj(x), kv_heads_).transpose(1, 2);
+  const at::Tensor q = rotary_embedding(heads(q_proj(x), my_heads), cos, sin).transpose(1, 2);
+  const at::Tensor k = rotary_embedding(heads(k_proj(x), my_kv_heads), cos, sin).transpose(1, 2);
+  const at::Tensor v = heads(v_proj(x), my_kv_heads).transpose(1, 2);
   const int64_t groups = heads_ / kv_heads_;
   // The scale is 1/sqrt(head_dim), transformers' `scaling`. Keys and values
   // are repeated per query head before a sequence-parallel split, so the
@@ -98,7 +110,7 @@ at::Tensor LlamaAttentionImpl::forward(const at::Tensor& x, const at::Tensor& co
   const at::Tensor attended =
       ulysses_attention(q, repeat_kv(k, groups), repeat_kv(v, groups), sequence_parallel_,
                         AttentionOptions().sliding_window(sliding_window_));
-  return o_proj(attended.transpose(1, 2).reshape({batch, tokens, heads_ * head_dim_}));
+  return o_proj(attended.transpose(1, 2).reshape({batch, tokens, my_heads * head_dim_}));
 }
 
 LlamaMLPImpl::LlamaMLPImpl(const LlamaConfig& config) {
@@ -133,7 +145,7 @@ at::Tensor LlamaDecoderLayerImpl::forward(const at::Tensor& x, const at::Tensor&
 LlamaModelImpl::LlamaModelImpl(const LlamaConfig& config) : config_(config) {
   config.validate();
   embed_tokens =
-      register_module("embed_tokens", torch::nn::Embedding(config.vocab_size, config.hidden_size));
+      register_module("embed_tokens", ParallelEmbedding(config.vocab_size, config.hidden_size));
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.num_hidden_layers; ++i)
     layers->push_back(LlamaDecoderLayer(config, i));
@@ -177,13 +189,22 @@ at::Tensor LlamaModelImpl::forward(const at::Tensor& input_ids, const at::Tensor
 }
 
 void LlamaModelImpl::use_sequence_parallel(const SequenceParallel& sp) {
-  if (config_.num_attention_heads % sp.size() != 0) {
-    throw Error("Llama: num_attention_heads " + std::to_string(config_.num_attention_heads) +
-                " is not divisible by sp_size " + std::to_string(sp.size()));
+  if (tensor_parallel_.enabled()) {
+    require_divisible(config_.num_attention_heads / tensor_parallel_.size(),
+                      "num_attention_heads / tp_size", sp.size(), "sp_size");
+  } else {
+    require_divisible(config_.num_attention_heads, "num_attention_heads", sp.size(), "sp_size");
   }
   sequence_parallel_ = sp;
   for (const auto& child : *layers) {
     child->as<LlamaDecoderLayer>()->self_attn->set_sequence_parallel(sp);
+  }
+}
+
+void LlamaModelImpl::set_tensor_parallel(const TensorParallel& tp) {
+  tensor_parallel_ = tp;
+  for (const auto& child : *layers) {
+    child->as<LlamaDecoderLayer>()->self_attn->set_tensor_parallel(tp);
   }
 }
 
@@ -200,7 +221,44 @@ LlamaForCausalLMImpl::LlamaForCausalLMImpl(LlamaConfig config) : config_(std::mo
 at::Tensor LlamaForCausalLMImpl::forward(const at::Tensor& input_ids,
                                          const at::Tensor& position_ids) {
   const at::Tensor hidden = model(input_ids, position_ids);
-  return lm_head ? lm_head(hidden) : at::linear(hidden, model->embed_tokens->weight);
+  if (lm_head) return lm_head(hidden);
+  // Tied: the embedding's rows are the head's output features, so a split
+  // embedding is a colwise head whose logits are gathered.
+  const TensorParallel& tp = tensor_parallel();
+  return gather_from_tensor_parallel(
+      at::linear(copy_to_tensor_parallel(hidden, tp), model->embed_tokens->weight), tp, -1);
+}
+
+TensorParallelPlan LlamaForCausalLMImpl::tensor_parallel_plan(const LlamaConfig& config) {
+  std::vector<std::pair<std::string, std::string>> words = {
+      {"model.embed_tokens", "rowwise"},
+      {"model.layers.*.self_attn.q_proj", "colwise"},
+      {"model.layers.*.self_attn.k_proj", "colwise"},
+      {"model.layers.*.self_attn.v_proj", "colwise"},
+      {"model.layers.*.self_attn.o_proj", "rowwise"},
+      {"model.layers.*.mlp.gate_proj", "colwise"},
+      {"model.layers.*.mlp.up_proj", "colwise"},
+      {"model.layers.*.mlp.down_proj", "rowwise"},
+  };
+  if (!config.tie_word_embeddings) words.push_back({"lm_head", "colwise_rep"});
+  return parse_tensor_parallel_plan(words);
+}
+
+void LlamaForCausalLMImpl::parallelize(const TensorParallel& tp) {
+  if (tensor_parallel().enabled()) {
+    throw Error("Llama: the model is split over tp_size " +
+                std::to_string(tensor_parallel().size()) + " already");
+  }
+  require_divisible(config_.num_attention_heads, "num_attention_heads", tp.size(), "tp_size");
+  require_divisible(config_.kv_heads(), "num_key_value_heads", tp.size(), "tp_size");
+  require_divisible(config_.vocab_size, "vocab_size (the logits are gathered whole)", tp.size(),
+                    "tp_size");
+  if (model->sequence_parallel().enabled()) {
+    require_divisible(config_.num_attention_heads / tp.size(), "num_attention_heads / tp_size",
+                      model->sequence_parallel().size(), "sp_size");
+  }
+  parallelize_module(*this, tensor_parallel_plan(config_), tp);
+  model->set_tensor_parallel(tp);
 }
 
 CausalLMForward LlamaForCausalLMImpl::forward_function() {
@@ -230,6 +288,11 @@ std::shared_ptr<LlamaForCausalLMImpl> LlamaForCausalLMImpl::from_pretrained(
 
 std::vector<std::string> LlamaForCausalLMImpl::save_pretrained(
     const std::string& folder, const ShardSize& max_shard_size) const {
+  if (tensor_parallel().enabled()) {
+    throw Error("Llama: save_pretrained of a model split over tp_size " +
+                std::to_string(tensor_parallel().size()) +
+                " would write parts of its tensors; save the model built whole");
+  }
   auto files = save_pretrained_weights(*this, folder, max_shard_size);
   write_llama_config(config_, folder, saved_dtype_name(*this));
   return files;

@@ -2,7 +2,8 @@
 # blocks for models: attention (include/accelerate/attention.h), activations
 # (activations.h), the cross-entropy loss (cross_entropy.h), the RMS norm
 # (rms_norm.h), rotary embeddings (rotary_embedding.h), sequence parallelism, tensor parallelism
-# (tensor_parallel.h) and the layers it splits (parallel_layers.h).
+# (tensor_parallel.h), the layers it splits (parallel_layers.h) and plans naming them
+# (tensor_parallel_plan.h).
 target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/activations.cpp
   ${CMAKE_CURRENT_LIST_DIR}/attention.cpp
@@ -22,6 +23,7 @@ target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/silu_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/small_gemm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tensor_parallel.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/tensor_parallel_plan.cpp
   ${CMAKE_CURRENT_LIST_DIR}/vocab_parallel_cross_entropy.cpp)
 # The kernels' loops are written for the compiler to vectorize, which GCC
 # does for them only at -O3 (its -O2 cost model refuses loops with a

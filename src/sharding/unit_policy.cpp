@@ -19,6 +19,7 @@
 
 #include "accelerate/detail/enum_names.h"
 #include "accelerate/errors.h"
+#include "accelerate/parallel_layers.h"
 
 namespace accelerate::sharding {
 namespace {
@@ -285,11 +286,19 @@ std::vector<int> size_based_units(const std::vector<Node>& nodes,
   return units;
 }
 
+// LibTorch's layers and the library's splittable ones (parallel_layers.h):
+// what a model's blocks are made of, never blocks themselves.
+bool is_layer(torch::nn::Module& module) {
+  return module.name().compare(0, 11, "torch::nn::") == 0 ||
+         module.as<ParallelLinearImpl>() != nullptr ||
+         module.as<ParallelEmbeddingImpl>() != nullptr;
+}
+
 std::vector<int> repeated_block_units(const std::vector<Node>& nodes,
                                       const std::vector<std::vector<int>>& subtree) {
   // A group: the children of one module that have one type and parameters.
-  // Better: of the model's own class (LibTorch's layers are what blocks are
-  // made of), then more members, then earlier in pre-order.
+  // Better: of the model's own class (not a layer), then more members, then
+  // earlier in pre-order.
   std::vector<int> best;
   bool best_own_class = false;
   for (const Node& node : nodes) {
@@ -308,8 +317,7 @@ std::vector<int> repeated_block_units(const std::vector<Node>& nodes,
     }
     for (const auto& group : groups) {
       if (group.second.size() < 2) continue;
-      const bool own_class =
-          nodes[group.second.front()].module->name().compare(0, 11, "torch::nn::") != 0;
+      const bool own_class = !is_layer(*nodes[group.second.front()].module);
       if (std::make_pair(own_class, group.second.size()) >
           std::make_pair(best_own_class, best.size())) {
         best = group.second;

@@ -36,8 +36,9 @@
 //  - kRepeatedBlocks (DeepSpeed ZeRO-3): among the modules with at least
 //    two direct children of one type that hold parameters, the one with the
 //    most such children; each of them is a unit (a transformer's blocks).
-//    Groups of the model's own classes win over groups of LibTorch's
-//    torch::nn layers (so two blocks beat the two embeddings beside them,
+//    Groups of the model's own classes win over groups of layers
+//    (LibTorch's torch::nn ones, accelerate::ParallelLinear and
+//    ParallelEmbedding: so two blocks beat the two embeddings beside them,
 //    or the four Linear layers inside each); then the larger group; then
 //    the first in pre-order. No such group: no units.
 //

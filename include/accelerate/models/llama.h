@@ -14,8 +14,10 @@
 // layers run through accelerate::unit_forward, so prepare() can make each
 // one a ZeRO stage-3 unit, and use_sequence_parallel(accelerator.
 // sequence_parallel()) splits every sequence over a sequence-parallel group
-// (Ulysses attention). No KV cache and no attention mask yet (every
-// sequence of a batch is full). See docs/models.md.
+// (Ulysses attention), and parallelize(tp) splits the layers over a
+// tensor-parallel group (heads, MLP features and vocabulary). No KV cache and
+// no attention mask yet (every sequence of a batch is full). See
+// docs/models.md and docs/tensor-parallel.md.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -30,7 +32,9 @@
 #include "accelerate/model_saving.h"
 #include "accelerate/models/causal_lm_loss.h"
 #include "accelerate/models/llama_config.h"
+#include "accelerate/parallel_layers.h"
 #include "accelerate/sequence_parallel.h"
+#include "accelerate/tensor_parallel_plan.h"
 
 namespace accelerate::models {
 
@@ -64,10 +68,14 @@ class LlamaAttentionImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
   // Set by LlamaModelImpl::use_sequence_parallel (default: a group of one).
   void set_sequence_parallel(const SequenceParallel& sp) { sequence_parallel_ = sp; }
-  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  // Set by LlamaForCausalLMImpl::parallelize: this rank computes 1/tp of
+  // the heads (q/k/v colwise, o_proj rowwise).
+  void set_tensor_parallel(const TensorParallel& tp) { tensor_parallel_ = tp; }
+  ParallelLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
 
  private:
   SequenceParallel sequence_parallel_;
+  TensorParallel tensor_parallel_;
   int64_t heads_, kv_heads_, head_dim_;
   int64_t sliding_window_;  // 0: the whole past
 };
@@ -78,7 +86,7 @@ class LlamaMLPImpl : public torch::nn::Module {
  public:
   explicit LlamaMLPImpl(const LlamaConfig& config);
   at::Tensor forward(const at::Tensor& x);
-  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+  ParallelLinear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 };
 TORCH_MODULE(LlamaMLP);
 
@@ -101,7 +109,7 @@ class LlamaModelImpl : public torch::nn::Module {
   // 0..tokens-1); with a sequence-parallel group, each rank passes its
   // slice and the slice's positions.
   at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& position_ids = {});
-  torch::nn::Embedding embed_tokens{nullptr};
+  ParallelEmbedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};  // of LlamaDecoderLayer
   LlamaRMSNorm norm{nullptr};
   // cos and sin for positions 0..tokens-1, on `device`.
@@ -118,9 +126,13 @@ class LlamaModelImpl : public torch::nn::Module {
 
   // Splits sequences over `sp`'s group from now on (every layer's attention
   // runs Ulysses all-to-alls; a group of one splits nothing). Error naming
-  // both numbers when num_attention_heads is not divisible by its size.
+  // both numbers when the heads of this rank (num_attention_heads / tp) are
+  // not divisible by its size.
   void use_sequence_parallel(const SequenceParallel& sp);
   const SequenceParallel& sequence_parallel() const { return sequence_parallel_; }
+  // Set by LlamaForCausalLMImpl::parallelize (default: a group of one).
+  void set_tensor_parallel(const TensorParallel& tp);
+  const TensorParallel& tensor_parallel() const { return tensor_parallel_; }
 
  private:
   // The rotary frequencies are computed from it at each forward, not kept
@@ -130,6 +142,7 @@ class LlamaModelImpl : public torch::nn::Module {
   // tensors), and transformers saves no such buffer either.
   LlamaConfig config_;
   SequenceParallel sequence_parallel_;
+  TensorParallel tensor_parallel_;
   bool gradient_checkpointing_ = false;
 };
 TORCH_MODULE(LlamaModel);
@@ -163,18 +176,33 @@ class LlamaForCausalLMImpl : public torch::nn::Module {
   // LlamaModelImpl::use_sequence_parallel, and the losses above split too.
   void use_sequence_parallel(const SequenceParallel& sp) { model->use_sequence_parallel(sp); }
 
+  // The family's tensor-parallel plan, transformers' (its config's
+  // base_model_tp_plan under "model.", and lm_head colwise_rep) with the
+  // embedding split by vocabulary: q/k/v, gate and up colwise; o_proj and
+  // down rowwise; the norms whole. A tied head is the embedding's rows.
+  static TensorParallelPlan tensor_parallel_plan(const LlamaConfig& config);
+  // Splits the model over `tp` by that plan, on weights every rank of the
+  // group holds whole and alike (built from one seed or loaded): the
+  // attention heads, key/value heads and MLP features are split, the
+  // logits still whole on every rank. Errors (one line, before anything is
+  // split) naming the sizes: heads, key/value heads, or (the logits being
+  // gathered) vocab_size not divisible by tp; the model split already.
+  void parallelize(const TensorParallel& tp);
+  const TensorParallel& tensor_parallel() const { return model->tensor_parallel(); }
+
   // Builds the model from `folder`'s config.json and loads its weights.
   static std::shared_ptr<LlamaForCausalLMImpl> from_pretrained(
       const std::string& folder, const LlamaLoadOptions& options = {});
   // config.json plus the weights (shards above max_shard_size, as
   // transformers' save_pretrained), loadable by from_pretrained here and
-  // in transformers. Returns the weight files written.
+  // in transformers. Returns the weight files written. Refused for a model
+  // split by parallelize() (its tensors are parts).
   std::vector<std::string> save_pretrained(
       const std::string& folder, const ShardSize& max_shard_size = ShardSize("5GB")) const;
 
   const LlamaConfig& config() const { return config_; }
   LlamaModel model{nullptr};
-  torch::nn::Linear lm_head{nullptr};
+  ParallelLinear lm_head{nullptr};
 
  private:
   CausalLMForward forward_function();  // forward, for the losses

@@ -1,0 +1,238 @@
+// The Llama family split by its tensor-parallel plan on real ranks (threads
+// over a FileStore, Gloo): transformers' tiny models at tp 2 give
+// transformers' logits, loss and gradients (each rank's parts of them); 50
+// AdamW steps at tp 2 follow tp 1's losses; tp 2 x Ulysses sp 2 on four
+// ranks equals the unsplit model; sizes the plan cannot split are refused in
+// one line on every rank. Without the reference interpreter the transformers
+// tests report themselves skipped.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "accelerate/errors.h"
+#include "accelerate/models/llama.h"
+#include "accelerate/tensor_parallel.h"
+#include "reference_python.h"
+#include "support/error_message.h"
+#include "support/temp_dir.h"
+#include "support/thread_ranks.h"
+
+namespace llama_tensor_parallel_test {
+
+namespace am = accelerate::models;
+using accelerate::Communicator;
+using accelerate::TensorParallel;
+using accelerate::testing::run_rank_communicators;
+
+double relative_error(const at::Tensor& a, const at::Tensor& b) {
+  const double scale = std::max(b.abs().max().item<double>(), 1e-12);
+  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>() / scale;
+}
+
+// This rank's part of `whole` shaped as `part`: along each dimension where
+// they differ, the rank's tensor_parallel_range.
+at::Tensor part_of(const at::Tensor& whole, const at::Tensor& part, const TensorParallel& tp) {
+  at::Tensor slice = whole;
+  for (int64_t d = 0; d < whole.dim(); ++d) {
+    if (whole.size(d) == part.size(d)) continue;
+    const auto range = accelerate::tensor_parallel_range(whole.size(d), tp);
+    slice = slice.narrow(d, range.start, range.length);
+  }
+  return slice;
+}
+
+// ---- Against transformers -------------------------------------------------
+
+std::map<std::string, at::Tensor> reference_outputs(const std::string& variant) {
+  return accelerate::testing::load_named_tensors(
+      accelerate::testing::reference_folder(LLAMA_REFERENCE_SCRIPT) + "/" + variant +
+      "/reference.safetensors");
+}
+
+am::LlamaForCausalLM reference_model(const std::string& variant) {
+  return am::LlamaForCausalLM(am::LlamaForCausalLMImpl::from_pretrained(
+      accelerate::testing::reference_folder(LLAMA_REFERENCE_SCRIPT) + "/" + variant + "/model"));
+}
+
+// At tp 2: logits within 1e-5 of transformers' on every rank, the loss
+// within 1e-4 relative, and each rank's part of every gradient within 1e-4
+// of the same part of transformers' (the tests of the whole model's bounds).
+void expect_split_matches_transformers(const std::string& variant) {
+  ASSERT_FALSE(accelerate::testing::reference_folder(LLAMA_REFERENCE_SCRIPT).empty());
+  const auto reference = reference_outputs(variant);
+  run_rank_communicators(2, [&](std::shared_ptr<Communicator> comm) {
+    const TensorParallel tp(comm);
+    auto model = reference_model(variant);
+    model->parallelize(tp);
+    {
+      at::NoGradGuard no_grad;
+      const at::Tensor logits = model->forward(reference.at("input_ids"));
+      ASSERT_EQ(logits.sizes(), reference.at("logits").sizes());
+      EXPECT_LE(accelerate::testing::max_abs_diff(logits, reference.at("logits")), 1e-5)
+          << variant << ", rank " << tp.rank();
+    }
+    const at::Tensor loss = model->loss(reference.at("input_ids"), reference.at("labels"));
+    const double expected = reference.at("loss").item<double>();
+    EXPECT_LE(std::abs(loss.item<double>() - expected), 1e-4 * std::abs(expected)) << variant;
+    loss.backward();
+    int split = 0;
+    for (const auto& item : model->named_parameters()) {
+      const at::Tensor& whole = reference.at("grad." + item.key());
+      const at::Tensor& grad = item.value().grad();
+      ASSERT_TRUE(grad.defined()) << item.key();
+      split += !grad.sizes().equals(whole.sizes());
+      EXPECT_LE(accelerate::testing::max_abs_diff(grad, part_of(whole, grad, tp)),
+                1e-4 * whole.abs().max().item<double>())
+          << variant << " " << item.key() << ", rank " << tp.rank();
+    }
+    EXPECT_GE(split, 7 * 2) << "the plan split each layer's seven projections";
+  });
+}
+
+TEST(LlamaTensorParallel, Tp2EqualsTransformersPlain) {
+  REQUIRE_REFERENCE_PYTHON();
+  expect_split_matches_transformers("plain");
+}
+
+TEST(LlamaTensorParallel, Tp2EqualsTransformersTiedWithLlama3Rope) {
+  REQUIRE_REFERENCE_PYTHON();
+  expect_split_matches_transformers("llama3_tied");
+}
+
+TEST(LlamaTensorParallel, Tp2EqualsTransformersWithBiases) {
+  REQUIRE_REFERENCE_PYTHON();
+  expect_split_matches_transformers("sharded");
+}
+
+TEST(LlamaTensorParallel, Tp2EqualsTransformersQwen2) {
+  REQUIRE_REFERENCE_PYTHON();
+  expect_split_matches_transformers("qwen2_window");
+}
+
+// ---- Training ---------------------------------------------------------------
+
+constexpr int64_t kVocab = 48, kTokens = 16;
+
+am::LlamaConfig tiny_config() {
+  am::LlamaConfig c;
+  c.vocab_size = kVocab, c.hidden_size = 32, c.intermediate_size = 40;
+  c.num_hidden_layers = 2, c.num_attention_heads = 4, c.num_key_value_heads = 2;
+  c.max_position_embeddings = kTokens;
+  return c;
+}
+
+std::vector<at::Tensor> initial_parameters() {
+  torch::manual_seed(21);
+  std::vector<at::Tensor> initial;
+  for (const auto& p : am::LlamaForCausalLM(tiny_config())->parameters()) {
+    initial.push_back(p.detach().clone());
+  }
+  return initial;
+}
+
+am::LlamaForCausalLM model_from(const std::vector<at::Tensor>& initial) {
+  am::LlamaForCausalLM model(tiny_config());
+  at::NoGradGuard no_grad;
+  const auto parameters = model->parameters();
+  for (size_t i = 0; i < parameters.size(); ++i) parameters[i].copy_(initial[i]);
+  return model;
+}
+
+// Step `step`'s batch: the same on every rank.
+at::Tensor batch(int step) {
+  return (at::arange(2 * kTokens, at::kLong) * (step % 5 + 3) + step)
+      .remainder(kVocab)
+      .reshape({2, kTokens});
+}
+
+// The losses of 50 AdamW steps (each rank's optimizer over its own parts).
+std::vector<double> train(am::LlamaForCausalLM& model) {
+  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-2));
+  std::vector<double> losses;
+  for (int step = 0; step < 50; ++step) {
+    optimizer.zero_grad();
+    const at::Tensor loss = model->loss(batch(step), batch(step));
+    loss.backward();
+    optimizer.step();
+    losses.push_back(loss.item<double>());
+  }
+  return losses;
+}
+
+TEST(LlamaTensorParallel, FiftyStepsAtTp2FollowTp1sLosses) {
+  const auto initial = initial_parameters();
+  auto whole = model_from(initial);
+  const std::vector<double> expected = train(whole);
+  ASSERT_LT(expected.back(), 0.8 * expected.front()) << "the model learns";
+  run_rank_communicators(2, [&](std::shared_ptr<Communicator> comm) {
+    auto model = model_from(initial);
+    model->parallelize(TensorParallel(comm));
+    const std::vector<double> losses = train(model);
+    for (size_t step = 0; step < losses.size(); ++step) {
+      EXPECT_LE(std::abs(losses[step] - expected[step]), 1e-5 * expected[step])
+          << "step " << step << ", rank " << comm->rank();
+    }
+  });
+}
+
+TEST(LlamaTensorParallel, Tp2TimesSequenceParallel2EqualsTheUnsplitModel) {
+  const auto initial = initial_parameters();
+  auto whole = model_from(initial);
+  const at::Tensor whole_loss = whole->loss(batch(0), batch(0));
+  whole_loss.backward();
+  const auto whole_parameters = whole->parameters();
+  run_rank_communicators(4, [&](std::shared_ptr<Communicator> comm) {
+    // tp innermost (ranks 0-1, 2-3), sp across (0-2, 1-3), as the mesh orders them.
+    const auto tp_group = comm->split({{0, 1}, {2, 3}});
+    const auto sp_group = comm->split({{0, 2}, {1, 3}});
+    const TensorParallel tp(tp_group);
+    auto model = model_from(initial);
+    model->parallelize(tp);
+    model->use_sequence_parallel(accelerate::SequenceParallel(sp_group));
+    const at::Tensor loss = model->loss(batch(0), batch(0));
+    EXPECT_NEAR(loss.item<double>(), whole_loss.item<double>(), 1e-6 * whole_loss.item<double>());
+    loss.backward();
+    // The data-parallel engines average over the sp ranks (which hold the
+    // same parts): the same here.
+    const auto parameters = model->parameters();
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      at::Tensor mean = parameters[i].grad().clone();
+      sp_group->all_reduce(mean, accelerate::ReduceOp::kSum);
+      mean /= 2;
+      EXPECT_LT(relative_error(mean, part_of(whole_parameters[i].grad(), mean, tp)), 1e-5)
+          << "parameter " << i << ", rank " << comm->rank();
+    }
+  });
+}
+
+TEST(LlamaTensorParallel, WhatThePlanCannotSplitIsRefusedInOneLineOnEveryRank) {
+  run_rank_communicators(4, [](std::shared_ptr<Communicator> comm) {
+    const TensorParallel tp(comm);
+    am::LlamaForCausalLM model(tiny_config());  // 2 key/value heads
+    EXPECT_EQ(accelerate::testing::error_of([&] { model->parallelize(tp); }),
+              "Llama: num_key_value_heads 2 is not divisible by tp_size 4");
+    EXPECT_FALSE(model->tensor_parallel().enabled()) << "nothing was split";
+  });
+  run_rank_communicators(2, [](std::shared_ptr<Communicator> comm) {
+    const TensorParallel tp(comm);
+    am::LlamaConfig odd = tiny_config();
+    odd.vocab_size = 47;
+    am::LlamaForCausalLM model(odd);
+    EXPECT_EQ(accelerate::testing::error_of([&] { model->parallelize(tp); }),
+              "Llama: vocab_size (the logits are gathered whole) 47 is not divisible by tp_size 2");
+    am::LlamaForCausalLM split(tiny_config());
+    split->parallelize(tp);
+    EXPECT_EQ(accelerate::testing::error_of([&] { split->parallelize(tp); }),
+              "Llama: the model is split over tp_size 2 already");
+    accelerate::testing::TempDir dir;
+    EXPECT_EQ(accelerate::testing::error_of([&] { split->save_pretrained(dir.path()); }),
+              "Llama: save_pretrained of a model split over tp_size 2 would write parts of its "
+              "tensors; save the model built whole");
+  });
+}
+
+}  // namespace llama_tensor_parallel_test
