@@ -171,6 +171,14 @@ TEST(LlamaTensorParallel, FiftyStepsAtTp2FollowTp1sLosses) {
   run_rank_communicators(2, [&](std::shared_ptr<Communicator> comm) {
     auto model = model_from(initial);
     model->parallelize(TensorParallel(comm));
+    // Memory: every parameter but the norms' is split, each rank holding half.
+    int64_t norms = 0, held = 0, whole_numel = 0;
+    for (const auto& item : whole->named_parameters()) {
+      whole_numel += item.value().numel();
+      if (item.key().find("norm") != std::string::npos) norms += item.value().numel();
+    }
+    for (const auto& p : model->parameters()) held += p.numel();
+    EXPECT_EQ(held, norms + (whole_numel - norms) / 2);
     const std::vector<double> losses = train(model);
     for (size_t step = 0; step < losses.size(); ++step) {
       EXPECT_LE(std::abs(losses[step] - expected[step]), 1e-5 * expected[step])
