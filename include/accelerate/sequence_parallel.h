@@ -21,29 +21,24 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include <ATen/core/Tensor.h>
 
 #include "accelerate/attention.h"
 #include "accelerate/communicator.h"
+#include "accelerate/detail/parallel_group.h"
 
 namespace accelerate {
 
 // This process's sequence-parallel group. Default: a group of one (nothing
 // is split; every function below is then the plain computation).
-class SequenceParallel {
+class SequenceParallel : public detail::ParallelGroup {
  public:
   SequenceParallel() = default;
   // `group`: the communicator of this process's group (null: one process).
-  explicit SequenceParallel(std::shared_ptr<Communicator> group);
-  int size() const { return group_ ? group_->world_size() : 1; }
-  int rank() const { return group_ ? group_->rank() : 0; }
-  bool enabled() const { return size() > 1; }
-  // The group's communicator; null when size() is 1.
-  const std::shared_ptr<Communicator>& group() const { return group_; }
-
- private:
-  std::shared_ptr<Communicator> group_;
+  explicit SequenceParallel(std::shared_ptr<Communicator> group)
+      : ParallelGroup(std::move(group)) {}
 };
 
 // The all-to-alls around attention, differentiable (the backward of each is

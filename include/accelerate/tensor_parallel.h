@@ -23,28 +23,22 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include <ATen/core/Tensor.h>
 
 #include "accelerate/communicator.h"
+#include "accelerate/detail/parallel_group.h"
 
 namespace accelerate {
 
 // This process's tensor-parallel group. Default: a group of one (nothing is
 // split; every function below is then the identity or the plain computation).
-class TensorParallel {
+class TensorParallel : public detail::ParallelGroup {
  public:
   TensorParallel() = default;
   // `group`: the communicator of this process's group (null: one process).
-  explicit TensorParallel(std::shared_ptr<Communicator> group);
-  int size() const { return group_ ? group_->world_size() : 1; }
-  int rank() const { return group_ ? group_->rank() : 0; }
-  bool enabled() const { return size() > 1; }
-  // The group's communicator; null when size() is 1.
-  const std::shared_ptr<Communicator>& group() const { return group_; }
-
- private:
-  std::shared_ptr<Communicator> group_;
+  explicit TensorParallel(std::shared_ptr<Communicator> group) : ParallelGroup(std::move(group)) {}
 };
 
 // The part [start, start + length) of `total` rows (features, vocabulary

@@ -100,10 +100,6 @@ void require_split_divisible(int64_t count, const char* what, int sp, const char
 
 }  // namespace
 
-SequenceParallel::SequenceParallel(std::shared_ptr<Communicator> group) : group_(std::move(group)) {
-  if (group_ && group_->world_size() == 1) group_.reset();
-}
-
 at::Tensor sequence_to_heads(const at::Tensor& x, const SequenceParallel& sp) {
   require_attention_rank(x, "sequence_to_heads");
   if (!sp.enabled()) return x;

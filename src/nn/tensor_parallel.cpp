@@ -48,7 +48,7 @@ at::Tensor gather_along(const at::Tensor& x, int64_t dim, Communicator& group) {
 }
 
 // This rank's 1/tp of `x` along `dim`, a tensor of its own.
-at::Tensor part_along(const at::Tensor& x, int64_t dim, const Communicator& group) {
+at::Tensor part_along(const at::Tensor& x, int64_t dim, Communicator& group) {
   const int64_t length = x.size(dim) / group.world_size();
   return x.narrow(dim, group.rank() * length, length).clone(at::MemoryFormat::Contiguous);
 }
@@ -95,62 +95,33 @@ struct ReduceFromGroup : torch::autograd::Function<ReduceFromGroup> {
   }
 };
 
+// An operation along one dimension in the group, and its conjugate as
+// backward: the four pairs below differ only in which two they are.
+using AlongDimension = at::Tensor (*)(const at::Tensor&, int64_t, Communicator&);
+
+template <AlongDimension Forward, AlongDimension Backward>
+struct AlongDimensionPair : torch::autograd::Function<AlongDimensionPair<Forward, Backward>> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::IValue group,
+                            int64_t dim) {
+    ctx->saved_data["group"] = std::move(group);
+    ctx->saved_data["dim"] = dim;
+    return Forward(x, dim, group_in(ctx));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {Backward(grads[0], ctx->saved_data["dim"].toInt(), group_in(ctx)), at::Tensor(),
+            at::Tensor()};
+  }
+};
+
 // Forward gather, backward this rank's part (the consumer is replicated).
-struct GatherFromGroup : torch::autograd::Function<GatherFromGroup> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::IValue group,
-                            int64_t dim) {
-    ctx->saved_data["group"] = std::move(group);
-    ctx->saved_data["dim"] = dim;
-    return gather_along(x, dim, group_in(ctx));
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {part_along(grads[0], ctx->saved_data["dim"].toInt(), group_in(ctx)), at::Tensor(),
-            at::Tensor()};
-  }
-};
-
+using GatherFromGroup = AlongDimensionPair<gather_along, part_along>;
 // Forward this rank's part, backward the parts gathered.
-struct ScatterToGroup : torch::autograd::Function<ScatterToGroup> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::IValue group,
-                            int64_t dim) {
-    ctx->saved_data["group"] = std::move(group);
-    ctx->saved_data["dim"] = dim;
-    return part_along(x, dim, group_in(ctx));
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {gather_along(grads[0], ctx->saved_data["dim"].toInt(), group_in(ctx)), at::Tensor(),
-            at::Tensor()};
-  }
-};
-
+using ScatterToGroup = AlongDimensionPair<part_along, gather_along>;
 // Forward gather, backward reduce-scatter (every rank's consumer read the
 // whole and holds a partial gradient of it).
-struct GatherReducingBack : torch::autograd::Function<GatherReducingBack> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::IValue group,
-                            int64_t dim) {
-    ctx->saved_data["group"] = std::move(group);
-    ctx->saved_data["dim"] = dim;
-    return gather_along(x, dim, group_in(ctx));
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {reduce_scatter_along(grads[0], ctx->saved_data["dim"].toInt(), group_in(ctx)),
-            at::Tensor(), at::Tensor()};
-  }
-};
-
+using GatherReducingBack = AlongDimensionPair<gather_along, reduce_scatter_along>;
 // Forward reduce-scatter, backward gather.
-struct ReduceScatterToGroup : torch::autograd::Function<ReduceScatterToGroup> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, c10::IValue group,
-                            int64_t dim) {
-    ctx->saved_data["group"] = std::move(group);
-    ctx->saved_data["dim"] = dim;
-    return reduce_scatter_along(x, dim, group_in(ctx));
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {gather_along(grads[0], ctx->saved_data["dim"].toInt(), group_in(ctx)), at::Tensor(),
-            at::Tensor()};
-  }
-};
+using ReduceScatterToGroup = AlongDimensionPair<reduce_scatter_along, gather_along>;
 
 constexpr int64_t kTokenDim = 1;  // of [batch, tokens, ...]
 
@@ -162,10 +133,6 @@ void require_token_rank(const at::Tensor& x, const char* where) {
 }
 
 }  // namespace
-
-TensorParallel::TensorParallel(std::shared_ptr<Communicator> group) : group_(std::move(group)) {
-  if (group_ && group_->world_size() == 1) group_.reset();
-}
 
 TensorParallelRange tensor_parallel_range(int64_t total, int size, int rank) {
   if (total < 0 || size < 1 || rank < 0 || rank >= size) {
