@@ -89,6 +89,9 @@ class ParallelLinearImpl : public torch::nn::Cloneable<ParallelLinearImpl> {
   at::Tensor bias;    // [out] or [out part] (colwise); undefined without bias
 
  private:
+  // weight (and a colwise bias) becomes this rank's part of the whole.
+  void keep_own_part();
+
   torch::nn::LinearOptions options_;
   TensorParallelStyle style_ = TensorParallelStyle::kReplicate;
   bool sequence_parallel_ = false;
@@ -118,7 +121,7 @@ class ParallelEmbeddingImpl : public torch::nn::Cloneable<ParallelEmbeddingImpl>
   TensorParallelStyle style() const { return style_; }
   const TensorParallel& tensor_parallel() const { return tp_; }
   // The vocabulary rows this rank holds (all of them when whole).
-  TensorParallelRange vocabulary_range() const { return rows_; }
+  TensorParallelRange vocabulary_range() const;
 
   at::Tensor weight;  // [vocabulary part, dim]
 
@@ -126,7 +129,6 @@ class ParallelEmbeddingImpl : public torch::nn::Cloneable<ParallelEmbeddingImpl>
   torch::nn::EmbeddingOptions options_;
   TensorParallelStyle style_ = TensorParallelStyle::kReplicate;
   TensorParallel tp_;
-  TensorParallelRange rows_;
 };
 TORCH_MODULE(ParallelEmbedding);
 

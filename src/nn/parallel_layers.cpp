@@ -29,13 +29,13 @@ std::string layer_name(const char* layer, TensorParallelStyle style, const Tenso
   return std::string(layer) + " (" + to_string(style) + ", tp " + std::to_string(tp.size()) + ")";
 }
 
-TensorParallelRange split_range(int64_t total, const char* what, const std::string& layer,
-                                const TensorParallel& tp) {
+// Every rank must hold at least one of the `total` rows.
+void require_splittable(int64_t total, const char* what, const std::string& layer,
+                        const TensorParallel& tp) {
   if (total < tp.size()) {
     throw ConfigError(layer + ": " + std::to_string(total) + " " + what +
                       " cannot be split over tp_size " + std::to_string(tp.size()));
   }
-  return tensor_parallel_range(total, tp);
 }
 
 // `tensor` becomes a tensor of its own holding rows [range) of `dim` (the
@@ -78,29 +78,25 @@ void ParallelLinearImpl::reset_parameters() {
   // them, so every rank with the same generator state holds parts of one
   // whole layer (and a layer never split draws as torch::nn::Linear).
   at::NoGradGuard no_grad;
-  at::Tensor whole_weight =
-      at::empty({options_.out_features(), options_.in_features()}, weight.options());
-  torch::nn::init::kaiming_uniform_(whole_weight, std::sqrt(5));
-  at::Tensor whole_bias;
+  if (weight_split_dim()) {
+    weight.set_data(at::empty({options_.out_features(), options_.in_features()}, weight.options()));
+    if (bias.defined()) bias.set_data(at::empty({options_.out_features()}, bias.options()));
+  }
+  torch::nn::init::kaiming_uniform_(weight, std::sqrt(5));
   if (bias.defined()) {
     const double bound = 1 / std::sqrt(static_cast<double>(options_.in_features()));
-    whole_bias = at::empty({options_.out_features()}, bias.options());
-    torch::nn::init::uniform_(whole_bias, -bound, bound);
+    torch::nn::init::uniform_(bias, -bound, bound);
   }
+  keep_own_part();
+}
+
+void ParallelLinearImpl::keep_own_part() {
   const std::optional<int64_t> dim = weight_split_dim();
-  if (!dim) {
-    weight.set_data(whole_weight);
-    if (bias.defined()) bias.set_data(whole_bias);
-    return;
-  }
-  const int64_t total = *dim == 0 ? options_.out_features() : options_.in_features();
-  const TensorParallelRange range = tensor_parallel_range(total, tp_);
-  weight.set_data(whole_weight);
+  if (!dim) return;
+  const TensorParallelRange range =
+      tensor_parallel_range(*dim == 0 ? options_.out_features() : options_.in_features(), tp_);
   keep_part(weight, *dim, range);
-  if (bias.defined()) {
-    bias.set_data(whole_bias);
-    if (*dim == 0) keep_part(bias, 0, range);
-  }
+  if (*dim == 0) keep_part(bias, 0, range);
 }
 
 std::optional<int64_t> ParallelLinearImpl::weight_split_dim() const {
@@ -117,22 +113,20 @@ void ParallelLinearImpl::parallelize(TensorParallelStyle style, const TensorPara
   const std::string name = layer_name("ParallelLinear", style, tp);
   if (splits(style, tp)) {
     if (style == TensorParallelStyle::kRowwise) {
-      keep_part(weight, 1, split_range(options_.in_features(), "input features", name, tp));
+      require_splittable(options_.in_features(), "input features", name, tp);
     } else {
+      require_splittable(options_.out_features(), "output features", name, tp);
       if (style == TensorParallelStyle::kColwiseRep && options_.out_features() % tp.size() != 0) {
         throw ConfigError(name + ": " + std::to_string(options_.out_features()) +
                           " output features are not divisible by tp_size " +
                           std::to_string(tp.size()) + " (the result is gathered whole)");
       }
-      const TensorParallelRange range =
-          split_range(options_.out_features(), "output features", name, tp);
-      keep_part(weight, 0, range);
-      keep_part(bias, 0, range);
     }
   }
   style_ = style;
   sequence_parallel_ = sequence_parallel;
   tp_ = tp;
+  keep_own_part();
 }
 
 at::Tensor ParallelLinearImpl::forward(const at::Tensor& x) {
@@ -189,7 +183,6 @@ ParallelEmbeddingImpl::ParallelEmbeddingImpl(const torch::nn::EmbeddingOptions& 
     throw ConfigError("ParallelEmbedding: padding_idx is outside the " +
                       std::to_string(options_.num_embeddings()) + " embeddings");
   }
-  rows_ = {0, options_.num_embeddings()};
   reset();
 }
 
@@ -201,12 +194,19 @@ void ParallelEmbeddingImpl::reset() {
 
 void ParallelEmbeddingImpl::reset_parameters() {
   at::NoGradGuard no_grad;
-  at::Tensor whole =
-      at::empty({options_.num_embeddings(), options_.embedding_dim()}, weight.options());
-  torch::nn::init::normal_(whole);
-  if (options_.padding_idx()) whole[*options_.padding_idx()].fill_(0);
-  weight.set_data(whole);
-  if (rows_.length != options_.num_embeddings()) keep_part(weight, 0, rows_);
+  const bool split = splits(style_, tp_);
+  if (split) {
+    weight.set_data(
+        at::empty({options_.num_embeddings(), options_.embedding_dim()}, weight.options()));
+  }
+  torch::nn::init::normal_(weight);
+  if (options_.padding_idx()) weight[*options_.padding_idx()].fill_(0);
+  if (split) keep_part(weight, 0, vocabulary_range());
+}
+
+TensorParallelRange ParallelEmbeddingImpl::vocabulary_range() const {
+  if (!splits(style_, tp_)) return {0, options_.num_embeddings()};
+  return tensor_parallel_range(options_.num_embeddings(), tp_);
 }
 
 void ParallelEmbeddingImpl::parallelize(TensorParallelStyle style, const TensorParallel& tp) {
@@ -220,31 +220,32 @@ void ParallelEmbeddingImpl::parallelize(TensorParallelStyle style, const TensorP
                       to_string(style));
   }
   if (splits(style, tp)) {
-    rows_ = split_range(options_.num_embeddings(), "embeddings",
-                        layer_name("ParallelEmbedding", style, tp), tp);
-    keep_part(weight, 0, rows_);
+    require_splittable(options_.num_embeddings(), "embeddings",
+                       layer_name("ParallelEmbedding", style, tp), tp);
   }
   style_ = style;
   tp_ = tp;
+  if (splits(style_, tp_)) keep_part(weight, 0, vocabulary_range());
 }
 
 at::Tensor ParallelEmbeddingImpl::forward(const at::Tensor& input_ids) {
   const int64_t padding = options_.padding_idx().value_or(-1);
   if (!splits(style_, tp_)) return at::embedding(weight, input_ids, padding);
-  if (input_ids.numel() > 0) {
-    const int64_t low = input_ids.min().item<int64_t>(), high = input_ids.max().item<int64_t>();
-    if (low < 0 || high >= options_.num_embeddings()) {
-      throw Error(layer_name("ParallelEmbedding", style_, tp_) + ": id " +
-                  std::to_string(low < 0 ? low : high) + " is outside the " +
-                  std::to_string(options_.num_embeddings()) + " embeddings");
-    }
+  // Other ranks' rows would give zeros silently: one pass and one sync,
+  // the offending id looked for only when there is one.
+  const at::Tensor outside = (input_ids < 0) | (input_ids >= options_.num_embeddings());
+  if (outside.any().item<bool>()) {
+    throw Error(layer_name("ParallelEmbedding", style_, tp_) + ": id " +
+                std::to_string(input_ids.masked_select(outside)[0].item<int64_t>()) +
+                " is outside the " + std::to_string(options_.num_embeddings()) + " embeddings");
   }
   // Ids of other ranks' rows look up row 0 and are zeroed (their gradient
   // too); the group's sum then holds every id's row exactly once.
-  const at::Tensor mine = (input_ids >= rows_.start) & (input_ids < rows_.end());
-  const at::Tensor local = (input_ids - rows_.start).masked_fill(mine.logical_not(), 0);
+  const TensorParallelRange rows = vocabulary_range();
+  const at::Tensor mine = (input_ids >= rows.start) & (input_ids < rows.end());
+  const at::Tensor local = (input_ids - rows.start).masked_fill(mine.logical_not(), 0);
   const int64_t local_padding =
-      padding >= rows_.start && padding < rows_.end() ? padding - rows_.start : -1;
+      padding >= rows.start && padding < rows.end() ? padding - rows.start : -1;
   const at::Tensor part =
       at::embedding(weight, local, local_padding).masked_fill(mine.logical_not().unsqueeze(-1), 0);
   return reduce_from_tensor_parallel(part, tp_);

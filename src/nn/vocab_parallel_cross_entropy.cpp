@@ -94,13 +94,11 @@ void require_loss_inputs(const at::Tensor& logits, const at::Tensor& targets, in
                 " classes, but its part of " + std::to_string(classes) + " is " +
                 std::to_string(range.length));
   }
-  const at::Tensor counted = targets.masked_select(targets != ignore_index);
-  if (counted.numel() > 0) {
-    const int64_t low = counted.min().item<int64_t>(), high = counted.max().item<int64_t>();
-    if (low < 0 || high >= classes) {
-      throw Error(where + ": target " + std::to_string(low < 0 ? low : high) + " is outside the " +
-                  std::to_string(classes) + " classes");
-    }
+  const at::Tensor outside = (targets != ignore_index) & ((targets < 0) | (targets >= classes));
+  if (outside.any().item<bool>()) {  // one pass; the target looked for only when wrong
+    throw Error(where + ": target " +
+                std::to_string(targets.masked_select(outside)[0].item<int64_t>()) +
+                " is outside the " + std::to_string(classes) + " classes");
   }
 }
 
