@@ -136,7 +136,9 @@ int run_family(const FinetuneFlags& f) {
   auto& model = trainer.model();
   // --parallelism_config_sp_size N: each group of N processes splits every
   // block of tokens between them (Ulysses; a group of one splits nothing)
-  // and reads one batch.
+  // and reads one batch. --parallelism_config_tp_size N: prepare() split
+  // the model's layers over groups of N processes by its family's plan
+  // (docs/tensor-parallel.md), each group reading one batch too.
   const int sp_size = accelerator.sequence_parallel().size();
   if (block_size % sp_size != 0) {
     throw accelerate::Error("--block_size " + std::to_string(block_size) +
@@ -155,9 +157,9 @@ int run_family(const FinetuneFlags& f) {
   trainer.add_callback(speed);
   trainer.train();
   // The accumulation in force (a DeepSpeed file's, which the Trainer checks).
-  const int64_t tokens_per_step = args.per_device_train_batch_size() *
-                                  accelerator.gradient_accumulation_steps() *
-                                  accelerator.num_processes() / sp_size * block_size;
+  const int64_t tokens_per_step =
+      args.per_device_train_batch_size() * accelerator.gradient_accumulation_steps() *
+      accelerator.num_processes() / sp_size / accelerator.tensor_parallel().size() * block_size;
   accelerator.print("train tokens/s ",
                     static_cast<int64_t>(speed->tokens_per_second(tokens_per_step)));
 

@@ -37,11 +37,13 @@
 #include "accelerate/scheduler.h"
 #include "accelerate/scope_guard.h"
 #include "accelerate/sequence_parallel.h"
+#include "accelerate/tensor_parallel.h"
 
 namespace accelerate {
 
-class ParallelEngine;  // internal
-struct EngineChoice;   // internal
+class ParallelEngine;       // internal
+struct EngineChoice;        // internal
+class TensorParallelParts;  // internal
 namespace distributed {
 class DeviceMesh;  // internal
 }  // namespace distributed
@@ -77,6 +79,13 @@ class Accelerator {
   // attention, loss and batch slicing (accelerate/sequence_parallel.h).
   // Prepared data loaders give every rank of a group the same batches.
   const SequenceParallel& sequence_parallel() const { return sequence_parallel_; }
+  // This process's tensor-parallel group (ParallelismConfig's tp_size:
+  // consecutive ranks, the innermost dimension of the mesh; size 1 without
+  // tensor parallelism). prepare() splits a model over it by the model's
+  // own plan (accelerate/tensor_parallel_plan.h); prepared loaders give every
+  // rank of a group the same batches; clip_grad_norm_ counts each
+  // replicated parameter once (docs/tensor-parallel.md).
+  const TensorParallel& tensor_parallel() const { return tensor_parallel_; }
 
   // ---- Gradient accumulation -----------------------------------------------
   bool sync_gradients() const { return gradient_state_->sync_gradients(); }
@@ -155,7 +164,8 @@ class Accelerator {
   // Saves everything training needs to continue exactly (prepared objects,
   // loader positions, random states, registered objects) to `output_dir`,
   // default {project_dir}/checkpoints/checkpoint_{iteration}. Collective and
-  // crash-safe; returns the folder written.
+  // crash-safe; returns the folder written. Not yet with tensor parallelism
+  // (refused in one line, nothing written).
   std::string save_state(const std::optional<std::string>& output_dir = std::nullopt);
   // Restores a save_state folder (default: the newest complete one) into the
   // prepared objects, after prepare(); every file is checked before anything
@@ -171,14 +181,16 @@ class Accelerator {
 
   // Copies of `model`'s parameters and buffers by name (module_state_dict
   // order), on every process. Under ZeRO stage 3 the units' weights are
-  // gathered for it (every process must call it). Accelerate's get_state_dict.
+  // gathered for it, and tensor-parallel parts gathered whole (every process
+  // must call it). Accelerate's get_state_dict.
   std::vector<std::pair<std::string, at::Tensor>> get_state_dict(const torch::nn::Module& model);
   template <class Impl>
   std::vector<std::pair<std::string, at::Tensor>> get_state_dict(
       const torch::nn::ModuleHolder<Impl>& model);
 
   // accelerate::save_model on the main process between two barriers; returns
-  // the files written (none on other processes).
+  // the files written (none on other processes). A tensor-parallel model is
+  // written whole, as its unsplit model.
   std::vector<std::string> save_model(const torch::nn::Module& model,
                                       const std::string& save_directory,
                                       const SaveModelOptions& options = {});
@@ -255,6 +267,8 @@ class Accelerator {
   // Every process group comes from the mesh (src/distributed/device_mesh.h).
   std::shared_ptr<distributed::DeviceMesh> mesh_;
   SequenceParallel sequence_parallel_;
+  TensorParallel tensor_parallel_;
+  std::unique_ptr<TensorParallelParts> tensor_parallel_parts_;  // of the prepared models
   // The processes that read different batches (the job's communicator, but
   // with sequence parallelism the ranks at this rank's place in every
   // sequence-parallel group): data loaders shard over them, and

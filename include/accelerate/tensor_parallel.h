@@ -73,6 +73,12 @@ at::Tensor gather_from_tensor_parallel(const at::Tensor& x, const TensorParallel
 at::Tensor scatter_to_tensor_parallel(const at::Tensor& x, const TensorParallel& tp,
                                       int64_t dim = -1);
 
+// The whole tensor of which every rank of the group holds a part: `part`,
+// this rank's tensor_parallel_range(whole_length, tp) along `dim` (uneven
+// splits too). For saving split weights whole; not differentiable.
+at::Tensor gather_whole(const at::Tensor& part, int64_t dim, int64_t whole_length,
+                        const TensorParallel& tp);
+
 // Megatron's sequence parallelism: between the tensor-parallel layers the
 // activations [batch, tokens, ...] are split along tokens (dimension 1) over
 // the group, so norms, dropout and residuals run on 1/tp of them.

@@ -12,7 +12,8 @@
 // (parallel_layers.h): C++ cannot change what another module's forward
 // calls, so a model written with torch::nn::Linear is given those in its
 // place (same options, names and initialisation) to be split. The library's
-// models have plans of their own (LlamaForCausalLMImpl::parallelize).
+// models have plans of their own (LlamaForCausalLMImpl::parallelize), and
+// Accelerator::prepare applies them at tp_size above 1 (TensorParallelModel).
 #pragma once
 
 #include <string>
@@ -22,6 +23,7 @@
 #include <torch/nn/module.h>
 
 #include "accelerate/parallel_layers.h"
+#include "accelerate/scope_guard.h"
 
 namespace accelerate {
 
@@ -51,5 +53,33 @@ bool tensor_parallel_pattern_matches(const std::string& pattern, const std::stri
 // the plan is checked all the same.
 void parallelize_module(torch::nn::Module& module, const TensorParallelPlan& plan,
                         const TensorParallel& tp);
+
+// A model that splits itself by its own plan: Accelerator::prepare calls
+// parallelize with its tensor-parallel group when tp_size is above 1 and the
+// model is not split yet. The library's models are TensorParallelModels; a
+// program's own model can be one, or be split by parallelize_module before
+// prepare.
+class TensorParallelModel {
+ public:
+  virtual ~TensorParallelModel() = default;
+  virtual void parallelize(const TensorParallel& tp) = 0;
+  // The group the model is split over (size 1 before parallelize).
+  virtual const TensorParallel& tensor_parallel() const = 0;
+};
+
+// The parameters of `module`'s split layers that each rank of their group
+// holds a different part of (split weights, a colwise layer's bias), each
+// once; the other parameters (norms, replicated layers, a rowwise bias) are
+// whole and equal on every rank of the group.
+std::vector<at::Tensor> tensor_parallel_parts(const torch::nn::Module& module);
+// Until the guard goes, every split layer of `module` holds its whole
+// weights, gathered from its group (collective: every process of the group
+// calls it), as the unsplit model holds them; when it goes, each takes back
+// its part of them (what a load wrote into the whole included), in the
+// tensors it had. For saving split models as whole ones.
+ScopeGuard whole_tensor_parallel_weights(torch::nn::Module& module);
+// The size of the group `module`'s layers are split over: 1 when none is
+// split. Error (one line) for layers split over groups of different sizes.
+int tensor_parallel_size_of(const torch::nn::Module& module);
 
 }  // namespace accelerate

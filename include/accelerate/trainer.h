@@ -146,6 +146,7 @@ class Trainer {
   // Trains for the arguments' epochs or max_steps, from resume_from_checkpoint
   // when given. Collective: every process calls it.
   TrainOutput train() {
+    loop_.refuse_checkpoints_it_cannot_save();
     if (auto folder = loop_.checkpoint_to_resume()) {
       TrainerLoop::refuse_weights_only_checkpoint(*folder);
       accelerator_->load_state(*folder);

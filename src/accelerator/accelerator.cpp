@@ -16,6 +16,7 @@
 #include "accelerate/errors.h"
 #include "accelerate/malloc_tuning.h"
 #include "accelerator/engine_choice.h"
+#include "accelerator/tensor_parallel_split.h"
 #include "accelerator/uncaught_errors.h"
 #include "common/bf16_hardware.h"
 #include "common/cpu_info.h"
@@ -126,6 +127,9 @@ void Accelerator::form_mesh(const EngineChoice& engine) {
   // a group is collective).
   if (mesh_->shape().sp > 1)
     sequence_parallel_ = SequenceParallel(mesh_->group({distributed::MeshDim::kSp}));
+  if (mesh_->shape().tp > 1)
+    tensor_parallel_ = TensorParallel(mesh_->group({distributed::MeshDim::kTp}));
+  tensor_parallel_parts_ = std::make_unique<TensorParallelParts>();
   batch_comm_ = mesh_->group(distributed::kBatchDims);
 }
 
@@ -209,6 +213,8 @@ void Accelerator::prepare_module(torch::nn::Module& module) {
       prepared_modules_.end()) {
     return;
   }
+  // Split before the engine flattens or shards the parameters.
+  tensor_parallel_parts_->split(module, tensor_parallel_);
   engine_->prepare_model(
       module, options_.device_placement() ? std::optional<c10::Device>(device()) : std::nullopt);
   prepared_modules_.push_back(&module);
@@ -380,6 +386,10 @@ void Accelerator::unscale_gradients() {
 double Accelerator::clip_grad_norm_(const std::vector<at::Tensor>& parameters, double max_norm,
                                     double norm_type) {
   unscale_gradients();
+  if (tensor_parallel_.enabled()) {
+    return clip_grad_norm_over_tensor_parallel(*engine_, parameters, max_norm, norm_type,
+                                               tensor_parallel_, *tensor_parallel_parts_);
+  }
   return engine_->clip_grad_norm(parameters, max_norm, norm_type);
 }
 

@@ -14,6 +14,7 @@
 #include "accelerate/errors.h"
 #include "accelerate/grad_scaler.h"
 #include "accelerator/state_items.h"
+#include "accelerator/tensor_parallel_split.h"
 #include "checkpoint/checkpoint_archives.h"
 #include "checkpoint/checkpoint_items.h"
 #include "checkpoint/model_streaming.h"
@@ -35,6 +36,16 @@ HookHandle add_hook(const std::shared_ptr<HookRegistry<Hook>>& registry, Hook ho
   return HookHandle([weak, id] {
     if (auto alive = weak.lock()) alive->remove(id);
   });
+}
+
+// Checkpoints of tensor-parallel models are not built yet: each process
+// holds only its parts, and a file would pass the main process's parts off
+// as whole weights. Every process refuses alike, before anything is written.
+void refuse_tensor_parallel(const TensorParallel& tp, const std::string& what) {
+  if (!tp.enabled()) return;
+  throw ConfigError(what + " at tp_size " + std::to_string(tp.size()) +
+                    " is not built yet: each process holds only its parts of the split layers "
+                    "(docs/tensor-parallel.md)");
 }
 
 // What a checkpoint's items are made of: the prepared objects, in prepare() order.
@@ -202,6 +213,7 @@ HookHandle Accelerator::register_load_state_pre_hook(LoadStatePreHook hook) {
 }
 
 std::string Accelerator::save_state(const std::optional<std::string>& output_dir) {
+  refuse_tensor_parallel(tensor_parallel_, "save_state");
   const bool numbered = !output_dir;
   StagedCheckpoint staged(*comm_, numbered ? Parts::next_folder(*this) : *output_dir,
                           options_.checkpoint_options(), /*allow_replace=*/!numbered);
@@ -260,6 +272,7 @@ std::string Accelerator::load_state(const std::optional<std::string>& input_dir)
 }
 
 void Accelerator::restore_state_from(const std::string& folder) {
+  refuse_tensor_parallel(tensor_parallel_, "load_state");
   const CheckpointMetadata metadata = read_checkpoint_metadata(folder);
   // ZeRO checkpoints load on another number of processes (resharded); for
   // others the per-process random states and positions must match.
@@ -305,6 +318,7 @@ void Accelerator::restore_state_from(const std::string& folder) {
 std::vector<std::pair<std::string, at::Tensor>> Accelerator::get_state_dict(
     const torch::nn::Module& model) {
   const ScopeGuard full_weights = engine_->full_weights();
+  const ScopeGuard whole = whole_weights_of(model, prepared_modules_, tensor_parallel_);
   auto state = module_state_dict(model);
   const auto sixteen_bit = engine_->saved_weights_dtype();
   for (auto& entry : state) {
@@ -322,7 +336,15 @@ std::vector<std::string> Accelerator::save_model(const torch::nn::Module& model,
   const ScopeGuard exact_weights = engine_->exact_weights();  // the fp32 masters
   std::vector<std::string> files;
   std::string error;
-  if (auto groups = engine_->weight_groups(model)) {
+  // Split weights: gathered whole on every process (each ZeRO-3 unit, then
+  // each tensor-parallel part), and written by the main process.
+  std::optional<ScopeGuard> full_weights, whole;
+  if (tensor_parallel_.enabled()) {
+    full_weights.emplace(engine_->full_weights());
+    whole.emplace(whole_weights_of(model, prepared_modules_, tensor_parallel_));
+  }
+  auto groups = whole ? nullptr : engine_->weight_groups(model);
+  if (groups) {
     // Sharded weights (ZeRO-3): written group by group; no process holds the whole model.
     files =
         checkpoint::save_model_by_groups(model, save_directory, options, *groups, is_main_process(),

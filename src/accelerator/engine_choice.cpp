@@ -8,27 +8,30 @@
 namespace accelerate {
 namespace {
 
-// Data parallelism and stage 0 replicate over every data-parallel process;
-// ZeRO shards over all of them, or over groups of hybrid_shard_size
-// consecutive ranks (which span the sequence-parallel groups inside them).
-distributed::MeshShape job_mesh_shape(int world_size, int sp,
+// Data parallelism and stage 0 replicate over every data-parallel process
+// (one per sequence- and tensor-parallel group); ZeRO shards over all of
+// them, or over groups of hybrid_shard_size (which span the
+// sequence-parallel groups inside them).
+distributed::MeshShape job_mesh_shape(int world_size, int sp, int tp,
                                       const std::optional<sharding::ShardingSettings>& sharded) {
   distributed::MeshShape shape;
   shape.sp = sp;
+  shape.tp = tp;
+  const int data_parallel = world_size / tp;  // parallelism_sizes judged that tp divides it
   if (!sharded || sharded->stage == sharding::ZeroStage::kDataParallel) {
-    shape.dp_replicate = world_size / sp;
+    shape.dp_replicate = data_parallel / sp;
     return shape;
   }
   const int hybrid = sharded->hybrid_shard_size;
-  const int sharing = hybrid > 1 && hybrid < world_size ? hybrid : world_size;
+  const int sharing = hybrid > 1 && hybrid < data_parallel ? hybrid : data_parallel;
   // Machines of different sizes under the hybrid strategies (parallelism_sizes
   // judged dp_shard_size x sp_size).
-  if (world_size % sharing != 0) {
+  if (data_parallel % sharing != 0) {
     throw ConfigError("hybrid sharding: shard groups of " + std::to_string(sharing) +
-                      " processes do not divide the job's " + std::to_string(world_size) +
-                      " processes");
+                      " processes do not divide the job's " + std::to_string(data_parallel) +
+                      " data-parallel processes");
   }
-  shape.dp_replicate = world_size / sharing;
+  shape.dp_replicate = data_parallel / sharing;
   shape.dp_shard = sharing / sp;
   return shape;
 }
@@ -43,7 +46,9 @@ EngineChoice choose_engine(const AcceleratorOptions& options, const Environment&
   const GradientSyncOptions sync_options = options.ddp_options();
   std::optional<sharding::ShardingSettings> sharded =
       sharding::resolve_sharding_settings(options, env, job, mixed_precision);
-  choice.mesh_shape = job_mesh_shape(job.world_size, sizes ? sizes->sp : 1, sharded);
+  // A DeepSpeed file's autotp_size counts where the parallelism sizes are not in use.
+  const int tp = sharded ? sharded->tensor_parallel_size : sizes ? sizes->tp : 1;
+  choice.mesh_shape = job_mesh_shape(job.world_size, sizes ? sizes->sp : 1, tp, sharded);
   if (!sharded) {
     choice.build = [sync_options](distributed::DeviceMesh& mesh, std::shared_ptr<GradScaler>) {
       return std::make_unique<DataParallelEngine>(mesh.group(distributed::kReplicaDims),

@@ -4,8 +4,9 @@
 // consecutive ranks, replicated dp_replicate_size times (hybrid sharding,
 // docs/sharding.md); sp_size ranks of each sequence-parallel group split
 // every sequence between them (DeepSpeed Ulysses, docs/sequence-parallel.md);
-// tp_size and cp_size are read so that a value above 1 is refused rather
-// than ignored.
+// tp_size consecutive ranks split each layer of a model with a
+// tensor-parallel plan (docs/tensor-parallel.md); cp_size is read so that a
+// value above 1 is refused rather than ignored.
 #include "common/settings.h"
 
 #include <cctype>
@@ -72,7 +73,8 @@ const Setting<std::string> kParallelismSpBackend{
 const Setting<int> kParallelismTpSize{
     {"PARALLELISM_CONFIG_TP_SIZE",
      "--parallelism_config_tp_size / parallelism_config.parallelism_config_tp_size",
-     kCountExpectation, "1", "tensor parallelism: only 1 (accelerate-cpp has none)"},
+     kCountExpectation, "1",
+     "tensor parallelism: consecutive ranks that split each layer of the model"},
     1,
     parse_count,
     format_int};

@@ -84,9 +84,14 @@ std::vector<std::string> check_sharded_training(const LaunchOptions& options,
     std::optional<sharding::DeepSpeedConfig> file;
     const auto plugin = sharding::deepspeed_plugin_from_settings(values, nullptr, &file);
     // The parallelism sizes must fit the job (and FSDP must be in use to shard).
-    sharding::parallelism_sizes(values, options.num_processes,
-                                settings::kUseFsdp.read_or_default(values));
+    const auto sizes = sharding::parallelism_sizes(values, options.num_processes,
+                                                   settings::kUseFsdp.read_or_default(values));
     if (plugin) {
+      // DeepSpeed's tensor_parallel.autotp_size must fit the job and the sizes.
+      if (file) {
+        sharding::tensor_parallel_size(sizes, file->autotp_size, file->source,
+                                       options.num_processes);
+      }
       // The Accelerator's judgement, before any process starts.
       sharding::check_zero_stage(*plugin);
       // ZeRO++ hpZ's groups must fit each machine (the ranks print the notes).

@@ -164,6 +164,26 @@ at::Tensor gather_from_tensor_parallel(const at::Tensor& x, const TensorParallel
   return GatherFromGroup::apply(x, capsule_of(tp.group()), dim);
 }
 
+at::Tensor gather_whole(const at::Tensor& part, int64_t dim, int64_t whole_length,
+                        const TensorParallel& tp) {
+  dim = wrapped_dim(part, dim, "gather_whole");
+  if (!tp.enabled()) return part;
+  at::NoGradGuard no_grad;
+  // Every part padded to the longest, gathered, and cut back to its range.
+  const int64_t longest = tensor_parallel_range(whole_length, tp.size(), 0).length;
+  std::vector<int64_t> padded_shape(part.sizes().begin(), part.sizes().end());
+  padded_shape[dim] = longest;
+  at::Tensor padded = at::zeros(padded_shape, part.options());
+  padded.narrow(dim, 0, part.size(dim)).copy_(part);
+  const at::Tensor gathered = gather_along(padded, dim, *tp.group());
+  std::vector<at::Tensor> parts;
+  for (int rank = 0; rank < tp.size(); ++rank) {
+    const TensorParallelRange range = tensor_parallel_range(whole_length, tp.size(), rank);
+    parts.push_back(gathered.narrow(dim, rank * longest, range.length));
+  }
+  return at::cat(parts, dim);
+}
+
 at::Tensor scatter_to_tensor_parallel(const at::Tensor& x, const TensorParallel& tp, int64_t dim) {
   dim = wrapped_dim(x, dim, "scatter_to_tensor_parallel");
   if (!tp.enabled()) return x;

@@ -1,6 +1,7 @@
 #include "accelerate/tensor_parallel_plan.h"
 
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "accelerate/errors.h"
@@ -80,6 +81,104 @@ void parallelize_module(torch::nn::Module& module, const TensorParallelPlan& pla
       layer.module->as<ParallelEmbeddingImpl>()->parallelize(layer.rule->style, tp);
     }
   }
+}
+
+namespace {
+
+// A tensor of a split layer: this rank's part along `dim` of a whole of
+// `whole_length`.
+struct SplitTensor {
+  at::Tensor tensor;
+  int64_t dim;
+  int64_t whole_length;
+};
+
+// Calls `visit(layer name, group, split tensors)` for each split layer of `module`.
+template <typename Visit>
+void for_each_split_layer(const torch::nn::Module& module, Visit visit) {
+  for (const auto& item : module.named_modules("", /*include_self=*/true)) {
+    if (const auto* linear = item.value()->as<ParallelLinearImpl>()) {
+      const std::optional<int64_t> dim = linear->weight_split_dim();
+      if (!dim) continue;
+      const auto& options = linear->options();
+      std::vector<SplitTensor> split{
+          {linear->weight, *dim, *dim == 0 ? options.out_features() : options.in_features()}};
+      if (*dim == 0 && linear->bias.defined()) {
+        split.push_back({linear->bias, 0, options.out_features()});
+      }
+      visit(item.key(), linear->tensor_parallel(), split);
+    } else if (const auto* embedding = item.value()->as<ParallelEmbeddingImpl>()) {
+      if (embedding->style() != TensorParallelStyle::kRowwise ||
+          !embedding->tensor_parallel().enabled()) {
+        continue;
+      }
+      visit(
+          item.key(), embedding->tensor_parallel(),
+          std::vector<SplitTensor>{{embedding->weight, 0, embedding->options().num_embeddings()}});
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<at::Tensor> tensor_parallel_parts(const torch::nn::Module& module) {
+  std::vector<at::Tensor> parts;
+  std::unordered_set<const c10::TensorImpl*> seen;  // a tied head is its embedding
+  for_each_split_layer(module, [&](const std::string&, const TensorParallel&,
+                                   const std::vector<SplitTensor>& split) {
+    for (const SplitTensor& part : split) {
+      if (seen.insert(part.tensor.unsafeGetTensorImpl()).second) parts.push_back(part.tensor);
+    }
+  });
+  return parts;
+}
+
+ScopeGuard whole_tensor_parallel_weights(torch::nn::Module& module) {
+  struct Held {
+    SplitTensor split;
+    TensorParallel tp;
+    at::Tensor part;  // the tensor's own data (a view into a ZeRO buffer, say)
+  };
+  auto held = std::make_shared<std::vector<Held>>();
+  std::unordered_set<const c10::TensorImpl*> seen;
+  at::NoGradGuard no_grad;
+  for_each_split_layer(module, [&](const std::string&, const TensorParallel& tp,
+                                   const std::vector<SplitTensor>& split) {
+    for (const SplitTensor& piece : split) {
+      if (!seen.insert(piece.tensor.unsafeGetTensorImpl()).second) continue;
+      held->push_back({piece, tp, piece.tensor.variable_data()});
+    }
+  });
+  for (Held& h : *held) {
+    at::Tensor tensor = h.split.tensor;
+    tensor.set_data(gather_whole(h.part, h.split.dim, h.split.whole_length, h.tp));
+  }
+  return ScopeGuard([held] {
+    at::NoGradGuard no_grad;
+    for (Held& h : *held) {
+      at::Tensor tensor = h.split.tensor;
+      const TensorParallelRange range = tensor_parallel_range(h.split.whole_length, h.tp);
+      h.part.copy_(tensor.detach().narrow(h.split.dim, range.start, range.length));
+      tensor.set_data(h.part);
+    }
+  });
+}
+
+int tensor_parallel_size_of(const torch::nn::Module& module) {
+  int size = 1;
+  std::string first;
+  for_each_split_layer(module, [&](const std::string& name, const TensorParallel& tp,
+                                   const std::vector<SplitTensor>&) {
+    if (size == 1) {
+      size = tp.size();
+      first = name;
+    } else if (tp.size() != size) {
+      throw ConfigError("tensor parallelism: " + first + " is split over tp_size " +
+                        std::to_string(size) + " but " + name + " over " +
+                        std::to_string(tp.size()));
+    }
+  });
+  return size;
 }
 
 }  // namespace accelerate

@@ -1,6 +1,9 @@
 // What every engine does alike unless it knows better.
 #include "parallel/parallel_engine.h"
 
+// clip_grad.h uses torch::Tensor without including its declaration.
+#include <torch/types.h>
+
 #include <torch/nn/utils/clip_grad.h>
 
 #include "checkpoint/model_streaming.h"
@@ -17,6 +20,24 @@ double ParallelEngine::clip_grad_norm(const std::vector<at::Tensor>& parameters,
 
 void ParallelEngine::clip_grad_value(const std::vector<at::Tensor>& parameters, double clip_value) {
   torch::nn::utils::clip_grad_value_(parameters, clip_value);
+}
+
+GradientNormParts ParallelEngine::gradient_norm_parts(const std::vector<at::Tensor>& parameters,
+                                                      double norm_type,
+                                                      const IsTensorParallelPart& is_part) {
+  // Averaged gradients: every process of the engine holds them whole.
+  GradientNormParts parts(norm_type);
+  for (const at::Tensor& parameter : parameters) {
+    if (parameter.grad().defined()) parts.add(parameter.grad(), is_part(parameter));
+  }
+  return parts;
+}
+
+void ParallelEngine::scale_gradients(const std::vector<at::Tensor>& parameters, double factor) {
+  at::NoGradGuard no_grad;
+  for (const at::Tensor& parameter : parameters) {
+    if (parameter.grad().defined()) parameter.grad().mul_(factor);
+  }
 }
 
 std::unique_ptr<checkpoint::WeightGroups> ParallelEngine::weight_groups(

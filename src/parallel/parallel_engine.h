@@ -26,6 +26,7 @@
 #include "accelerate/empty_weights.h"
 #include "accelerate/mixed_precision.h"
 #include "accelerate/scope_guard.h"
+#include "parallel/gradient_norm.h"
 
 namespace torch {
 namespace nn {
@@ -106,6 +107,15 @@ class ParallelEngine {
   virtual double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm,
                                 double norm_type);
   virtual void clip_grad_value(const std::vector<at::Tensor>& parameters, double clip_value);
+  // For a norm across more of the mesh than the engine spans (tensor
+  // parallelism): the pieces of the norm of `parameters`' gradients wherever
+  // this engine keeps them, combined over the processes it spreads them
+  // across, tensor-parallel parts apart; then scaling those gradients by
+  // `factor`.
+  virtual GradientNormParts gradient_norm_parts(const std::vector<at::Tensor>& parameters,
+                                                double norm_type,
+                                                const IsTensorParallelPart& is_part);
+  virtual void scale_gradients(const std::vector<at::Tensor>& parameters, double factor);
   // One per prepared model in a job of several processes (statistics, tests).
   virtual std::vector<GradientReducer*> reducers() const = 0;
 

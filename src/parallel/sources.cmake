@@ -4,6 +4,7 @@ target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/autograd_reach.cpp
   ${CMAKE_CURRENT_LIST_DIR}/bucket_assignment.cpp
   ${CMAKE_CURRENT_LIST_DIR}/data_parallel_engine.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/gradient_norm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gradient_reducer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/parallel_engine.cpp
   ${CMAKE_CURRENT_LIST_DIR}/reducer_state.cpp

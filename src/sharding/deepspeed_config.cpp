@@ -178,7 +178,6 @@ struct Unsupported {
 };
 constexpr Unsupported kUnsupported[] = {
     {"pipeline", "pipeline parallelism"},
-    {"tensor_parallel", "tensor parallelism"},
     {"sparse_attention", "sparse attention"},
     {"fp8", "fp8 training"},
     {"msamp", "MS-AMP fp8 training"},
@@ -241,6 +240,12 @@ DeepSpeedConfig parse_deepspeed_config(const std::string& json_text, const std::
     fail(source, "zero_optimization is missing; Accelerate requires it (e.g. {\"stage\": 2})");
   }
   config.zero_optimization = parse_zero(*zero, source, ignored);
+  if (const json* tensor_parallel = r.take("tensor_parallel")) {
+    require_object(source, "tensor_parallel", *tensor_parallel);
+    ObjectReader tp(*tensor_parallel, "tensor_parallel.", source, ignored);
+    read_into(tp, "autotp_size", config.autotp_size, 0);
+    tp.finish();
+  }
   if (const json* optimizer = r.take("optimizer")) {
     config.optimizer = parse_param_section(*optimizer, "optimizer",
                                            {"lr", "weight_decay", "betas", "eps"}, source, ignored);

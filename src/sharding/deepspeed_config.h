@@ -128,6 +128,9 @@ struct DeepSpeedConfig {
   // the gradients' own dtype (fp32), which is not DeepSpeed's default
   // under bf16/fp16 (docs/sharding.md, "Low-precision collectives").
   std::optional<CollectiveDtype> communication_data_type;
+  // tensor_parallel.autotp_size: DeepSpeed's AutoTP training, tensor
+  // parallelism over groups of this many consecutive ranks (0 or 1: none).
+  int64_t autotp_size = 0;
   // Keys read but not used, as dotted paths ("zero_optimization.elastic_checkpoint"),
   // each once, sorted: for the caller to print once. Logging-only keys
   // (steps_per_print, wall_clock_breakdown, ...) are not listed.

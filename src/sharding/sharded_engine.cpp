@@ -323,11 +323,29 @@ std::vector<ShardedOptimizer*> ShardedEngine::covering(
 
 double ShardedEngine::clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm,
                                      double norm_type) {
-  // Each process holds the unscaled, averaged gradients of its shard only;
-  // the norm is combined from every process's shards.
+  if (covering(parameters).empty()) {
+    return ParallelEngine::clip_grad_norm(parameters, max_norm, norm_type);
+  }
+  const double norm = gradient_norm_parts(parameters, norm_type, nullptr).norm();
+  if (const auto factor = clip_coefficient(norm, max_norm)) scale_gradients(parameters, *factor);
+  return norm;
+}
+
+// Each process holds the unscaled, averaged gradients of its shard only:
+// the norm is combined from every process's shards.
+GradientNormParts ShardedEngine::gradient_norm_parts(const std::vector<at::Tensor>& parameters,
+                                                     double norm_type,
+                                                     const IsTensorParallelPart& is_part) {
   const auto sharded = covering(parameters);
-  if (sharded.empty()) return ParallelEngine::clip_grad_norm(parameters, max_norm, norm_type);
-  return sharding::clip_grad_norm(*replicas_.communicator(), sharded, max_norm, norm_type);
+  if (sharded.empty()) return ParallelEngine::gradient_norm_parts(parameters, norm_type, is_part);
+  return sharding::shard_gradient_norm_parts(*replicas_.communicator(), sharded, norm_type,
+                                             is_part);
+}
+
+void ShardedEngine::scale_gradients(const std::vector<at::Tensor>& parameters, double factor) {
+  const auto sharded = covering(parameters);
+  if (sharded.empty()) return ParallelEngine::scale_gradients(parameters, factor);
+  sharding::scale_shard_gradients(sharded, factor);
 }
 
 void ShardedEngine::clip_grad_value(const std::vector<at::Tensor>& parameters, double clip_value) {

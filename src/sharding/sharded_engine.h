@@ -45,6 +45,9 @@ class ShardedEngine : public ParallelEngine {
   double clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm,
                         double norm_type) override;
   void clip_grad_value(const std::vector<at::Tensor>& parameters, double clip_value) override;
+  GradientNormParts gradient_norm_parts(const std::vector<at::Tensor>& parameters, double norm_type,
+                                        const IsTensorParallelPart& is_part) override;
+  void scale_gradients(const std::vector<at::Tensor>& parameters, double factor) override;
   std::vector<GradientReducer*> reducers() const override { return replicas_.reducers(); }
 
   ScopeGuard full_weights() override;

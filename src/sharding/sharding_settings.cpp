@@ -194,6 +194,24 @@ void print_notes(const ShardingSettings& settings, const std::vector<std::string
   }
 }
 
+// What ZeRO does not yet do on tensor-parallel parts: refused before any
+// process builds a model, rather than training wrongly.
+void refuse_with_tensor_parallelism(const ShardingSettings& settings, int tp) {
+  const auto refuse = [tp](const std::string& what) {
+    throw ConfigError("tp_size " + std::to_string(tp) + " with " + what +
+                      " is not built yet: leave it off with tensor parallelism");
+  };
+  // Processes other than the main one build the model without weights,
+  // and the main process holds only its own tensor-parallel part.
+  if (settings.weights_from_main_process) {
+    refuse("zero3_init_flag / fsdp_cpu_ram_efficient_loading (weights from the main process)");
+  }
+  if (settings.hpz_partition_size > 1) refuse("ZeRO++ hpZ (zero_hpz_partition_size)");
+  if (settings.quantized_weights || settings.quantized_gradients) {
+    refuse("ZeRO++ qwZ / qgZ (zero_quantized_weights / zero_quantized_gradients)");
+  }
+}
+
 }  // namespace
 
 std::optional<ParallelismSizes> job_parallelism_sizes(const AcceleratorOptions& options,
@@ -271,7 +289,7 @@ std::optional<ShardingSettings> resolve_sharding_settings(const AcceleratorOptio
     }
     // Every rank of a sequence-parallel group holds the same parameters:
     // the shard groups span dp_shard_size x sp_size consecutive ranks.
-    if (sizes->dp_shard * sizes->sp < job.world_size) {
+    if (sizes->dp_shard * sizes->sp < job.world_size / sizes->tp) {
       settings.hybrid_shard_size = sizes->dp_shard * sizes->sp;
       settings.weights_from_main_process = false;
     }
@@ -292,6 +310,12 @@ std::optional<ShardingSettings> resolve_sharding_settings(const AcceleratorOptio
   resolve_wire_dtypes(settings, fsdp, &notes);
   if (settings.file && !fsdp) resolve_quantized(settings, &notes);
   settings.offload = offload_for(settings.plugin, fsdp, job, env);
+  settings.tensor_parallel_size =
+      tensor_parallel_size(sizes, settings.file ? settings.file->autotp_size : 0,
+                           settings.file ? settings.file->source : std::string(), job.world_size);
+  if (settings.tensor_parallel_size > 1) {
+    refuse_with_tensor_parallelism(settings, settings.tensor_parallel_size);
+  }
   if (job.is_main_process()) print_notes(settings, notes);
   return settings;
 }

@@ -66,7 +66,9 @@ struct ShardingSettings {
   // Hybrid sharding (FSDP's HYBRID_SHARD at stage 3, _HYBRID_SHARD_ZERO2 at
   // stage 2): the processes of each group of this many consecutive ranks
   // (a machine's, unless set) shard the model among themselves, and the
-  // groups replicate it. 0: one group, the whole job.
+  // groups replicate it. With tensor parallelism, the size counts
+  // data-parallel processes, one per tensor-parallel group (the shard groups
+  // are along dp_shard x sp of the device mesh). 0: one group, the whole job.
   int hybrid_shard_size = 0;
   // ZeRO++ hpZ (DeepSpeed's zero_hpz_partition_size, stage 3): after a
   // unit's gather over the job each process keeps its part of the whole
@@ -74,6 +76,10 @@ struct ShardingSettings {
   // machine), and the unit's later gathers, until the parameters next
   // change, run within that group. 1: off.
   int hpz_partition_size = 1;
+  // Tensor parallelism: parallelism_config's tp_size or DeepSpeed's
+  // tensor_parallel.autotp_size (the mesh's innermost dimension; ZeRO shards
+  // over the other ones).
+  int tensor_parallel_size = 1;
   // Low-precision collectives (docs/sharding.md): the dtype the parameters'
   // all-gathers (stages 1-3) and the gradients' reduce-scatters (stages 2-3)
   // carry. nullopt: the tensors' own (fp32), bitwise today's results. From

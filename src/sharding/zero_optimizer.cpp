@@ -400,31 +400,48 @@ std::vector<at::Tensor> ShardedOptimizer::shard_gradients() {
   return gradients;
 }
 
-double clip_grad_norm(Communicator& communicator, const std::vector<ShardedOptimizer*>& optimizers,
-                      double max_norm, double norm_type) {
-  c10::NoGradGuard no_grad;
-  std::vector<at::Tensor> gradients;
-  for (ShardedOptimizer* optimizer : optimizers) {
-    for (const at::Tensor& gradient : optimizer->shard_gradients()) gradients.push_back(gradient);
-  }
-  const bool infinity = std::isinf(norm_type);
-  at::Tensor local = at::zeros({1}, at::kDouble);
-  for (const at::Tensor& gradient : gradients) {
-    const at::Tensor magnitude = gradient.to(at::kDouble).abs();
-    if (infinity) {
-      local = at::maximum(local, magnitude.max().reshape({1}).cpu());
-    } else {
-      local += magnitude.pow(norm_type).sum().cpu();
+std::vector<ShardedOptimizer::GradientPiece> ShardedOptimizer::shard_gradient_pieces() {
+  bind_gradients();
+  std::vector<GradientPiece> pieces;
+  for (const Run& run : runs_) {
+    const ShardLayout::Model& model = layout_->models()[run.model];
+    const ShardLayout::Bucket& bucket = model.buckets[run.bucket];
+    const at::Tensor gradient = run.parameter.grad();
+    for (std::size_t i = 0; i < bucket.parameters.size(); ++i) {
+      const at::Tensor& parameter = model.parameters[bucket.parameters[i]];
+      const std::int64_t begin = std::max(bucket.offsets[i], run.begin);
+      const std::int64_t end =
+          std::min(bucket.offsets[i] + parameter.numel(), run.begin + run.numel);
+      if (begin < end) {
+        pieces.push_back({gradient.narrow(0, begin - run.begin, end - begin), parameter});
+      }
     }
   }
-  communicator.all_reduce(local, infinity ? ReduceOp::kMax : ReduceOp::kSum);
-  const double total =
-      infinity ? local.item<double>() : std::pow(local.item<double>(), 1.0 / norm_type);
-  const double coefficient = max_norm / (total + 1e-6);
-  if (coefficient < 1.0) {
-    for (const at::Tensor& gradient : gradients) gradient.mul_(coefficient);
+  return pieces;
+}
+
+GradientNormParts shard_gradient_norm_parts(Communicator& communicator,
+                                            const std::vector<ShardedOptimizer*>& optimizers,
+                                            double norm_type, const IsTensorParallelPart& is_part) {
+  GradientNormParts parts(norm_type);
+  for (ShardedOptimizer* optimizer : optimizers) {
+    if (!is_part) {
+      for (const at::Tensor& gradient : optimizer->shard_gradients()) parts.add(gradient, false);
+      continue;
+    }
+    for (const auto& piece : optimizer->shard_gradient_pieces()) {
+      parts.add(piece.gradient, is_part(piece.parameter));
+    }
   }
-  return total;
+  parts.combine(communicator);
+  return parts;
+}
+
+void scale_shard_gradients(const std::vector<ShardedOptimizer*>& optimizers, double factor) {
+  c10::NoGradGuard no_grad;
+  for (ShardedOptimizer* optimizer : optimizers) {
+    for (const at::Tensor& gradient : optimizer->shard_gradients()) gradient.mul_(factor);
+  }
 }
 
 void clip_grad_value(const std::vector<ShardedOptimizer*>& optimizers, double clip_value) {

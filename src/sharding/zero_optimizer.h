@@ -28,6 +28,7 @@
 #include "accelerate/communicator.h"
 #include "accelerate/gradient_reducer.h"
 #include "accelerate/optimizer.h"
+#include "parallel/gradient_norm.h"
 #include "sharding/quantized_collectives.h"
 #include "sharding/shard_layout.h"
 
@@ -234,6 +235,13 @@ class ShardedOptimizer : public OptimizerShardHooks {
   // This process's shard of the gradients it steps (views: changing them
   // changes what the next step uses).
   std::vector<at::Tensor> shard_gradients();
+  // The same cut where one model parameter ends and the next begins, each
+  // piece with the parameter it is part of.
+  struct GradientPiece {
+    at::Tensor gradient;
+    at::Tensor parameter;
+  };
+  std::vector<GradientPiece> shard_gradient_pieces();
   // Whether any of `parameters` is one of the model parameters it steps.
   bool covers_any(const std::vector<at::Tensor>& parameters) const;
   const torch::optim::Optimizer& optimizer() const { return optimizer_; }
@@ -254,13 +262,16 @@ class ShardedOptimizer : public OptimizerShardHooks {
   std::vector<at::Tensor> model_parameters_;  // the ones this optimizer had
 };
 
-// clip_grad_norm_ for ZeRO (the model's own .grad are released at stage 2,
-// and hold other processes' scaled values under fp16 at stage 1): the global
-// norm of every optimizer's shard gradients, combined over the processes
-// with one all-reduce (in double), after which every shard gradient is
-// scaled by max_norm / (norm + 1e-6) when that is below 1. Returns the norm.
-double clip_grad_norm(Communicator& communicator, const std::vector<ShardedOptimizer*>& optimizers,
-                      double max_norm, double norm_type);
+// The pieces of the gradient norm for ZeRO (the model's own .grad are
+// released at stage 2, and hold other processes' scaled values under fp16
+// at stage 1): every optimizer's shard gradients, each piece classed by the
+// parameter it belongs to, combined over `communicator` with one all-reduce
+// (in double). clip_grad_norm_ scales every shard gradient by
+// clip_coefficient(norm, max_norm) (scale_shard_gradients).
+GradientNormParts shard_gradient_norm_parts(Communicator& communicator,
+                                            const std::vector<ShardedOptimizer*>& optimizers,
+                                            double norm_type, const IsTensorParallelPart& is_part);
+void scale_shard_gradients(const std::vector<ShardedOptimizer*>& optimizers, double factor);
 // clip_grad_value_ for ZeRO: clamps every shard gradient to ±clip_value.
 void clip_grad_value(const std::vector<ShardedOptimizer*>& optimizers, double clip_value);
 

@@ -45,6 +45,15 @@ TEST(LaunchParallelism, TwoReplicasOfTwoShardsReachTheRanks) {
   EXPECT_EQ(env.count("PARALLELISM_CONFIG_TP_SIZE"), 0u);  // only what was given
 }
 
+TEST(LaunchParallelism, TensorParallelTimesHybridShardingReachesTheRanks) {
+  const LaunchOptions options = resolved(
+      args_with(kTwoByTwo, {"--parallelism_config_tp_size", "2", "--num_processes", "8", "p"}));
+  EXPECT_EQ(parallelism_refusal(options), "(no error)");
+  const Environment env = build_child_environment(options, 0, {}, 8);
+  EXPECT_EQ(env.at("PARALLELISM_CONFIG_TP_SIZE"), "2");
+  EXPECT_EQ(env.at("PARALLELISM_CONFIG_DP_SHARD_SIZE"), "2");
+}
+
 TEST(LaunchParallelism, SizesThatCannotRunAreOneLineNamingTheirFlags) {
   EXPECT_EQ(
       parallelism_refusal(resolved(args_with(kTwoByTwo, {"--num_processes", "3", "p"}))),
@@ -56,10 +65,22 @@ TEST(LaunchParallelism, SizesThatCannotRunAreOneLineNamingTheirFlags) {
                     "--num_processes", "2", "p"})),
       "parallelism_config: dp_shard_size 2 shards the model, which needs FSDP (--use_fsdp, or "
       "distributed_type: FSDP) (--parallelism_config_dp_shard_size)");
+  // Tensor parallelism counts in the product.
   EXPECT_EQ(parallelism_refusal(resolved(args_with(
-                kTwoByTwo, {"--parallelism_config_tp_size", "2", "--num_processes", "8", "p"}))),
-            "--parallelism_config_tp_size 2 asks for tensor parallelism, which accelerate-cpp does "
-            "not have: set it to 1");
+                kTwoByTwo, {"--parallelism_config_tp_size", "2", "--num_processes", "4", "p"}))),
+            "parallelism_config: dp_replicate_size 2 x dp_shard_size 2 x tp_size 2 is 8 "
+            "processes, but the job has 4 (--parallelism_config_dp_replicate_size, "
+            "--parallelism_config_dp_shard_size, --parallelism_config_tp_size)");
+  EXPECT_EQ(
+      parallelism_refusal(resolved({"--use_parallelism_config", "--parallelism_config_tp_size", "3",
+                                    "--num_processes", "4", "p"})),
+      "parallelism_config: tp_size 3 does not divide the job's 4 processes "
+      "(--parallelism_config_tp_size)");
+  EXPECT_EQ(
+      parallelism_refusal(resolved({"--use_parallelism_config", "--parallelism_config_cp_size", "2",
+                                    "--num_processes", "4", "p"})),
+      "--parallelism_config_cp_size 2 asks for context parallelism, which accelerate-cpp "
+      "does not have: set it to 1");
   EXPECT_EQ(parallelism_refusal(resolved({"--use_fsdp", "--use_parallelism_config",
                                           "--parallelism_config_dp_replicate_size", "2",
                                           "--num_processes", "2", "p"})),

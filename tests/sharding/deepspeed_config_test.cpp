@@ -261,6 +261,14 @@ TEST(DeepSpeedConfigParse, NvmeOffloadIsRefused) {
   EXPECT_THAT(config.ignored_keys, IsEmpty());  // nvme_path without nvme means nothing
 }
 
+TEST(DeepSpeedConfigParse, AutoTpSizeIsReadAndTheSectionsOtherKeysListed) {
+  const DeepSpeedConfig config = parse_deepspeed_config(
+      with(R"("tensor_parallel": {"autotp_size": 2, "tp_overlap_comm": true})"), "ds.json");
+  EXPECT_EQ(config.autotp_size, 2);
+  EXPECT_THAT(config.ignored_keys, ElementsAre("tensor_parallel.tp_overlap_comm"));
+  EXPECT_EQ(parse_deepspeed_config(with(""), "ds.json").autotp_size, 0);
+}
+
 TEST(DeepSpeedConfigParse, SectionsWeCannotHonourAreRefused) {
   EXPECT_EQ(
       parse_error(with(R"("pipeline": {"stages": 2})")),
@@ -268,9 +276,8 @@ TEST(DeepSpeedConfigParse, SectionsWeCannotHonourAreRefused) {
   EXPECT_EQ(
       parse_error(with(R"("sparse_attention": {"mode": "fixed"})")),
       "ds.json: sparse_attention (sparse attention) is not supported by accelerate-cpp; remove it");
-  EXPECT_EQ(parse_error(with(R"("tensor_parallel": {"autotp_size": 2})")),
-            "ds.json: tensor_parallel (tensor parallelism) is not supported by accelerate-cpp; "
-            "remove it");
+  EXPECT_EQ(parse_error(with(R"("tensor_parallel": {"autotp_size": -2})")),
+            "ds.json: tensor_parallel.autotp_size expects a non-negative integer, got '-2'");
   EXPECT_EQ(parse_error(with(R"("fp8": {"enabled": true})")),
             "ds.json: fp8 (fp8 training) is not supported by accelerate-cpp; remove it");
   // Written out but switched off: accepted, and not listed.

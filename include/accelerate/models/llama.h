@@ -156,7 +156,7 @@ struct LlamaLoadOptions {
 // Parameters: model.embed_tokens.weight, model.layers.N.self_attn.q_proj.weight,
 // ..., model.norm.weight, lm_head.weight (absent from the state dict's files
 // when tie_word_embeddings: the head is the embedding then).
-class LlamaForCausalLMImpl : public torch::nn::Module {
+class LlamaForCausalLMImpl : public torch::nn::Module, public TensorParallelModel {
  public:
   // Random weights (LibTorch's default initialisation), fp32, on the CPU.
   explicit LlamaForCausalLMImpl(LlamaConfig config);
@@ -187,8 +187,8 @@ class LlamaForCausalLMImpl : public torch::nn::Module {
   // logits still whole on every rank. Errors (one line, before anything is
   // split) naming the sizes: heads, key/value heads, or (the logits being
   // gathered) vocab_size not divisible by tp; the model split already.
-  void parallelize(const TensorParallel& tp);
-  const TensorParallel& tensor_parallel() const { return model->tensor_parallel(); }
+  void parallelize(const TensorParallel& tp) override;
+  const TensorParallel& tensor_parallel() const override { return model->tensor_parallel(); }
 
   // Builds the model from `folder`'s config.json and loads its weights.
   static std::shared_ptr<LlamaForCausalLMImpl> from_pretrained(

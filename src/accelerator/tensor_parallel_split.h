@@ -1,0 +1,56 @@
+// What Accelerator::prepare does with a model under tensor parallelism, and
+// the gradient clipping that spans the tensor-parallel groups. Internal.
+#pragma once
+
+#include <unordered_set>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "accelerate/scope_guard.h"
+#include "accelerate/tensor_parallel.h"
+#include "parallel/parallel_engine.h"
+
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
+
+namespace accelerate {
+
+// The parts of the models prepared so far that are split over the job's
+// tensor-parallel group.
+class TensorParallelParts {
+ public:
+  // Splits `module` over `tp` by its own plan (a TensorParallelModel), or
+  // takes it as the program split it (parallelize_module, over a group of
+  // the same size), and remembers its parts. ConfigError (one line) for a
+  // model split over a group of another size (tp 1 included), or that
+  // cannot be split: no plan of its own and no split layer.
+  void split(torch::nn::Module& module, const TensorParallel& tp);
+  bool contains(const at::Tensor& parameter) const {
+    return parts_.count(parameter.unsafeGetTensorImpl()) > 0;
+  }
+
+ private:
+  std::unordered_set<const c10::TensorImpl*> parts_;
+  std::vector<at::Tensor> kept_;  // holds what parts_ points at
+};
+
+// whole_tensor_parallel_weights of `model`, one of the `prepared` models
+// (collective in each tensor-parallel group); nothing without tensor
+// parallelism. ConfigError (one line) for a split model not prepared.
+ScopeGuard whole_weights_of(const torch::nn::Module& model,
+                            const std::vector<torch::nn::Module*>& prepared,
+                            const TensorParallel& tp);
+
+// clip_grad_norm_ over `engine`'s gradients of `parameters` with
+// tensor-parallel groups of tp.size() > 1: the global norm over the whole
+// mesh, each part's contribution summed over the group and each whole
+// parameter counted once; the same on every process. Returns the norm.
+double clip_grad_norm_over_tensor_parallel(ParallelEngine& engine,
+                                           const std::vector<at::Tensor>& parameters,
+                                           double max_norm, double norm_type,
+                                           const TensorParallel& tp,
+                                           const TensorParallelParts& parts);
+
+}  // namespace accelerate
