@@ -20,9 +20,11 @@ void require_matching(const at::Tensor& logits, const at::Tensor& labels, const 
 }
 
 at::Tensor token_losses(const at::Tensor& logits, const at::Tensor& shift_labels,
-                        LossReduction reduction) {
-  return cross_entropy(logits.reshape({-1, logits.size(-1)}), shift_labels.reshape({-1}),
-                       CrossEntropyOptions().ignore_index(kIgnoredLabel).reduction(reduction));
+                        LossReduction reduction, const TokenCrossEntropy& cross_entropy = {}) {
+  const auto options = CrossEntropyOptions().ignore_index(kIgnoredLabel).reduction(reduction);
+  const at::Tensor rows = logits.reshape({-1, logits.size(-1)});
+  if (cross_entropy) return cross_entropy(rows, shift_labels.reshape({-1}), options);
+  return accelerate::cross_entropy(rows, shift_labels.reshape({-1}), options);
 }
 
 }  // namespace
@@ -51,10 +53,10 @@ namespace {
 // positions, and the labels those positions predict.
 at::Tensor slice_loss(const CausalLMForward& forward, const at::Tensor& my_ids,
                       const at::Tensor& my_labels, const at::Tensor& positions,
-                      const SequenceParallel& sp) {
+                      const SequenceParallel& sp, const TokenCrossEntropy& cross_entropy) {
   const at::Tensor logits = forward(my_ids, positions);
   require_matching(logits, my_labels, "sequence_parallel_causal_lm_loss");
-  return sequence_parallel_loss(token_losses(logits, my_labels, LossReduction::kSum),
+  return sequence_parallel_loss(token_losses(logits, my_labels, LossReduction::kSum, cross_entropy),
                                 (my_labels != kIgnoredLabel).sum(), sp);
 }
 
@@ -69,26 +71,37 @@ void require_same_shape(const at::Tensor& input_ids, const at::Tensor& labels) {
 
 at::Tensor sequence_parallel_causal_lm_loss(const CausalLMForward& forward,
                                             const at::Tensor& input_ids, const at::Tensor& labels,
-                                            const SequenceParallel& sp) {
-  if (!sp.enabled()) return causal_lm_loss(forward(input_ids, {}), labels);
+                                            const SequenceParallel& sp,
+                                            const TokenCrossEntropy& cross_entropy) {
+  if (!sp.enabled()) {
+    const at::Tensor logits = forward(input_ids, {});
+    require_matching(logits, labels, "causal_lm_loss");
+    return token_losses(logits, shift_causal_lm_labels(labels), LossReduction::kMean,
+                        cross_entropy);
+  }
   require_same_shape(input_ids, labels);
   // slice_sequence shifts the labels over the whole sequence, then splits.
   const SequenceSlice slice = slice_sequence(input_ids, sp, labels, kIgnoredLabel);
-  return slice_loss(forward, slice.input_ids, slice.labels, slice.position_ids, sp);
+  return slice_loss(forward, slice.input_ids, slice.labels, slice.position_ids, sp, cross_entropy);
 }
 
 at::Tensor sequence_parallel_shifted_causal_lm_loss(const CausalLMForward& forward,
                                                     const at::Tensor& input_ids,
                                                     const at::Tensor& shift_labels,
-                                                    const SequenceParallel& sp) {
-  if (!sp.enabled()) return shifted_causal_lm_loss(forward(input_ids, {}), shift_labels);
+                                                    const SequenceParallel& sp,
+                                                    const TokenCrossEntropy& cross_entropy) {
+  if (!sp.enabled()) {
+    const at::Tensor logits = forward(input_ids, {});
+    require_matching(logits, shift_labels, "shifted_causal_lm_loss");
+    return token_losses(logits, shift_labels, LossReduction::kMean, cross_entropy);
+  }
   require_same_shape(input_ids, shift_labels);
   // Both are aligned already, so each rank takes the same columns of both.
   const at::Tensor my_ids = slice_tokens(input_ids, sp);
   const int64_t first = sp.rank() * my_ids.size(1);
   return slice_loss(forward, my_ids, slice_tokens(shift_labels, sp),
                     at::arange(first, first + my_ids.size(1), input_ids.options().dtype(at::kLong)),
-                    sp);
+                    sp, cross_entropy);
 }
 
 }  // namespace accelerate::models

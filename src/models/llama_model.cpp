@@ -220,13 +220,17 @@ LlamaForCausalLMImpl::LlamaForCausalLMImpl(LlamaConfig config) : config_(std::mo
 
 at::Tensor LlamaForCausalLMImpl::forward(const at::Tensor& input_ids,
                                          const at::Tensor& position_ids) {
+  return gather_from_tensor_parallel(logits_part(input_ids, position_ids), tensor_parallel(), -1);
+}
+
+at::Tensor LlamaForCausalLMImpl::logits_part(const at::Tensor& input_ids,
+                                             const at::Tensor& position_ids) {
   const at::Tensor hidden = model(input_ids, position_ids);
-  if (lm_head) return lm_head(hidden);
+  if (lm_head) return lm_head(hidden);  // colwise: this rank's classes
   // Tied: the embedding's rows are the head's output features, so a split
-  // embedding is a colwise head whose logits are gathered.
-  const TensorParallel& tp = tensor_parallel();
-  return gather_from_tensor_parallel(
-      at::linear(copy_to_tensor_parallel(hidden, tp), model->embed_tokens->weight), tp, -1);
+  // embedding is a colwise head.
+  return at::linear(copy_to_tensor_parallel(hidden, tensor_parallel()),
+                    model->embed_tokens->weight);
 }
 
 TensorParallelPlan LlamaForCausalLMImpl::tensor_parallel_plan(const LlamaConfig& config) {
@@ -240,7 +244,9 @@ TensorParallelPlan LlamaForCausalLMImpl::tensor_parallel_plan(const LlamaConfig&
       {"model.layers.*.mlp.up_proj", "colwise"},
       {"model.layers.*.mlp.down_proj", "rowwise"},
   };
-  if (!config.tie_word_embeddings) words.push_back({"lm_head", "colwise_rep"});
+  // transformers' colwise_rep gathers the logits; colwise leaves each rank
+  // its classes, for the vocab-parallel loss (forward() gathers them).
+  if (!config.tie_word_embeddings) words.push_back({"lm_head", "colwise"});
   return parse_tensor_parallel_plan(words);
 }
 
@@ -263,19 +269,29 @@ void LlamaForCausalLMImpl::parallelize(const TensorParallel& tp) {
 
 CausalLMForward LlamaForCausalLMImpl::forward_function() {
   return [this](const at::Tensor& ids, const at::Tensor& positions) {
-    return forward(ids, positions);
+    return logits_part(ids, positions);
+  };
+}
+
+TokenCrossEntropy LlamaForCausalLMImpl::cross_entropy_function() const {
+  const TensorParallel& tp = tensor_parallel();
+  if (!tp.enabled()) return {};
+  return [tp, vocab = config_.vocab_size](const at::Tensor& logits, const at::Tensor& targets,
+                                          const CrossEntropyOptions& options) {
+    return vocab_parallel_cross_entropy(logits, targets, vocab, tp, options);
   };
 }
 
 at::Tensor LlamaForCausalLMImpl::loss(const at::Tensor& input_ids, const at::Tensor& labels) {
   return sequence_parallel_causal_lm_loss(forward_function(), input_ids, labels,
-                                          model->sequence_parallel());
+                                          model->sequence_parallel(), cross_entropy_function());
 }
 
 at::Tensor LlamaForCausalLMImpl::loss_on_shifted_labels(const at::Tensor& input_ids,
                                                         const at::Tensor& shift_labels) {
   return sequence_parallel_shifted_causal_lm_loss(forward_function(), input_ids, shift_labels,
-                                                  model->sequence_parallel());
+                                                  model->sequence_parallel(),
+                                                  cross_entropy_function());
 }
 
 std::shared_ptr<LlamaForCausalLMImpl> LlamaForCausalLMImpl::from_pretrained(

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "accelerate/communication_traffic.h"
 #include "accelerate/errors.h"
 #include "accelerate/models/llama.h"
 #include "accelerate/tensor_parallel.h"
@@ -214,6 +215,37 @@ TEST(LlamaTensorParallel, Tp2TimesSequenceParallel2EqualsTheUnsplitModel) {
       EXPECT_LT(relative_error(mean, part_of(whole_parameters[i].grad(), mean, tp)), 1e-5)
           << "parameter " << i << ", rank " << comm->rank();
     }
+  });
+}
+
+// Bytes all-gathered by this process since the counters were reset.
+uint64_t all_gathered_bytes(Communicator& comm) {
+  uint64_t bytes = 0;
+  for (const auto& group : comm.traffic()) {
+    bytes += group.of(accelerate::TrafficKind::kAllGather).bytes_received;
+  }
+  return bytes;
+}
+
+TEST(LlamaTensorParallel, TheLossNeverGathersTheLogits) {
+  const auto initial = initial_parameters();
+  auto whole = model_from(initial);
+  const double expected = whole->loss(batch(0), batch(0)).item<double>();
+  run_rank_communicators(2, [&](std::shared_ptr<Communicator> comm) {
+    auto model = model_from(initial);
+    model->parallelize(TensorParallel(comm));
+    comm->reset_traffic();
+    const at::Tensor loss = model->loss(batch(0), batch(0));
+    loss.backward();
+    // The vocab-parallel cross-entropy all-reduces three floats a token;
+    // nothing in forward or backward is all-gathered.
+    EXPECT_EQ(all_gathered_bytes(*comm), 0u) << "rank " << comm->rank();
+    EXPECT_NEAR(loss.item<double>(), expected, 1e-5 * expected);
+    comm->reset_traffic();
+    at::NoGradGuard no_grad;
+    const at::Tensor logits = model->forward(batch(0));
+    ASSERT_EQ(logits.size(-1), kVocab) << "forward gives the whole logits";
+    EXPECT_GE(all_gathered_bytes(*comm), static_cast<uint64_t>(logits.numel() / 2 * 4));
   });
 }
 

@@ -12,6 +12,7 @@
 
 #include <functional>
 
+#include "accelerate/cross_entropy.h"
 #include "accelerate/sequence_parallel.h"
 
 namespace accelerate::models {
@@ -34,19 +35,29 @@ at::Tensor shifted_causal_lm_loss(const at::Tensor& logits, const at::Tensor& sh
 using CausalLMForward =
     std::function<at::Tensor(const at::Tensor& input_ids, const at::Tensor& position_ids)>;
 
+// The cross-entropy of a model's logits ([rows, classes], targets [rows]):
+// cross_entropy() when empty. A tensor-parallel model's forward gives its
+// part of the vocabulary, and vocab_parallel_cross_entropy over it, so the
+// logits are never whole on any process.
+using TokenCrossEntropy = std::function<at::Tensor(
+    const at::Tensor& logits, const at::Tensor& targets, const CrossEntropyOptions& options)>;
+
 // A decoder model's loss over a sequence-parallel group: every rank passes
 // the whole batch, runs `forward` on its slice of the tokens (slice_tokens,
 // at their positions) and gets the group's token mean
 // (sequence_parallel_loss), equal to the unsplit loss up to rounding. The
 // labels are shifted over the whole sequence before the split. A group of
 // one: causal_lm_loss(forward(input_ids, {}), labels).
+// `cross_entropy`: as above.
 at::Tensor sequence_parallel_causal_lm_loss(const CausalLMForward& forward,
                                             const at::Tensor& input_ids, const at::Tensor& labels,
-                                            const SequenceParallel& sp);
+                                            const SequenceParallel& sp,
+                                            const TokenCrossEntropy& cross_entropy = {});
 // The same with labels already shifted (shifted_causal_lm_loss's).
 at::Tensor sequence_parallel_shifted_causal_lm_loss(const CausalLMForward& forward,
                                                     const at::Tensor& input_ids,
                                                     const at::Tensor& shift_labels,
-                                                    const SequenceParallel& sp);
+                                                    const SequenceParallel& sp,
+                                                    const TokenCrossEntropy& cross_entropy = {});
 
 }  // namespace accelerate::models

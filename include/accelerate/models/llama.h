@@ -177,14 +177,15 @@ class LlamaForCausalLMImpl : public torch::nn::Module, public TensorParallelMode
   void use_sequence_parallel(const SequenceParallel& sp) { model->use_sequence_parallel(sp); }
 
   // The family's tensor-parallel plan, transformers' (its config's
-  // base_model_tp_plan under "model.", and lm_head colwise_rep) with the
+  // base_model_tp_plan under "model.", with lm_head colwise: the losses
+  // take the vocab-parallel cross-entropy over each rank's classes) with the
   // embedding split by vocabulary: q/k/v, gate and up colwise; o_proj and
   // down rowwise; the norms whole. A tied head is the embedding's rows.
   static TensorParallelPlan tensor_parallel_plan(const LlamaConfig& config);
   // Splits the model over `tp` by that plan, on weights every rank of the
   // group holds whole and alike (built from one seed or loaded): the
-  // attention heads, key/value heads and MLP features are split, the
-  // logits still whole on every rank. Errors (one line, before anything is
+  // attention heads, key/value heads and MLP features are split; forward()
+  // gathers the logits whole, the losses never do. Errors (one line, before anything is
   // split) naming the sizes: heads, key/value heads, or (the logits being
   // gathered) vocab_size not divisible by tp; the model split already.
   void parallelize(const TensorParallel& tp) override;
@@ -205,7 +206,11 @@ class LlamaForCausalLMImpl : public torch::nn::Module, public TensorParallelMode
   ParallelLinear lm_head{nullptr};
 
  private:
-  CausalLMForward forward_function();  // forward, for the losses
+  // This rank's classes of the logits (all of them when not split).
+  at::Tensor logits_part(const at::Tensor& input_ids, const at::Tensor& position_ids);
+  CausalLMForward forward_function();  // logits_part, for the losses
+  // The losses' cross-entropy: vocab-parallel over a split model's parts.
+  TokenCrossEntropy cross_entropy_function() const;
   LlamaConfig config_;
 };
 TORCH_MODULE(LlamaForCausalLM);
