@@ -101,6 +101,40 @@ class Finetune : public ::testing::Test {
     expected_ = read_json(dir_.file("expected.json"));
   }
 
+  // finetune on 2 processes with the parallelism `sizes` flags (and
+  // `program_flags`) against 1 process: check_run on the split run's final/,
+  // the logged losses within `loss_bound` relative of the one-process run's,
+  // the final logits within 1e-4. Returns the split run.
+  RunResult expect_trains_as_one_process(const std::string& what,
+                                         const std::vector<std::string>& sizes,
+                                         const std::vector<std::string>& program_flags,
+                                         double loss_bound) {
+    std::vector<std::string> flags{"--cpu", "--num_processes", "2", "--use_parallelism_config"};
+    flags.insert(flags.end(), sizes.begin(), sizes.end());
+    auto argv = finetune_argv(dir_.file("model"), dir_.file("train.txt"), dir_.file("split"));
+    argv.insert(argv.end(), program_flags.begin(), program_flags.end());
+    const auto split = launch(flags, argv);
+    EXPECT_EQ(split.exit_code, 0) << split.out << split.err;
+    if (split.exit_code != 0) return split;
+    const at::Tensor ids = sample_ids();
+    const at::Tensor split_logits = check_run(split, dir_.file("split/final"), ids);
+    const auto single =
+        launch({"--cpu", "--num_processes", "1"},
+               finetune_argv(dir_.file("model"), dir_.file("train.txt"), dir_.file("single")));
+    EXPECT_EQ(single.exit_code, 0) << single.out << single.err;
+    const auto split_losses = logged(split.out, "loss"), single_losses = logged(single.out, "loss");
+    EXPECT_EQ(split_losses.size(), single_losses.size()) << split.out;
+    for (size_t i = 0; i < std::min(split_losses.size(), single_losses.size()); ++i) {
+      EXPECT_NEAR(split_losses[i], single_losses[i], loss_bound * single_losses[i])
+          << what << ", log " << i;
+    }
+    const double diff = max_abs_diff(folder_logits(dir_.file("single/final"), ids), split_logits);
+    std::cout << what << " on 2 processes vs 1 process, logits of final/: max abs diff " << diff
+              << "\n";
+    EXPECT_LE(diff, 1e-4) << what;
+    return split;
+  }
+
   // The checks on a run's output and its OUTPUT_DIR/final, shared by both
   // tests: the text's token count as `tokenizers` counts it, a falling
   // loss, transformers' logits equal to ours, the tokenizer loading.
@@ -235,26 +269,9 @@ TEST_F(Finetune, Gpt2SequenceParallelOnTwoProcessesTrainsAsOneProcess) {
   REQUIRE_REFERENCE_PYTHON();
   REQUIRE_BROWN();
   ASSERT_NO_FATAL_FAILURE(make_reference("gpt2"));
-  const auto split =
-      launch({"--cpu", "--num_processes", "2", "--use_parallelism_config",
-              "--parallelism_config_sp_size", "2"},
-             finetune_argv(dir_.file("model"), dir_.file("train.txt"), dir_.file("split")));
-  ASSERT_EQ(split.exit_code, 0) << split.out << split.err;
-  const at::Tensor ids = sample_ids();
-  const at::Tensor split_logits = check_run(split, dir_.file("split/final"), ids);
-  const auto single =
-      launch({"--cpu", "--num_processes", "1"},
-             finetune_argv(dir_.file("model"), dir_.file("train.txt"), dir_.file("single")));
-  ASSERT_EQ(single.exit_code, 0) << single.out << single.err;
   // The same losses logged (the group's token mean is the batch's).
-  const auto split_losses = logged(split.out, "loss"), single_losses = logged(single.out, "loss");
-  ASSERT_EQ(split_losses.size(), single_losses.size()) << split.out;
-  for (size_t i = 0; i < split_losses.size(); ++i) {
-    EXPECT_NEAR(split_losses[i], single_losses[i], 1e-3 * single_losses[i]) << "log " << i;
-  }
-  const double diff = max_abs_diff(folder_logits(dir_.file("single/final"), ids), split_logits);
-  std::cout << "sp 2 on 2 processes vs 1 process, logits of final/: max abs diff " << diff << "\n";
-  EXPECT_LE(diff, 1e-4);
+  const auto split =
+      expect_trains_as_one_process("sp 2", {"--parallelism_config_sp_size", "2"}, {}, 1e-3);
   EXPECT_NE(split.out.find("model_type gpt2: "), std::string::npos) << split.out;
 }
 
@@ -266,26 +283,8 @@ TEST_F(Finetune, LlamaTensorParallelOnTwoProcessesTrainsAsOneProcess) {
   REQUIRE_BROWN();
   ASSERT_NO_FATAL_FAILURE(make_reference());
   // save_state checkpoints are not built yet at tp: the final save_model is.
-  auto argv = finetune_argv(dir_.file("model"), dir_.file("train.txt"), dir_.file("split"));
-  argv.insert(argv.end(), {"--save_strategy", "no"});
-  const auto split = launch({"--cpu", "--num_processes", "2", "--use_parallelism_config",
-                             "--parallelism_config_tp_size", "2"},
-                            argv);
-  ASSERT_EQ(split.exit_code, 0) << split.out << split.err;
-  const at::Tensor ids = sample_ids();
-  const at::Tensor split_logits = check_run(split, dir_.file("split/final"), ids);
-  const auto single =
-      launch({"--cpu", "--num_processes", "1"},
-             finetune_argv(dir_.file("model"), dir_.file("train.txt"), dir_.file("single")));
-  ASSERT_EQ(single.exit_code, 0) << single.out << single.err;
-  const auto split_losses = logged(split.out, "loss"), single_losses = logged(single.out, "loss");
-  ASSERT_EQ(split_losses.size(), single_losses.size()) << split.out;
-  for (size_t i = 0; i < split_losses.size(); ++i) {
-    EXPECT_NEAR(split_losses[i], single_losses[i], 1e-4 * single_losses[i]) << "log " << i;
-  }
-  const double diff = max_abs_diff(folder_logits(dir_.file("single/final"), ids), split_logits);
-  std::cout << "tp 2 on 2 processes vs 1 process, logits of final/: max abs diff " << diff << "\n";
-  EXPECT_LE(diff, 1e-4);
+  expect_trains_as_one_process("tp 2", {"--parallelism_config_tp_size", "2"},
+                               {"--save_strategy", "no"}, 1e-4);
 }
 
 // bf16 under ZeRO-3 with DeepSpeed's 16-bit save: final/ holds bfloat16

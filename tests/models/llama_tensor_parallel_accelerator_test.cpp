@@ -30,6 +30,7 @@
 #include "support/error_message.h"
 #include "support/temp_dir.h"
 #include "support/thread_ranks.h"
+#include "tiny_llama_config.h"
 
 namespace llama_tensor_parallel_accelerator_test {
 
@@ -46,13 +47,7 @@ constexpr int kSteps = 12;
 // Small enough that every step clips (the norms start near 2).
 constexpr double kMaxNorm = 0.25;
 
-am::LlamaConfig tiny_config() {
-  am::LlamaConfig c;
-  c.vocab_size = kVocab, c.hidden_size = 32, c.intermediate_size = 40;
-  c.num_hidden_layers = 2, c.num_attention_heads = 4, c.num_key_value_heads = 2;
-  c.max_position_embeddings = kTokens;
-  return c;
-}
+am::LlamaConfig tiny_config() { return accelerate::testing::tiny_llama_config(kVocab, kTokens); }
 
 // One set of initial weights for every rank thread (the default generator
 // is shared between them, so each rank copies these).
@@ -206,28 +201,28 @@ TEST(LlamaTensorParallelAccelerator, Tp2TimesDp2FollowsDp2WithClippedNorms) {
   }
 }
 
-TEST(LlamaTensorParallelAccelerator, Tp2TimesZero3OverFourEqualsZero3OverFour) {
-  // The same global batch of 8 windows: 2 per process over 4 data-parallel
-  // processes, 4 per process over 2.
-  const auto reference = curves_of(4, zero3(), 2);
-  const auto split = curves_of(4, with(ParallelismConfig().tp_size(2), zero3()), 4);
-  const auto expected = mean_losses(reference, {0, 1, 2, 3});
-  expect_close(mean_losses(split, {0, 2}), expected, 1e-5, "tp 2 x ZeRO-3, mean loss");
+// `split` at tp 2 on 4 processes (2 data-parallel) against `reference`
+// without tensor parallelism on 4: the same global batch of 8 windows (4 per
+// process against 2), the same mean loss, and the same norm on every rank.
+void expect_tp2_follows(const AcceleratorOptions& reference, const AcceleratorOptions& split,
+                        const std::string& what) {
+  const auto whole = curves_of(4, reference, 2);
+  const auto parts = curves_of(4, split, 4);
+  expect_close(mean_losses(parts, {0, 2}), mean_losses(whole, {0, 1, 2, 3}), 1e-5,
+               what + ", mean loss");
   for (int rank = 0; rank < 4; ++rank) {
-    expect_close(split[rank].norms, reference[0].norms, 1e-5,
-                 "tp 2 x ZeRO-3, norm on rank " + std::to_string(rank));
+    expect_close(parts[rank].norms, whole[0].norms, 1e-5,
+                 what + ", norm on rank " + std::to_string(rank));
   }
 }
 
+TEST(LlamaTensorParallelAccelerator, Tp2TimesZero3OverFourEqualsZero3OverFour) {
+  expect_tp2_follows(zero3(), with(ParallelismConfig().tp_size(2), zero3()), "tp 2 x ZeRO-3");
+}
+
 TEST(LlamaTensorParallelAccelerator, Tp2TimesFsdpDpShard2EqualsFsdpOverFour) {
-  const auto reference = curves_of(4, with(ParallelismConfig().dp_shard_size(4), fsdp()), 2);
-  const auto split = curves_of(4, with(ParallelismConfig().dp_shard_size(2).tp_size(2), fsdp()), 4);
-  const auto expected = mean_losses(reference, {0, 1, 2, 3});
-  expect_close(mean_losses(split, {0, 2}), expected, 1e-5, "tp 2 x FSDP, mean loss");
-  for (int rank = 0; rank < 4; ++rank) {
-    expect_close(split[rank].norms, reference[0].norms, 1e-5,
-                 "tp 2 x FSDP, norm on rank " + std::to_string(rank));
-  }
+  expect_tp2_follows(with(ParallelismConfig().dp_shard_size(4), fsdp()),
+                     with(ParallelismConfig().dp_shard_size(2).tp_size(2), fsdp()), "tp 2 x FSDP");
 }
 
 TEST(LlamaTensorParallelAccelerator, DeepSpeedsAutotpSizeSplitsTheModel) {

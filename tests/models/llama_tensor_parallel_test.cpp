@@ -21,6 +21,7 @@
 #include "support/error_message.h"
 #include "support/temp_dir.h"
 #include "support/thread_ranks.h"
+#include "tiny_llama_config.h"
 
 namespace llama_tensor_parallel_test {
 
@@ -118,13 +119,7 @@ TEST(LlamaTensorParallel, Tp2EqualsTransformersQwen2) {
 
 constexpr int64_t kVocab = 48, kTokens = 16;
 
-am::LlamaConfig tiny_config() {
-  am::LlamaConfig c;
-  c.vocab_size = kVocab, c.hidden_size = 32, c.intermediate_size = 40;
-  c.num_hidden_layers = 2, c.num_attention_heads = 4, c.num_key_value_heads = 2;
-  c.max_position_embeddings = kTokens;
-  return c;
-}
+am::LlamaConfig tiny_config() { return accelerate::testing::tiny_llama_config(kVocab, kTokens); }
 
 std::vector<at::Tensor> initial_parameters() {
   torch::manual_seed(21);
