@@ -164,9 +164,13 @@ class Accelerator {
   // Saves everything training needs to continue exactly (prepared objects,
   // loader positions, random states, registered objects) to `output_dir`,
   // default {project_dir}/checkpoints/checkpoint_{iteration}. Collective and
-  // crash-safe; returns the folder written. Not yet with tensor parallelism
+  // crash-safe; returns the folder written. Tensor-parallel parts are saved
+  // whole (resumable at any tp); with ZeRO at tp it is not built yet
   // (refused in one line, nothing written).
   std::string save_state(const std::optional<std::string>& output_dir = std::nullopt);
+  // The refusals save_state would give for what was prepared, alone, for
+  // callers that save later (the Trainer checks before its first step).
+  void check_save_state() const;
   // Restores a save_state folder (default: the newest complete one) into the
   // prepared objects, after prepare(); every file is checked before anything
   // changes, and an Error names the file and tensor. Returns the folder.

@@ -38,16 +38,6 @@ HookHandle add_hook(const std::shared_ptr<HookRegistry<Hook>>& registry, Hook ho
   });
 }
 
-// Checkpoints of tensor-parallel models are not built yet: each process
-// holds only its parts, and a file would pass the main process's parts off
-// as whole weights. Every process refuses alike, before anything is written.
-void refuse_tensor_parallel(const TensorParallel& tp, const std::string& what) {
-  if (!tp.enabled()) return;
-  throw ConfigError(what + " at tp_size " + std::to_string(tp.size()) +
-                    " is not built yet: each process holds only its parts of the split layers "
-                    "(docs/tensor-parallel.md)");
-}
-
 // What a checkpoint's items are made of: the prepared objects, in prepare() order.
 struct PreparedState {
   ParallelEngine& engine;
@@ -212,8 +202,16 @@ HookHandle Accelerator::register_load_state_pre_hook(LoadStatePreHook hook) {
   return add_hook(state_pre_hooks_.load, std::move(hook));
 }
 
+void Accelerator::check_save_state() const {
+  check_tensor_parallel_checkpoint(prepared_modules_, prepared_optimizers_, *engine_,
+                                   tensor_parallel_, "save_state");
+}
+
 std::string Accelerator::save_state(const std::optional<std::string>& output_dir) {
-  refuse_tensor_parallel(tensor_parallel_, "save_state");
+  // Tensor-parallel parts and their optimizer state are saved whole, so
+  // that any tp (and dp) resumes from them.
+  const ScopeGuard whole = whole_tensor_parallel_checkpoint(
+      prepared_modules_, prepared_optimizers_, *engine_, tensor_parallel_, "save_state");
   const bool numbered = !output_dir;
   StagedCheckpoint staged(*comm_, numbered ? Parts::next_folder(*this) : *output_dir,
                           options_.checkpoint_options(), /*allow_replace=*/!numbered);
@@ -272,7 +270,6 @@ std::string Accelerator::load_state(const std::optional<std::string>& input_dir)
 }
 
 void Accelerator::restore_state_from(const std::string& folder) {
-  refuse_tensor_parallel(tensor_parallel_, "load_state");
   const CheckpointMetadata metadata = read_checkpoint_metadata(folder);
   // ZeRO checkpoints load on another number of processes (resharded); for
   // others the per-process random states and positions must match.
@@ -284,6 +281,9 @@ void Accelerator::restore_state_from(const std::string& folder) {
   }
   const checkpoint::CheckpointFiles files(folder);
   const checkpoint::ItemContext context = Parts::item_context(*this, files, &metadata);
+  // Whole while the whole tensors are read, then each process's parts of them.
+  const ScopeGuard whole = whole_tensor_parallel_checkpoint(
+      prepared_modules_, prepared_optimizers_, *engine_, tensor_parallel_, "load_state");
   CheckpointItems items;
   // Every item is read and checked before anything changes, and every
   // process learns whether any failed (each reads its own files): none may

@@ -4,9 +4,12 @@
 #include <string>
 
 #include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
 
 #include "accelerate/errors.h"
 #include "accelerate/tensor_parallel_plan.h"
+#include "checkpoint/optimizer_kinds.h"
+#include "compat/optim_compat.h"
 
 namespace accelerate {
 
@@ -30,8 +33,8 @@ void TensorParallelParts::split(torch::nn::Module& module, const TensorParallel&
     }
     model->parallelize(tp);
   }
-  for (const at::Tensor& part : tensor_parallel_parts(module)) {
-    if (parts_.insert(part.unsafeGetTensorImpl()).second) kept_.push_back(part);
+  for (const TensorParallelPart& part : tensor_parallel_parts(module)) {
+    if (parts_.insert(part.tensor.unsafeGetTensorImpl()).second) kept_.push_back(part.tensor);
   }
 }
 
@@ -45,6 +48,95 @@ ScopeGuard whole_weights_of(const torch::nn::Module& model,
                       ") was not prepared by this Accelerator, so its parts cannot be gathered");
   }
   return whole_tensor_parallel_weights(**found);
+}
+
+void check_tensor_parallel_checkpoint(const std::vector<torch::nn::Module*>& models,
+                                      const std::vector<torch::optim::Optimizer*>& optimizers,
+                                      const ParallelEngine& engine, const TensorParallel& tp,
+                                      const std::string& what) {
+  if (!tp.enabled()) return;
+  const std::string at = what + " at tp_size " + std::to_string(tp.size());
+  for (const torch::nn::Module* model : models) {
+    if (engine.model_shards(*model) != nullptr) {
+      throw ConfigError(at +
+                        " with ZeRO stage 3 / FSDP FULL_SHARD is not built yet: the "
+                        "shards of tensor-parallel parts are not gathered for checkpoints "
+                        "(docs/tensor-parallel.md)");
+    }
+  }
+  for (const torch::optim::Optimizer* optimizer : optimizers) {
+    if (engine.optimizer_shards(*optimizer) != nullptr) {
+      throw ConfigError(at +
+                        " with ZeRO's sharded optimizer state is not built yet "
+                        "(docs/tensor-parallel.md)");
+    }
+    const checkpoint::Kind* kind = checkpoint::kind_of(*optimizer);
+    if (kind == nullptr) {
+      throw ConfigError(at +
+                        " saves the optimizer state whole, which is built for LibTorch's "
+                        "SGD, Adam, AdamW, Adagrad and RMSprop only");
+    }
+    for (const checkpoint::StateTensor& state : kind->tensors) {
+      if (state.shape != nullptr) {
+        throw ConfigError(at + ": the " + kind->name + " state '" + state.name +
+                          "' is not shaped as its parameter and cannot be split");
+      }
+    }
+  }
+}
+
+namespace {
+
+// Every state tensor `optimizers` hold for `part`, with its slot.
+template <typename Visit>
+void for_each_state_of(const TensorParallelPart& part,
+                       const std::vector<torch::optim::Optimizer*>& optimizers, Visit visit) {
+  for (torch::optim::Optimizer* optimizer : optimizers) {
+    std::unique_ptr<torch::optim::OptimizerParamState> state =
+        compat::take_param_state(*optimizer, part.tensor);
+    if (!state) continue;
+    for (const checkpoint::StateTensor& slot : checkpoint::kind_of(*optimizer)->tensors) {
+      at::Tensor& tensor = slot.slot(*state);
+      if (tensor.defined() && tensor.dim() == part.tensor.dim()) visit(tensor);
+    }
+    compat::set_param_state(*optimizer, part.tensor, std::move(state));
+  }
+}
+
+}  // namespace
+
+ScopeGuard whole_tensor_parallel_checkpoint(const std::vector<torch::nn::Module*>& models,
+                                            const std::vector<torch::optim::Optimizer*>& optimizers,
+                                            ParallelEngine& engine, const TensorParallel& tp,
+                                            const std::string& what) {
+  if (!tp.enabled()) return ScopeGuard(nullptr);
+  check_tensor_parallel_checkpoint(models, optimizers, engine, tp, what);
+  // Each model's state before its weights are whole: the parts' layout is
+  // read from the split layers.
+  auto parts = std::make_shared<std::vector<TensorParallelPart>>();
+  for (torch::nn::Module* model : models) {
+    for (TensorParallelPart& part : tensor_parallel_parts(*model)) parts->push_back(part);
+  }
+  at::NoGradGuard no_grad;
+  for (const TensorParallelPart& part : *parts) {
+    for_each_state_of(part, optimizers, [&part](at::Tensor& state) {
+      state = gather_whole(state, part.dim, part.whole_length, part.tp);
+    });
+  }
+  auto weights = std::make_shared<std::vector<ScopeGuard>>();
+  for (torch::nn::Module* model : models) weights->push_back(whole_tensor_parallel_weights(*model));
+  return ScopeGuard([parts, weights, optimizers] {
+    weights->clear();  // the weights' parts back first
+    at::NoGradGuard no_grad;
+    for (const TensorParallelPart& part : *parts) {
+      const TensorParallelRange range = tensor_parallel_range(part.whole_length, part.tp);
+      for_each_state_of(part, optimizers, [&](at::Tensor& state) {
+        if (state.size(part.dim) == part.whole_length) {
+          state = state.narrow(part.dim, range.start, range.length).clone();
+        }
+      });
+    }
+  });
 }
 
 double clip_grad_norm_over_tensor_parallel(ParallelEngine& engine,

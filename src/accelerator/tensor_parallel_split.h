@@ -2,6 +2,7 @@
 // the gradient clipping that spans the tensor-parallel groups. Internal.
 #pragma once
 
+#include <string>
 #include <unordered_set>
 #include <vector>
 
@@ -14,6 +15,9 @@
 namespace torch::nn {
 class Module;
 }  // namespace torch::nn
+namespace torch::optim {
+class Optimizer;
+}  // namespace torch::optim
 
 namespace accelerate {
 
@@ -42,6 +46,24 @@ class TensorParallelParts {
 ScopeGuard whole_weights_of(const torch::nn::Module& model,
                             const std::vector<torch::nn::Module*>& prepared,
                             const TensorParallel& tp);
+
+// Until the guard goes, every prepared model's split weights and every
+// prepared optimizer's state of them are whole, gathered from the
+// tensor-parallel group (collective); when it goes, each takes back its part
+// of what they then are (a load's values included). For `what` (save_state,
+// load_state): ConfigError (one line, on every process alike) where that is
+// not built: an engine that shards the weights or optimizer state (ZeRO),
+// an optimizer other than LibTorch's built-in ones, or a state tensor not
+// shaped as its parameter. Nothing without tensor parallelism.
+// check_tensor_parallel_checkpoint: those refusals alone.
+void check_tensor_parallel_checkpoint(const std::vector<torch::nn::Module*>& models,
+                                      const std::vector<torch::optim::Optimizer*>& optimizers,
+                                      const ParallelEngine& engine, const TensorParallel& tp,
+                                      const std::string& what);
+ScopeGuard whole_tensor_parallel_checkpoint(const std::vector<torch::nn::Module*>& models,
+                                            const std::vector<torch::optim::Optimizer*>& optimizers,
+                                            ParallelEngine& engine, const TensorParallel& tp,
+                                            const std::string& what);
 
 // clip_grad_norm_ over `engine`'s gradients of `parameters` with
 // tensor-parallel groups of tp.size() > 1: the global norm over the whole

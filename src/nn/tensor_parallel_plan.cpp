@@ -121,13 +121,15 @@ void for_each_split_layer(const torch::nn::Module& module, Visit visit) {
 
 }  // namespace
 
-std::vector<at::Tensor> tensor_parallel_parts(const torch::nn::Module& module) {
-  std::vector<at::Tensor> parts;
+std::vector<TensorParallelPart> tensor_parallel_parts(const torch::nn::Module& module) {
+  std::vector<TensorParallelPart> parts;
   std::unordered_set<const c10::TensorImpl*> seen;  // a tied head is its embedding
-  for_each_split_layer(module, [&](const std::string&, const TensorParallel&,
+  for_each_split_layer(module, [&](const std::string&, const TensorParallel& tp,
                                    const std::vector<SplitTensor>& split) {
     for (const SplitTensor& part : split) {
-      if (seen.insert(part.tensor.unsafeGetTensorImpl()).second) parts.push_back(part.tensor);
+      if (seen.insert(part.tensor.unsafeGetTensorImpl()).second) {
+        parts.push_back({part.tensor, part.dim, part.whole_length, tp});
+      }
     }
   });
   return parts;
@@ -135,29 +137,23 @@ std::vector<at::Tensor> tensor_parallel_parts(const torch::nn::Module& module) {
 
 ScopeGuard whole_tensor_parallel_weights(torch::nn::Module& module) {
   struct Held {
-    SplitTensor split;
-    TensorParallel tp;
+    TensorParallelPart split;
     at::Tensor part;  // the tensor's own data (a view into a ZeRO buffer, say)
   };
   auto held = std::make_shared<std::vector<Held>>();
-  std::unordered_set<const c10::TensorImpl*> seen;
   at::NoGradGuard no_grad;
-  for_each_split_layer(module, [&](const std::string&, const TensorParallel& tp,
-                                   const std::vector<SplitTensor>& split) {
-    for (const SplitTensor& piece : split) {
-      if (!seen.insert(piece.tensor.unsafeGetTensorImpl()).second) continue;
-      held->push_back({piece, tp, piece.tensor.variable_data()});
-    }
-  });
+  for (const TensorParallelPart& split : tensor_parallel_parts(module)) {
+    held->push_back({split, split.tensor.variable_data()});
+  }
   for (Held& h : *held) {
     at::Tensor tensor = h.split.tensor;
-    tensor.set_data(gather_whole(h.part, h.split.dim, h.split.whole_length, h.tp));
+    tensor.set_data(gather_whole(h.part, h.split.dim, h.split.whole_length, h.split.tp));
   }
   return ScopeGuard([held] {
     at::NoGradGuard no_grad;
     for (Held& h : *held) {
       at::Tensor tensor = h.split.tensor;
-      const TensorParallelRange range = tensor_parallel_range(h.split.whole_length, h.tp);
+      const TensorParallelRange range = tensor_parallel_range(h.split.whole_length, h.split.tp);
       h.part.copy_(tensor.detach().narrow(h.split.dim, range.start, range.length));
       tensor.set_data(h.part);
     }

@@ -118,15 +118,9 @@ std::optional<std::string> TrainerLoop::checkpoint_to_resume() const {
 }
 
 void TrainerLoop::refuse_checkpoints_it_cannot_save() const {
-  const TensorParallel& tp = accelerator_.tensor_parallel();
-  if (!tp.enabled() || args_.save_strategy() == SaveStrategy::kNo || args_.save_only_model()) {
-    return;
-  }
-  // (Every strategy but no saves at the end of training too, as transformers'.)
-  throw ConfigError(std::string("save_strategy ") + to_string(args_.save_strategy()) +
-                    " saves save_state checkpoints, which are not built yet at tp_size " +
-                    std::to_string(tp.size()) +
-                    ": give save_only_model (the weights alone) or save_strategy no");
+  // Every strategy but no saves at the end of training too, as transformers'.
+  if (args_.save_strategy() == SaveStrategy::kNo || args_.save_only_model()) return;
+  accelerator_.check_save_state();
 }
 
 void TrainerLoop::refuse_weights_only_checkpoint(const std::string& folder) {

@@ -16,7 +16,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "accelerate/accelerator.h"
@@ -100,10 +102,20 @@ AcceleratorOptions fsdp() {
 struct Curve {
   std::vector<double> losses;  // this rank's
   std::vector<double> norms;   // clip_grad_norm_'s, before clipping
+  // get_state_dict's whole weights: after load_state, or before save_state.
+  std::vector<std::pair<std::string, at::Tensor>> whole;
 };
 
-// kSteps AdamW steps, each clipped to kMaxNorm, `batch` windows per process.
-Curve train(std::shared_ptr<Communicator> comm, const AcceleratorOptions& options, size_t batch) {
+// A run that stops to save, or starts from a saved state.
+struct Leg {
+  int steps = kSteps;
+  std::optional<std::string> save_after;   // folder: save_state after the steps
+  std::optional<std::string> resume_from;  // folder: load_state before them
+};
+
+// AdamW steps, each clipped to kMaxNorm, `batch` windows per process.
+Curve train(std::shared_ptr<Communicator> comm, const AcceleratorOptions& options, size_t batch,
+            const Leg& leg = {}) {
   Accelerator accelerator(std::move(comm), options);
   auto model = initial_model();
   accelerate::Optimizer<torch::optim::AdamW> optimizer(model->parameters(),
@@ -111,6 +123,10 @@ Curve train(std::shared_ptr<Communicator> comm, const AcceleratorOptions& option
   accelerate::DataLoader loader(token_windows(), accelerate::DataLoaderOptions(batch));
   accelerator.prepare(model, optimizer, loader);
   Curve curve;
+  if (leg.resume_from) {
+    accelerator.load_state(*leg.resume_from);
+    curve.whole = accelerator.get_state_dict(model);
+  }
   for (auto& example : loader) {
     const at::Tensor loss = model->loss(example.data, example.target);
     accelerator.backward(loss);
@@ -118,28 +134,35 @@ Curve train(std::shared_ptr<Communicator> comm, const AcceleratorOptions& option
     optimizer.step();
     optimizer.zero_grad();
     curve.losses.push_back(loss.item<double>());
-    if (curve.losses.size() == kSteps) break;
+    if (curve.losses.size() == static_cast<size_t>(leg.steps)) break;
+  }
+  if (leg.save_after) {
+    curve.whole = accelerator.get_state_dict(model);
+    accelerator.save_state(*leg.save_after);
   }
   return curve;
 }
 
-std::vector<Curve> curves_of(int world, const AcceleratorOptions& options, size_t batch) {
+std::vector<Curve> curves_of(int world, const AcceleratorOptions& options, size_t batch,
+                             const Leg& leg = {}) {
   std::vector<Curve> curves(world);
   run_rank_communicators(world, [&](std::shared_ptr<Communicator> comm) {
     const int rank = comm->rank();
-    curves[rank] = train(comm, options, batch);
+    curves[rank] = train(comm, options, batch, leg);
   });
   return curves;
 }
 
 // The mean over `ranks` of each step's loss: the global batch's loss.
 std::vector<double> mean_losses(const std::vector<Curve>& curves, const std::vector<int>& ranks) {
-  std::vector<double> mean(kSteps, 0.0);
+  const size_t steps = curves[ranks.front()].losses.size();
+  std::vector<double> mean(steps, 0.0);
   for (int rank : ranks) {
-    EXPECT_EQ(curves[rank].losses.size(), static_cast<size_t>(kSteps)) << "rank " << rank;
-    if (curves[rank].losses.size() != kSteps) return {};
-    for (int step = 0; step < kSteps; ++step)
+    EXPECT_EQ(curves[rank].losses.size(), steps) << "rank " << rank;
+    if (curves[rank].losses.size() != steps) return {};
+    for (size_t step = 0; step < steps; ++step) {
       mean[step] += curves[rank].losses[step] / ranks.size();
+    }
   }
   return mean;
 }
@@ -223,6 +246,57 @@ TEST(LlamaTensorParallelAccelerator, Tp2TimesZero3OverFourEqualsZero3OverFour) {
 TEST(LlamaTensorParallelAccelerator, Tp2TimesFsdpDpShard2EqualsFsdpOverFour) {
   expect_tp2_follows(with(ParallelismConfig().dp_shard_size(4), fsdp()),
                      with(ParallelismConfig().dp_shard_size(2).tp_size(2), fsdp()), "tp 2 x FSDP");
+}
+
+// The steps from `from` on.
+std::vector<double> after(const std::vector<double>& losses, size_t from) {
+  return std::vector<double>(losses.begin() + from, losses.end());
+}
+
+void expect_bitwise(const Curve& got, const Curve& want, const std::string& what) {
+  ASSERT_EQ(got.whole.size(), want.whole.size()) << what;
+  for (size_t i = 0; i < got.whole.size(); ++i) {
+    EXPECT_EQ(got.whole[i].first, want.whole[i].first) << what;
+    EXPECT_TRUE(got.whole[i].second.equal(want.whole[i].second))
+        << what << ": " << got.whole[i].first << " differs from what was saved";
+  }
+}
+
+TEST(LlamaTensorParallelAccelerator, ACheckpointAtTp2ResumesAtTp1AndTp2) {
+  // tp 2 x dp 2 (2 windows a process) against tp 1 x dp 4 (1 a process):
+  // the same global batch of 4, in the same order, on 4 processes.
+  const auto tp2 = with(ParallelismConfig().tp_size(2));
+  const auto uninterrupted = mean_losses(curves_of(4, tp2, 2), {0, 2});
+  accelerate::testing::TempDir dir;
+  const std::string folder = dir.path() + "/tp2";
+  Leg first, second;
+  first.steps = second.steps = kSteps / 2;
+  first.save_after = second.resume_from = folder;
+  const auto saved = curves_of(4, tp2, 2, first);
+  expect_close(mean_losses(saved, {0, 2}),
+               std::vector<double>(uninterrupted.begin(), uninterrupted.begin() + kSteps / 2), 1e-6,
+               "before saving");
+  // Whole files: any tp reads them; each rank takes its parts of the
+  // weights and of AdamW's moments.
+  const auto same = curves_of(4, tp2, 2, second);
+  expect_close(mean_losses(same, {0, 2}), after(uninterrupted, kSteps / 2), 1e-6,
+               "resumed at tp 2");
+  const auto unsplit = curves_of(4, {}, 1, second);
+  expect_close(mean_losses(unsplit, {0, 1, 2, 3}), after(uninterrupted, kSteps / 2), 1e-5,
+               "resumed at tp 1 x dp 4");
+  for (int rank = 0; rank < 4; ++rank) {
+    expect_bitwise(same[rank], saved[0], "tp 2, rank " + std::to_string(rank));
+    expect_bitwise(unsplit[rank], saved[0], "tp 1, rank " + std::to_string(rank));
+  }
+  // And back: saved unsplit, resumed split.
+  const std::string whole_folder = dir.path() + "/tp1";
+  Leg save_whole = first, resume_split = second;
+  save_whole.save_after = resume_split.resume_from = whole_folder;
+  const auto saved_whole = curves_of(4, {}, 1, save_whole);
+  const auto split = curves_of(4, tp2, 2, resume_split);
+  expect_close(mean_losses(split, {0, 2}), mean_losses(unsplit, {0, 1, 2, 3}), 1e-5,
+               "saved at tp 1, resumed at tp 2");
+  expect_bitwise(split[1], saved_whole[0], "saved at tp 1, resumed at tp 2");
 }
 
 TEST(LlamaTensorParallelAccelerator, DeepSpeedsAutotpSizeSplitsTheModel) {
@@ -345,16 +419,27 @@ TEST(LlamaTensorParallelAccelerator, TheTrainerAtTp2TrainsAsOneProcess) {
   run_rank_communicators(2, [&](std::shared_ptr<Communicator> comm) {
     const auto tp2 = with(ParallelismConfig().tp_size(2));
     EXPECT_NEAR(trainer_loss(args, tp2, comm), expected, 1e-5 * expected);
-    // Checkpoints it would write and cannot yet: refused before the first step.
-    auto saving = trainer_arguments(dir.path());
+    // save_state checkpoints at tp (saved whole).
+    auto saving = trainer_arguments(dir.path() + "/ddp");
     saving.save_strategy(accelerate::IntervalStrategy::kSteps).save_steps(4);
-    EXPECT_EQ(error_of([&] { trainer_loss(saving, tp2, comm); }),
-              "save_strategy steps saves save_state checkpoints, which are not built yet at "
-              "tp_size 2: give save_only_model (the weights alone) or save_strategy no");
-    saving.save_only_model(true);
     EXPECT_NEAR(trainer_loss(saving, tp2, comm), expected, 1e-5 * expected);
   });
-  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/checkpoint-4/model.safetensors"));
+  // Under ZeRO sharding at tp (tp 2 x dp 2) they are not built yet: refused
+  // before the first step; the weights alone are.
+  run_rank_communicators(4, [&](std::shared_ptr<Communicator> comm) {
+    const auto tp2_zero3 = with(ParallelismConfig().tp_size(2), zero3());
+    auto saving = trainer_arguments(dir.path() + "/zero3");
+    saving.save_strategy(accelerate::IntervalStrategy::kSteps).save_steps(4);
+    EXPECT_EQ(error_of([&] { trainer_loss(saving, tp2_zero3, comm); }),
+              "save_state at tp_size 2 with ZeRO stage 3 / FSDP FULL_SHARD is not built yet: the "
+              "shards of tensor-parallel parts are not gathered for checkpoints "
+              "(docs/tensor-parallel.md)");
+    EXPECT_FALSE(std::filesystem::exists(dir.path() + "/zero3/checkpoint-4"));
+    saving.save_only_model(true);
+    EXPECT_GT(trainer_loss(saving, tp2_zero3, comm), 0.0);
+  });
+  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/ddp/checkpoint-4/model.safetensors"));
+  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/zero3/checkpoint-4/model.safetensors"));
 }
 
 // A model of torch::nn layers, which no plan can split.
@@ -396,9 +481,13 @@ TEST(LlamaTensorParallelAccelerator, WhatCannotRunIsRefusedInOneLineOnEveryRank)
     auto model = initial_model();
     accelerator.prepare(model);
     accelerate::testing::TempDir dir;
-    EXPECT_EQ(error_of([&] { accelerator.save_state(dir.path() + "/state"); }),
-              "save_state at tp_size 2 is not built yet: each process holds only its parts of the "
-              "split layers (docs/tensor-parallel.md)");
+    Accelerator sharded(comm, with(ParallelismConfig().tp_size(2), zero3()));
+    auto sharded_model = initial_model();
+    sharded.prepare(sharded_model);
+    EXPECT_EQ(error_of([&] { sharded.save_state(dir.path() + "/state"); }),
+              "save_state at tp_size 2 with ZeRO stage 3 / FSDP FULL_SHARD is not built yet: the "
+              "shards of tensor-parallel parts are not gathered for checkpoints "
+              "(docs/tensor-parallel.md)");
     EXPECT_FALSE(std::filesystem::exists(dir.path() + "/state")) << "nothing written";
 
     // A model the program split, under an Accelerator without tensor parallelism.

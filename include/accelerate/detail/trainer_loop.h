@@ -63,9 +63,8 @@ class TrainerLoop {
   // weights without the state to resume from).
   static void refuse_weights_only_checkpoint(const std::string& folder);
   // ConfigError (one line) before the first step for checkpoints the
-  // Accelerator cannot save in this job (save_state of a tensor-parallel
-  // model is not built yet): refusing at the first save would lose the
-  // steps before it.
+  // Accelerator cannot save in this job (Accelerator::check_save_state):
+  // refusing at the first save would lose the steps before it.
   void refuse_checkpoints_it_cannot_save() const;
 
   // Callbacks see on_init_end when added (the Trainer is constructed by then).
