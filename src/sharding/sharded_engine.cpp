@@ -323,11 +323,15 @@ std::vector<ShardedOptimizer*> ShardedEngine::covering(
 
 double ShardedEngine::clip_grad_norm(const std::vector<at::Tensor>& parameters, double max_norm,
                                      double norm_type) {
-  if (covering(parameters).empty()) {
-    return ParallelEngine::clip_grad_norm(parameters, max_norm, norm_type);
+  // The optimizers found once a step, not once per piece of the work.
+  const auto sharded = covering(parameters);
+  if (sharded.empty()) return ParallelEngine::clip_grad_norm(parameters, max_norm, norm_type);
+  const double norm =
+      sharding::shard_gradient_norm_parts(*replicas_.communicator(), sharded, norm_type, nullptr)
+          .norm();
+  if (const auto factor = clip_coefficient(norm, max_norm)) {
+    sharding::scale_shard_gradients(sharded, *factor);
   }
-  const double norm = gradient_norm_parts(parameters, norm_type, nullptr).norm();
-  if (const auto factor = clip_coefficient(norm, max_norm)) scale_gradients(parameters, *factor);
   return norm;
 }
 
