@@ -127,17 +127,22 @@ int train(const std::string& program, const std::vector<std::string>& words) {
   auto& model = trainer.model();
   // --parallelism_config_sp_size N: each group of N processes splits every
   // sequence between them (a group of one splits nothing).
+  // --parallelism_config_tp_size N: prepare() split the layers over groups
+  // of N processes by GPT-2's plan (docs/tensor-parallel.md); the count
+  // below is then this process's part.
   model->use_sequence_parallel(accelerator.sequence_parallel());
-  accelerator.print("GPT preset ", preset, ": ", gpt::parameter_count(model), " parameters, vocab ",
-                    config.vocab_size, ", context ", config.n_positions, ", ",
-                    accelerator.num_processes(), " process(es), ", trainer.state().max_steps,
-                    " steps");
+  const int tp_size = accelerator.tensor_parallel().size();
+  accelerator.print("GPT preset ", preset, ": ", gpt::parameter_count(model), " parameters",
+                    tp_size > 1 ? " on this process" : "", ", vocab ", config.vocab_size,
+                    ", context ", config.n_positions, ", ", accelerator.num_processes(),
+                    " process(es), ", trainer.state().max_steps, " steps");
   // The accumulation in force (the Accelerator's, which a DeepSpeed file
-  // may not contradict: the Trainer refuses a mismatch); a
-  // sequence-parallel group trains on one batch.
+  // may not contradict: the Trainer refuses a mismatch); a sequence- or
+  // tensor-parallel group trains on one batch.
   const int64_t tokens_per_step =
       args.per_device_train_batch_size() * accelerator.gradient_accumulation_steps() *
-      accelerator.num_processes() / accelerator.sequence_parallel().size() * config.n_positions;
+      accelerator.num_processes() / accelerator.sequence_parallel().size() / tp_size *
+      config.n_positions;
   trainer.add_callback(
       std::make_shared<Throughput>(tokens_per_step, accelerator.is_main_process()));
   trainer.train();

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <torch/nn/cloneable.h>
 #include <torch/nn/options/embedding.h>
@@ -30,6 +31,9 @@
 #include "accelerate/tensor_parallel.h"
 
 namespace accelerate {
+namespace detail {
+struct LinearSplit;  // src/nn/split_linear.h
+}  // namespace detail
 
 enum class TensorParallelStyle {
   kReplicate,   // "replicate": whole on every rank (the default)
@@ -42,6 +46,28 @@ const char* to_string(TensorParallelStyle style);
 // transformers' word for a style; nullopt for any other text.
 std::optional<TensorParallelStyle> parse_tensor_parallel_style(const std::string& text);
 
+// A layer tensor parallelism can split: what parallelize_module splits by
+// a plan's words, and what the functions on split models read
+// (tensor_parallel_parts, whole_tensor_parallel_weights, and through them
+// the Accelerator's clipping and checkpoints). ParallelLinear and
+// ParallelEmbedding are ones; GPT-2's Conv1D is one with its weights
+// stored [in, out]; a program's own layer can be one.
+class TensorParallelLayer {
+ public:
+  virtual ~TensorParallelLayer() = default;
+  // Keeps this rank's part of the layer's tensors for `style` and computes
+  // its part from now on. Once; refused in one line for a second split or a
+  // style (or sequence parallelism) the layer cannot take. kReplicate or a
+  // group of one changes nothing.
+  virtual void parallelize(TensorParallelStyle style, const TensorParallel& tp,
+                           bool sequence_parallel) = 0;
+  virtual TensorParallelStyle style() const = 0;
+  virtual const TensorParallel& tensor_parallel() const = 0;
+  // This rank's parts of the layer's split tensors, with where each lies in
+  // its whole; empty while the layer is whole.
+  virtual std::vector<TensorParallelPart> split_parts() const = 0;
+};
+
 // torch::nn::Linear that tensor parallelism can split. Forward by style:
 //   replicate:   x [..., in] -> [..., out], as torch::nn::Linear
 //   colwise:     x [..., in] whole -> this rank's [..., out part] (bias split too)
@@ -52,7 +78,8 @@ std::optional<TensorParallelStyle> parse_tensor_parallel_style(const std::string
 //                summed over the group, the bias added once after the sum
 // The parts are tensor_parallel_range's, so uneven splits work except where
 // results are gathered.
-class ParallelLinearImpl : public torch::nn::Cloneable<ParallelLinearImpl> {
+class ParallelLinearImpl : public torch::nn::Cloneable<ParallelLinearImpl>,
+                           public TensorParallelLayer {
  public:
   ParallelLinearImpl(int64_t in_features, int64_t out_features)
       : ParallelLinearImpl(torch::nn::LinearOptions(in_features, out_features)) {}
@@ -72,14 +99,15 @@ class ParallelLinearImpl : public torch::nn::Cloneable<ParallelLinearImpl> {
   // place of the all-reduce, and a rowwise bias's gradient, now computed
   // on each rank's tokens, is summed over the group in backward.
   void parallelize(TensorParallelStyle style, const TensorParallel& tp,
-                   bool sequence_parallel = false);
+                   bool sequence_parallel = false) override;
 
   at::Tensor forward(const at::Tensor& x);
 
   const torch::nn::LinearOptions& options() const { return options_; }
-  TensorParallelStyle style() const { return style_; }
+  TensorParallelStyle style() const override { return style_; }
   bool sequence_parallel() const { return sequence_parallel_; }
-  const TensorParallel& tensor_parallel() const { return tp_; }
+  const TensorParallel& tensor_parallel() const override { return tp_; }
+  std::vector<TensorParallelPart> split_parts() const override;
   // The dimension of `weight` split over the group (0: output features, 1:
   // input features), or nullopt when whole; `bias` is split with output
   // features only.
@@ -91,6 +119,7 @@ class ParallelLinearImpl : public torch::nn::Cloneable<ParallelLinearImpl> {
  private:
   // weight (and a colwise bias) becomes this rank's part of the whole.
   void keep_own_part();
+  detail::LinearSplit split() const;
 
   torch::nn::LinearOptions options_;
   TensorParallelStyle style_ = TensorParallelStyle::kReplicate;
@@ -104,7 +133,8 @@ TORCH_MODULE(ParallelLinear);
 // of its tensor_parallel_range of the vocabulary, looks up the ids in it
 // (the others give zeros) and the group sums the results, so every rank gets
 // the whole [..., dim] embedding. Any vocabulary size splits.
-class ParallelEmbeddingImpl : public torch::nn::Cloneable<ParallelEmbeddingImpl> {
+class ParallelEmbeddingImpl : public torch::nn::Cloneable<ParallelEmbeddingImpl>,
+                              public TensorParallelLayer {
  public:
   ParallelEmbeddingImpl(int64_t num_embeddings, int64_t embedding_dim)
       : ParallelEmbeddingImpl(torch::nn::EmbeddingOptions(num_embeddings, embedding_dim)) {}
@@ -113,13 +143,16 @@ class ParallelEmbeddingImpl : public torch::nn::Cloneable<ParallelEmbeddingImpl>
 
   void reset() override;
   void reset_parameters();  // N(0, 1), as torch::nn::Embedding
-  // kReplicate or kRowwise; other styles are refused with one line.
-  void parallelize(TensorParallelStyle style, const TensorParallel& tp);
+  // kReplicate or kRowwise; other styles, and sequence parallelism (the
+  // embedding's result is whole on every rank), are refused with one line.
+  void parallelize(TensorParallelStyle style, const TensorParallel& tp,
+                   bool sequence_parallel = false) override;
   at::Tensor forward(const at::Tensor& input_ids);
 
   const torch::nn::EmbeddingOptions& options() const { return options_; }
-  TensorParallelStyle style() const { return style_; }
-  const TensorParallel& tensor_parallel() const { return tp_; }
+  TensorParallelStyle style() const override { return style_; }
+  const TensorParallel& tensor_parallel() const override { return tp_; }
+  std::vector<TensorParallelPart> split_parts() const override;
   // The vocabulary rows this rank holds (all of them when whole).
   TensorParallelRange vocabulary_range() const;
 

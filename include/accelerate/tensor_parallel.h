@@ -73,11 +73,27 @@ at::Tensor gather_from_tensor_parallel(const at::Tensor& x, const TensorParallel
 at::Tensor scatter_to_tensor_parallel(const at::Tensor& x, const TensorParallel& tp,
                                       int64_t dim = -1);
 
-// The whole tensor of which every rank of the group holds a part: `part`,
-// this rank's tensor_parallel_range(whole_length, tp) along `dim` (uneven
-// splits too). For saving split weights whole; not differentiable.
-at::Tensor gather_whole(const at::Tensor& part, int64_t dim, int64_t whole_length,
-                        const TensorParallel& tp);
+// Where this rank's part of a split tensor lies in its whole: along `dim`,
+// the whole of `whole_length` is `blocks` equal blocks, each split by
+// tensor_parallel_range, and the part is this rank's range of each block in
+// block order. One block for most layers; a fused projection's output (GPT-2's
+// c_attn holds queries, keys and values side by side: 3 blocks) splits each
+// block alike, so every rank holds whole heads of all three.
+struct TensorParallelPart {
+  at::Tensor tensor;  // this rank's part, the module's own tensor
+  int64_t dim = 0;    // split along
+  int64_t whole_length = 0;
+  TensorParallel tp;
+  int64_t blocks = 1;
+};
+
+// The whole tensor of which every rank of the group holds a part laid out
+// as `layout` says (`part` is the layout's tensor or one of the same shape,
+// an optimizer's state of it, say). Uneven splits too. For saving split
+// weights whole; not differentiable. Collective.
+at::Tensor gather_whole(const at::Tensor& part, const TensorParallelPart& layout);
+// The inverse: this rank's part of `whole`, a tensor of its own (contiguous).
+at::Tensor part_of_whole(const at::Tensor& whole, const TensorParallelPart& layout);
 
 // Megatron's sequence parallelism: between the tensor-parallel layers the
 // activations [batch, tokens, ...] are split along tokens (dimension 1) over

@@ -69,15 +69,9 @@ class TensorParallelModel {
 
 // The parameters of `module`'s split layers that each rank of their group
 // holds a different part of (split weights, a colwise layer's bias), each
-// once; the other parameters (norms, replicated layers, a rowwise bias) are
-// whole and equal on every rank of the group.
-// Each with where it lies in its whole.
-struct TensorParallelPart {
-  at::Tensor tensor;     // this rank's part, the module's own tensor
-  int64_t dim = 0;       // split along
-  int64_t whole_length;  // the whole's size along `dim` (tensor_parallel_range's total)
-  TensorParallel tp;
-};
+// once, with where each lies in its whole (tensor_parallel.h); the other
+// parameters (norms, replicated layers, a rowwise bias) are whole and equal
+// on every rank of the group.
 std::vector<TensorParallelPart> tensor_parallel_parts(const torch::nn::Module& module);
 // Until the guard goes, every split layer of `module` holds its whole
 // weights, gathered from its group (collective: every process of the group

@@ -119,9 +119,8 @@ ScopeGuard whole_tensor_parallel_checkpoint(const std::vector<torch::nn::Module*
   }
   at::NoGradGuard no_grad;
   for (const TensorParallelPart& part : *parts) {
-    for_each_state_of(part, optimizers, [&part](at::Tensor& state) {
-      state = gather_whole(state, part.dim, part.whole_length, part.tp);
-    });
+    for_each_state_of(part, optimizers,
+                      [&part](at::Tensor& state) { state = gather_whole(state, part); });
   }
   auto weights = std::make_shared<std::vector<ScopeGuard>>();
   for (torch::nn::Module* model : models) weights->push_back(whole_tensor_parallel_weights(*model));
@@ -129,11 +128,8 @@ ScopeGuard whole_tensor_parallel_checkpoint(const std::vector<torch::nn::Module*
     weights->clear();  // the weights' parts back first
     at::NoGradGuard no_grad;
     for (const TensorParallelPart& part : *parts) {
-      const TensorParallelRange range = tensor_parallel_range(part.whole_length, part.tp);
       for_each_state_of(part, optimizers, [&](at::Tensor& state) {
-        if (state.size(part.dim) == part.whole_length) {
-          state = state.narrow(part.dim, range.start, range.length).clone();
-        }
+        if (state.size(part.dim) == part.whole_length) state = part_of_whole(state, part);
       });
     }
   });

@@ -5,6 +5,7 @@
 
 #include "accelerate/cross_entropy.h"
 #include "accelerate/errors.h"
+#include "accelerate/parallel_layers.h"
 
 namespace accelerate::models {
 namespace {
@@ -102,6 +103,14 @@ at::Tensor sequence_parallel_shifted_causal_lm_loss(const CausalLMForward& forwa
   return slice_loss(forward, my_ids, slice_tokens(shift_labels, sp),
                     at::arange(first, first + my_ids.size(1), input_ids.options().dtype(at::kLong)),
                     sp, cross_entropy);
+}
+
+TokenCrossEntropy vocab_parallel_token_cross_entropy(int64_t vocabulary, const TensorParallel& tp) {
+  if (!tp.enabled()) return {};
+  return [tp, vocabulary](const at::Tensor& logits, const at::Tensor& targets,
+                          const CrossEntropyOptions& options) {
+    return vocab_parallel_cross_entropy(logits, targets, vocabulary, tp, options);
+  };
 }
 
 }  // namespace accelerate::models

@@ -13,7 +13,10 @@
 #include "accelerate/attention.h"
 #include "accelerate/errors.h"
 #include "accelerate/models/gpt2.h"
+#include "accelerate/tensor_parallel.h"
 #include "accelerate/unit_forward.h"
+#include "models/size_checks.h"
+#include "nn/split_linear.h"
 
 namespace accelerate::models {
 namespace {
@@ -57,12 +60,46 @@ void require_positions(int64_t tokens, const GPT2Config& config) {
 
 }  // namespace
 
-GPT2Conv1DImpl::GPT2Conv1DImpl(int64_t in_features, int64_t out_features, double std) {
+GPT2Conv1DImpl::GPT2Conv1DImpl(int64_t in_features, int64_t out_features, double std,
+                               int64_t fused_outputs)
+    : in_features_(in_features), out_features_(out_features), fused_outputs_(fused_outputs) {
+  if (fused_outputs < 1 || out_features % fused_outputs != 0) {
+    throw Error("GPT2Conv1D: " + std::to_string(out_features) + " output features are not " +
+                std::to_string(fused_outputs) + " equal blocks");
+  }
   weight = register_parameter("weight", at::empty({in_features, out_features}).normal_(0.0, std));
   bias = register_parameter("bias", at::zeros({out_features}));
 }
 
+accelerate::detail::LinearSplit GPT2Conv1DImpl::split() const {
+  return {"GPT2Conv1D", style_,        tp_,           sequence_parallel_,
+          in_features_, out_features_, fused_outputs_};
+}
+
+void GPT2Conv1DImpl::parallelize(TensorParallelStyle style, const TensorParallel& tp,
+                                 bool sequence_parallel) {
+  accelerate::detail::check_linear_split(split(), {"GPT2Conv1D", style, tp, sequence_parallel,
+                                                   in_features_, out_features_, fused_outputs_});
+  style_ = style;
+  sequence_parallel_ = sequence_parallel;
+  tp_ = tp;
+  at::NoGradGuard no_grad;
+  for (TensorParallelPart& part : split_parts()) {
+    part.tensor.set_data(part_of_whole(part.tensor, part));
+  }
+}
+
+std::vector<TensorParallelPart> GPT2Conv1DImpl::split_parts() const {
+  if (!split().splits()) return {};
+  // The [in, out] weight's dimensions are a Linear's swapped.
+  if (style_ == TensorParallelStyle::kRowwise) return {{weight, 0, in_features_, tp_}};
+  return {{weight, 1, out_features_, tp_, fused_outputs_},
+          {bias, 0, out_features_, tp_, fused_outputs_}};
+}
+
 at::Tensor GPT2Conv1DImpl::forward(const at::Tensor& x) {
+  const accelerate::detail::LinearSplit how = split();
+  if (how.splits()) return accelerate::detail::split_linear_forward(x, weight.t(), bias, how);
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
   shape.back() = weight.size(1);
   return at::addmm(bias, x.reshape({-1, x.size(-1)}), weight).view(shape);
@@ -77,16 +114,20 @@ GPT2AttentionImpl::GPT2AttentionImpl(const GPT2Config& config, int64_t layer)
       attn_pdrop_(config.attn_pdrop),
       resid_pdrop_(config.resid_pdrop) {
   c_attn = register_module("c_attn",
-                           GPT2Conv1D(config.n_embd, 3 * config.n_embd, config.initializer_range));
+                           GPT2Conv1D(config.n_embd, 3 * config.n_embd, config.initializer_range,
+                                      /*fused_outputs=*/3));
   c_proj = register_module("c_proj",
                            GPT2Conv1D(config.n_embd, config.n_embd, gpt2_residual_std(config)));
 }
 
 at::Tensor GPT2AttentionImpl::forward(const at::Tensor& x) {
-  const int64_t batch = x.size(0), tokens = x.size(1), width = heads_ * head_dim_;
+  // This rank's heads: all of them, or 1/tp (c_attn gives each rank whole
+  // heads of queries, keys and values).
+  const int64_t my_heads = heads_ / tensor_parallel_.size();
+  const int64_t batch = x.size(0), tokens = x.size(1), width = my_heads * head_dim_;
   const auto qkv = c_attn(x).split(width, /*dim=*/2);
   auto heads = [&](const at::Tensor& projected) {
-    return projected.view({batch, tokens, heads_, head_dim_}).transpose(1, 2);
+    return projected.view({batch, tokens, my_heads, head_dim_}).transpose(1, 2);
   };
   at::Tensor q = heads(qkv[0]);
   // Exactly 1 in GPT-2's default: no multiplication, no rounding.
@@ -125,7 +166,7 @@ at::Tensor GPT2BlockImpl::forward(const at::Tensor& x) {
 
 GPT2ModelImpl::GPT2ModelImpl(GPT2Config config) : config_(std::move(config)) {
   config_.validate();
-  wte = register_module("wte", torch::nn::Embedding(config_.vocab_size, config_.n_embd));
+  wte = register_module("wte", ParallelEmbedding(config_.vocab_size, config_.n_embd));
   wpe = register_module("wpe", torch::nn::Embedding(config_.n_positions, config_.n_embd));
   h = register_module("h", torch::nn::ModuleList());
   for (int64_t i = 0; i < config_.n_layer; ++i) h->push_back(GPT2Block(config_, i));
@@ -170,45 +211,90 @@ GPT2LMHeadModelImpl::GPT2LMHeadModelImpl(GPT2Config config) : config_(std::move(
   transformer = register_module("transformer", GPT2Model(config_));
   if (!config_.tie_word_embeddings) {
     lm_head = register_module(
-        "lm_head", torch::nn::Linear(
-                       torch::nn::LinearOptions(config_.n_embd, config_.vocab_size).bias(false)));
+        "lm_head",
+        ParallelLinear(torch::nn::LinearOptions(config_.n_embd, config_.vocab_size).bias(false)));
     at::NoGradGuard no_grad;
     lm_head->weight.normal_(0.0, config_.initializer_range);
   }
 }
 
 void GPT2ModelImpl::use_sequence_parallel(const SequenceParallel& sp) {
-  if (config_.n_head % sp.size() != 0) {
-    throw Error("GPT-2: n_head " + std::to_string(config_.n_head) +
-                " is not divisible by sp_size " + std::to_string(sp.size()));
+  if (tensor_parallel_.enabled()) {
+    require_divisible_by_group("GPT-2", config_.n_head / tensor_parallel_.size(),
+                               "n_head / tp_size", sp.size(), "sp_size");
   }
+  require_divisible_by_group("GPT-2", config_.n_head, "n_head", sp.size(), "sp_size");
   sequence_parallel_ = sp;
   for (size_t i = 0; i < h->size(); ++i) h->ptr<GPT2BlockImpl>(i)->attn->set_sequence_parallel(sp);
 }
 
+void GPT2ModelImpl::set_tensor_parallel(const TensorParallel& tp) {
+  tensor_parallel_ = tp;
+  for (size_t i = 0; i < h->size(); ++i) h->ptr<GPT2BlockImpl>(i)->attn->set_tensor_parallel(tp);
+}
+
 at::Tensor GPT2LMHeadModelImpl::forward(const at::Tensor& input_ids,
                                         const at::Tensor& position_ids) {
+  return gather_from_tensor_parallel(logits_part(input_ids, position_ids), tensor_parallel(), -1);
+}
+
+at::Tensor GPT2LMHeadModelImpl::logits_part(const at::Tensor& input_ids,
+                                            const at::Tensor& position_ids) {
   const at::Tensor hidden = transformer(input_ids, position_ids);
-  return lm_head ? lm_head(hidden) : at::linear(hidden, transformer->wte->weight);
+  if (lm_head) return lm_head(hidden);  // colwise: this rank's classes
+  // Tied: the embedding's rows are the head's output features, so a split
+  // wte is a colwise head.
+  return at::linear(copy_to_tensor_parallel(hidden, tensor_parallel()), transformer->wte->weight);
+}
+
+TensorParallelPlan GPT2LMHeadModelImpl::tensor_parallel_plan(const GPT2Config& config) {
+  std::vector<std::pair<std::string, std::string>> words = {
+      {"transformer.wte", "rowwise"},
+      {"transformer.h.*.attn.c_attn", "colwise"},
+      {"transformer.h.*.attn.c_proj", "rowwise"},
+      {"transformer.h.*.mlp.c_fc", "colwise"},
+      {"transformer.h.*.mlp.c_proj", "rowwise"},
+  };
+  if (!config.tie_word_embeddings) words.push_back({"lm_head", "colwise"});
+  return parse_tensor_parallel_plan(words);
+}
+
+void GPT2LMHeadModelImpl::parallelize(const TensorParallel& tp) {
+  if (tensor_parallel().enabled()) {
+    throw Error("GPT-2: the model is split over tp_size " +
+                std::to_string(tensor_parallel().size()) + " already");
+  }
+  require_divisible_by_group("GPT-2", config_.n_head, "n_head", tp.size(), "tp_size");
+  require_divisible_by_group("GPT-2", config_.vocab_size,
+                             "vocab_size (the logits are gathered whole)", tp.size(), "tp_size");
+  const SequenceParallel& sp = transformer->sequence_parallel();
+  if (sp.enabled()) {
+    require_divisible_by_group("GPT-2", config_.n_head / tp.size(), "n_head / tp_size", sp.size(),
+                               "sp_size");
+  }
+  parallelize_module(*this, tensor_parallel_plan(config_), tp);
+  transformer->set_tensor_parallel(tp);
 }
 
 CausalLMForward GPT2LMHeadModelImpl::checked_forward(const at::Tensor& input_ids) {
   // The whole sequence's length, checked before a split hides it.
   if (input_ids.dim() == 2) require_positions(input_ids.size(1), config_);
   return [this](const at::Tensor& ids, const at::Tensor& positions) {
-    return forward(ids, positions);
+    return logits_part(ids, positions);
   };
 }
 
 at::Tensor GPT2LMHeadModelImpl::loss(const at::Tensor& input_ids, const at::Tensor& labels) {
-  return sequence_parallel_causal_lm_loss(checked_forward(input_ids), input_ids, labels,
-                                          transformer->sequence_parallel());
+  return sequence_parallel_causal_lm_loss(
+      checked_forward(input_ids), input_ids, labels, transformer->sequence_parallel(),
+      vocab_parallel_token_cross_entropy(config_.vocab_size, tensor_parallel()));
 }
 
 at::Tensor GPT2LMHeadModelImpl::loss_on_shifted_labels(const at::Tensor& input_ids,
                                                        const at::Tensor& shift_labels) {
-  return sequence_parallel_shifted_causal_lm_loss(checked_forward(input_ids), input_ids,
-                                                  shift_labels, transformer->sequence_parallel());
+  return sequence_parallel_shifted_causal_lm_loss(
+      checked_forward(input_ids), input_ids, shift_labels, transformer->sequence_parallel(),
+      vocab_parallel_token_cross_entropy(config_.vocab_size, tensor_parallel()));
 }
 
 }  // namespace accelerate::models

@@ -16,6 +16,7 @@
 #include "accelerate/unit_forward.h"
 #include "models/config_json.h"
 #include "models/pretrained_build.h"
+#include "models/size_checks.h"
 
 namespace accelerate::models {
 namespace {
@@ -24,14 +25,6 @@ constexpr double kPi = 3.14159265358979323846;
 
 ParallelLinear projection(int64_t in, int64_t out, bool bias) {
   return ParallelLinear(torch::nn::LinearOptions(in, out).bias(bias));
-}
-
-// Checked before anything is split, alike on every rank.
-void require_divisible(int64_t count, const char* what, int size, const char* group) {
-  if (count % size != 0) {
-    throw Error("Llama: " + std::string(what) + " " + std::to_string(count) +
-                " is not divisible by " + group + " " + std::to_string(size));
-  }
 }
 
 // [batch, kv_heads, tokens, d] -> [batch, kv_heads * groups, tokens, d],
@@ -190,10 +183,11 @@ at::Tensor LlamaModelImpl::forward(const at::Tensor& input_ids, const at::Tensor
 
 void LlamaModelImpl::use_sequence_parallel(const SequenceParallel& sp) {
   if (tensor_parallel_.enabled()) {
-    require_divisible(config_.num_attention_heads / tensor_parallel_.size(),
-                      "num_attention_heads / tp_size", sp.size(), "sp_size");
+    require_divisible_by_group("Llama", config_.num_attention_heads / tensor_parallel_.size(),
+                               "num_attention_heads / tp_size", sp.size(), "sp_size");
   } else {
-    require_divisible(config_.num_attention_heads, "num_attention_heads", sp.size(), "sp_size");
+    require_divisible_by_group("Llama", config_.num_attention_heads, "num_attention_heads",
+                               sp.size(), "sp_size");
   }
   sequence_parallel_ = sp;
   for (const auto& child : *layers) {
@@ -255,13 +249,16 @@ void LlamaForCausalLMImpl::parallelize(const TensorParallel& tp) {
     throw Error("Llama: the model is split over tp_size " +
                 std::to_string(tensor_parallel().size()) + " already");
   }
-  require_divisible(config_.num_attention_heads, "num_attention_heads", tp.size(), "tp_size");
-  require_divisible(config_.kv_heads(), "num_key_value_heads", tp.size(), "tp_size");
-  require_divisible(config_.vocab_size, "vocab_size (the logits are gathered whole)", tp.size(),
-                    "tp_size");
+  require_divisible_by_group("Llama", config_.num_attention_heads, "num_attention_heads", tp.size(),
+                             "tp_size");
+  require_divisible_by_group("Llama", config_.kv_heads(), "num_key_value_heads", tp.size(),
+                             "tp_size");
+  require_divisible_by_group("Llama", config_.vocab_size,
+                             "vocab_size (the logits are gathered whole)", tp.size(), "tp_size");
   if (model->sequence_parallel().enabled()) {
-    require_divisible(config_.num_attention_heads / tp.size(), "num_attention_heads / tp_size",
-                      model->sequence_parallel().size(), "sp_size");
+    require_divisible_by_group("Llama", config_.num_attention_heads / tp.size(),
+                               "num_attention_heads / tp_size", model->sequence_parallel().size(),
+                               "sp_size");
   }
   parallelize_module(*this, tensor_parallel_plan(config_), tp);
   model->set_tensor_parallel(tp);
@@ -274,12 +271,7 @@ CausalLMForward LlamaForCausalLMImpl::forward_function() {
 }
 
 TokenCrossEntropy LlamaForCausalLMImpl::cross_entropy_function() const {
-  const TensorParallel& tp = tensor_parallel();
-  if (!tp.enabled()) return {};
-  return [tp, vocab = config_.vocab_size](const at::Tensor& logits, const at::Tensor& targets,
-                                          const CrossEntropyOptions& options) {
-    return vocab_parallel_cross_entropy(logits, targets, vocab, tp, options);
-  };
+  return vocab_parallel_token_cross_entropy(config_.vocab_size, tensor_parallel());
 }
 
 at::Tensor LlamaForCausalLMImpl::loss(const at::Tensor& input_ids, const at::Tensor& labels) {

@@ -8,6 +8,7 @@
 
 #include "accelerate/detail/enum_names.h"
 #include "accelerate/errors.h"
+#include "nn/split_linear.h"
 
 namespace accelerate {
 namespace {
@@ -24,19 +25,8 @@ bool splits(TensorParallelStyle style, const TensorParallel& tp) {
   return tp.enabled() && style != TensorParallelStyle::kReplicate;
 }
 
-// `what` of `layer`, as the messages name it: "ParallelLinear (colwise, tp 2)".
-std::string layer_name(const char* layer, TensorParallelStyle style, const TensorParallel& tp) {
-  return std::string(layer) + " (" + to_string(style) + ", tp " + std::to_string(tp.size()) + ")";
-}
-
-// Every rank must hold at least one of the `total` rows.
-void require_splittable(int64_t total, const char* what, const std::string& layer,
-                        const TensorParallel& tp) {
-  if (total < tp.size()) {
-    throw ConfigError(layer + ": " + std::to_string(total) + " " + what +
-                      " cannot be split over tp_size " + std::to_string(tp.size()));
-  }
-}
+using detail::require_splittable;
+using detail::split_layer_name;
 
 // `tensor` becomes a tensor of its own holding rows [range) of `dim` (the
 // same parameter object, so optimizers built before keep it; the whole's
@@ -106,59 +96,31 @@ std::optional<int64_t> ParallelLinearImpl::weight_split_dim() const {
 
 void ParallelLinearImpl::parallelize(TensorParallelStyle style, const TensorParallel& tp,
                                      bool sequence_parallel) {
-  if (splits(style_, tp_)) {
-    throw ConfigError(layer_name("ParallelLinear", style_, tp_) +
-                      ": already split; a layer is split once");
-  }
-  const std::string name = layer_name("ParallelLinear", style, tp);
-  if (splits(style, tp)) {
-    if (style == TensorParallelStyle::kRowwise) {
-      require_splittable(options_.in_features(), "input features", name, tp);
-    } else {
-      require_splittable(options_.out_features(), "output features", name, tp);
-      if (style == TensorParallelStyle::kColwiseRep && options_.out_features() % tp.size() != 0) {
-        throw ConfigError(name + ": " + std::to_string(options_.out_features()) +
-                          " output features are not divisible by tp_size " +
-                          std::to_string(tp.size()) + " (the result is gathered whole)");
-      }
-    }
-  }
+  detail::check_linear_split(split(), {"ParallelLinear", style, tp, sequence_parallel,
+                                       options_.in_features(), options_.out_features()});
   style_ = style;
   sequence_parallel_ = sequence_parallel;
   tp_ = tp;
   keep_own_part();
 }
 
+detail::LinearSplit ParallelLinearImpl::split() const {
+  return {"ParallelLinear",       style_, tp_, sequence_parallel_, options_.in_features(),
+          options_.out_features()};
+}
+
+std::vector<TensorParallelPart> ParallelLinearImpl::split_parts() const {
+  const std::optional<int64_t> dim = weight_split_dim();
+  if (!dim) return {};
+  std::vector<TensorParallelPart> parts{
+      {weight, *dim, *dim == 0 ? options_.out_features() : options_.in_features(), tp_}};
+  if (*dim == 0 && bias.defined()) parts.push_back({bias, 0, options_.out_features(), tp_});
+  return parts;
+}
+
 at::Tensor ParallelLinearImpl::forward(const at::Tensor& x) {
   if (!splits(style_, tp_)) return at::linear(x, weight, bias);
-  const int64_t width = x.dim() == 0 ? -1 : x.size(-1);
-  if (style_ == TensorParallelStyle::kRowwise) {
-    const int64_t part = weight.size(1), whole = options_.in_features();
-    at::Tensor x_part = x;
-    if (width != part) {
-      if (width != whole || whole % tp_.size() != 0) {
-        throw Error(layer_name("ParallelLinear", style_, tp_) + ": the input has " +
-                    std::to_string(width) + " features, not this rank's " + std::to_string(part) +
-                    (whole % tp_.size() == 0 ? " or the whole " + std::to_string(whole) : ""));
-      }
-      x_part = scatter_to_tensor_parallel(x, tp_, -1);
-    }
-    const at::Tensor partial = at::linear(x_part, weight);
-    if (!sequence_parallel_) {
-      at::Tensor y = reduce_from_tensor_parallel(partial, tp_);
-      return bias.defined() ? y + bias : y;
-    }
-    at::Tensor y = reduce_scatter_tokens(partial, tp_);
-    return bias.defined() ? y + copy_to_tensor_parallel(bias, tp_) : y;
-  }
-  if (width != options_.in_features()) {
-    throw Error(layer_name("ParallelLinear", style_, tp_) + ": the input has " +
-                std::to_string(width) + " features, not " + std::to_string(options_.in_features()));
-  }
-  const at::Tensor whole =
-      sequence_parallel_ ? gather_tokens(x, tp_) : copy_to_tensor_parallel(x, tp_);
-  at::Tensor y = at::linear(whole, weight, bias);
-  return style_ == TensorParallelStyle::kColwiseRep ? gather_from_tensor_parallel(y, tp_, -1) : y;
+  return detail::split_linear_forward(x, weight, bias, split());
 }
 
 // ---- ParallelEmbedding --------------------------------------------------
@@ -209,9 +171,10 @@ TensorParallelRange ParallelEmbeddingImpl::vocabulary_range() const {
   return tensor_parallel_range(options_.num_embeddings(), tp_);
 }
 
-void ParallelEmbeddingImpl::parallelize(TensorParallelStyle style, const TensorParallel& tp) {
+void ParallelEmbeddingImpl::parallelize(TensorParallelStyle style, const TensorParallel& tp,
+                                        bool sequence_parallel) {
   if (splits(style_, tp_)) {
-    throw ConfigError(layer_name("ParallelEmbedding", style_, tp_) +
+    throw ConfigError(split_layer_name("ParallelEmbedding", style_, tp_) +
                       ": already split; a layer is split once");
   }
   if (style != TensorParallelStyle::kReplicate && style != TensorParallelStyle::kRowwise) {
@@ -219,13 +182,23 @@ void ParallelEmbeddingImpl::parallelize(TensorParallelStyle style, const TensorP
                                   "(rowwise) or not at all (replicate), not ") +
                       to_string(style));
   }
+  if (sequence_parallel && splits(style, tp)) {
+    throw ConfigError(split_layer_name("ParallelEmbedding", style, tp) +
+                      ": sequence parallelism is not taken here (the embedding's result is whole "
+                      "on every rank; scatter_tokens splits it)");
+  }
   if (splits(style, tp)) {
     require_splittable(options_.num_embeddings(), "embeddings",
-                       layer_name("ParallelEmbedding", style, tp), tp);
+                       split_layer_name("ParallelEmbedding", style, tp), tp);
   }
   style_ = style;
   tp_ = tp;
   if (splits(style_, tp_)) keep_part(weight, 0, vocabulary_range());
+}
+
+std::vector<TensorParallelPart> ParallelEmbeddingImpl::split_parts() const {
+  if (!splits(style_, tp_)) return {};
+  return {{weight, 0, options_.num_embeddings(), tp_}};
 }
 
 at::Tensor ParallelEmbeddingImpl::forward(const at::Tensor& input_ids) {
@@ -235,7 +208,7 @@ at::Tensor ParallelEmbeddingImpl::forward(const at::Tensor& input_ids) {
   // the offending id looked for only when there is one.
   const at::Tensor outside = (input_ids < 0) | (input_ids >= options_.num_embeddings());
   if (outside.any().item<bool>()) {
-    throw Error(layer_name("ParallelEmbedding", style_, tp_) + ": id " +
+    throw Error(split_layer_name("ParallelEmbedding", style_, tp_) + ": id " +
                 std::to_string(input_ids.masked_select(outside)[0].item<int64_t>()) +
                 " is outside the " + std::to_string(options_.num_embeddings()) + " embeddings");
   }

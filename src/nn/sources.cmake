@@ -15,6 +15,7 @@ target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/float_causal_attention.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gelu_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/parallel_layers.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/split_linear.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rms_norm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rms_norm_kernels.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rotary_embedding.cpp

@@ -164,13 +164,22 @@ at::Tensor gather_from_tensor_parallel(const at::Tensor& x, const TensorParallel
   return GatherFromGroup::apply(x, capsule_of(tp.group()), dim);
 }
 
-at::Tensor gather_whole(const at::Tensor& part, int64_t dim, int64_t whole_length,
+namespace {
+
+// The length of each of `layout`'s blocks. Checked alike on every rank.
+int64_t block_length(const TensorParallelPart& layout, const char* where) {
+  if (layout.blocks < 1 || layout.whole_length % layout.blocks != 0) {
+    throw Error(std::string(where) + ": a whole of " + std::to_string(layout.whole_length) +
+                " does not split into " + std::to_string(layout.blocks) + " equal blocks");
+  }
+  return layout.whole_length / layout.blocks;
+}
+
+// One block's whole from every rank's part of it (uneven parts too): every
+// part padded to the longest, gathered, and cut back to its range.
+at::Tensor gather_block(const at::Tensor& part, int64_t dim, int64_t length,
                         const TensorParallel& tp) {
-  dim = wrapped_dim(part, dim, "gather_whole");
-  if (!tp.enabled()) return part;
-  at::NoGradGuard no_grad;
-  // Every part padded to the longest, gathered, and cut back to its range.
-  const int64_t longest = tensor_parallel_range(whole_length, tp.size(), 0).length;
+  const int64_t longest = tensor_parallel_range(length, tp.size(), 0).length;
   std::vector<int64_t> padded_shape(part.sizes().begin(), part.sizes().end());
   padded_shape[dim] = longest;
   at::Tensor padded = at::zeros(padded_shape, part.options());
@@ -178,10 +187,42 @@ at::Tensor gather_whole(const at::Tensor& part, int64_t dim, int64_t whole_lengt
   const at::Tensor gathered = gather_along(padded, dim, *tp.group());
   std::vector<at::Tensor> parts;
   for (int rank = 0; rank < tp.size(); ++rank) {
-    const TensorParallelRange range = tensor_parallel_range(whole_length, tp.size(), rank);
+    const TensorParallelRange range = tensor_parallel_range(length, tp.size(), rank);
     parts.push_back(gathered.narrow(dim, rank * longest, range.length));
   }
   return at::cat(parts, dim);
+}
+
+}  // namespace
+
+at::Tensor gather_whole(const at::Tensor& part, const TensorParallelPart& layout) {
+  const int64_t dim = wrapped_dim(part, layout.dim, "gather_whole");
+  const int64_t length = block_length(layout, "gather_whole");
+  if (!layout.tp.enabled()) return part;
+  at::NoGradGuard no_grad;
+  const int64_t mine = tensor_parallel_range(length, layout.tp).length;
+  std::vector<at::Tensor> blocks;
+  for (int64_t b = 0; b < layout.blocks; ++b) {
+    blocks.push_back(gather_block(part.narrow(dim, b * mine, mine), dim, length, layout.tp));
+  }
+  return blocks.size() == 1 ? blocks[0] : at::cat(blocks, dim);
+}
+
+at::Tensor part_of_whole(const at::Tensor& whole, const TensorParallelPart& layout) {
+  const int64_t dim = wrapped_dim(whole, layout.dim, "part_of_whole");
+  const int64_t length = block_length(layout, "part_of_whole");
+  if (whole.size(dim) != layout.whole_length) {
+    throw Error("part_of_whole: the whole has " + std::to_string(whole.size(dim)) +
+                " along dimension " + std::to_string(dim) + ", not " +
+                std::to_string(layout.whole_length));
+  }
+  at::NoGradGuard no_grad;
+  const TensorParallelRange range = tensor_parallel_range(length, layout.tp);
+  std::vector<at::Tensor> blocks;
+  for (int64_t b = 0; b < layout.blocks; ++b) {
+    blocks.push_back(whole.narrow(dim, b * length + range.start, range.length));
+  }
+  return at::cat(blocks, dim).contiguous();
 }
 
 at::Tensor scatter_to_tensor_parallel(const at::Tensor& x, const TensorParallel& tp, int64_t dim) {

@@ -22,7 +22,7 @@ std::vector<std::string> dotted_names(const std::string& text) {
 
 // The module a rule picked, and which rule.
 struct PlannedLayer {
-  std::shared_ptr<torch::nn::Module> module;
+  TensorParallelLayer* layer;  // a module of the model's, which outlives the plan's use
   const TensorParallelRule* rule;
 };
 
@@ -59,12 +59,14 @@ void parallelize_module(torch::nn::Module& module, const TensorParallelPlan& pla
     for (std::size_t r = 0; r < plan.size(); ++r) {
       if (!tensor_parallel_pattern_matches(plan[r].pattern, item.key())) continue;
       used[r] = true;
-      if (!item.value()->as<ParallelLinearImpl>() && !item.value()->as<ParallelEmbeddingImpl>()) {
+      auto* layer = dynamic_cast<TensorParallelLayer*>(item.value().get());
+      if (layer == nullptr) {
         throw ConfigError("tensor parallel plan: " + item.key() + " (" + item.value()->name() +
-                          ") is not a layer tensor parallelism splits (accelerate::ParallelLinear "
-                          "or accelerate::ParallelEmbedding)");
+                          ") is not a layer tensor parallelism splits (an "
+                          "accelerate::TensorParallelLayer such as ParallelLinear or "
+                          "ParallelEmbedding)");
       }
-      layers.push_back({item.value(), &plan[r]});
+      layers.push_back({layer, &plan[r]});
       break;
     }
   }
@@ -75,47 +77,20 @@ void parallelize_module(torch::nn::Module& module, const TensorParallelPlan& pla
     }
   }
   for (const PlannedLayer& layer : layers) {
-    if (auto* linear = layer.module->as<ParallelLinearImpl>()) {
-      linear->parallelize(layer.rule->style, tp, layer.rule->sequence_parallel);
-    } else {
-      layer.module->as<ParallelEmbeddingImpl>()->parallelize(layer.rule->style, tp);
-    }
+    layer.layer->parallelize(layer.rule->style, tp, layer.rule->sequence_parallel);
   }
 }
 
 namespace {
 
-// A tensor of a split layer: this rank's part along `dim` of a whole of
-// `whole_length`.
-struct SplitTensor {
-  at::Tensor tensor;
-  int64_t dim;
-  int64_t whole_length;
-};
-
-// Calls `visit(layer name, group, split tensors)` for each split layer of `module`.
+// Calls `visit(layer name, group, parts)` for each split layer of `module`.
 template <typename Visit>
 void for_each_split_layer(const torch::nn::Module& module, Visit visit) {
   for (const auto& item : module.named_modules("", /*include_self=*/true)) {
-    if (const auto* linear = item.value()->as<ParallelLinearImpl>()) {
-      const std::optional<int64_t> dim = linear->weight_split_dim();
-      if (!dim) continue;
-      const auto& options = linear->options();
-      std::vector<SplitTensor> split{
-          {linear->weight, *dim, *dim == 0 ? options.out_features() : options.in_features()}};
-      if (*dim == 0 && linear->bias.defined()) {
-        split.push_back({linear->bias, 0, options.out_features()});
-      }
-      visit(item.key(), linear->tensor_parallel(), split);
-    } else if (const auto* embedding = item.value()->as<ParallelEmbeddingImpl>()) {
-      if (embedding->style() != TensorParallelStyle::kRowwise ||
-          !embedding->tensor_parallel().enabled()) {
-        continue;
-      }
-      visit(
-          item.key(), embedding->tensor_parallel(),
-          std::vector<SplitTensor>{{embedding->weight, 0, embedding->options().num_embeddings()}});
-    }
+    const auto* layer = dynamic_cast<const TensorParallelLayer*>(item.value().get());
+    if (layer == nullptr) continue;
+    std::vector<TensorParallelPart> parts = layer->split_parts();
+    if (!parts.empty()) visit(item.key(), layer->tensor_parallel(), parts);
   }
 }
 
@@ -124,12 +99,10 @@ void for_each_split_layer(const torch::nn::Module& module, Visit visit) {
 std::vector<TensorParallelPart> tensor_parallel_parts(const torch::nn::Module& module) {
   std::vector<TensorParallelPart> parts;
   std::unordered_set<const c10::TensorImpl*> seen;  // a tied head is its embedding
-  for_each_split_layer(module, [&](const std::string&, const TensorParallel& tp,
-                                   const std::vector<SplitTensor>& split) {
-    for (const SplitTensor& part : split) {
-      if (seen.insert(part.tensor.unsafeGetTensorImpl()).second) {
-        parts.push_back({part.tensor, part.dim, part.whole_length, tp});
-      }
+  for_each_split_layer(module, [&](const std::string&, const TensorParallel&,
+                                   const std::vector<TensorParallelPart>& split) {
+    for (const TensorParallelPart& part : split) {
+      if (seen.insert(part.tensor.unsafeGetTensorImpl()).second) parts.push_back(part);
     }
   });
   return parts;
@@ -147,14 +120,13 @@ ScopeGuard whole_tensor_parallel_weights(torch::nn::Module& module) {
   }
   for (Held& h : *held) {
     at::Tensor tensor = h.split.tensor;
-    tensor.set_data(gather_whole(h.part, h.split.dim, h.split.whole_length, h.split.tp));
+    tensor.set_data(gather_whole(h.part, h.split));
   }
   return ScopeGuard([held] {
     at::NoGradGuard no_grad;
     for (Held& h : *held) {
       at::Tensor tensor = h.split.tensor;
-      const TensorParallelRange range = tensor_parallel_range(h.split.whole_length, h.split.tp);
-      h.part.copy_(tensor.detach().narrow(h.split.dim, range.start, range.length));
+      h.part.copy_(part_of_whole(tensor.detach(), h.split));
       tensor.set_data(h.part);
     }
   });
@@ -164,7 +136,7 @@ int tensor_parallel_size_of(const torch::nn::Module& module) {
   int size = 1;
   std::string first;
   for_each_split_layer(module, [&](const std::string& name, const TensorParallel& tp,
-                                   const std::vector<SplitTensor>&) {
+                                   const std::vector<TensorParallelPart>&) {
     if (size == 1) {
       size = tp.size();
       first = name;

@@ -286,12 +286,12 @@ std::vector<int> size_based_units(const std::vector<Node>& nodes,
   return units;
 }
 
-// LibTorch's layers and the library's splittable ones (parallel_layers.h):
-// what a model's blocks are made of, never blocks themselves.
+// LibTorch's layers and the ones tensor parallelism splits
+// (parallel_layers.h): what a model's blocks are made of, never blocks
+// themselves.
 bool is_layer(torch::nn::Module& module) {
   return module.name().compare(0, 11, "torch::nn::") == 0 ||
-         module.as<ParallelLinearImpl>() != nullptr ||
-         module.as<ParallelEmbeddingImpl>() != nullptr;
+         dynamic_cast<TensorParallelLayer*>(&module) != nullptr;
 }
 
 std::vector<int> repeated_block_units(const std::vector<Node>& nodes,

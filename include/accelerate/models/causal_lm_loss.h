@@ -14,6 +14,7 @@
 
 #include "accelerate/cross_entropy.h"
 #include "accelerate/sequence_parallel.h"
+#include "accelerate/tensor_parallel.h"
 
 namespace accelerate::models {
 
@@ -41,6 +42,10 @@ using CausalLMForward =
 // logits are never whole on any process.
 using TokenCrossEntropy = std::function<at::Tensor(
     const at::Tensor& logits, const at::Tensor& targets, const CrossEntropyOptions& options)>;
+// The cross-entropy of a colwise head's logits, this rank's classes of a
+// `vocabulary` split over `tp`: vocab_parallel_cross_entropy; empty (the
+// plain one) for a group of one.
+TokenCrossEntropy vocab_parallel_token_cross_entropy(int64_t vocabulary, const TensorParallel& tp);
 
 // A decoder model's loss over a sequence-parallel group: every rank passes
 // the whole batch, runs `forward` on its slice of the tokens (slice_tokens,

@@ -16,9 +16,12 @@
 // as transformers' files hold them. The blocks run through
 // accelerate::unit_forward, so prepare() can make each one a ZeRO stage-3
 // unit (FSDP auto-wrap class name "GPT2Block"), and
-// set_gradient_checkpointing(true) checkpoints their activations, and
+// set_gradient_checkpointing(true) checkpoints their activations,
 // use_sequence_parallel(accelerator.sequence_parallel()) splits every
-// sequence over a sequence-parallel group (Ulysses attention). Dropout
+// sequence over a sequence-parallel group (Ulysses attention), and
+// parallelize(tp) splits the layers over a tensor-parallel group
+// (tensor_parallel_plan() says how; prepare() calls it at tp_size above 1).
+// Dropout
 // follows train()/eval(). No KV cache and no attention mask (every sequence
 // of a batch is full). See docs/models-gpt2.md.
 #pragma once
@@ -37,18 +40,41 @@
 #include "accelerate/model_saving.h"
 #include "accelerate/models/causal_lm_loss.h"
 #include "accelerate/models/gpt2_config.h"
+#include "accelerate/parallel_layers.h"
 #include "accelerate/sequence_parallel.h"
+#include "accelerate/tensor_parallel_plan.h"
 
 namespace accelerate::models {
 
 // transformers' Conv1D: y = x W + b with W of shape [in, out]. Initialised
-// with W ~ N(0, std), b = 0.
-class GPT2Conv1DImpl : public torch::nn::Module {
+// with W ~ N(0, std), b = 0. A layer tensor parallelism splits as
+// ParallelLinear (the same styles and forward), its weight's dimensions
+// swapped: colwise keeps [in, out part] and the bias's part, rowwise
+// [in part, out] and the whole bias. `fused_outputs`: the output is that
+// many equal blocks, each split alike (c_attn's queries, keys and values: 3,
+// so each rank holds whole heads of all three; colwise_rep is refused).
+class GPT2Conv1DImpl : public torch::nn::Module, public TensorParallelLayer {
  public:
-  GPT2Conv1DImpl(int64_t in_features, int64_t out_features, double std = 0.02);
+  GPT2Conv1DImpl(int64_t in_features, int64_t out_features, double std = 0.02,
+                 int64_t fused_outputs = 1);
   at::Tensor forward(const at::Tensor& x);
-  at::Tensor weight;  // [in, out]
-  at::Tensor bias;    // [out]
+
+  void parallelize(TensorParallelStyle style, const TensorParallel& tp,
+                   bool sequence_parallel = false) override;
+  TensorParallelStyle style() const override { return style_; }
+  const TensorParallel& tensor_parallel() const override { return tp_; }
+  std::vector<TensorParallelPart> split_parts() const override;
+
+  at::Tensor weight;  // [in, out], or this rank's part
+  at::Tensor bias;    // [out], or this rank's part (colwise)
+
+ private:
+  accelerate::detail::LinearSplit split() const;
+
+  int64_t in_features_, out_features_, fused_outputs_;
+  TensorParallelStyle style_ = TensorParallelStyle::kReplicate;
+  bool sequence_parallel_ = false;
+  TensorParallel tp_;
 };
 TORCH_MODULE(GPT2Conv1D);
 
@@ -64,10 +90,14 @@ class GPT2AttentionImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x);
   // Set by GPT2ModelImpl::use_sequence_parallel (default: a group of one).
   void set_sequence_parallel(const SequenceParallel& sp) { sequence_parallel_ = sp; }
+  // Set by GPT2LMHeadModelImpl::parallelize: this rank computes n_head/tp
+  // heads (c_attn colwise, c_proj rowwise).
+  void set_tensor_parallel(const TensorParallel& tp) { tensor_parallel_ = tp; }
   GPT2Conv1D c_attn{nullptr}, c_proj{nullptr};
 
  private:
   SequenceParallel sequence_parallel_;
+  TensorParallel tensor_parallel_;
   int64_t heads_, head_dim_;
   // What q is multiplied by before causal_attention's 1/sqrt(head_dim), so
   // that the logits get the config's scaling (1 in GPT-2's default).
@@ -129,6 +159,9 @@ class GPT2ModelImpl : public torch::nn::Module {
   // Error naming both numbers when n_head is not divisible by its size.
   void use_sequence_parallel(const SequenceParallel& sp);
   const SequenceParallel& sequence_parallel() const { return sequence_parallel_; }
+  // Set by GPT2LMHeadModelImpl::parallelize (default: a group of one).
+  void set_tensor_parallel(const TensorParallel& tp);
+  const TensorParallel& tensor_parallel() const { return tensor_parallel_; }
 
   // Loads a base model's folder or a GPT2LMHeadModel's (its head dropped).
   static std::shared_ptr<GPT2ModelImpl> from_pretrained(const std::string& folder,
@@ -145,7 +178,8 @@ class GPT2ModelImpl : public torch::nn::Module {
   bool gradient_checkpointing() const { return gradient_checkpointing_; }
 
   const GPT2Config& config() const { return config_; }
-  torch::nn::Embedding wte{nullptr}, wpe{nullptr};
+  ParallelEmbedding wte{nullptr};  // as torch::nn::Embedding until split
+  torch::nn::Embedding wpe{nullptr};
   torch::nn::ModuleList h{nullptr};  // of GPT2Block
   torch::nn::LayerNorm ln_f{nullptr};
 
@@ -153,18 +187,22 @@ class GPT2ModelImpl : public torch::nn::Module {
   GPT2Config config_;
   bool gradient_checkpointing_ = false;
   SequenceParallel sequence_parallel_;
+  TensorParallel tensor_parallel_;
 };
 TORCH_MODULE(GPT2Model);
 
 // Parameters: transformer.<GPT2Model's>, and lm_head.weight only when the
 // config unties the head (tied, the head is transformer.wte.weight and the
 // files hold no lm_head.weight, as transformers').
-class GPT2LMHeadModelImpl : public torch::nn::Module {
+class GPT2LMHeadModelImpl : public torch::nn::Module, public TensorParallelModel {
  public:
   explicit GPT2LMHeadModelImpl(GPT2Config config);
   // Logits [batch, tokens, vocab] for token ids [batch, tokens] (positions
-  // as GPT2ModelImpl::forward's).
+  // as GPT2ModelImpl::forward's); whole on every rank when split (gathered).
   at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& position_ids = {});
+  // This rank's classes of the logits: tensor_parallel_range(vocab_size, tp)
+  // when split, all of them otherwise. The losses use them.
+  at::Tensor logits_part(const at::Tensor& input_ids, const at::Tensor& position_ids = {});
   // transformers' causal-LM loss (causal_lm_loss.h): logits at position t
   // predict labels[t+1]; labels of -100 are ignored; the mean, in fp32.
   // With a sequence-parallel group every rank of it passes the whole batch:
@@ -179,6 +217,18 @@ class GPT2LMHeadModelImpl : public torch::nn::Module {
   // GPT2ModelImpl::use_sequence_parallel, and the losses above split too.
   void use_sequence_parallel(const SequenceParallel& sp) { transformer->use_sequence_parallel(sp); }
 
+  // The plan: wte by vocabulary (rowwise); per block c_attn colwise (each of
+  // queries, keys and values split by heads), attn.c_proj rowwise, c_fc
+  // colwise, mlp.c_proj rowwise; an untied lm_head colwise (a tied head is
+  // the split wte, a colwise head too); wpe and the LayerNorms whole. The
+  // losses take vocab_parallel_cross_entropy over each rank's classes.
+  static TensorParallelPlan tensor_parallel_plan(const GPT2Config& config);
+  // Splits the model over `tp` by that plan. Errors (one line, before any
+  // split): n_head or vocab_size not divisible by tp's size; n_head/tp not
+  // divisible by a sequence-parallel group's size; a model split already.
+  void parallelize(const TensorParallel& tp) override;
+  const TensorParallel& tensor_parallel() const override { return transformer->tensor_parallel(); }
+
   // Builds the model from `folder`'s config.json and loads its weights:
   // a GPT2LMHeadModel's files ("transformer." names) or a base model's (no
   // prefix, as the hub's gpt2 holds them, with its attn.bias buffers, which
@@ -188,13 +238,14 @@ class GPT2LMHeadModelImpl : public torch::nn::Module {
   // config.json (architectures ["GPT2LMHeadModel"]) plus the weights
   // (shards above max_shard_size, as transformers' save_pretrained),
   // loadable by from_pretrained here and in transformers. Returns the
-  // weight files written.
+  // weight files written. Refused (one line) for a split model: its tensors
+  // are parts (Accelerator::save_model gathers them whole).
   std::vector<std::string> save_pretrained(
       const std::string& folder, const ShardSize& max_shard_size = ShardSize("5GB")) const;
 
   const GPT2Config& config() const { return config_; }
   GPT2Model transformer{nullptr};
-  torch::nn::Linear lm_head{nullptr};  // null when tied
+  ParallelLinear lm_head{nullptr};  // null when tied; as torch::nn::Linear until split
 
  private:
   // forward, for the losses, after checking input_ids' length.
