@@ -25,7 +25,7 @@ const char* const kHelp =
     "         [--zero_stage S | --fsdp_sharding_strategy STRATEGY] [--num_nodes M]\n"
     "         [--offload_optimizer] [--offload_param] [--mixed_precision no|fp16|bf16]\n"
     "         [--seq_len T] [--micro_batch_size B] [--activation_checkpointing]\n"
-    "         [--vocab_size V]\n"
+    "         [--parallelism_config_tp_size N] [--vocab_size V]\n"
     "\n"
     "Estimates the memory a model needs to load (largest layer, total size) and\n"
     "to train with Adam at batch size 1 (no activations), per dtype, with the\n"
@@ -58,6 +58,8 @@ const char* const kHelp =
     "  --seq_len T           tokens per sequence (default: the config's context)\n"
     "  --micro_batch_size B  sequences per process and step (default 1)\n"
     "  --activation_checkpointing  recompute each block in backward\n"
+    "  --parallelism_config_tp_size N  tensor parallelism over groups of N processes\n"
+    "                        (GPT-2, Llama); ZeRO shards over the rest; model state only\n"
     "  --vocab_size V        the GPT presets' vocabulary (default 4096)\n"
     "  -h, --help            show this help\n";
 
@@ -205,6 +207,8 @@ bool parse_training_flag(const std::vector<std::string>& args, size_t& i,
              arg == "--gradient_checkpointing") {
     parsed.checkpointing = true;
     parsed.activation_flag = true;
+  } else if (take_value(args, i, "--parallelism_config_tp_size", &spelled, &value)) {
+    setup.tp_size = parse_num_processes(spelled, value);
   } else if (take_value(args, i, "--vocab_size", &spelled, &value)) {
     parsed.vocab = parse_size(spelled, value);
     return true;  // a model setting, not a training one
@@ -229,6 +233,18 @@ void check_training(const EstimateArguments& parsed) {
         "--offload_param needs ZeRO stage 3 (parameters are sharded only there), "
         "got stage " +
         std::to_string(setup.zero_stage));
+  }
+  if (setup.num_processes % setup.tp_size != 0 ||
+      (setup.hybrid && setup.processes_per_node() % setup.tp_size != 0)) {
+    throw ConfigError(
+        "--parallelism_config_tp_size " + std::to_string(setup.tp_size) + " does not divide " +
+        (setup.hybrid ? "a node's " + std::to_string(setup.processes_per_node()) + " processes"
+                      : "--num_processes " + std::to_string(setup.num_processes)));
+  }
+  if (setup.tp_size > 1 && parsed.activation_flag) {
+    throw ConfigError(
+        "activations at tensor parallelism are not estimated yet; drop --seq_len, "
+        "--micro_batch_size and --activation_checkpointing, or --parallelism_config_tp_size");
   }
   if (setup.offload_optimizer && setup.zero_stage == 0)
     throw ConfigError("--offload_optimizer needs ZeRO stage 1, 2 or 3 (it offloads shards)");
@@ -376,6 +392,11 @@ TrainingReportInput training_input(const EstimateArguments& parsed, const Resolv
   if (model.size.largest_layer_bytes)
     input.largest_layer_parameters = static_cast<double>(*model.size.largest_layer_bytes) / 4;
   if (!model.shape) {
+    if (parsed.setup.tp_size > 1) {
+      throw ConfigError(
+          "--parallelism_config_tp_size needs a transformer's shape (which parameters the plan "
+          "splits): a config.json or a GPT preset (gpt-tiny, gpt-small)");
+    }
     if (parsed.activation_flag) {
       throw ConfigError(
           "--seq_len, --micro_batch_size and --activation_checkpointing need a "
@@ -385,6 +406,16 @@ TrainingReportInput training_input(const EstimateArguments& parsed, const Resolv
   }
   const TransformerShape& shape = *model.shape;
   input.shape = shape;
+  if (parsed.setup.tp_size > 1) {
+    // Each process holds its parts: the model state of one process's
+    // parameters, sharded over its data-parallel group.
+    const ProcessParameters held = parameters_per_process(shape, parsed.setup.tp_size);
+    input.parameters = held.total;
+    input.outside_units = held.outside;
+    input.unit_parameters = held.block;
+    input.largest_layer_parameters.reset();
+    return input;
+  }
   input.outside_units = static_cast<double>(outside_block_parameters(shape));
   input.unit_parameters = static_cast<double>(block_parameters(shape));
   const bool bf16 = parsed.setup.mixed_precision == EstimateMixedPrecision::kBf16;

@@ -22,11 +22,16 @@ struct TrainingSetup {
   int num_processes = 1;       // in the whole job
   int num_nodes = 1;           // machines; divides num_processes
   bool hybrid = false;         // FSDP HYBRID_SHARD(_ZERO2): shard within a node only
+  // Tensor parallelism: groups of tp_size consecutive processes split the
+  // layers; the data-parallel groups (and the shard groups in them) are
+  // the processes with one tp rank. Divides a node's processes.
+  int tp_size = 1;
   EstimateMixedPrecision mixed_precision = EstimateMixedPrecision::kNo;
 
   int processes_per_node() const { return num_processes / num_nodes; }
-  // The processes one shard is cut for: a node's (hybrid) or the job's.
-  int shard_processes() const { return hybrid ? processes_per_node() : num_processes; }
+  // The processes one shard is cut for: a node's (hybrid) or the job's, of
+  // one tp rank.
+  int shard_processes() const { return (hybrid ? processes_per_node() : num_processes) / tp_size; }
   // What the engine runs: one process per shard group trains as data
   // parallelism (nothing to shard), except a job of one process that
   // offloads: its shards are whole buckets (ZeRO-Offload on one GPU).

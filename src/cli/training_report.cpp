@@ -21,6 +21,9 @@ std::string setup_line(const TrainingSetup& setup) {
   if (setup.num_nodes > 1)
     text += " (" + plural(setup.num_nodes, "node", "nodes") + " of " +
             std::to_string(setup.processes_per_node()) + ")";
+  if (setup.tp_size > 1)
+    text += ", tensor parallelism over groups of " + std::to_string(setup.tp_size) +
+            " (ZeRO over " + plural(setup.shard_processes(), "process", "processes") + ")";
   if (setup.hybrid)
     text += ", hybrid: sharded over a node's " +
             plural(setup.processes_per_node(), "process", "processes") +
@@ -97,6 +100,13 @@ std::string render_training_estimate(const TrainingReportInput& input) {
   if (state.host() > 0) {
     out += "Host memory per node (" + plural(setup.processes_per_node(), "process", "processes") +
            "): " + bytes_text(state.host() * setup.processes_per_node()) + ".\n";
+  }
+  if (setup.tp_size > 1) {
+    out += "At tp " + std::to_string(setup.tp_size) + " each process holds " +
+           std::to_string(std::llround(input.parameters)) +
+           " parameters (its parts of the split layers, the rest whole). DeepSpeed's estimate "
+           "and the step traffic are not given at tensor parallelism.\n";
+    return out;
   }
   const auto deepspeed =
       deepspeed_estimate(input.parameters, input.largest_layer_parameters, setup);

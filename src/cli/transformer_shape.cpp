@@ -229,4 +229,40 @@ int64_t largest_layer_parameters(const TransformerShape& s) {
   return 0;
 }
 
+TensorParallelSplit tensor_parallel_split(const TransformerShape& s) {
+  const int64_t c = s.hidden, i = s.intermediate;
+  const int64_t embedding = s.vocab * c;
+  const int64_t heads = s.tied_embeddings ? 0 : embedding;  // an untied head, colwise
+  switch (s.family) {
+    case TransformerFamily::kGpt2:
+      // c_attn (weight and bias), attn.c_proj's weight, c_fc (weight and
+      // bias), mlp.c_proj's weight; the two c_proj biases are rowwise.
+      return {4 * c * c + 3 * c + 2 * c * i + i, embedding + heads};
+    case TransformerFamily::kLlama: {
+      const int64_t kv = s.kv_heads * (c / s.heads);
+      // q, k, v, o and the three MLP weights; the colwise biases (q, k, v;
+      // gate, up), not o_proj's or down_proj's.
+      const int64_t attention = 2 * c * c + 2 * c * kv + (s.attention_bias ? c + 2 * kv : 0);
+      return {attention + 3 * c * i + (s.mlp_bias ? 2 * i : 0), embedding + heads};
+    }
+    case TransformerFamily::kBert:
+      break;
+  }
+  throw ConfigError(std::string("tensor parallelism: ") + family_name(s.family) +
+                    " has no tensor-parallel plan yet (gpt2 and llama have)");
+}
+
+ProcessParameters parameters_per_process(const TransformerShape& s, int tp_size) {
+  const double block = static_cast<double>(block_parameters(s));
+  const double outside = static_cast<double>(outside_block_parameters(s));
+  ProcessParameters out{block, outside, 0};
+  if (tp_size > 1) {
+    const TensorParallelSplit split = tensor_parallel_split(s);
+    out.block -= static_cast<double>(split.block) * (1 - 1.0 / tp_size);
+    out.outside -= static_cast<double>(split.outside) * (1 - 1.0 / tp_size);
+  }
+  out.total = static_cast<double>(s.layers) * out.block + out.outside;
+  return out;
+}
+
 }  // namespace accelerate::cli

@@ -56,4 +56,24 @@ int64_t outside_block_parameters(const TransformerShape& shape);
 int64_t largest_layer_parameters(const TransformerShape& shape);
 int64_t total_parameters(const TransformerShape& shape);
 
+// The parameters the library's tensor-parallel plans split
+// (docs/tensor-parallel.md): of one block (the projections, and the biases
+// of colwise ones), and outside the blocks (the vocabulary-split token
+// embedding, an untied head). The rest (norms, positions, rowwise biases)
+// stay whole on every process. Error (one line) for BERT, which has no plan.
+struct TensorParallelSplit {
+  int64_t block = 0;
+  int64_t outside = 0;
+};
+TensorParallelSplit tensor_parallel_split(const TransformerShape& shape);
+
+// One process's parameters at tp `tp_size`: the split ones 1/tp, the rest
+// whole; in a block, outside the blocks, and in all.
+struct ProcessParameters {
+  double block = 0;
+  double outside = 0;
+  double total = 0;
+};
+ProcessParameters parameters_per_process(const TransformerShape& shape, int tp_size);
+
 }  // namespace accelerate::cli

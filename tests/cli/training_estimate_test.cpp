@@ -405,6 +405,15 @@ TEST(EstimateMemoryTraining, BadValuesAreOneLineWithExitCodeTwo) {
       {{"1e9", "--vocab_size", "100"}, "--vocab_size applies to the GPT presets"},
       {{"gpt-small", "--seq_len", "64", "--mixed_precision", "fp16"},
        "activations under fp16 autocast are not estimated"},
+      {{"gpt-small", "--num_processes", "4", "--parallelism_config_tp_size", "3"},
+       "--parallelism_config_tp_size 3 does not divide --num_processes 4"},
+      {{"gpt-small", "--parallelism_config_tp_size", "2"},
+       "--parallelism_config_tp_size 2 does not divide --num_processes 1"},
+      {{"1e9", "--num_processes", "2", "--parallelism_config_tp_size", "2"},
+       "--parallelism_config_tp_size needs a transformer's shape"},
+      {{"gpt-small", "--num_processes", "2", "--parallelism_config_tp_size", "2", "--seq_len",
+        "64"},
+       "activations at tensor parallelism are not estimated yet"},
   };
   for (const auto& [args, expected] : cases) {
     std::vector<std::string> full = {"estimate-memory"};
@@ -415,6 +424,41 @@ TEST(EstimateMemoryTraining, BadValuesAreOneLineWithExitCodeTwo) {
     EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
     EXPECT_TRUE(result.out.empty()) << result.out;
   }
+}
+
+// --parallelism_config_tp_size: each process's parts of the split layers,
+// ZeRO over the processes of one tp rank; BERT, which has no plan, is one
+// line. (tests/models/tensor_parallel_memory_test.cpp counts what the
+// split models hold against these figures.)
+TEST(EstimateMemoryTraining, TensorParallelismCountsEachProcesssParts) {
+  const auto result = run_accelerate({"estimate-memory", "gpt-small", "--num_processes", "4",
+                                      "--zero_stage", "3", "--parallelism_config_tp_size", "2"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("ZeRO stage 3 on 4 processes, tensor parallelism over groups of 2 "
+                            "(ZeRO over 2 processes)"),
+            std::string::npos)
+      << result.out;
+  const TransformerShape shape = gpt_preset("small", 4096);
+  const double held = parameters_per_process(shape, 2).total;
+  EXPECT_LT(held, 0.6 * static_cast<double>(total_parameters(shape)));
+  EXPECT_NE(result.out.find("At tp 2 each process holds " + std::to_string(std::llround(held)) +
+                            " parameters"),
+            std::string::npos)
+      << result.out;
+  EXPECT_EQ(result.out.find("DeepSpeed's estimate_zero3"), std::string::npos) << result.out;
+
+  TemporaryFolder folder;
+  const std::string bert = folder.path() + "/config.json";
+  write_file(bert, R"({"model_type": "bert", "num_hidden_layers": 2, "hidden_size": 64,
+                       "num_attention_heads": 4, "intermediate_size": 128,
+                       "max_position_embeddings": 64, "vocab_size": 1000,
+                       "type_vocab_size": 2})");
+  const auto refused = run_accelerate(
+      {"estimate-memory", bert, "--num_processes", "2", "--parallelism_config_tp_size", "2"});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_EQ(refused.err,
+            "accelerate estimate-memory: error: tensor parallelism: bert has no tensor-parallel "
+            "plan yet (gpt2 and llama have)\n");
 }
 
 }  // namespace
