@@ -59,7 +59,7 @@ const char* const kHelp =
     "  --micro_batch_size B  sequences per process and step (default 1)\n"
     "  --activation_checkpointing  recompute each block in backward\n"
     "  --parallelism_config_tp_size N  tensor parallelism over groups of N processes\n"
-    "                        (GPT-2, Llama); ZeRO shards over the rest; model state only\n"
+    "                        (GPT-2, Llama, BERT); ZeRO shards over the rest; model state only\n"
     "  --vocab_size V        the GPT presets' vocabulary (default 4096)\n"
     "  -h, --help            show this help\n";
 

@@ -235,9 +235,13 @@ TensorParallelSplit tensor_parallel_split(const TransformerShape& s) {
   const int64_t heads = s.tied_embeddings ? 0 : embedding;  // an untied head, colwise
   switch (s.family) {
     case TransformerFamily::kGpt2:
-      // c_attn (weight and bias), attn.c_proj's weight, c_fc (weight and
-      // bias), mlp.c_proj's weight; the two c_proj biases are rowwise.
-      return {4 * c * c + 3 * c + 2 * c * i + i, embedding + heads};
+    case TransformerFamily::kBert:
+      // GPT-2: c_attn (weight and bias), attn.c_proj's weight, c_fc (weight
+      // and bias), mlp.c_proj's weight; the two c_proj biases are rowwise.
+      // BERT alike: query, key, value and intermediate with their biases,
+      // the two output denses' weights. BERT's classifier head stays whole.
+      return {4 * c * c + 3 * c + 2 * c * i + i,
+              embedding + (s.family == TransformerFamily::kGpt2 ? heads : 0)};
     case TransformerFamily::kLlama: {
       const int64_t kv = s.kv_heads * (c / s.heads);
       // q, k, v, o and the three MLP weights; the colwise biases (q, k, v;
@@ -245,11 +249,8 @@ TensorParallelSplit tensor_parallel_split(const TransformerShape& s) {
       const int64_t attention = 2 * c * c + 2 * c * kv + (s.attention_bias ? c + 2 * kv : 0);
       return {attention + 3 * c * i + (s.mlp_bias ? 2 * i : 0), embedding + heads};
     }
-    case TransformerFamily::kBert:
-      break;
   }
-  throw ConfigError(std::string("tensor parallelism: ") + family_name(s.family) +
-                    " has no tensor-parallel plan yet (gpt2 and llama have)");
+  return {};
 }
 
 ProcessParameters parameters_per_process(const TransformerShape& s, int tp_size) {

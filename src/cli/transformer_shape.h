@@ -59,8 +59,8 @@ int64_t total_parameters(const TransformerShape& shape);
 // The parameters the library's tensor-parallel plans split
 // (docs/tensor-parallel.md): of one block (the projections, and the biases
 // of colwise ones), and outside the blocks (the vocabulary-split token
-// embedding, an untied head). The rest (norms, positions, rowwise biases)
-// stay whole on every process. Error (one line) for BERT, which has no plan.
+// embedding, an untied head). The rest (norms, positions, rowwise biases,
+// BERT's pooler) stay whole on every process.
 struct TensorParallelSplit {
   int64_t block = 0;
   int64_t outside = 0;

@@ -10,6 +10,7 @@
 #include "accelerate/models/bert.h"
 #include "accelerate/models/pretrained.h"
 #include "models/config_json.h"
+#include "models/parallel_checks.h"
 #include "models/pretrained_build.h"
 
 namespace accelerate::models {
@@ -95,6 +96,7 @@ std::shared_ptr<BertModelImpl> BertModelImpl::from_pretrained(const std::string&
 
 std::vector<std::string> BertModelImpl::save_pretrained(const std::string& folder,
                                                         const ShardSize& max_shard_size) const {
+  refuse_saving_split("BERT", tensor_parallel());
   auto files = save_pretrained_weights(*this, folder, max_shard_size);
   write_bert_config(config_, folder, "BertModel", saved_dtype_name(*this));
   return files;
@@ -118,6 +120,7 @@ BertForSequenceClassificationImpl::from_pretrained(const std::string& folder,
 
 std::vector<std::string> BertForSequenceClassificationImpl::save_pretrained(
     const std::string& folder, const ShardSize& max_shard_size) const {
+  refuse_saving_split("BERT", tensor_parallel());
   auto files = save_pretrained_weights(*this, folder, max_shard_size);
   write_bert_config(config_, folder, "BertForSequenceClassification", saved_dtype_name(*this));
   return files;

@@ -14,6 +14,7 @@
 #include "accelerate/errors.h"
 #include "accelerate/models/bert.h"
 #include "accelerate/unit_forward.h"
+#include "models/parallel_checks.h"
 
 namespace accelerate::models {
 namespace {
@@ -50,8 +51,8 @@ BertEmbeddingsImpl::BertEmbeddingsImpl(const BertConfig& config)
   // padding_idx as transformers: the pad token's row gets no gradient.
   word_embeddings = register_module(
       "word_embeddings",
-      torch::nn::Embedding(torch::nn::EmbeddingOptions(config.vocab_size, config.hidden_size)
-                               .padding_idx(config.pad_token_id)));
+      ParallelEmbedding(torch::nn::EmbeddingOptions(config.vocab_size, config.hidden_size)
+                            .padding_idx(config.pad_token_id)));
   position_embeddings =
       register_module("position_embeddings",
                       torch::nn::Embedding(config.max_position_embeddings, config.hidden_size));
@@ -82,25 +83,26 @@ BertSelfAttentionImpl::BertSelfAttentionImpl(const BertConfig& config)
       head_dim_(config.head_dim()),
       dropout_(config.attention_probs_dropout_prob) {
   const int64_t width = heads_ * head_dim_;
-  query = register_module("query", torch::nn::Linear(config.hidden_size, width));
-  key = register_module("key", torch::nn::Linear(config.hidden_size, width));
-  value = register_module("value", torch::nn::Linear(config.hidden_size, width));
+  query = register_module("query", ParallelLinear(config.hidden_size, width));
+  key = register_module("key", ParallelLinear(config.hidden_size, width));
+  value = register_module("value", ParallelLinear(config.hidden_size, width));
 }
 
 at::Tensor BertSelfAttentionImpl::forward(const at::Tensor& x, const at::Tensor& key_mask) {
   const int64_t batch = x.size(0), tokens = x.size(1);
+  const int64_t my_heads = heads_ / tensor_parallel_.size();  // all, or 1/tp
   auto heads = [&](const at::Tensor& projected) {
-    return projected.view({batch, tokens, heads_, head_dim_}).transpose(1, 2);
+    return projected.view({batch, tokens, my_heads, head_dim_}).transpose(1, 2);
   };
   const at::Tensor attended =
       bidirectional_attention(heads(query(x)), heads(key(x)), heads(value(x)), key_mask,
                               AttentionOptions().dropout_p(is_training() ? dropout_ : 0.0));
-  return attended.transpose(1, 2).reshape({batch, tokens, heads_ * head_dim_});
+  return attended.transpose(1, 2).reshape({batch, tokens, my_heads * head_dim_});
 }
 
 BertResidualOutputImpl::BertResidualOutputImpl(const BertConfig& config, int64_t in_features)
     : dropout_(config.hidden_dropout_prob) {
-  dense = register_module("dense", torch::nn::Linear(in_features, config.hidden_size));
+  dense = register_module("dense", ParallelLinear(in_features, config.hidden_size));
   LayerNorm = register_module("LayerNorm", bert_layer_norm(config));
 }
 
@@ -119,7 +121,7 @@ at::Tensor BertAttentionImpl::forward(const at::Tensor& x, const at::Tensor& key
 
 BertIntermediateImpl::BertIntermediateImpl(const BertConfig& config)
     : activation_(config.hidden_act) {
-  dense = register_module("dense", torch::nn::Linear(config.hidden_size, config.intermediate_size));
+  dense = register_module("dense", ParallelLinear(config.hidden_size, config.intermediate_size));
 }
 
 at::Tensor BertIntermediateImpl::forward(const at::Tensor& x) {
@@ -174,6 +176,32 @@ BertOutput BertModelImpl::forward(const at::Tensor& input_ids, const at::Tensor&
                       : unit_forward(layer, x, attention_mask);
   }
   return {x, pooler(x)};
+}
+
+TensorParallelPlan BertModelImpl::tensor_parallel_plan() {
+  return parse_tensor_parallel_plan({
+      {"embeddings.word_embeddings", "rowwise"},
+      {"encoder.layer.*.attention.self.query", "colwise"},
+      {"encoder.layer.*.attention.self.key", "colwise"},
+      {"encoder.layer.*.attention.self.value", "colwise"},
+      {"encoder.layer.*.attention.output.dense", "rowwise"},
+      {"encoder.layer.*.intermediate.dense", "colwise"},
+      {"encoder.layer.*.output.dense", "rowwise"},
+  });
+}
+
+void BertModelImpl::parallelize(const TensorParallel& tp) {
+  if (tensor_parallel_.enabled()) {
+    throw Error("BERT: the model is split over tp_size " + std::to_string(tensor_parallel_.size()) +
+                " already");
+  }
+  require_divisible_by_group("BERT", config_.num_attention_heads, "num_attention_heads", tp.size(),
+                             "tp_size");
+  parallelize_module(*this, tensor_parallel_plan(), tp);
+  tensor_parallel_ = tp;
+  for (const auto& child : *encoder->layer) {
+    child->as<BertLayer>()->attention->self->set_tensor_parallel(tp);
+  }
 }
 
 at::Tensor mean_pooling(const at::Tensor& hidden, const at::Tensor& attention_mask) {

@@ -15,7 +15,7 @@
 #include "accelerate/models/gpt2.h"
 #include "accelerate/tensor_parallel.h"
 #include "accelerate/unit_forward.h"
-#include "models/size_checks.h"
+#include "models/parallel_checks.h"
 #include "nn/split_linear.h"
 
 namespace accelerate::models {

@@ -10,6 +10,7 @@
 #include "accelerate/models/gpt2.h"
 #include "accelerate/models/pretrained.h"
 #include "models/config_json.h"
+#include "models/parallel_checks.h"
 #include "models/pretrained_build.h"
 
 namespace accelerate::models {
@@ -49,11 +50,7 @@ std::shared_ptr<GPT2LMHeadModelImpl> GPT2LMHeadModelImpl::from_pretrained(
 
 std::vector<std::string> GPT2LMHeadModelImpl::save_pretrained(
     const std::string& folder, const ShardSize& max_shard_size) const {
-  if (tensor_parallel().enabled()) {
-    throw Error("GPT-2: save_pretrained of a model split over tp_size " +
-                std::to_string(tensor_parallel().size()) +
-                " would write parts of its tensors; save the model built whole");
-  }
+  refuse_saving_split("GPT-2", tensor_parallel());
   auto files = save_pretrained_weights(*this, folder, max_shard_size);
   write_gpt2_config(config_, folder, "GPT2LMHeadModel", saved_dtype_name(*this));
   return files;

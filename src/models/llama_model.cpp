@@ -15,8 +15,8 @@
 #include "accelerate/rotary_embedding.h"
 #include "accelerate/unit_forward.h"
 #include "models/config_json.h"
+#include "models/parallel_checks.h"
 #include "models/pretrained_build.h"
-#include "models/size_checks.h"
 
 namespace accelerate::models {
 namespace {
@@ -296,11 +296,7 @@ std::shared_ptr<LlamaForCausalLMImpl> LlamaForCausalLMImpl::from_pretrained(
 
 std::vector<std::string> LlamaForCausalLMImpl::save_pretrained(
     const std::string& folder, const ShardSize& max_shard_size) const {
-  if (tensor_parallel().enabled()) {
-    throw Error("Llama: save_pretrained of a model split over tp_size " +
-                std::to_string(tensor_parallel().size()) +
-                " would write parts of its tensors; save the model built whole");
-  }
+  refuse_saving_split("Llama", tensor_parallel());
   auto files = save_pretrained_weights(*this, folder, max_shard_size);
   write_llama_config(config_, folder, saved_dtype_name(*this));
   return files;

@@ -427,9 +427,9 @@ TEST(EstimateMemoryTraining, BadValuesAreOneLineWithExitCodeTwo) {
 }
 
 // --parallelism_config_tp_size: each process's parts of the split layers,
-// ZeRO over the processes of one tp rank; BERT, which has no plan, is one
-// line. (tests/models/tensor_parallel_memory_test.cpp counts what the
-// split models hold against these figures.)
+// ZeRO over the processes of one tp rank (tests/models/
+// tensor_parallel_memory_test.cpp counts what the split models hold
+// against these figures).
 TEST(EstimateMemoryTraining, TensorParallelismCountsEachProcesssParts) {
   const auto result = run_accelerate({"estimate-memory", "gpt-small", "--num_processes", "4",
                                       "--zero_stage", "3", "--parallelism_config_tp_size", "2"});
@@ -446,19 +446,6 @@ TEST(EstimateMemoryTraining, TensorParallelismCountsEachProcesssParts) {
             std::string::npos)
       << result.out;
   EXPECT_EQ(result.out.find("DeepSpeed's estimate_zero3"), std::string::npos) << result.out;
-
-  TemporaryFolder folder;
-  const std::string bert = folder.path() + "/config.json";
-  write_file(bert, R"({"model_type": "bert", "num_hidden_layers": 2, "hidden_size": 64,
-                       "num_attention_heads": 4, "intermediate_size": 128,
-                       "max_position_embeddings": 64, "vocab_size": 1000,
-                       "type_vocab_size": 2})");
-  const auto refused = run_accelerate(
-      {"estimate-memory", bert, "--num_processes", "2", "--parallelism_config_tp_size", "2"});
-  EXPECT_EQ(refused.exit_code, 2);
-  EXPECT_EQ(refused.err,
-            "accelerate estimate-memory: error: tensor parallelism: bert has no tensor-parallel "
-            "plan yet (gpt2 and llama have)\n");
 }
 
 }  // namespace

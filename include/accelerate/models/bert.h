@@ -18,8 +18,10 @@
 // Post-LayerNorm blocks, bidirectional attention with a padding mask
 // (accelerate::bidirectional_attention), GELU feed-forward. The encoder
 // layers run through accelerate::unit_forward, so prepare() can make each
-// one a ZeRO stage-3 unit, and set_gradient_checkpointing(true) checkpoints
-// their activations. Dropout follows train()/eval(). No token ids
+// one a ZeRO stage-3 unit, set_gradient_checkpointing(true) checkpoints
+// their activations, and parallelize(tp) splits the layers over a
+// tensor-parallel group (prepare() calls it at tp_size above 1). Dropout
+// follows train()/eval(). No token ids
 // come from here: a tokenizer gives them. See docs/models-bert.md.
 #pragma once
 
@@ -36,6 +38,8 @@
 #include "accelerate/arg.h"
 #include "accelerate/model_saving.h"
 #include "accelerate/models/bert_config.h"
+#include "accelerate/parallel_layers.h"
+#include "accelerate/tensor_parallel_plan.h"
 
 namespace accelerate::models {
 
@@ -45,8 +49,8 @@ class BertEmbeddingsImpl : public torch::nn::Module {
   explicit BertEmbeddingsImpl(const BertConfig& config);
   // token_type_ids undefined: all 0 (the first segment).
   at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& token_type_ids);
-  torch::nn::Embedding word_embeddings{nullptr}, position_embeddings{nullptr},
-      token_type_embeddings{nullptr};
+  ParallelEmbedding word_embeddings{nullptr};  // as torch::nn::Embedding until split
+  torch::nn::Embedding position_embeddings{nullptr}, token_type_embeddings{nullptr};
   torch::nn::LayerNorm LayerNorm{nullptr};  // transformers' name
 
  private:
@@ -59,9 +63,13 @@ class BertSelfAttentionImpl : public torch::nn::Module {
   explicit BertSelfAttentionImpl(const BertConfig& config);
   // x: [batch, tokens, hidden]; key_mask: [batch, tokens] or undefined.
   at::Tensor forward(const at::Tensor& x, const at::Tensor& key_mask);
-  torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};
+  // Set by BertModelImpl::parallelize: this rank computes heads/tp heads
+  // (query, key and value colwise).
+  void set_tensor_parallel(const TensorParallel& tp) { tensor_parallel_ = tp; }
+  ParallelLinear query{nullptr}, key{nullptr}, value{nullptr};
 
  private:
+  TensorParallel tensor_parallel_;
   int64_t heads_, head_dim_;
   double dropout_;
 };
@@ -73,7 +81,7 @@ class BertResidualOutputImpl : public torch::nn::Module {
  public:
   BertResidualOutputImpl(const BertConfig& config, int64_t in_features);
   at::Tensor forward(const at::Tensor& x, const at::Tensor& residual);
-  torch::nn::Linear dense{nullptr};
+  ParallelLinear dense{nullptr};
   torch::nn::LayerNorm LayerNorm{nullptr};
 
  private:
@@ -96,7 +104,7 @@ class BertIntermediateImpl : public torch::nn::Module {
  public:
   explicit BertIntermediateImpl(const BertConfig& config);
   at::Tensor forward(const at::Tensor& x);
-  torch::nn::Linear dense{nullptr};
+  ParallelLinear dense{nullptr};
 
  private:
   BertActivation activation_;
@@ -148,7 +156,7 @@ struct BertLoadOptions {
 
 // Parameters: embeddings.word_embeddings.weight, ...,
 // encoder.layer.N.attention.self.query.weight, ..., pooler.dense.weight.
-class BertModelImpl : public torch::nn::Module {
+class BertModelImpl : public torch::nn::Module, public TensorParallelModel {
  public:
   // Random weights (LibTorch's default initialisation), fp32, on the CPU.
   explicit BertModelImpl(BertConfig config);
@@ -163,6 +171,7 @@ class BertModelImpl : public torch::nn::Module {
   static std::shared_ptr<BertModelImpl> from_pretrained(const std::string& folder,
                                                         const BertLoadOptions& options = {});
   // config.json (architectures ["BertModel"]) plus the weights, unprefixed.
+  // Refused (one line) for a split model (Accelerator::save_model gathers).
   std::vector<std::string> save_pretrained(
       const std::string& folder, const ShardSize& max_shard_size = ShardSize("5GB")) const;
 
@@ -174,6 +183,19 @@ class BertModelImpl : public torch::nn::Module {
   void set_gradient_checkpointing(bool on) { gradient_checkpointing_ = on; }
   bool gradient_checkpointing() const { return gradient_checkpointing_; }
 
+  // The plan (no tp_plan in transformers for BERT; Megatron's split): per
+  // layer attention.self.{query,key,value} colwise (heads),
+  // attention.output.dense rowwise, intermediate.dense colwise,
+  // output.dense rowwise; embeddings.word_embeddings by vocabulary (any
+  // size: nothing is gathered); the other embeddings, the LayerNorms and
+  // the pooler whole.
+  static TensorParallelPlan tensor_parallel_plan();
+  // Splits the encoder over `tp` by that plan. Errors (one line, before any
+  // split): num_attention_heads not divisible by tp's size; a model split
+  // already.
+  void parallelize(const TensorParallel& tp) override;
+  const TensorParallel& tensor_parallel() const override { return tensor_parallel_; }
+
   const BertConfig& config() const { return config_; }
   BertEmbeddings embeddings{nullptr};
   BertEncoder encoder{nullptr};
@@ -182,11 +204,14 @@ class BertModelImpl : public torch::nn::Module {
  private:
   BertConfig config_;
   bool gradient_checkpointing_ = false;
+  TensorParallel tensor_parallel_;
 };
 TORCH_MODULE(BertModel);
 
 // Parameters: bert.<BertModel's>, classifier.weight, classifier.bias.
-class BertForSequenceClassificationImpl : public torch::nn::Module {
+// A TensorParallelModel: parallelize splits the encoder (BertModelImpl's
+// plan); the classifier stays whole.
+class BertForSequenceClassificationImpl : public torch::nn::Module, public TensorParallelModel {
  public:
   explicit BertForSequenceClassificationImpl(BertConfig config);
   // Logits [batch, num_labels]: classifier(dropout(pooled output)).
@@ -205,6 +230,9 @@ class BertForSequenceClassificationImpl : public torch::nn::Module {
       const std::string& folder, const BertLoadOptions& options = {});
   std::vector<std::string> save_pretrained(
       const std::string& folder, const ShardSize& max_shard_size = ShardSize("5GB")) const;
+
+  void parallelize(const TensorParallel& tp) override { bert->parallelize(tp); }
+  const TensorParallel& tensor_parallel() const override { return bert->tensor_parallel(); }
 
   const BertConfig& config() const { return config_; }
   BertModel bert{nullptr};
