@@ -26,16 +26,9 @@ done
 command -v python3 >/dev/null || { echo "run_tensor_parallel_bench: python3 missing" >&2; exit 2; }
 work=$(mktemp -d /tmp/accelerate-tp-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-cat >"$work/zero3.yaml" <<'YAML'
-deepspeed_config:
-  gradient_accumulation_steps: 1
-  zero3_init_flag: false
-  zero_stage: 3
-distributed_type: DEEPSPEED
-mixed_precision: 'no'
-num_machines: 1
-use_cpu: true
-YAML
+# shellcheck source=tests/examples/gpt_parallel_runs.sh
+source "$root/tests/examples/gpt_parallel_runs.sh"
+write_zero3_yaml "$work/zero3.yaml"
 mkdir -p "$work/tok"
 
 # Runs a command and prints the peak resident set of the largest process

@@ -20,65 +20,33 @@ if [[ ! -f "$data/train.txt" ]]; then
 fi
 work=$(mktemp -d /tmp/accelerate-gpt-sp.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-cat >"$work/zero3.yaml" <<'YAML'
-deepspeed_config:
-  gradient_accumulation_steps: 1
-  zero3_init_flag: false
-  zero_stage: 3
-distributed_type: DEEPSPEED
-mixed_precision: 'no'
-num_machines: 1
-use_cpu: true
-YAML
-# The tokenizer is trained once and shared (every run would train the same).
-mkdir -p "$work/tok"
-
-run() {  # run OUTPUT_DIR STEPS BATCH [launch flags...] -- [program flags...]
-  local out=$1 steps=$2 batch=$3
-  shift 3
-  local -a launch=()
-  while [[ $# -gt 0 && $1 != -- ]]; do launch+=("$1"); shift; done
-  [[ $# -gt 0 ]] && shift
-  mkdir -p "$out"
-  [[ -f "$work/tok/tokenizer.bpe" ]] && cp "$work/tok/tokenizer.bpe" "$out/"
-  "$cli" launch "${launch[@]}" --main_process_port 0 "$program" --data_dir "$data" \
-    --output_dir "$out" --preset tiny --block_size 64 --dropout 0 \
-    --per_device_train_batch_size "$batch" --max_steps "$steps" --warmup_steps 5 \
-    --logging_steps 1 --eval_steps 1000 --max_eval_samples 16 --learning_rate 5e-4 "$@"
-  [[ -f "$work/tok/tokenizer.bpe" ]] || cp "$out/tokenizer.bpe" "$work/tok/"
-}
-losses() { grep -oE "'loss': [0-9.e-]+" <<<"$1" | grep -oE "[0-9.e-]+$"; }
-# same_losses A B WHAT: the same number of losses, each within 1e-5 relative.
-same_losses() {
-  paste <(losses "$1") <(losses "$2") | awk -v what="$3" '
-    NF != 2 { print what ": the runs logged different numbers of losses"; exit 1 }
-    { d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $2) { print what ": step " NR ": " $1 " vs " $2; bad = 1 } ; n++ }
-    END { if (bad) exit 1; print what ": " n " steps agree within 1e-5" }'
-}
+# shellcheck source=tests/examples/gpt_parallel_runs.sh
+source "$(dirname "$0")/gpt_parallel_runs.sh"
+write_zero3_yaml "$work/zero3.yaml"
 
 # sp 1 on one process against sp 2 on two, 50 steps.
-one=$(run "$work/one" 50 4 --cpu --num_processes 1 --)
-split=$(run "$work/split" 50 4 --cpu --num_processes 2 --use_parallelism_config \
+one=$(gpt_run "$work/one" 50 4 --cpu --num_processes 1 --)
+split=$(gpt_run "$work/split" 50 4 --cpu --num_processes 2 --use_parallelism_config \
   --parallelism_config_sp_size 2 --)
 echo "$split" >&2
 [[ $(losses "$one" | wc -l) -eq 50 ]]
 same_losses "$split" "$one" "sp 2 vs sp 1"
 
 # ZeRO-3: sp 2 x dp 2 on four processes against dp 2 on two, 20 steps.
-zero3=$(run "$work/zero3" 20 4 --config_file "$work/zero3.yaml" --num_processes 2 --)
-zero3_split=$(run "$work/zero3_split" 20 4 --config_file "$work/zero3.yaml" --num_processes 4 \
+zero3=$(gpt_run "$work/zero3" 20 4 --config_file "$work/zero3.yaml" --num_processes 2 --)
+zero3_split=$(gpt_run "$work/zero3_split" 20 4 --config_file "$work/zero3.yaml" --num_processes 4 \
   --use_parallelism_config --parallelism_config_sp_size 2 --)
 [[ $(losses "$zero3" | wc -l) -eq 20 ]]
 same_losses "$zero3_split" "$zero3" "sp 2 x ZeRO-3 on 4 vs ZeRO-3 on 2"
 
 # A checkpoint saved at sp 2 (step 10 of 20) resumes at sp 1 on as many
 # processes, each reading half the group's batch.
-whole=$(run "$work/whole" 20 2 --cpu --num_processes 2 --)
-run "$work/saved" 20 4 --cpu --num_processes 2 --use_parallelism_config \
+whole=$(gpt_run "$work/whole" 20 2 --cpu --num_processes 2 --)
+gpt_run "$work/saved" 20 4 --cpu --num_processes 2 --use_parallelism_config \
   --parallelism_config_sp_size 2 -- --save_steps 10 >/dev/null
 mkdir -p "$work/resumed"
 cp -r "$work/saved/checkpoint-10" "$work/resumed/"
-resumed=$(run "$work/resumed" 20 2 --cpu --num_processes 2 -- --resume_from_checkpoint latest)
+resumed=$(gpt_run "$work/resumed" 20 2 --cpu --num_processes 2 -- --resume_from_checkpoint latest)
 echo "$resumed" >&2
 [[ $(losses "$resumed" | wc -l) -eq 10 ]]
 whole_tail=$(losses "$whole" | tail -10 | sed "s/^/'loss': /")

@@ -20,6 +20,7 @@
 #include "support/error_message.h"
 #include "support/temp_dir.h"
 #include "support/thread_ranks.h"
+#include "tensor_parallel_steps.h"
 
 namespace gpt2_tensor_parallel_test {
 
@@ -144,43 +145,21 @@ am::GPT2Config tiny_config(bool tied = true) {
 }
 
 std::vector<at::Tensor> initial_parameters(bool tied) {
-  torch::manual_seed(23);
-  std::vector<at::Tensor> initial;
-  for (const auto& p : am::GPT2LMHeadModel(tiny_config(tied))->parameters()) {
-    initial.push_back(p.detach().clone());
-  }
-  return initial;
+  return accelerate::testing::initial_parameters_of(
+      [tied] { return am::GPT2LMHeadModel(tiny_config(tied)); }, 23);
 }
 
 am::GPT2LMHeadModel model_from(const std::vector<at::Tensor>& initial, bool tied) {
-  am::GPT2LMHeadModel model(tiny_config(tied));
-  at::NoGradGuard no_grad;
-  const auto parameters = model->parameters();
-  for (size_t i = 0; i < parameters.size(); ++i) parameters[i].copy_(initial[i]);
-  return model;
+  return accelerate::testing::model_with([tied] { return am::GPT2LMHeadModel(tiny_config(tied)); },
+                                         initial);
 }
 
-// Step `step`'s batch: the same on every rank.
-at::Tensor batch(int step) {
-  return (at::arange(2 * kTokens, at::kLong) * (step % 5 + 3) + step)
-      .remainder(kVocab)
-      .reshape({2, kTokens});
-}
+at::Tensor batch(int step) { return accelerate::testing::step_batch(step, kVocab, kTokens); }
 
-// The losses of 50 AdamW steps (each rank's optimizer over its own parts).
+// At 1e-2 the two runs' different rounding (sums of halves) grows
+// chaotically past 1e-5 by step 23; at 3e-3 it stays at rounding.
 std::vector<double> train(am::GPT2LMHeadModel& model) {
-  // At 1e-2 the two runs' different rounding (sums of halves) grows
-  // chaotically past 1e-5 by step 23; at 3e-3 it stays at rounding.
-  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(3e-3));
-  std::vector<double> losses;
-  for (int step = 0; step < 50; ++step) {
-    optimizer.zero_grad();
-    const at::Tensor loss = model->loss(batch(step), batch(step));
-    loss.backward();
-    optimizer.step();
-    losses.push_back(loss.item<double>());
-  }
-  return losses;
+  return accelerate::testing::adamw_losses(model, 3e-3, 50, kVocab, kTokens);
 }
 
 void expect_fifty_steps_follow_tp1(bool tied) {

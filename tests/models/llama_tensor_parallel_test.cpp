@@ -21,6 +21,7 @@
 #include "support/error_message.h"
 #include "support/temp_dir.h"
 #include "support/thread_ranks.h"
+#include "tensor_parallel_steps.h"
 #include "tiny_llama_config.h"
 
 namespace llama_tensor_parallel_test {
@@ -122,41 +123,19 @@ constexpr int64_t kVocab = 48, kTokens = 16;
 am::LlamaConfig tiny_config() { return accelerate::testing::tiny_llama_config(kVocab, kTokens); }
 
 std::vector<at::Tensor> initial_parameters() {
-  torch::manual_seed(21);
-  std::vector<at::Tensor> initial;
-  for (const auto& p : am::LlamaForCausalLM(tiny_config())->parameters()) {
-    initial.push_back(p.detach().clone());
-  }
-  return initial;
+  return accelerate::testing::initial_parameters_of(
+      [] { return am::LlamaForCausalLM(tiny_config()); }, 21);
 }
 
 am::LlamaForCausalLM model_from(const std::vector<at::Tensor>& initial) {
-  am::LlamaForCausalLM model(tiny_config());
-  at::NoGradGuard no_grad;
-  const auto parameters = model->parameters();
-  for (size_t i = 0; i < parameters.size(); ++i) parameters[i].copy_(initial[i]);
-  return model;
+  return accelerate::testing::model_with([] { return am::LlamaForCausalLM(tiny_config()); },
+                                         initial);
 }
 
-// Step `step`'s batch: the same on every rank.
-at::Tensor batch(int step) {
-  return (at::arange(2 * kTokens, at::kLong) * (step % 5 + 3) + step)
-      .remainder(kVocab)
-      .reshape({2, kTokens});
-}
+at::Tensor batch(int step) { return accelerate::testing::step_batch(step, kVocab, kTokens); }
 
-// The losses of 50 AdamW steps (each rank's optimizer over its own parts).
 std::vector<double> train(am::LlamaForCausalLM& model) {
-  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-2));
-  std::vector<double> losses;
-  for (int step = 0; step < 50; ++step) {
-    optimizer.zero_grad();
-    const at::Tensor loss = model->loss(batch(step), batch(step));
-    loss.backward();
-    optimizer.step();
-    losses.push_back(loss.item<double>());
-  }
-  return losses;
+  return accelerate::testing::adamw_losses(model, 1e-2, 50, kVocab, kTokens);
 }
 
 TEST(LlamaTensorParallel, FiftyStepsAtTp2FollowTp1sLosses) {
