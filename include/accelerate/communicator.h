@@ -180,11 +180,16 @@ class Communicator {
   // another list, or never asks, makes it fail with DistributedError naming
   // that process and both lists, never a hang past the timeout. Returns
   // null on the processes outside `ranks`. Error (on every process alike)
-  // for an empty list, or a rank out of range or repeated.
-  std::shared_ptr<Communicator> new_group(const std::vector<int>& ranks);
+  // for an empty list, or a rank out of range or repeated. `purpose`
+  // names the group in traffic() and in failure reports ("tp group #3
+  // (ranks 0, 1)"; empty: "process group #3 (ranks 0, 1)").
+  std::shared_ptr<Communicator> new_group(const std::vector<int>& ranks,
+                                          const std::string& purpose = "");
   // The groups of `partition` (each process in exactly one), made in its
-  // order by new_group on every process; returns this process's group.
-  std::shared_ptr<Communicator> split(const std::vector<std::vector<int>>& partition);
+  // order by new_group on every process (each named for `purpose`);
+  // returns this process's group.
+  std::shared_ptr<Communicator> split(const std::vector<std::vector<int>>& partition,
+                                      const std::string& purpose = "");
   // The rank in the whole job of this communicator's process `rank`.
   int job_rank(int rank) const;
 

@@ -24,8 +24,15 @@ std::shared_ptr<Communicator> DeviceMesh::formed(Cut cut, MeshDims dims, int siz
                                                   : cut == Cut::kBlock
                                                       ? layout_.blocks(dims, size)
                                                       : layout_.strides(dims, size);
-  // One group of every process is the job itself.
-  std::shared_ptr<Communicator> mine = partition.size() == 1 ? job_ : job_->split(partition);
+  // One group of every process is the job itself. The others are named
+  // for the dimensions they span ("dp_shard x sp group #2 (ranks 0, 2)"),
+  // and a run of them for its cut.
+  const std::string purpose =
+      dims.describe() + (cut == Cut::kBlock    ? " block of " + std::to_string(size)
+                         : cut == Cut::kStride ? " stride of " + std::to_string(size)
+                                               : "");
+  std::shared_ptr<Communicator> mine =
+      partition.size() == 1 ? job_ : job_->split(partition, purpose);
   groups_.emplace(key, mine);
   return mine;
 }

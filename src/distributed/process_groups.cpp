@@ -82,13 +82,14 @@ int Communicator::job_rank(int rank) const {
   return impl_->members.empty() ? rank : impl_->members.at(static_cast<std::size_t>(rank));
 }
 
-std::shared_ptr<Communicator> Communicator::new_group(const std::vector<int>& ranks) {
+std::shared_ptr<Communicator> Communicator::new_group(const std::vector<int>& ranks,
+                                                      const std::string& purpose) {
   check_group_members(ranks, world_size());
   const std::uint64_t number = ++impl_->groups_created;
   std::vector<int> job_ranks;
   for (int rank : ranks) job_ranks.push_back(job_rank(rank));
-  const std::string label =
-      "process group #" + std::to_string(number) + " (ranks " + rank_list(job_ranks) + ")";
+  const std::string label = (purpose.empty() ? "process" : purpose) + " group #" +
+                            std::to_string(number) + " (ranks " + rank_list(job_ranks) + ")";
   const auto index_in_group = std::find(ranks.begin(), ranks.end(), rank()) - ranks.begin();
   const bool member = index_in_group < static_cast<std::ptrdiff_t>(ranks.size());
 
@@ -141,7 +142,8 @@ std::shared_ptr<Communicator> Communicator::new_group(const std::vector<int>& ra
   return std::shared_ptr<Communicator>(new Communicator(std::move(impl)));
 }
 
-std::shared_ptr<Communicator> Communicator::split(const std::vector<std::vector<int>>& partition) {
+std::shared_ptr<Communicator> Communicator::split(const std::vector<std::vector<int>>& partition,
+                                                  const std::string& purpose) {
   std::vector<int> count(static_cast<std::size_t>(world_size()), 0);
   for (const auto& group : partition) {
     check_group_members(group, world_size());
@@ -156,7 +158,7 @@ std::shared_ptr<Communicator> Communicator::split(const std::vector<std::vector<
   }
   std::shared_ptr<Communicator> mine;
   for (const auto& group : partition) {
-    if (auto made = new_group(group)) mine = std::move(made);
+    if (auto made = new_group(group, purpose)) mine = std::move(made);
   }
   return mine;
 }

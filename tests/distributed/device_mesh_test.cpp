@@ -56,6 +56,18 @@ TEST(DeviceMesh, FormsEachGroupOnceWithTheLayoutsMembers) {
     at::Tensor value = torch::full({1}, static_cast<float>(me + 1));
     sequence->all_reduce(value, accelerate::ReduceOp::kSum);
     EXPECT_EQ(value.item<float>(), static_cast<float>(2 * (me / 2 * 2) + 3));
+    // The groups are named for the dimensions they span, in traffic() and
+    // in failure reports alike (numbered as formed: a partition's groups in
+    // its order, on every process).
+    std::vector<std::string> labels;
+    for (const auto& group : job->traffic()) labels.push_back(group.group);
+    const std::string first = std::to_string(me / 2 * 2), second = std::to_string(me % 2);
+    EXPECT_EQ(labels, (std::vector<std::string>{
+                          "job",
+                          "sp group #" + std::to_string(1 + me / 2) + " (ranks " + first + ", " +
+                              std::to_string(me / 2 * 2 + 1) + ")",
+                          "dp_replicate x dp_shard group #" + std::to_string(3 + me % 2) +
+                              " (ranks " + second + ", " + std::to_string(me % 2 + 2) + ")"}));
   });
 }
 
@@ -71,6 +83,13 @@ TEST(DeviceMesh, BlocksAndStridesOfAGroup) {
     EXPECT_EQ(members(*stride), (std::vector<int>{me % 2, me % 2 + 2}));
     EXPECT_EQ(mesh.block(MeshDims::all(), 2), block);
     EXPECT_EQ(mesh.block(MeshDims::all(), 4), job);
+    const auto traffic = job->traffic();
+    ASSERT_EQ(traffic.size(), 3u);
+    EXPECT_EQ(traffic[1].group.rfind("dp_replicate x dp_shard x sp x tp block of 2 group #", 0), 0u)
+        << traffic[1].group;
+    EXPECT_EQ(traffic[2].group.rfind("dp_replicate x dp_shard x sp x tp stride of 2 group #", 0),
+              0u)
+        << traffic[2].group;
   });
 }
 
