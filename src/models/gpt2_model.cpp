@@ -98,8 +98,11 @@ std::vector<TensorParallelPart> GPT2Conv1DImpl::split_parts() const {
 }
 
 at::Tensor GPT2Conv1DImpl::forward(const at::Tensor& x) {
-  const accelerate::detail::LinearSplit how = split();
-  if (how.splits()) return accelerate::detail::split_linear_forward(x, weight.t(), bias, how);
+  // The unsplit path (every GPT-2 without tp) builds no LinearSplit: it
+  // would copy the group's handle on every call of every projection.
+  if (tp_.enabled() && style_ != TensorParallelStyle::kReplicate) {
+    return accelerate::detail::split_linear_forward(x, weight.t(), bias, split());
+  }
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
   shape.back() = weight.size(1);
   return at::addmm(bias, x.reshape({-1, x.size(-1)}), weight).view(shape);
