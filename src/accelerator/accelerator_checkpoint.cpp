@@ -9,6 +9,7 @@
 #include <exception>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "accelerate/accelerator.h"
 #include "accelerate/errors.h"
@@ -48,6 +49,7 @@ struct PreparedState {
   const std::shared_ptr<GradScaler>& scaler;
   const std::vector<CheckpointObject>& custom_objects;
   const std::vector<DataLoaderBase*>& loaders;
+  const TensorParallelParts* tensor_parallel_parts;  // null: none split
 };
 
 // Every item, in the order they are written and applied. `weights` (save
@@ -61,7 +63,8 @@ CheckpointItems items_of(const PreparedState& state, const checkpoint::Checkpoin
                                by_groups));
   }
   for (size_t i = 0; i < state.optimizers.size(); ++i) {
-    items.push_back(optimizer_item(*state.optimizers[i], i, state.engine, state.prepared_models));
+    items.push_back(optimizer_item(*state.optimizers[i], i, state.engine, state.prepared_models,
+                                   state.tensor_parallel_parts));
   }
   for (size_t i = 0; i < state.schedulers.size(); ++i) {
     PreparedSchedulerBase* scheduler = state.schedulers[i];
@@ -96,7 +99,8 @@ class AcceleratorCheckpointing {
                          a.prepared_schedulers_,
                          a.scaler_,
                          a.custom_objects_,
-                         a.loaders_};
+                         a.loaders_,
+                         a.tensor_parallel_parts_.get()};
   }
 
   static checkpoint::ItemContext item_context(const Accelerator& a,
@@ -109,6 +113,8 @@ class AcceleratorCheckpointing {
     context.shard_rank = place.rank;
     context.shard_world_size = place.world_size;
     context.writes_shards = place.writes;
+    context.tensor_parallel_rank = a.tensor_parallel_.rank();
+    context.tensor_parallel_size = a.tensor_parallel_.size();
     return context;
   }
 
@@ -117,6 +123,7 @@ class AcceleratorCheckpointing {
     metadata.world_size = a.num_processes();
     const int shard_world = a.engine_->shard_place(a.process_index(), a.num_processes()).world_size;
     if (shard_world != a.num_processes()) metadata.shard_world_size = shard_world;
+    metadata.tensor_parallel_size = a.tensor_parallel_.size();
     metadata.models = static_cast<int64_t>(a.prepared_modules_.size());
     metadata.optimizers = static_cast<int64_t>(a.prepared_optimizers_.size());
     metadata.schedulers = static_cast<int64_t>(a.prepared_schedulers_.size());
@@ -208,8 +215,11 @@ void Accelerator::check_save_state() const {
 }
 
 std::string Accelerator::save_state(const std::optional<std::string>& output_dir) {
-  // Tensor-parallel parts and their optimizer state are saved whole, so
-  // that any tp (and dp) resumes from them.
+  // Low-precision gathers: the checkpoint holds the fp32 masters (before
+  // tensor-parallel parts are gathered whole from them).
+  const ScopeGuard exact_weights = engine_->exact_weights();
+  // Tensor-parallel parts and their optimizer state are saved whole (ZeRO's
+  // optimizer shards by each tp rank), so that any tp (and dp) resumes.
   const ScopeGuard whole = whole_tensor_parallel_checkpoint(
       prepared_modules_, prepared_optimizers_, *engine_, tensor_parallel_, "save_state");
   const bool numbered = !output_dir;
@@ -219,8 +229,6 @@ std::string Accelerator::save_state(const std::optional<std::string>& output_dir
   // Sharded weights (ZeRO-3) are written group by group, so that no process
   // holds a whole model, unless a pre-hook may replace the weights.
   const bool by_groups = state_pre_hooks_.save->hooks().empty();
-  // Low-precision gathers: the checkpoint holds the fp32 masters.
-  const ScopeGuard exact_weights = engine_->exact_weights();
   std::optional<ScopeGuard> full_weights;
   if (!by_groups) full_weights.emplace(engine_->full_weights());
   std::string error;
@@ -282,8 +290,8 @@ void Accelerator::restore_state_from(const std::string& folder) {
   const checkpoint::CheckpointFiles files(folder);
   const checkpoint::ItemContext context = Parts::item_context(*this, files, &metadata);
   // Whole while the whole tensors are read, then each process's parts of them.
-  const ScopeGuard whole = whole_tensor_parallel_checkpoint(
-      prepared_modules_, prepared_optimizers_, *engine_, tensor_parallel_, "load_state");
+  std::optional<ScopeGuard> whole(whole_tensor_parallel_checkpoint(
+      prepared_modules_, prepared_optimizers_, *engine_, tensor_parallel_, "load_state"));
   CheckpointItems items;
   // Every item is read and checked before anything changes, and every
   // process learns whether any failed (each reads its own files): none may
@@ -303,6 +311,12 @@ void Accelerator::restore_state_from(const std::string& folder) {
   if (num_processes() > 1) checkpoint::agree(*comm_, problem, "load_state from " + folder);
   if (failure) std::rethrow_exception(failure);
   checkpoint::apply_items(items, context);
+  if (tensor_parallel_.enabled()) {
+    // The parts are the engine's weights again: its own copies of them
+    // (ZeRO's rounded-gather masters) take the loaded values now.
+    whole.reset();
+    for (torch::nn::Module* model : prepared_modules_) engine_->whole_weights_written(*model);
+  }
   if (other_world && is_main_process()) {
     std::cerr << "accelerate: note: checkpoint " << folder << " was saved by "
               << metadata.world_size << " processes and is loaded on " << num_processes()

@@ -9,12 +9,14 @@
 
 #include "accelerate/errors.h"
 #include "accelerate/model_saving.h"
+#include "accelerator/tensor_parallel_split.h"
 #include "checkpoint/checkpoint_archives.h"
 #include "checkpoint/model_streaming.h"
 #include "checkpoint/optimizer_state.h"
 #include "parallel/parallel_engine.h"
 #include "sharding/model_state_files.h"
 #include "sharding/shard_layout.h"
+#include "sharding/tensor_parallel_state.h"
 #include "sharding/zero_optimizer.h"
 
 namespace accelerate {
@@ -118,23 +120,28 @@ class ModelItem : public checkpoint::CheckpointItem {
 class OptimizerItem : public checkpoint::CheckpointItem {
  public:
   OptimizerItem(torch::optim::Optimizer& optimizer, std::size_t index, ParallelEngine& engine,
-                std::vector<torch::nn::Module*> models)
+                std::vector<torch::nn::Module*> models, const TensorParallelParts* parts)
       : optimizer_(optimizer),
         index_(index),
         shards_(engine.optimizer_shards(optimizer)),
-        models_(std::move(models)) {}
+        models_(std::move(models)),
+        parts_(parts) {}
 
   void write(const ItemContext& context) override {
     const CheckpointFiles& files = context.files;
     if (shards_ == nullptr && !context.main_process()) return;
     if (shards_ != nullptr && !context.writes_shards) return;  // another machine's copy
+    // ZeRO at tensor parallelism: each tp rank's shards of its parts.
+    const std::optional<int> tp =
+        split_rank(context.tensor_parallel_size, context.tensor_parallel_rank);
     if (shards_ != nullptr && context.shard_rank == 0) {
       // How the per-process files cut the optimizer's parameters.
-      checkpoint::write_text_file(files.optimizer_partition(index_),
-                                  shards_->layout().manifest(context.shard_world_size));
+      checkpoint::write_text_file(
+          files.optimizer_partition(index_, tp),
+          shards_->layout().manifest(context.shard_world_size, splits(context)));
     }
     const std::string archive = shards_ != nullptr
-                                    ? files.optimizer_shard(index_, context.shard_rank)
+                                    ? files.optimizer_shard(index_, context.shard_rank, tp)
                                     : files.optimizer(index_);
     checkpoint::save_optimizer_state(optimizer_, archive, CheckpointFiles::tensors_beside(archive),
                                      [&](const std::string& path) { context.written(path); });
@@ -153,39 +160,103 @@ class OptimizerItem : public checkpoint::CheckpointItem {
                   " but this Accelerator shards it (ZeRO stage 1 or 2); resume without ZeRO, "
                   "or from a checkpoint saved with it");
     }
+    saved_tp_ = saved_sharded ? context.saved_tensor_parallel_size() : 1;
+    // Shards of other parts (another tp), or of parts loaded whole: every
+    // parameter's state assembled from all tp ranks' files when applied.
+    across_tp_ = saved_sharded && (saved_tp_ != context.tensor_parallel_size ||
+                                   (saved_tp_ > 1 && shards_ == nullptr));
+    if (across_tp_) {
+      for (int t = 0; t < saved_tp_; ++t)
+        sharding::saved_rank_splits(manifest(files, t), saved_tp_, t);
+      return;
+    }
     // Saved per process and read through the layout, each saved shard
     // checked when it is applied, before anything changes.
     resharded_ = saved_sharded &&
                  (context.saved_shard_world() != context.shard_world_size || shards_ == nullptr);
     if (resharded_) return;
-    if (shards_ != nullptr) shards_->layout().check_manifest(files.optimizer_partition(index_));
-    pending_.emplace(optimizer_, shards_ != nullptr
-                                     ? files.optimizer_shard(index_, context.shard_rank)
-                                     : files.optimizer(index_));
+    const int t = context.tensor_parallel_rank;
+    if (shards_ != nullptr) shards_->layout().check_manifest(manifest(files, t));
+    pending_.emplace(optimizer_, shards_ != nullptr ? archive(files, t, context.shard_rank)
+                                                    : files.optimizer(index_));
   }
 
   void apply(const ItemContext& context) override {
-    if (!resharded_) {
-      pending_->apply();
-      return;
-    }
     const CheckpointFiles files = context.files;
-    const std::size_t index = index_;
-    const auto archive_of = [files, index](int k) { return files.optimizer_shard(index, k); };
-    const std::string manifest = files.optimizer_partition(index_);
-    if (shards_ != nullptr) {
-      shards_->load_resharded(context.saved_shard_world(), manifest, archive_of);
+    if (across_tp_) {
+      load_across_tensor_parallel(files, context.saved_shard_world());
+    } else if (!resharded_) {
+      pending_->apply();
+    } else if (shards_ != nullptr) {
+      const int t = context.tensor_parallel_rank;
+      shards_->load_resharded(context.saved_shard_world(), manifest(files, t),
+                              [this, files, t](int k) { return archive(files, t, k); });
     } else {
-      sharding::load_sharded_state_whole(optimizer_, models_, context.saved_shard_world(), manifest,
-                                         archive_of);
+      sharding::load_sharded_state_whole(optimizer_, models_, context.saved_shard_world(),
+                                         manifest(files, 0),
+                                         [this, files](int k) { return archive(files, 0, k); });
     }
   }
 
  private:
+  // The tp rank a file name carries: none where one process group holds
+  // the whole parameters.
+  static std::optional<int> split_rank(int tp_size, int tp_rank) {
+    return tp_size > 1 ? std::optional<int>(tp_rank) : std::nullopt;
+  }
+  std::string manifest(const CheckpointFiles& files, int tp_rank) const {
+    return files.optimizer_partition(index_, split_rank(saved_tp_, tp_rank));
+  }
+  std::string archive(const CheckpointFiles& files, int tp_rank, int shard_rank) const {
+    return files.optimizer_shard(index_, shard_rank, split_rank(saved_tp_, tp_rank));
+  }
+
+  // The manifest's tensor-parallel section: which of the layout's
+  // parameters are parts, and of what.
+  sharding::TensorParallelSplits splits(const ItemContext& context) const {
+    sharding::TensorParallelSplits out{
+        context.tensor_parallel_size, context.tensor_parallel_rank, {}};
+    if (parts_ == nullptr || out.size == 1) return out;
+    const auto& models = shards_->layout().models();
+    for (std::size_t m = 0; m < models.size(); ++m) {
+      for (std::size_t j = 0; j < models[m].parameters.size(); ++j) {
+        const at::Tensor& parameter = models[m].parameters[j];
+        if (const TensorParallelPart* part = parts_->find(parameter)) {
+          const int64_t dim = part->dim < 0 ? part->dim + parameter.dim() : part->dim;
+          out.splits.push_back({m, j, dim, part->blocks, part->whole_length});
+        }
+      }
+    }
+    return out;
+  }
+
+  void load_across_tensor_parallel(const CheckpointFiles& files, int saved_shard_world) {
+    std::vector<std::vector<at::Tensor>> parameters;
+    if (shards_ != nullptr) {
+      for (const auto& model : shards_->layout().models()) parameters.push_back(model.parameters);
+    } else {
+      parameters = sharding::parameters_of_models(optimizer_, models_);
+    }
+    // Inside load_state's guard the parameters are whole.
+    sharding::WholeOptimizerState whole = sharding::load_whole_state(
+        optimizer_, parameters, saved_tp_, saved_shard_world,
+        [this, files](int t) { return manifest(files, t); },
+        [this, files](int t, int k) { return archive(files, t, k); });
+    if (shards_ == nullptr) {
+      sharding::load_whole_into(whole, optimizer_, parameters);
+      return;
+    }
+    if (parts_ != nullptr) keep_tensor_parallel_parts(whole, parameters, *parts_);
+    sharding::load_whole_into(whole, *shards_);
+  }
+
   torch::optim::Optimizer& optimizer_;
   std::size_t index_;
   sharding::ShardedOptimizer* shards_;  // null: whole on every process
   std::vector<torch::nn::Module*> models_;
+  const TensorParallelParts* parts_;  // null: nothing split
+  int saved_tp_ = 1;                  // load_state: the saving job's tp, for its files
+  bool across_tp_ = false;
   bool resharded_ = false;
   std::optional<checkpoint::PendingOptimizerState> pending_;
 };
@@ -209,6 +280,8 @@ class RandomStatesItem : public checkpoint::CheckpointItem {
                               static_cast<int64_t>(position.batches_yielded));
         checkpoint::write_int(archive, loader_key(i, "shuffle_seed"),
                               static_cast<int64_t>(position.shuffle_seed));
+        checkpoint::write_int(archive, loader_key(i, "global_batch"),
+                              static_cast<int64_t>(loaders_[i]->sharding().global_batch_size()));
       }
     });
     context.written(path);
@@ -225,18 +298,19 @@ class RandomStatesItem : public checkpoint::CheckpointItem {
   }
 
   void apply(const ItemContext& context) override {
-    const int saved_world = context.saved_world();
     checkpoint::load_archive(
         context.files.random_states(source(context)), [&](torch::serialize::InputArchive& archive) {
           if (source(context) == context.rank) checkpoint::load_rng_states(archive);
           for (std::size_t i = 0; i < loaders_.size(); ++i) {
             DataLoaderPosition position;
             position.epoch = checkpoint::read_int(archive, loader_key(i, "epoch"));
-            // The same samples consumed in all, in batches of the new world.
-            position.batches_yielded = static_cast<uint64_t>(checkpoint::read_int(
-                                           archive, loader_key(i, "batches_yielded"))) *
-                                       static_cast<uint64_t>(saved_world) /
-                                       static_cast<uint64_t>(context.world_size);
+            // The same samples consumed in all, in global batches of this job
+            // (other data-parallel sizes and batch sizes; a tensor-parallel
+            // group reads the same batches).
+            const auto yielded = static_cast<uint64_t>(
+                checkpoint::read_int(archive, loader_key(i, "batches_yielded")));
+            position.batches_yielded = yielded * saved_global_batch(archive, i, context) /
+                                       loaders_[i]->sharding().global_batch_size();
             position.shuffle_seed =
                 static_cast<uint64_t>(checkpoint::read_int(archive, loader_key(i, "shuffle_seed")));
             loaders_[i]->restore_position(position);
@@ -245,6 +319,18 @@ class RandomStatesItem : public checkpoint::CheckpointItem {
   }
 
  private:
+  // The samples of one global batch of loader i when it was saved; older
+  // checkpoints hold none, and had the same per-process batch at other
+  // process counts.
+  uint64_t saved_global_batch(torch::serialize::InputArchive& archive, std::size_t i,
+                              const ItemContext& context) const {
+    c10::IValue value;
+    if (archive.try_read(loader_key(i, "global_batch"), value) && value.isInt())
+      return static_cast<uint64_t>(value.toInt());
+    return loaders_[i]->sharding().process_batch_size() *
+           static_cast<uint64_t>(context.saved_world());
+  }
+
   // The process whose file this one restores from.
   static int source(const ItemContext& context) {
     return std::min(context.rank, context.saved_world() - 1);
@@ -263,8 +349,9 @@ std::unique_ptr<checkpoint::CheckpointItem> model_item(torch::nn::Module& model,
 std::unique_ptr<checkpoint::CheckpointItem> optimizer_item(torch::optim::Optimizer& optimizer,
                                                            std::size_t index,
                                                            ParallelEngine& engine,
-                                                           std::vector<torch::nn::Module*> models) {
-  return std::make_unique<OptimizerItem>(optimizer, index, engine, std::move(models));
+                                                           std::vector<torch::nn::Module*> models,
+                                                           const TensorParallelParts* parts) {
+  return std::make_unique<OptimizerItem>(optimizer, index, engine, std::move(models), parts);
 }
 
 std::unique_ptr<checkpoint::CheckpointItem> random_states_item(

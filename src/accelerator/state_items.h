@@ -24,6 +24,7 @@ class Optimizer;
 namespace accelerate {
 
 class ParallelEngine;
+class TensorParallelParts;
 
 // Model `index`: on save, `weights` (its state dict, as the pre-hooks left
 // it), written whole by the main process, group by group where the engine
@@ -34,14 +35,17 @@ std::unique_ptr<checkpoint::CheckpointItem> model_item(torch::nn::Module& model,
                                                        ParallelEngine& engine, NamedTensors weights,
                                                        bool by_groups);
 
-// Optimizer `index`: whole (main process) or each process's shard, and
-// loaded whole, into this job's shards, or resharded from another number of
-// processes. `models`: the prepared models (a sharded state loaded whole
-// finds its parameters through them).
+// Optimizer `index`: whole (main process) or each process's shard (at
+// tensor parallelism: each tp rank's shards of its parts), and loaded
+// whole, into this job's shards, resharded from another number of
+// processes, or assembled from another tp's parts. `models`: the prepared
+// models (a sharded state loaded whole finds its parameters through them);
+// `parts`: the tensor-parallel parts among their parameters (null: none).
 std::unique_ptr<checkpoint::CheckpointItem> optimizer_item(torch::optim::Optimizer& optimizer,
                                                            std::size_t index,
                                                            ParallelEngine& engine,
-                                                           std::vector<torch::nn::Module*> models);
+                                                           std::vector<torch::nn::Module*> models,
+                                                           const TensorParallelParts* parts);
 
 // Every process's random generators and its loaders' positions. On another
 // number of processes, a process the checkpoint had restores its own; a new

@@ -10,6 +10,7 @@
 #include "accelerate/tensor_parallel_plan.h"
 #include "checkpoint/optimizer_kinds.h"
 #include "compat/optim_compat.h"
+#include "sharding/tensor_parallel_state.h"
 
 namespace accelerate {
 
@@ -34,7 +35,7 @@ void TensorParallelParts::split(torch::nn::Module& module, const TensorParallel&
     model->parallelize(tp);
   }
   for (const TensorParallelPart& part : tensor_parallel_parts(module)) {
-    if (parts_.insert(part.tensor.unsafeGetTensorImpl()).second) kept_.push_back(part.tensor);
+    parts_.emplace(part.tensor.unsafeGetTensorImpl(), part);
   }
 }
 
@@ -65,16 +66,11 @@ void check_tensor_parallel_checkpoint(const std::vector<torch::nn::Module*>& mod
     }
   }
   for (const torch::optim::Optimizer* optimizer : optimizers) {
-    if (engine.optimizer_shards(*optimizer) != nullptr) {
-      throw ConfigError(at +
-                        " with ZeRO's sharded optimizer state is not built yet "
-                        "(docs/tensor-parallel.md)");
-    }
     const checkpoint::Kind* kind = checkpoint::kind_of(*optimizer);
     if (kind == nullptr) {
       throw ConfigError(at +
-                        " saves the optimizer state whole, which is built for LibTorch's "
-                        "SGD, Adam, AdamW, Adagrad and RMSprop only");
+                        " saves the optimizer state by the parameters' parts, which is built for "
+                        "LibTorch's SGD, Adam, AdamW, Adagrad and RMSprop only");
     }
     for (const checkpoint::StateTensor& state : kind->tensors) {
       if (state.shape != nullptr) {
@@ -104,6 +100,25 @@ void for_each_state_of(const TensorParallelPart& part,
 }
 
 }  // namespace
+
+void keep_tensor_parallel_parts(sharding::WholeOptimizerState& state,
+                                const std::vector<std::vector<at::Tensor>>& parameters,
+                                const TensorParallelParts& parts) {
+  at::NoGradGuard no_grad;
+  for (std::size_t m = 0; m < state.parameters.size(); ++m) {
+    for (std::size_t j = 0; j < state.parameters[m].size(); ++j) {
+      at::Tensor& whole = state.parameters[m][j];
+      const TensorParallelPart* split =
+          whole.defined() ? parts.find(parameters.at(m).at(j)) : nullptr;
+      if (split == nullptr) continue;
+      TensorParallelPart layout = *split;
+      layout.tensor = whole;
+      for_each_state_of(layout, {state.optimizer.get()},
+                        [&layout](at::Tensor& slot) { slot = part_of_whole(slot, layout); });
+      whole.set_data(part_of_whole(whole, layout));
+    }
+  }
+}
 
 ScopeGuard whole_tensor_parallel_checkpoint(const std::vector<torch::nn::Module*>& models,
                                             const std::vector<torch::optim::Optimizer*>& optimizers,

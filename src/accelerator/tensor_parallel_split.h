@@ -3,7 +3,7 @@
 #pragma once
 
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -20,6 +20,9 @@ class Optimizer;
 }  // namespace torch::optim
 
 namespace accelerate {
+namespace sharding {
+struct WholeOptimizerState;
+}  // namespace sharding
 
 // The parts of the models prepared so far that are split over the job's
 // tensor-parallel group.
@@ -34,10 +37,14 @@ class TensorParallelParts {
   bool contains(const at::Tensor& parameter) const {
     return parts_.count(parameter.unsafeGetTensorImpl()) > 0;
   }
+  // Where `parameter`'s part lies in its whole, or null where it is whole.
+  const TensorParallelPart* find(const at::Tensor& parameter) const {
+    auto it = parts_.find(parameter.unsafeGetTensorImpl());
+    return it == parts_.end() ? nullptr : &it->second;
+  }
 
  private:
-  std::unordered_set<const c10::TensorImpl*> parts_;
-  std::vector<at::Tensor> kept_;  // holds what parts_ points at
+  std::unordered_map<const c10::TensorImpl*, TensorParallelPart> parts_;  // holds the tensors
 };
 
 // whole_tensor_parallel_weights of `model`, one of the `prepared` models
@@ -48,13 +55,14 @@ ScopeGuard whole_weights_of(const torch::nn::Module& model,
                             const TensorParallel& tp);
 
 // Until the guard goes, every prepared model's split weights and every
-// prepared optimizer's state of them are whole, gathered from the
+// whole optimizer's state of them are whole, gathered from the
 // tensor-parallel group (collective); when it goes, each takes back its part
-// of what they then are (a load's values included). For `what` (save_state,
-// load_state): ConfigError (one line, on every process alike) where that is
-// not built: an engine that shards the weights or optimizer state (ZeRO),
-// an optimizer other than LibTorch's built-in ones, or a state tensor not
-// shaped as its parameter. Nothing without tensor parallelism.
+// of what they then are (a load's values included). ZeRO's optimizer shards
+// stay as they are: each tp rank saves its own (state_items.cpp). For
+// `what` (save_state, load_state): ConfigError (one line, on every process
+// alike) where that is not built: an engine that shards the weights (ZeRO
+// stage 3), an optimizer other than LibTorch's built-in ones, or a state
+// tensor not shaped as its parameter. Nothing without tensor parallelism.
 // check_tensor_parallel_checkpoint: those refusals alone.
 void check_tensor_parallel_checkpoint(const std::vector<torch::nn::Module*>& models,
                                       const std::vector<torch::optim::Optimizer*>& optimizers,
@@ -64,6 +72,14 @@ ScopeGuard whole_tensor_parallel_checkpoint(const std::vector<torch::nn::Module*
                                             const std::vector<torch::optim::Optimizer*>& optimizers,
                                             ParallelEngine& engine, const TensorParallel& tp,
                                             const std::string& what);
+
+// Each of `state`'s whole parameters whose counterpart among this job's
+// `parameters` (the same [model][index]) is a tensor-parallel part becomes
+// this rank's part of it, with its state: what a ZeRO optimizer at tp loads
+// from state saved at another tp.
+void keep_tensor_parallel_parts(sharding::WholeOptimizerState& state,
+                                const std::vector<std::vector<at::Tensor>>& parameters,
+                                const TensorParallelParts& parts);
 
 // clip_grad_norm_ over `engine`'s gradients of `parameters` with
 // tensor-parallel groups of tp.size() > 1: the global norm over the whole

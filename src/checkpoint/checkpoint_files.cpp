@@ -20,6 +20,11 @@ std::string indexed(const std::string& stem, std::size_t index) {
 
 std::string rank_suffix(int rank) { return "_rank" + std::to_string(rank); }
 
+// The optimizer files' stem: optimizer[_i], and at tensor parallelism _tp<t>.
+std::string optimizer_stem(std::size_t i, std::optional<int> tp_rank) {
+  return indexed("optimizer", i) + (tp_rank ? "_tp" + std::to_string(*tp_rank) : "");
+}
+
 }  // namespace
 
 std::string CheckpointFiles::path(const std::string& name) const {
@@ -44,16 +49,17 @@ std::string CheckpointFiles::optimizer(std::size_t i) const {
   return path(indexed("optimizer", i) + ".bin");
 }
 
-std::string CheckpointFiles::optimizer_shard(std::size_t i, int rank) const {
-  return path(indexed("optimizer", i) + rank_suffix(rank) + ".bin");
+std::string CheckpointFiles::optimizer_shard(std::size_t i, int rank,
+                                             std::optional<int> tp_rank) const {
+  return path(optimizer_stem(i, tp_rank) + rank_suffix(rank) + ".bin");
 }
 
 std::string CheckpointFiles::tensors_beside(const std::string& archive) {
   return std::filesystem::path(archive).replace_extension(".safetensors").string();
 }
 
-std::string CheckpointFiles::optimizer_partition(std::size_t i) const {
-  return path(indexed("optimizer", i) + "_partition.json");
+std::string CheckpointFiles::optimizer_partition(std::size_t i, std::optional<int> tp_rank) const {
+  return path(optimizer_stem(i, tp_rank) + "_partition.json");
 }
 
 std::string CheckpointFiles::scheduler(std::size_t i) const {

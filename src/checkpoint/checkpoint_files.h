@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 
 namespace accelerate::checkpoint {
@@ -26,12 +27,15 @@ class CheckpointFiles {
   // Optimizer i's state: an archive (optimizer[_i].bin) and its tensors
   // beside it (.safetensors), or each process's shard's
   // (optimizer[_i]_rank<r>.bin / .safetensors) with how the shards cut the
-  // parameters (optimizer[_i]_partition.json).
+  // parameters (optimizer[_i]_partition.json). At tensor parallelism each
+  // tp rank t's shards of its parts: optimizer[_i]_tp<t>_rank<r>.bin and
+  // optimizer[_i]_tp<t>_partition.json.
   std::string optimizer(std::size_t i) const;
-  std::string optimizer_shard(std::size_t i, int rank) const;
+  std::string optimizer_shard(std::size_t i, int rank,
+                              std::optional<int> tp_rank = std::nullopt) const;
   // The tensor file beside an optimizer archive (".bin" -> ".safetensors").
   static std::string tensors_beside(const std::string& archive);
-  std::string optimizer_partition(std::size_t i) const;
+  std::string optimizer_partition(std::size_t i, std::optional<int> tp_rank = std::nullopt) const;
   std::string scheduler(std::size_t i) const;      // scheduler[_i].bin
   std::string scaler() const;                      // scaler.pt
   std::string custom_object(std::size_t i) const;  // custom_checkpoint_<i>.bin

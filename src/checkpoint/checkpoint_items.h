@@ -45,6 +45,9 @@ struct ItemContext {
   int shard_rank = 0;
   int shard_world_size = 1;
   bool writes_shards = true;
+  // This process's rank in its tensor-parallel group, and the group's size.
+  int tensor_parallel_rank = 0;
+  int tensor_parallel_size = 1;
 
   bool main_process() const { return rank == 0; }
   int saved_world() const { return metadata ? metadata->world_size : world_size; }
@@ -52,6 +55,7 @@ struct ItemContext {
   int saved_shard_world() const {
     return metadata ? metadata->shards_saved_by() : shard_world_size;
   }
+  int saved_tensor_parallel_size() const { return metadata ? metadata->tensor_parallel_size : 1; }
   // Called as each file is complete: its write-back starts now (sync_to_disk).
   void written(const std::string& path) const;
 };

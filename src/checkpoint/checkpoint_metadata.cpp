@@ -47,6 +47,7 @@ std::string CheckpointMetadata::to_json() const {
   };
   if (!sharded_models.empty()) json["sharded_models"] = sharded_models;
   if (shard_world_size > 0) json["shard_world_size"] = shard_world_size;
+  if (tensor_parallel_size > 1) json["tensor_parallel_size"] = tensor_parallel_size;
   return json.dump(2) + "\n";
 }
 
@@ -89,6 +90,15 @@ CheckpointMetadata CheckpointMetadata::from_json(const std::string& text,
         metadata.world_size % metadata.shard_world_size != 0) {
       throw Error(source + ": shard_world_size " + std::to_string(metadata.shard_world_size) +
                   " does not divide world_size " + std::to_string(metadata.world_size));
+    }
+  }
+  if (json.contains("tensor_parallel_size")) {
+    metadata.tensor_parallel_size = field<int>(json, "tensor_parallel_size", source);
+    if (metadata.tensor_parallel_size < 1 ||
+        metadata.world_size % metadata.tensor_parallel_size != 0) {
+      throw Error(source + ": tensor_parallel_size " +
+                  std::to_string(metadata.tensor_parallel_size) + " does not divide world_size " +
+                  std::to_string(metadata.world_size));
     }
   }
   return metadata;

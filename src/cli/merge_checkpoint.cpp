@@ -101,6 +101,12 @@ std::string check_optimizer_files(const std::string& checkpoint_dir,
                 "states and loader positions are per process): resume it on " +
                 std::to_string(metadata.world_size) + " processes");
   }
+  if (metadata.tensor_parallel_size > 1 && !metadata.sharded_optimizers.empty()) {
+    throw Error("--include_optimizer: checkpoint " + checkpoint_dir + " was saved at tp_size " +
+                std::to_string(metadata.tensor_parallel_size) +
+                " with ZeRO, each tensor-parallel rank's optimizer shards apart; merging them "
+                "is not built: resume it with load_state at any tp and dp");
+  }
   const int saved_by = metadata.shards_saved_by();
   for (int64_t i = 0; i < metadata.optimizers; ++i) {
     const auto index = static_cast<std::size_t>(i);

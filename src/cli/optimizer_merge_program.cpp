@@ -114,6 +114,7 @@ void merge(const std::string& folder, std::size_t index, int saved_world,
             groups[static_cast<std::size_t>(group)].push_back(model.parameters[parameter]);
           bucket.parameters.push_back(parameter);
           bucket.offsets.push_back(entry.at(1).get<int64_t>());
+          bucket.numels.push_back(entry.at(2).get<int64_t>());
         }
         model.buckets.push_back(std::move(bucket));
       }

@@ -56,9 +56,10 @@ ShardLayout::ShardLayout(const torch::optim::Optimizer& optimizer, std::vector<M
 ShardLayout::Model ShardLayout::from_reducer(const GradientReducer& reducer) {
   Model model{reducer.parameters(), {}};
   for (const GradientBucket& bucket : reducer.buckets()) {
-    Bucket b{bucket.parameter_indices, {}, bucket.numel};
+    Bucket b{bucket.parameter_indices, {}, bucket.numel, {}};
     for (std::size_t index : bucket.parameter_indices) {
       b.offsets.push_back(detail::ShardedGradients::offset_in_bucket(reducer, index));
+      b.numels.push_back(model.parameters[index].numel());
     }
     model.buckets.push_back(std::move(b));
   }
@@ -76,8 +77,7 @@ std::vector<ShardLayout::Run> ShardLayout::runs_for(int rank, int world) const {
       for (std::size_t k = 0; k < bucket.parameters.size(); ++k) {
         const std::int64_t offset = bucket.offsets[k];
         const std::int64_t begin = std::max(offset, lo);
-        const std::int64_t end =
-            std::min(offset + models_[m].parameters[bucket.parameters[k]].numel(), hi);
+        const std::int64_t end = std::min(offset + bucket.numels[k], hi);
         auto it = group_of_.find({m, bucket.parameters[k]});
         if (it == group_of_.end() || begin >= end) {
           open = false;
@@ -114,8 +114,7 @@ nlohmann::json layout_json(const std::vector<ShardLayout::Model>& models,
     for (const auto& bucket : model.buckets) {
       nlohmann::json parameters = nlohmann::json::array();
       for (std::size_t k = 0; k < bucket.parameters.size(); ++k) {
-        parameters.push_back({bucket.parameters[k], bucket.offsets[k],
-                              model.parameters[bucket.parameters[k]].numel(),
+        parameters.push_back({bucket.parameters[k], bucket.offsets[k], bucket.numels[k],
                               group_of(&model - models.data(), bucket.parameters[k])});
       }
       buckets.push_back({{"numel", bucket.numel}, {"parameters", parameters}});
@@ -134,25 +133,67 @@ std::function<int(std::size_t, std::size_t)> ShardLayout::group_index() const {
   };
 }
 
-std::string ShardLayout::manifest(int world) const {
-  return nlohmann::json({{"world_size", world}, {"models", layout_json(models_, group_index())}})
-             .dump(1) +
-         "\n";
+std::string ShardLayout::manifest(int world, const TensorParallelSplits& tensor_parallel) const {
+  nlohmann::json json{{"world_size", world}, {"models", layout_json(models_, group_index())}};
+  if (tensor_parallel.size > 1) {
+    nlohmann::json splits = nlohmann::json::array();
+    for (const ParameterSplit& split : tensor_parallel.splits) {
+      splits.push_back({split.model, split.index, split.dim, split.blocks, split.whole_length});
+    }
+    json["tensor_parallel"] = {
+        {"size", tensor_parallel.size}, {"rank", tensor_parallel.rank}, {"splits", splits}};
+  }
+  return json.dump(1) + "\n";
 }
 
 namespace {
 
-// The "models" of the partition manifest at `path`.
-nlohmann::json manifest_models(const std::string& path) {
+nlohmann::json read_manifest(const std::string& path) {
   const std::string text = checkpoint::read_checkpoint_file(path, "the ZeRO partition manifest");
   try {
-    return nlohmann::json::parse(text).at("models");
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception&) {
     throw Error(path + ": not a ZeRO partition manifest");
   }
 }
 
+// The "models" of the partition manifest at `path`.
+nlohmann::json manifest_models(const std::string& path) {
+  const nlohmann::json manifest = read_manifest(path);
+  if (!manifest.is_object() || !manifest.contains("models"))
+    throw Error(path + ": not a ZeRO partition manifest");
+  return manifest.at("models");
+}
+
 }  // namespace
+
+TensorParallelSplits manifest_splits(const std::string& path) {
+  const nlohmann::json manifest = read_manifest(path);
+  TensorParallelSplits out;
+  if (!manifest.is_object() || !manifest.contains("tensor_parallel")) return out;
+  try {
+    const nlohmann::json& section = manifest.at("tensor_parallel");
+    out.size = section.at("size").get<int>();
+    out.rank = section.at("rank").get<int>();
+    for (const auto& entry : section.at("splits")) {
+      ParameterSplit split{entry.at(0).get<std::size_t>(), entry.at(1).get<std::size_t>(),
+                           entry.at(2).get<std::int64_t>(), entry.at(3).get<std::int64_t>(),
+                           entry.at(4).get<std::int64_t>()};
+      if (split.blocks < 1 || split.dim < 0 || split.whole_length % split.blocks != 0)
+        throw Error(path + ": a tensor-parallel split with " + std::to_string(split.blocks) +
+                    " blocks of " + std::to_string(split.whole_length) + " along dimension " +
+                    std::to_string(split.dim));
+      out.splits.push_back(split);
+    }
+  } catch (const nlohmann::json::exception&) {
+    throw Error(path + ": a malformed tensor_parallel section");
+  }
+  if (out.size < 1 || out.rank < 0 || out.rank >= out.size) {
+    throw Error(path + ": tensor-parallel rank " + std::to_string(out.rank) + " of " +
+                std::to_string(out.size));
+  }
+  return out;
+}
 
 void ShardLayout::check_manifest(const std::string& path) const {
   const nlohmann::json saved = manifest_models(path);
@@ -250,53 +291,59 @@ void load_sharded_state(const ShardLayout& layout, int saved_world,
   }
 }
 
-namespace {
-
-// The layout a partition manifest describes, for the prepared `modules`
-// holding any of `optimizer`'s parameters (the saving job's models, in
-// prepare() order): the buckets as the saving job had them, whatever this
-// job's bucket caps or units would make.
-std::vector<ShardLayout::Model> models_from_manifest(const torch::optim::Optimizer& optimizer,
-                                                     const std::vector<torch::nn::Module*>& modules,
-                                                     const std::string& path) {
+SavedLayout saved_layout(const std::string& path, std::vector<std::vector<at::Tensor>> parameters) {
   const nlohmann::json saved = manifest_models(path);
-  std::vector<ShardLayout::Model> models;
+  SavedLayout out;
   try {
-    for (torch::nn::Module* module : modules) {
-      std::vector<at::Tensor> parameters = module->parameters(true);
-      if (!shares_parameters(optimizer, parameters)) continue;
-      if (models.size() >= saved.size()) throw Error(path + ": fewer models than this job's");
-      ShardLayout::Model model{std::move(parameters), {}};
-      for (const auto& bucket : saved[models.size()].at("buckets")) {
+    if (saved.size() != parameters.size()) {
+      throw Error(path + ": " + std::to_string(saved.size()) + " models, not this job's " +
+                  std::to_string(parameters.size()));
+    }
+    for (std::size_t m = 0; m < parameters.size(); ++m) {
+      ShardLayout::Model model{std::move(parameters[m]), {}};
+      std::vector<int> groups(model.parameters.size(), -1);
+      for (const auto& bucket : saved[m].at("buckets")) {
         ShardLayout::Bucket b;
         b.numel = bucket.at("numel").get<std::int64_t>();
         for (const auto& entry : bucket.at("parameters")) {
           const auto index = entry.at(0).get<std::size_t>();
           const auto numel = entry.at(2).get<std::int64_t>();
           if (index >= model.parameters.size() || model.parameters[index].numel() != numel) {
-            throw Error(path + ": parameter " + std::to_string(index) +
-                        " of the saved partition is not this model's");
+            throw Error(path + ": parameter " + std::to_string(index) + " of model " +
+                        std::to_string(m) + " of the saved partition is not this model's");
           }
           b.parameters.push_back(index);
           b.offsets.push_back(entry.at(1).get<std::int64_t>());
+          b.numels.push_back(numel);
+          groups[index] = entry.at(3).get<int>();
         }
         model.buckets.push_back(std::move(b));
       }
-      models.push_back(std::move(model));
+      out.models.push_back(std::move(model));
+      out.groups.push_back(std::move(groups));
     }
   } catch (const nlohmann::json::exception&) {
     throw Error(path + ": not a ZeRO partition manifest");
   }
-  return models;
+  return out;
 }
 
-}  // namespace
+std::vector<std::vector<at::Tensor>> parameters_of_models(
+    const torch::optim::Optimizer& optimizer, const std::vector<torch::nn::Module*>& modules) {
+  std::vector<std::vector<at::Tensor>> out;
+  for (torch::nn::Module* module : modules) {
+    std::vector<at::Tensor> parameters = module->parameters(true);
+    if (shares_parameters(optimizer, parameters)) out.push_back(std::move(parameters));
+  }
+  return out;
+}
 
 void load_sharded_state_whole(torch::optim::Optimizer& optimizer,
                               const std::vector<torch::nn::Module*>& modules, int saved_world,
                               const std::string& manifest_path,
                               const std::function<std::string(int)>& archive_of) {
-  const ShardLayout layout(optimizer, models_from_manifest(optimizer, modules, manifest_path));
+  const ShardLayout layout(
+      optimizer, saved_layout(manifest_path, parameters_of_models(optimizer, modules)).models);
   std::vector<StatePiece> pieces;
   for (const auto& group : optimizer.param_groups()) {
     for (const at::Tensor& parameter : group.params()) {

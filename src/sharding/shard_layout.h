@@ -27,12 +27,33 @@ class Module;
 
 namespace accelerate::sharding {
 
+// How one parameter of a layout (by model and index) is split over the
+// tensor-parallel ranks of the job that saved it: TensorParallelPart's
+// dim, blocks and whole_length.
+struct ParameterSplit {
+  std::size_t model = 0;
+  std::size_t index = 0;
+  std::int64_t dim = 0;
+  std::int64_t blocks = 1;
+  std::int64_t whole_length = 0;
+};
+// A manifest's tensor-parallel section: the saving process's tp rank among
+// `size`, and the parameters split (the others are whole on every rank).
+struct TensorParallelSplits {
+  int size = 1;
+  int rank = 0;
+  std::vector<ParameterSplit> splits;
+};
+
 class ShardLayout {
  public:
   struct Bucket {
     std::vector<std::size_t> parameters;  // indices into Model::parameters, in buffer order
     std::vector<std::int64_t> offsets;    // where each starts in the bucket
     std::int64_t numel = 0;               // unpadded
+    // Each parameter's length as the layout was made: a checkpoint reads the
+    // layout while tensor-parallel parts are whole.
+    std::vector<std::int64_t> numels;
   };
   struct Model {
     std::vector<at::Tensor> parameters;
@@ -79,7 +100,9 @@ class ShardLayout {
   // and the check
   // that a saved one describes this layout: Error naming `path` and the
   // first difference (the layout follows the model and bucket_cap_mb).
-  std::string manifest(int world) const;
+  // At tensor parallelism the manifest has a section for `tensor_parallel`
+  // (the layout is of this rank's parts).
+  std::string manifest(int world, const TensorParallelSplits& tensor_parallel = {}) const;
   void check_manifest(const std::string& path) const;
 
  private:
@@ -90,6 +113,24 @@ class ShardLayout {
   std::unordered_map<const c10::TensorImpl*, Location> locations_;  // the optimizer's synced ones
   std::vector<std::vector<at::Tensor>> unsynced_;
 };
+
+// The tensor-parallel section of the manifest at `path` (size 1 where it
+// has none); Error naming the path where it is malformed.
+TensorParallelSplits manifest_splits(const std::string& path);
+
+// The layout and optimizer groups the manifest at `path` describes, over
+// `parameters` (per model, all of its parameters in order): the buckets as
+// the saving job had them, whatever this job's bucket caps or units would
+// make. Error naming the path where the models or any length differ.
+struct SavedLayout {
+  std::vector<ShardLayout::Model> models;
+  std::vector<std::vector<int>> groups;  // [model][index]: its group; -1: not stepped
+};
+SavedLayout saved_layout(const std::string& path, std::vector<std::vector<at::Tensor>> parameters);
+// The parameters of each of the prepared `modules` that holds some of
+// `optimizer`'s (in prepare() order): the models a ZeRO manifest lists.
+std::vector<std::vector<at::Tensor>> parameters_of_models(
+    const torch::optim::Optimizer& optimizer, const std::vector<torch::nn::Module*>& modules);
 
 // Whether any of `parameters` is in `optimizer`'s groups (by identity).
 bool shares_parameters(const torch::optim::Optimizer& optimizer,

@@ -422,9 +422,12 @@ ModelShards* ShardedEngine::saved_in_pieces(const torch::nn::Module& module) con
 }
 
 ParallelEngine::ShardPlace ShardedEngine::shard_place(int job_rank, int job_world_size) const {
-  if (!groups_.replicas) return {job_rank, job_world_size, true};
-  // One copy: the first machine's processes write theirs (replica rank 0).
-  return {groups_.shard->rank(), groups_.shard->world_size(), groups_.replicas->rank() == 0};
+  if (!groups_.shard) return {job_rank, job_world_size, true};
+  // The shard group: the job, or each tensor-parallel rank's processes
+  // (each such group saves its own shards). Hybrid sharding: one copy, the
+  // first machine's processes write theirs (replica rank 0).
+  return {groups_.shard->rank(), groups_.shard->world_size(),
+          !groups_.replicas || groups_.replicas->rank() == 0};
 }
 
 ShardedOptimizer* ShardedEngine::optimizer_shards(const torch::optim::Optimizer& optimizer) const {

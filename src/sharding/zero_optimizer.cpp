@@ -11,6 +11,8 @@
 #include <torch/optim/lbfgs.h>
 
 #include "accelerate/errors.h"
+#include "checkpoint/optimizer_reshard.h"
+#include "compat/optim_compat.h"
 #include "parallel/sharded_gradients.h"
 #include "parallel/state_broadcast.h"
 #include "parallel/storage_alias.h"
@@ -347,6 +349,29 @@ void ShardedOptimizer::load_resharded(int saved_world, const std::string& manife
   for (const Run& run : runs_)
     pieces.push_back(StatePiece{run.model, run.bucket, run.begin, run.parameter});
   load_sharded_state(*layout_, saved_world, manifest_path, archive_of, optimizer_, pieces);
+}
+
+void ShardedOptimizer::load_parameter_states(
+    const torch::optim::Optimizer& from,
+    const std::vector<std::vector<at::Tensor>>& from_parameters) {
+  checkpoint::copy_group_options(from, optimizer_);
+  for (const Run& run : runs_) compat::take_param_state(optimizer_, run.parameter);
+  for (const Run& run : runs_) {
+    const ShardLayout::Bucket& bucket = layout_->models()[run.model].buckets[run.bucket];
+    for (std::size_t k = 0; k < bucket.parameters.size(); ++k) {
+      const std::int64_t lo = std::max(run.begin, bucket.offsets[k]);
+      const std::int64_t hi = std::min(run.begin + run.numel, bucket.offsets[k] + bucket.numels[k]);
+      const at::Tensor& source = from_parameters.at(run.model).at(bucket.parameters[k]);
+      if (lo >= hi || !source.defined()) continue;
+      if (source.numel() != bucket.numels[k]) {
+        throw Error("load_state: parameter " + std::to_string(bucket.parameters[k]) + " of model " +
+                    std::to_string(run.model) + " has " + std::to_string(bucket.numels[k]) +
+                    " elements here, its saved state " + std::to_string(source.numel()));
+      }
+      checkpoint::copy_state_slice(from, source, lo - bucket.offsets[k], optimizer_, run.parameter,
+                                   lo - run.begin, hi - lo);
+    }
+  }
 }
 
 void ShardedOptimizer::before_step() {

@@ -222,6 +222,11 @@ class ShardedOptimizer : public OptimizerShardHooks {
   void load_resharded(int saved_world, const std::string& manifest_path,
                       const std::function<std::string(int)>& archive_of);
   const ShardLayout& layout() const { return *layout_; }
+  // load_state from `from`, whose from_parameters[m][j] (every element of
+  // the layout's parameter j of model m, undefined where `from` holds none)
+  // has the state: this process's elements of it, and from's group options.
+  void load_parameter_states(const torch::optim::Optimizer& from,
+                             const std::vector<std::vector<at::Tensor>>& from_parameters);
 
   // Before the optimizer's own step (only then: offloading refreshes the
   // host copies of the shards here).

@@ -131,7 +131,7 @@ TEST(CheckpointItems, AModelAndItsOptimizerRoundTripThroughTheirItems) {
   std::vector<torch::nn::Module*> models = {model.ptr().get()};
   CheckpointItems writing;
   writing.push_back(model_item(*model, 0, engine, module_state_dict(*model), /*by_groups=*/true));
-  writing.push_back(optimizer_item(optimizer, 0, engine, models));
+  writing.push_back(optimizer_item(optimizer, 0, engine, models, nullptr));
   ASSERT_EQ(checkpoint::write_items(writing, ItemContext{files}), "");
   EXPECT_TRUE(std::filesystem::is_regular_file(files.model(0)));
   EXPECT_TRUE(std::filesystem::is_regular_file(files.optimizer(0)));
@@ -143,7 +143,7 @@ TEST(CheckpointItems, AModelAndItsOptimizerRoundTripThroughTheirItems) {
   const ItemContext context{files, 0, 1, false, &metadata};
   CheckpointItems reading;
   reading.push_back(model_item(*restored, 0, engine, {}, true));
-  reading.push_back(optimizer_item(restored_optimizer, 0, engine, restored_models));
+  reading.push_back(optimizer_item(restored_optimizer, 0, engine, restored_models, nullptr));
   checkpoint::check_items(reading, context);
   EXPECT_TRUE(torch::equal(restored->parameters()[0], torch::full({4, 3}, -1.0)))
       << "check changes nothing";

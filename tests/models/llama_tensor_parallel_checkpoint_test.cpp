@@ -166,7 +166,7 @@ TEST(LlamaTensorParallelTrainer, TheTrainerAtTp2TrainsAsOneProcess) {
     saving.save_strategy(accelerate::IntervalStrategy::kSteps).save_steps(4);
     EXPECT_NEAR(trainer_loss(saving, tp2, comm), expected, 1e-5 * expected);
   });
-  // Under ZeRO sharding at tp (tp 2 x dp 2) they are not built yet: refused
+  // Under ZeRO stage 3 at tp (tp 2 x dp 2) they are not built yet: refused
   // before the first step; the weights alone are.
   run_rank_communicators(4, [&](std::shared_ptr<Communicator> comm) {
     const auto tp2_zero3 = with(ParallelismConfig().tp_size(2), zero3());

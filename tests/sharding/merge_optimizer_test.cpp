@@ -209,6 +209,21 @@ TEST(MergeOptimizerRefusals, TornOptimizerShardsAndConflictingOptions) {
   EXPECT_THAT(whole.err, HasSubstr("saved by 2 processes without ZeRO"));
   EXPECT_FALSE(fs::exists(dir.file("out")));
 
+  // Saved at tensor parallelism, each tp rank's shards apart: load_state's.
+  const fs::path at_tp = dir.file("at-tp");
+  fs::copy(checkpoint, at_tp, fs::copy_options::recursive);
+  {
+    const fs::path metadata = at_tp / "accelerate_checkpoint.json";
+    std::string json = text_of(metadata);
+    json.insert(json.find('{') + 1, "\n  \"tensor_parallel_size\": 2,");
+    std::ofstream(metadata) << json;
+  }
+  const auto split = merge({at_tp.string(), dir.file("out"), "--include_optimizer"});
+  EXPECT_EQ(split.exit_code, 1) << split.err;
+  EXPECT_THAT(split.err, HasSubstr("was saved at tp_size 2 with ZeRO"));
+  EXPECT_THAT(split.err, HasSubstr("resume it with load_state at any tp and dp"));
+  EXPECT_FALSE(fs::exists(dir.file("out")));
+
   for (const std::string flag : {"--dtype=bf16", "--max_shard_size=1MB", "--model=0"}) {
     const auto result = merge({checkpoint.string(), dir.file("out"), "--include_optimizer", flag});
     EXPECT_EQ(result.exit_code, 2) << flag;

@@ -42,6 +42,9 @@ struct CheckpointMetadata {
   // 0, absent from other checkpoints: world_size.
   int shard_world_size = 0;
   int shards_saved_by() const { return shard_world_size > 0 ? shard_world_size : world_size; }
+  // Tensor parallelism: the tp size of the job that saved it (its sharded
+  // optimizers were saved per tp rank). 1, absent from other checkpoints.
+  int tensor_parallel_size = 1;
 
   std::string to_json() const;
   // `source` names the file in errors.
