@@ -1,8 +1,9 @@
 // Accelerator: save_state / load_state / save_model (checkpoint area).
 // The folder mechanics (staging, rename, pruning) are in checkpointing.h,
 // the file names in checkpoint/checkpoint_files.h, and what each prepared
-// object writes and reads back in its item (checkpoint/checkpoint_items.h,
-// accelerator/state_items.h); here they are put together
+// object writes and reads back in its item (checkpoint/checkpoint_items.h:
+// the models' and optimizers' from the engine that trains them, the random
+// states' from accelerator/state_items.h); here they are put together
 // (docs/checkpoint-format.md).
 #include <torch/serialize/archive.h>
 
@@ -58,13 +59,17 @@ CheckpointItems items_of(const PreparedState& state, const checkpoint::Checkpoin
                          std::vector<NamedTensors> weights, bool by_groups) {
   CheckpointItems items;
   for (size_t i = 0; i < state.models.size(); ++i) {
-    items.push_back(model_item(*state.models[i], i, state.engine,
-                               i < weights.size() ? std::move(weights[i]) : NamedTensors(),
-                               by_groups));
+    items.push_back(state.engine.model_item(
+        *state.models[i], i, i < weights.size() ? std::move(weights[i]) : NamedTensors(),
+        by_groups));
+  }
+  FindTensorParallelPart find_part;
+  if (const TensorParallelParts* parts = state.tensor_parallel_parts) {
+    find_part = [parts](const at::Tensor& parameter) { return parts->find(parameter); };
   }
   for (size_t i = 0; i < state.optimizers.size(); ++i) {
-    items.push_back(optimizer_item(*state.optimizers[i], i, state.engine, state.prepared_models,
-                                   state.tensor_parallel_parts));
+    items.push_back(
+        state.engine.optimizer_item(*state.optimizers[i], i, state.prepared_models, find_part));
   }
   for (size_t i = 0; i < state.schedulers.size(); ++i) {
     PreparedSchedulerBase* scheduler = state.schedulers[i];

@@ -10,7 +10,6 @@
 #include "accelerate/tensor_parallel_plan.h"
 #include "checkpoint/optimizer_kinds.h"
 #include "compat/optim_compat.h"
-#include "sharding/tensor_parallel_state.h"
 
 namespace accelerate {
 
@@ -58,7 +57,7 @@ void check_tensor_parallel_checkpoint(const std::vector<torch::nn::Module*>& mod
   if (!tp.enabled()) return;
   const std::string at = what + " at tp_size " + std::to_string(tp.size());
   for (const torch::nn::Module* model : models) {
-    if (engine.model_shards(*model) != nullptr) {
+    if (engine.shards_weights(*model)) {
       throw ConfigError(at +
                         " with ZeRO stage 3 / FSDP FULL_SHARD is not built yet: the "
                         "shards of tensor-parallel parts are not gathered for checkpoints "
@@ -100,25 +99,6 @@ void for_each_state_of(const TensorParallelPart& part,
 }
 
 }  // namespace
-
-void keep_tensor_parallel_parts(sharding::WholeOptimizerState& state,
-                                const std::vector<std::vector<at::Tensor>>& parameters,
-                                const TensorParallelParts& parts) {
-  at::NoGradGuard no_grad;
-  for (std::size_t m = 0; m < state.parameters.size(); ++m) {
-    for (std::size_t j = 0; j < state.parameters[m].size(); ++j) {
-      at::Tensor& whole = state.parameters[m][j];
-      const TensorParallelPart* split =
-          whole.defined() ? parts.find(parameters.at(m).at(j)) : nullptr;
-      if (split == nullptr) continue;
-      TensorParallelPart layout = *split;
-      layout.tensor = whole;
-      for_each_state_of(layout, {state.optimizer.get()},
-                        [&layout](at::Tensor& slot) { slot = part_of_whole(slot, layout); });
-      whole.set_data(part_of_whole(whole, layout));
-    }
-  }
-}
 
 ScopeGuard whole_tensor_parallel_checkpoint(const std::vector<torch::nn::Module*>& models,
                                             const std::vector<torch::optim::Optimizer*>& optimizers,

@@ -20,9 +20,6 @@ class Optimizer;
 }  // namespace torch::optim
 
 namespace accelerate {
-namespace sharding {
-struct WholeOptimizerState;
-}  // namespace sharding
 
 // The parts of the models prepared so far that are split over the job's
 // tensor-parallel group.
@@ -58,7 +55,7 @@ ScopeGuard whole_weights_of(const torch::nn::Module& model,
 // whole optimizer's state of them are whole, gathered from the
 // tensor-parallel group (collective); when it goes, each takes back its part
 // of what they then are (a load's values included). ZeRO's optimizer shards
-// stay as they are: each tp rank saves its own (state_items.cpp). For
+// stay as they are: each tp rank saves its own (sharded_state_items.h). For
 // `what` (save_state, load_state): ConfigError (one line, on every process
 // alike) where that is not built: an engine that shards the weights (ZeRO
 // stage 3), an optimizer other than LibTorch's built-in ones, or a state
@@ -72,14 +69,6 @@ ScopeGuard whole_tensor_parallel_checkpoint(const std::vector<torch::nn::Module*
                                             const std::vector<torch::optim::Optimizer*>& optimizers,
                                             ParallelEngine& engine, const TensorParallel& tp,
                                             const std::string& what);
-
-// Each of `state`'s whole parameters whose counterpart among this job's
-// `parameters` (the same [model][index]) is a tensor-parallel part becomes
-// this rank's part of it, with its state: what a ZeRO optimizer at tp loads
-// from state saved at another tp.
-void keep_tensor_parallel_parts(sharding::WholeOptimizerState& state,
-                                const std::vector<std::vector<at::Tensor>>& parameters,
-                                const TensorParallelParts& parts);
 
 // clip_grad_norm_ over `engine`'s gradients of `parameters` with
 // tensor-parallel groups of tp.size() > 1: the global norm over the whole

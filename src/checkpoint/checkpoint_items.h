@@ -60,6 +60,14 @@ struct ItemContext {
   void written(const std::string& path) const;
 };
 
+// Whether the metadata's list of item indices (sharded_models, ...) holds `index`.
+inline bool lists_index(const std::vector<int64_t>& indices, std::size_t index) {
+  for (int64_t i : indices) {
+    if (i == static_cast<int64_t>(index)) return true;
+  }
+  return false;
+}
+
 class CheckpointItem {
  public:
   virtual ~CheckpointItem() = default;

@@ -28,5 +28,6 @@ target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/checkpoint_items.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optimizer_kinds.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optimizer_reshard.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/whole_state_items.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optimizer_state.cpp)
 # ---- end save_state / load_state ---------------------------------------------

@@ -7,6 +7,7 @@
 #include <torch/nn/utils/clip_grad.h>
 
 #include "checkpoint/model_streaming.h"
+#include "checkpoint/whole_state_items.h"
 
 namespace accelerate {
 
@@ -44,6 +45,22 @@ std::unique_ptr<checkpoint::WeightGroups> ParallelEngine::weight_groups(
     const torch::nn::Module& module) {
   (void)module;
   return nullptr;
+}
+
+std::unique_ptr<checkpoint::CheckpointItem> ParallelEngine::model_item(torch::nn::Module& module,
+                                                                       std::size_t index,
+                                                                       NamedTensors weights,
+                                                                       bool by_groups) {
+  (void)by_groups;
+  return checkpoint::whole_model_item(module, index, std::move(weights),
+                                      [this, &module] { whole_weights_written(module); });
+}
+
+std::unique_ptr<checkpoint::CheckpointItem> ParallelEngine::optimizer_item(
+    torch::optim::Optimizer& optimizer, std::size_t index,
+    const std::vector<torch::nn::Module*>& models, const FindTensorParallelPart& find_part) {
+  (void)find_part;  // inside load_state's guard whole state is whole
+  return checkpoint::whole_optimizer_item(optimizer, index, models);
 }
 
 }  // namespace accelerate

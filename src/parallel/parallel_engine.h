@@ -25,8 +25,10 @@
 #include "accelerate/distributed_type.h"
 #include "accelerate/empty_weights.h"
 #include "accelerate/mixed_precision.h"
+#include "accelerate/safetensors.h"
 #include "accelerate/scope_guard.h"
 #include "parallel/gradient_norm.h"
+#include "parallel/tensor_parallel_lookup.h"
 
 namespace torch {
 namespace nn {
@@ -44,12 +46,9 @@ class DummyScheduler;
 class GradientReducer;
 class PreparedOptimizerBase;
 namespace checkpoint {
+class CheckpointItem;
 class WeightGroups;
 }  // namespace checkpoint
-namespace sharding {
-class ModelShards;
-class ShardedOptimizer;
-}  // namespace sharding
 
 // What the program prepared, as an engine checks its settings against it
 // once a prepare() call ends (a DeepSpeed file's "auto" entries).
@@ -144,23 +143,27 @@ class ParallelEngine {
   // `module`'s weights in groups that can be gathered one at a time, or
   // null where the weights are whole on every process.
   virtual std::unique_ptr<checkpoint::WeightGroups> weight_groups(const torch::nn::Module& module);
-  // The shards of `module`'s weights, or null where they are whole.
-  virtual sharding::ModelShards* model_shards(const torch::nn::Module& module) const {
+  // Whether `module`'s weights are shards on every process (ZeRO stage 3),
+  // so that no process holds its tensor-parallel parts whole to save.
+  virtual bool shards_weights(const torch::nn::Module& module) const {
     (void)module;
-    return nullptr;
+    return false;
   }
-  // model_shards(), when a checkpoint saves each process's pieces of the
-  // weights (DeepSpeed, FSDP's sharded state dicts) rather than one file.
-  virtual sharding::ModelShards* saved_in_pieces(const torch::nn::Module& module) const {
-    (void)module;
-    return nullptr;
-  }
-  // What steps `optimizer`'s shard on this process, or null where it is whole.
-  virtual sharding::ShardedOptimizer* optimizer_shards(
-      const torch::optim::Optimizer& optimizer) const {
-    (void)optimizer;
-    return nullptr;
-  }
+  // save_state / load_state: the checkpoint items of prepared model `index`
+  // and optimizer `index`, written and read wherever this engine keeps
+  // them, so that the facade never asks how. `weights`: the model's state
+  // dict as the pre-hooks left it; `by_groups`: written group by group
+  // where the weights are sharded (false: gathered whole before). `models`:
+  // the prepared models; `find_part`: where their tensor-parallel parts lie
+  // (null: nothing split). By default whole on every process: the main
+  // process writes one file (checkpoint/whole_state_items.h).
+  virtual std::unique_ptr<checkpoint::CheckpointItem> model_item(torch::nn::Module& module,
+                                                                 std::size_t index,
+                                                                 NamedTensors weights,
+                                                                 bool by_groups);
+  virtual std::unique_ptr<checkpoint::CheckpointItem> optimizer_item(
+      torch::optim::Optimizer& optimizer, std::size_t index,
+      const std::vector<torch::nn::Module*>& models, const FindTensorParallelPart& find_part);
   // The dtype of the floating-point weights save_model writes and
   // get_state_dict returns, where it is not the training dtype.
   virtual std::optional<at::ScalarType> saved_weights_dtype() const { return std::nullopt; }

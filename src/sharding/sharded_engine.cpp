@@ -14,6 +14,7 @@
 #include "parallel/state_broadcast.h"
 #include "sharding/quantized_collectives.h"
 #include "sharding/shard_layout.h"
+#include "sharding/sharded_state_items.h"
 #include "sharding/unit_policy.h"
 
 namespace accelerate::sharding {
@@ -417,8 +418,25 @@ ModelShards* ShardedEngine::model_shards(const torch::nn::Module& module) const 
   return model && model->units ? model->shards.get() : nullptr;
 }
 
-ModelShards* ShardedEngine::saved_in_pieces(const torch::nn::Module& module) const {
-  return settings_.sharded_state_dict ? model_shards(module) : nullptr;
+std::unique_ptr<checkpoint::CheckpointItem> ShardedEngine::model_item(torch::nn::Module& module,
+                                                                      std::size_t index,
+                                                                      NamedTensors weights,
+                                                                      bool by_groups) {
+  ModelShards* shards = model_shards(module);
+  if (shards == nullptr)
+    return ParallelEngine::model_item(module, index, std::move(weights), false);
+  std::function<std::unique_ptr<checkpoint::WeightGroups>()> groups;
+  if (by_groups) groups = [this, &module] { return weight_groups(module); };
+  return sharded_model_item(module, index, std::move(weights), *shards,
+                            settings_.sharded_state_dict, std::move(groups));
+}
+
+std::unique_ptr<checkpoint::CheckpointItem> ShardedEngine::optimizer_item(
+    torch::optim::Optimizer& optimizer, std::size_t index,
+    const std::vector<torch::nn::Module*>& models, const FindTensorParallelPart& find_part) {
+  if (ShardedOptimizer* shards = optimizer_shards(optimizer))
+    return sharded_optimizer_item(optimizer, index, *shards, find_part);
+  return ParallelEngine::optimizer_item(optimizer, index, models, find_part);
 }
 
 ParallelEngine::ShardPlace ShardedEngine::shard_place(int job_rank, int job_world_size) const {

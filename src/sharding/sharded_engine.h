@@ -54,9 +54,18 @@ class ShardedEngine : public ParallelEngine {
   ScopeGuard exact_weights() override;
   void whole_weights_written(const torch::nn::Module& module) override;
   std::unique_ptr<checkpoint::WeightGroups> weight_groups(const torch::nn::Module& module) override;
-  ModelShards* model_shards(const torch::nn::Module& module) const override;
-  ModelShards* saved_in_pieces(const torch::nn::Module& module) const override;
-  ShardedOptimizer* optimizer_shards(const torch::optim::Optimizer& optimizer) const override;
+  bool shards_weights(const torch::nn::Module& module) const override {
+    return model_shards(module) != nullptr;
+  }
+  // Stage 3's weights in pieces or by groups, sharded optimizer state by
+  // each process (sharding/sharded_state_items.h); the rest whole.
+  std::unique_ptr<checkpoint::CheckpointItem> model_item(torch::nn::Module& module,
+                                                         std::size_t index, NamedTensors weights,
+                                                         bool by_groups) override;
+  std::unique_ptr<checkpoint::CheckpointItem> optimizer_item(
+      torch::optim::Optimizer& optimizer, std::size_t index,
+      const std::vector<torch::nn::Module*>& models,
+      const FindTensorParallelPart& find_part) override;
   std::optional<at::ScalarType> saved_weights_dtype() const override {
     return settings_.sixteen_bit_dtype();
   }
@@ -71,6 +80,10 @@ class ShardedEngine : public ParallelEngine {
     std::unique_ptr<ParameterUnits> units;  // stage 3
   };
   bool shards_anything() const;
+  // The shards of `module`'s weights (stage 3), or null where they are whole.
+  ModelShards* model_shards(const torch::nn::Module& module) const;
+  // What steps `optimizer`'s shard on this process, or null where it is whole.
+  ShardedOptimizer* optimizer_shards(const torch::optim::Optimizer& optimizer) const;
   // Whether any process built `module` inside zero3_init(); Error on every
   // process when one holds a tensor computed there. Collective.
   bool agree_on_empty_build(const torch::nn::Module& module);

@@ -11,6 +11,7 @@ target_sources(accelerate PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/quantized_collectives.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shard_layout.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sharded_engine.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/sharded_state_items.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sharding_settings.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tensor_parallel_state.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unit_policy.cpp

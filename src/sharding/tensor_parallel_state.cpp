@@ -171,6 +171,53 @@ WholeOptimizerState load_whole_state(const torch::optim::Optimizer& like,
   return out;
 }
 
+void keep_tensor_parallel_parts(WholeOptimizerState& state,
+                                const std::vector<std::vector<at::Tensor>>& parameters,
+                                const FindTensorParallelPart& find_part) {
+  const checkpoint::Kind* kind = checkpoint::kind_of(*state.optimizer);
+  c10::NoGradGuard no_grad;
+  for (std::size_t m = 0; m < state.parameters.size(); ++m) {
+    for (std::size_t j = 0; j < state.parameters[m].size(); ++j) {
+      at::Tensor& whole = state.parameters[m][j];
+      const TensorParallelPart* split =
+          whole.defined() ? find_part(parameters.at(m).at(j)) : nullptr;
+      if (split == nullptr) continue;
+      if (auto slots = compat::take_param_state(*state.optimizer, whole)) {
+        for (const checkpoint::StateTensor& slot : kind->tensors) {
+          at::Tensor& tensor = slot.slot(*slots);
+          if (tensor.defined() && tensor.dim() == whole.dim())
+            tensor = part_of_whole(tensor, *split);
+        }
+        compat::set_param_state(*state.optimizer, whole, std::move(slots));
+      }
+      whole.set_data(part_of_whole(whole, *split));
+    }
+  }
+}
+
+std::string OptimizerShardFiles::manifest(int tp_rank) const {
+  return files.optimizer_partition(index,
+                                   saved_tp > 1 ? std::optional<int>(tp_rank) : std::nullopt);
+}
+
+std::string OptimizerShardFiles::archive(int tp_rank, int rank) const {
+  return files.optimizer_shard(index, rank,
+                               saved_tp > 1 ? std::optional<int>(tp_rank) : std::nullopt);
+}
+
+void OptimizerShardFiles::check_manifest_rank(int tp_rank) const {
+  saved_rank_splits(manifest(tp_rank), saved_tp, tp_rank);
+}
+
+WholeOptimizerState OptimizerShardFiles::load_whole(
+    const torch::optim::Optimizer& like, const std::vector<std::vector<at::Tensor>>& parameters,
+    int saved_world) const {
+  const OptimizerShardFiles self = *this;
+  return load_whole_state(
+      like, parameters, saved_tp, saved_world, [self](int t) { return self.manifest(t); },
+      [self](int t, int k) { return self.archive(t, k); });
+}
+
 void load_whole_into(const WholeOptimizerState& source, torch::optim::Optimizer& target,
                      const std::vector<std::vector<at::Tensor>>& parameters) {
   checkpoint::copy_group_options(*source.optimizer, target);

@@ -17,6 +17,8 @@ namespace torch::optim {
 class Optimizer;
 }  // namespace torch::optim
 
+#include "checkpoint/checkpoint_files.h"
+#include "parallel/tensor_parallel_lookup.h"
 #include "sharding/shard_layout.h"
 
 namespace accelerate::sharding {
@@ -48,6 +50,32 @@ WholeOptimizerState load_whole_state(const torch::optim::Optimizer& like,
                                      int saved_tp, int saved_world,
                                      const std::function<std::string(int)>& manifest_of,
                                      const std::function<std::string(int, int)>& archive_of);
+
+// Each of `state`'s whole parameters whose counterpart among this job's
+// `parameters` (the same [model][index]) is a tensor-parallel part (by
+// `find_part`) becomes this rank's part of it, with its state: what a ZeRO
+// optimizer at tp loads from state saved at another tp.
+void keep_tensor_parallel_parts(WholeOptimizerState& state,
+                                const std::vector<std::vector<at::Tensor>>& parameters,
+                                const FindTensorParallelPart& find_part);
+
+// The files of optimizer `index`'s shards in a checkpoint saved at tp
+// `saved_tp`: tp rank t's manifest and its process k's archive (the names
+// carry t only where saved_tp is above 1).
+struct OptimizerShardFiles {
+  checkpoint::CheckpointFiles files;
+  std::size_t index = 0;
+  int saved_tp = 1;
+
+  std::string manifest(int tp_rank) const;
+  std::string archive(int tp_rank, int rank) const;
+  // Error naming the manifest where it is missing or another rank saved it.
+  void check_manifest_rank(int tp_rank) const;
+  // load_whole_state of these files, each tp rank sharded over `saved_world`.
+  WholeOptimizerState load_whole(const torch::optim::Optimizer& like,
+                                 const std::vector<std::vector<at::Tensor>>& parameters,
+                                 int saved_world) const;
+};
 
 // `source`'s state into `target` (not sharded), whose parameter [m][j] is
 // parameters[m][j], shaped as source's: the saved state replaces any it had.

@@ -13,7 +13,6 @@
 #include "accelerate/communicator.h"
 #include "accelerate/errors.h"
 #include "accelerate/model_saving.h"
-#include "accelerator/state_items.h"
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/checkpoint_items.h"
 #include "parallel/data_parallel_engine.h"
@@ -130,8 +129,8 @@ TEST(CheckpointItems, AModelAndItsOptimizerRoundTripThroughTheirItems) {
   optimizer.step();
   std::vector<torch::nn::Module*> models = {model.ptr().get()};
   CheckpointItems writing;
-  writing.push_back(model_item(*model, 0, engine, module_state_dict(*model), /*by_groups=*/true));
-  writing.push_back(optimizer_item(optimizer, 0, engine, models, nullptr));
+  writing.push_back(engine.model_item(*model, 0, module_state_dict(*model), /*by_groups=*/true));
+  writing.push_back(engine.optimizer_item(optimizer, 0, models, nullptr));
   ASSERT_EQ(checkpoint::write_items(writing, ItemContext{files}), "");
   EXPECT_TRUE(std::filesystem::is_regular_file(files.model(0)));
   EXPECT_TRUE(std::filesystem::is_regular_file(files.optimizer(0)));
@@ -142,8 +141,8 @@ TEST(CheckpointItems, AModelAndItsOptimizerRoundTripThroughTheirItems) {
   CheckpointMetadata metadata;  // nothing sharded
   const ItemContext context{files, 0, 1, false, &metadata};
   CheckpointItems reading;
-  reading.push_back(model_item(*restored, 0, engine, {}, true));
-  reading.push_back(optimizer_item(restored_optimizer, 0, engine, restored_models, nullptr));
+  reading.push_back(engine.model_item(*restored, 0, {}, true));
+  reading.push_back(engine.optimizer_item(restored_optimizer, 0, restored_models, nullptr));
   checkpoint::check_items(reading, context);
   EXPECT_TRUE(torch::equal(restored->parameters()[0], torch::full({4, 3}, -1.0)))
       << "check changes nothing";
@@ -170,12 +169,12 @@ TEST(CheckpointItems, AModelFileWithAnotherShapeFailsTheCheckNamingTheTensor) {
   DataParallelEngine engine(comm, GradientSyncOptions());
   auto model = small_model(0.5);
   CheckpointItems writing;
-  writing.push_back(model_item(*model, 0, engine, module_state_dict(*model), true));
+  writing.push_back(engine.model_item(*model, 0, module_state_dict(*model), true));
   ASSERT_EQ(checkpoint::write_items(writing, ItemContext{files}), "");
   torch::nn::Sequential other(torch::nn::Linear(3, 5), torch::nn::BatchNorm1d(5));
   CheckpointMetadata metadata;
   CheckpointItems reading;
-  reading.push_back(model_item(*other, 0, engine, {}, true));
+  reading.push_back(engine.model_item(*other, 0, {}, true));
   try {
     checkpoint::check_items(reading, ItemContext{files, 0, 1, false, &metadata});
     FAIL() << "a mismatched model passed the check";
