@@ -226,7 +226,8 @@ std::string Accelerator::save_state(const std::optional<std::string>& output_dir
   // Tensor-parallel parts and their optimizer state are saved whole (ZeRO's
   // optimizer shards by each tp rank), so that any tp (and dp) resumes.
   const ScopeGuard whole = whole_tensor_parallel_checkpoint(
-      prepared_modules_, prepared_optimizers_, *engine_, tensor_parallel_, "save_state");
+      prepared_modules_, prepared_optimizers_, *engine_, tensor_parallel_, "save_state",
+      /*loading=*/false);
   const bool numbered = !output_dir;
   StagedCheckpoint staged(*comm_, numbered ? Parts::next_folder(*this) : *output_dir,
                           options_.checkpoint_options(), /*allow_replace=*/!numbered);
@@ -296,7 +297,8 @@ void Accelerator::restore_state_from(const std::string& folder) {
   const checkpoint::ItemContext context = Parts::item_context(*this, files, &metadata);
   // Whole while the whole tensors are read, then each process's parts of them.
   std::optional<ScopeGuard> whole(whole_tensor_parallel_checkpoint(
-      prepared_modules_, prepared_optimizers_, *engine_, tensor_parallel_, "load_state"));
+      prepared_modules_, prepared_optimizers_, *engine_, tensor_parallel_, "load_state",
+      /*loading=*/true));
   CheckpointItems items;
   // Every item is read and checked before anything changes, and every
   // process learns whether any failed (each reads its own files): none may
@@ -316,12 +318,7 @@ void Accelerator::restore_state_from(const std::string& folder) {
   if (num_processes() > 1) checkpoint::agree(*comm_, problem, "load_state from " + folder);
   if (failure) std::rethrow_exception(failure);
   checkpoint::apply_items(items, context);
-  if (tensor_parallel_.enabled()) {
-    // The parts are the engine's weights again: its own copies of them
-    // (ZeRO's rounded-gather masters) take the loaded values now.
-    whole.reset();
-    for (torch::nn::Module* model : prepared_modules_) engine_->whole_weights_written(*model);
-  }
+  whole.reset();  // each process's parts of what was loaded
   if (other_world && is_main_process()) {
     std::cerr << "accelerate: note: checkpoint " << folder << " was saved by "
               << metadata.world_size << " processes and is loaded on " << num_processes()

@@ -56,14 +56,7 @@ void check_tensor_parallel_checkpoint(const std::vector<torch::nn::Module*>& mod
                                       const std::string& what) {
   if (!tp.enabled()) return;
   const std::string at = what + " at tp_size " + std::to_string(tp.size());
-  for (const torch::nn::Module* model : models) {
-    if (engine.shards_weights(*model)) {
-      throw ConfigError(at +
-                        " with ZeRO stage 3 / FSDP FULL_SHARD is not built yet: the "
-                        "shards of tensor-parallel parts are not gathered for checkpoints "
-                        "(docs/tensor-parallel.md)");
-    }
-  }
+  (void)engine;
   for (const torch::optim::Optimizer* optimizer : optimizers) {
     const checkpoint::Kind* kind = checkpoint::kind_of(*optimizer);
     if (kind == nullptr) {
@@ -103,9 +96,16 @@ void for_each_state_of(const TensorParallelPart& part,
 ScopeGuard whole_tensor_parallel_checkpoint(const std::vector<torch::nn::Module*>& models,
                                             const std::vector<torch::optim::Optimizer*>& optimizers,
                                             ParallelEngine& engine, const TensorParallel& tp,
-                                            const std::string& what) {
+                                            const std::string& what, bool loading) {
   if (!tp.enabled()) return ScopeGuard(nullptr);
   check_tensor_parallel_checkpoint(models, optimizers, engine, tp, what);
+  // ZeRO-3 holds shards of the parts: every unit gathered first, until the
+  // parts are back (and after a load the shards have taken them).
+  std::shared_ptr<ScopeGuard> gathered;
+  for (const torch::nn::Module* model : models) {
+    if (engine.shards_weights(*model) && !gathered)
+      gathered = std::make_shared<ScopeGuard>(engine.full_weights());
+  }
   // Each model's state before its weights are whole: the parts' layout is
   // read from the split layers.
   auto parts = std::make_shared<std::vector<TensorParallelPart>>();
@@ -119,8 +119,13 @@ ScopeGuard whole_tensor_parallel_checkpoint(const std::vector<torch::nn::Module*
   }
   auto weights = std::make_shared<std::vector<ScopeGuard>>();
   for (torch::nn::Module* model : models) weights->push_back(whole_tensor_parallel_weights(*model));
-  return ScopeGuard([parts, weights, optimizers] {
+  return ScopeGuard([parts, weights, optimizers, models, &engine, loading, gathered]() mutable {
     weights->clear();  // the weights' parts back first
+    // The engine's own copies (ZeRO's masters and shards) take the loaded parts.
+    if (loading) {
+      for (torch::nn::Module* model : models) engine.whole_weights_written(*model);
+    }
+    gathered.reset();
     at::NoGradGuard no_grad;
     for (const TensorParallelPart& part : *parts) {
       for_each_state_of(part, optimizers, [&](at::Tensor& state) {

@@ -57,18 +57,20 @@ ScopeGuard whole_weights_of(const torch::nn::Module& model,
 // of what they then are (a load's values included). ZeRO's optimizer shards
 // stay as they are: each tp rank saves its own (sharded_state_items.h). For
 // `what` (save_state, load_state): ConfigError (one line, on every process
-// alike) where that is not built: an engine that shards the weights (ZeRO
-// stage 3), an optimizer other than LibTorch's built-in ones, or a state
-// tensor not shaped as its parameter. Nothing without tensor parallelism.
+// alike) where that is not built: an optimizer other than LibTorch's
+// built-in ones, or a state tensor not shaped as its parameter. Nothing without tensor parallelism.
 // check_tensor_parallel_checkpoint: those refusals alone.
 void check_tensor_parallel_checkpoint(const std::vector<torch::nn::Module*>& models,
                                       const std::vector<torch::optim::Optimizer*>& optimizers,
                                       const ParallelEngine& engine, const TensorParallel& tp,
                                       const std::string& what);
+// `loading`: the guard's end tells the engine the weights were written
+// (ParallelEngine::whole_weights_written). ZeRO stage 3: every unit is
+// gathered for the guard's time (every process holds the whole model).
 ScopeGuard whole_tensor_parallel_checkpoint(const std::vector<torch::nn::Module*>& models,
                                             const std::vector<torch::optim::Optimizer*>& optimizers,
                                             ParallelEngine& engine, const TensorParallel& tp,
-                                            const std::string& what);
+                                            const std::string& what, bool loading);
 
 // clip_grad_norm_ over `engine`'s gradients of `parameters` with
 // tensor-parallel groups of tp.size() > 1: the global norm over the whole

@@ -119,7 +119,8 @@ ShardedEngine::ShardedEngine(distributed::DeviceMesh& mesh, ShardingSettings set
       groups_(form_groups(mesh, settings_)),
       replicas_(groups_.shard, std::move(options)),
       scaler_(std::move(scaler)),
-      file_objects_(settings_.file) {}
+      file_objects_(settings_.file),
+      tensor_parallel_(mesh.shape().tp > 1) {}
 
 ShardedEngine::~ShardedEngine() = default;
 
@@ -395,6 +396,11 @@ ScopeGuard ShardedEngine::exact_weights() {
 
 void ShardedEngine::whole_weights_written(const torch::nn::Module& module) {
   const ShardedModel* model = find(module);
+  if (model && model->units && tensor_parallel_) {
+    // Loaded into the gathered weights (full_weights), parts put back.
+    model->shards->adopt_gathered_weights();
+    return;
+  }
   if (!model || !model->shards || !model->shards->rounds_gathers()) return;
   model->shards->adopt_whole_weights();
   model->shards->gather_parameters();
@@ -423,7 +429,9 @@ std::unique_ptr<checkpoint::CheckpointItem> ShardedEngine::model_item(torch::nn:
                                                                       NamedTensors weights,
                                                                       bool by_groups) {
   ModelShards* shards = model_shards(module);
-  if (shards == nullptr)
+  // At tensor parallelism the checkpoint holds whole tensors, saved and
+  // loaded while every unit is gathered and its parts are whole.
+  if (shards == nullptr || tensor_parallel_)
     return ParallelEngine::model_item(module, index, std::move(weights), false);
   std::function<std::unique_ptr<checkpoint::WeightGroups>()> groups;
   if (by_groups) groups = [this, &module] { return weight_groups(module); };

@@ -124,6 +124,7 @@ class ShardedEngine : public ParallelEngine {
   std::vector<std::shared_ptr<ShardedOptimizer>> optimizers_;
   std::vector<const torch::optim::Optimizer*> prepared_optimizers_;
   bool zero3_init_called_ = false;  // on this process
+  bool tensor_parallel_;            // the mesh splits the model (tp above 1)
 };
 
 }  // namespace accelerate::sharding

@@ -156,6 +156,14 @@ void ModelShards::adopt_whole_weights() {
   }
 }
 
+void ModelShards::adopt_gathered_weights() {
+  c10::NoGradGuard no_grad;
+  for (std::size_t b = 0; b < shards_.size(); ++b) {
+    if (bucket_released(b) || shards_[b].is_alias_of(buffers_[b])) continue;
+    shards_[b].copy_(buffers_[b].narrow(0, shard_begin(b), shard_numel(b)));
+  }
+}
+
 bool ModelShards::shard_in_host(std::size_t b) const {
   return offloaded(b) && host_parameters_[b].is_same(shards_[b]);
 }

@@ -125,6 +125,10 @@ class ModelShards {
   // stage-3 units (a checkpoint loaded at stage 1 or 2): their masters
   // take this process's part of them. Then gather_parameters().
   void adopt_whole_weights();
+  // The same for every bucket whose buffer is gathered now, stage-3 units
+  // included (a checkpoint loaded into the gathered weights at tensor
+  // parallelism). No gather follows: the buffers hold the new weights.
+  void adopt_gathered_weights();
 
   // ZeRO++ hpZ (docs/sharding.md): `group` is this process's group of
   // consecutive ranks (its size divides world_size()). Once a released

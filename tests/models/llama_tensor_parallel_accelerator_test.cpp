@@ -158,16 +158,6 @@ TEST(LlamaTensorParallelAccelerator, WhatCannotRunIsRefusedInOneLineOnEveryRank)
                   "before prepare");
     auto model = initial_model();
     accelerator.prepare(model);
-    accelerate::testing::TempDir dir;
-    Accelerator sharded(comm, with(ParallelismConfig().tp_size(2), zero3()));
-    auto sharded_model = initial_model();
-    sharded.prepare(sharded_model);
-    EXPECT_EQ(error_of([&] { sharded.save_state(dir.path() + "/state"); }),
-              "save_state at tp_size 2 with ZeRO stage 3 / FSDP FULL_SHARD is not built yet: the "
-              "shards of tensor-parallel parts are not gathered for checkpoints "
-              "(docs/tensor-parallel.md)");
-    EXPECT_FALSE(std::filesystem::exists(dir.path() + "/state")) << "nothing written";
-
     // A model the program split, under an Accelerator without tensor parallelism.
     Accelerator untouched(comm);
     auto split = initial_model();

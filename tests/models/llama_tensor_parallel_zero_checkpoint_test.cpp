@@ -1,4 +1,4 @@
-// save_state at tensor parallelism under ZeRO stages 1 and 2, on thread
+// save_state at tensor parallelism under ZeRO stages 1-3, on thread
 // ranks: each tp rank saves its shards of its parts, and the checkpoint
 // resumes at another tp, another dp and without ZeRO with the uninterrupted
 // losses and the saved weights; the optimizer state survives a round trip
@@ -117,6 +117,41 @@ TEST(LlamaTensorParallelZeroCheckpoint, Tp2TimesZero2ResumesAtOtherTpAndDpAndWit
                              resume.what + ", rank " + std::to_string(rank));
     }
   }
+}
+
+TEST(LlamaTensorParallelZeroCheckpoint, Tp2TimesZero3ResumesAtOtherTpAndDp) {
+  // Stage 3 saves the weights whole from every unit gathered and its parts
+  // made whole; each tp rank's optimizer shards apart, as at stage 2.
+  const auto tp2 = with(ParallelismConfig().tp_size(2), zero(3));
+  const auto uninterrupted = mean_losses(curves_of(4, tp2, 2), {0, 2});
+  accelerate::testing::TempDir dir;
+  const std::string folder = dir.path() + "/tp2-zero3";
+  Leg first, second;
+  first.steps = second.steps = kSteps / 2;
+  first.save_after = second.resume_from = folder;
+  const auto saved = curves_of(4, tp2, 2, first);
+  EXPECT_TRUE(std::filesystem::exists(folder + "/model.safetensors"));
+  EXPECT_TRUE(std::filesystem::exists(folder + "/optimizer_tp1_rank1.safetensors"));
+  const auto after = tail(uninterrupted, kSteps / 2);
+  const auto same = curves_of(4, tp2, 2, second);
+  expect_close(mean_losses(same, {0, 2}), after, 1e-6, "tp 2 x ZeRO-3 over 2");
+  const auto unsplit = curves_of(2, zero(3), 2, second);
+  expect_close(mean_losses(unsplit, {0, 1}), after, 1e-5, "tp 1 x ZeRO-3 over 2");
+  const auto plain = curves_of(4, {}, 1, second);
+  expect_close(mean_losses(plain, {0, 1, 2, 3}), after, 1e-5, "tp 1 x dp 4 without ZeRO");
+  for (int rank = 0; rank < 4; ++rank) {
+    expect_weights_bitwise(same[rank], saved[0], "tp 2 x ZeRO-3, rank " + std::to_string(rank));
+    expect_weights_bitwise(plain[rank], saved[0], "without ZeRO, rank " + std::to_string(rank));
+  }
+  // Saved at stage 3 without tp, resumed at tp 2 x ZeRO-3.
+  const std::string unsplit_folder = dir.path() + "/tp1-zero3";
+  Leg save_unsplit = first, resume_split = second;
+  save_unsplit.save_after = resume_split.resume_from = unsplit_folder;
+  const auto saved_unsplit = curves_of(2, zero(3), 2, save_unsplit);
+  const auto split = curves_of(4, tp2, 2, resume_split);
+  expect_close(mean_losses(split, {0, 2}), mean_losses(unsplit, {0, 1}), 1e-5,
+               "saved at tp 1, resumed at tp 2 x ZeRO-3");
+  expect_weights_bitwise(split[3], saved_unsplit[0], "saved at tp 1, resumed at tp 2 x ZeRO-3");
 }
 
 TEST(LlamaTensorParallelZeroCheckpoint, OptimizerStateSurvivesARoundTripThroughAnotherTpBitwise) {
