@@ -3,7 +3,8 @@
 # (its LibTorch), CMake and nvcc, but no network and no Debian packages, it
 # builds only what it runs and then
 #   1. runs every GPU test (build-gpu/tests/gpu/gpu_test: NCCL collectives
-#      through our Communicator, the reducer with CUDA buckets, CUDA autocast,
+#      through our Communicator, a Llama split by tensor parallelism over NCCL
+#      with 2 GPUs or more, the reducer with CUDA buckets, CUDA autocast,
 #      the GradScaler's fused kernels against the portable path, ZeRO-3 with
 #      pinned CPU offload, pin_memory),
 #   2. trains examples/mnist on the GPU in fp32, bf16 and fp16 (accuracy,
@@ -169,6 +170,7 @@ step build 300 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" || t
 if [[ -x "$build/tests/gpu/gpu_test" ]]; then
   step gpu-tests 120 "$build/tests/gpu/gpu_test" || true
   grep -E '^\[  (PASSED|FAILED|SKIPPED) \]' "$build/gpu-tests.log" | tee -a "$summary"
+  ((gpus >= 2)) || say "  tensor parallelism over NCCL: SKIPPED (needs 2 GPUs; this machine has $gpus)"
   # LibTorch 2.x warns at exit about NCCL groups never shut down; ours are.
   if grep -q 'destroy_process_group() was not called' "$build/gpu-tests.log"; then
     say "gpu-tests: FAILED: an NCCL group was destroyed without shutdown (warning in $build/gpu-tests.log)"

@@ -84,7 +84,9 @@ class Accelerator {
   // tensor parallelism). prepare() splits a model over it by the model's
   // own plan (accelerate/tensor_parallel_plan.h); prepared loaders give every
   // rank of a group the same batches; clip_grad_norm_ counts each
-  // replicated parameter once (docs/tensor-parallel.md).
+  // replicated parameter once (docs/tensor-parallel.md). Its
+  // sequence_parallel() is ParallelismConfig::tp_sequence_parallel, which
+  // the models' plans read.
   const TensorParallel& tensor_parallel() const { return tensor_parallel_; }
 
   // ---- Gradient accumulation -----------------------------------------------

@@ -128,6 +128,16 @@ class ParallelLinearImpl : public torch::nn::Cloneable<ParallelLinearImpl>,
 };
 TORCH_MODULE(ParallelLinear);
 
+// The results of several layers on one input x, each as layer->forward(x)
+// gives it, computed with one input collective when the layers are colwise
+// and split alike (the same group and sequence parallelism), as one fused
+// layer would be: attention's q, k and v, an MLP's gate and up. Forward and
+// backward then move x once, not once per layer (their input gradients add
+// up before the one all-reduce, or reduce-scatter under sequence
+// parallelism). Layers split otherwise each run their own forward.
+std::vector<at::Tensor> forward_sharing_input(const at::Tensor& x,
+                                              const std::vector<ParallelLinear>& layers);
+
 // torch::nn::Embedding (no padding_idx, max_norm or sparse) that tensor
 // parallelism can split by vocabulary ("rowwise"): each rank holds the rows
 // of its tensor_parallel_range of the vocabulary, looks up the ids in it
@@ -143,8 +153,11 @@ class ParallelEmbeddingImpl : public torch::nn::Cloneable<ParallelEmbeddingImpl>
 
   void reset() override;
   void reset_parameters();  // N(0, 1), as torch::nn::Embedding
-  // kReplicate or kRowwise; other styles, and sequence parallelism (the
-  // embedding's result is whole on every rank), are refused with one line.
+  // kReplicate or kRowwise; other styles are refused with one line.
+  // `sequence_parallel` (split rowwise): the result is this rank's tokens,
+  // [batch, tokens / tp, dim], the group's sum reduce-scattered (Megatron's
+  // embedding under sequence parallelism: the bytes of the all-reduce it
+  // replaces); the tokens must divide by tp.
   void parallelize(TensorParallelStyle style, const TensorParallel& tp,
                    bool sequence_parallel = false) override;
   at::Tensor forward(const at::Tensor& input_ids);
@@ -161,6 +174,7 @@ class ParallelEmbeddingImpl : public torch::nn::Cloneable<ParallelEmbeddingImpl>
  private:
   torch::nn::EmbeddingOptions options_;
   TensorParallelStyle style_ = TensorParallelStyle::kReplicate;
+  bool sequence_parallel_ = false;
   TensorParallel tp_;
 };
 TORCH_MODULE(ParallelEmbedding);

@@ -11,13 +11,15 @@
 //
 // The product of the sizes must be the job's processes (all sizes 1: data
 // parallelism over every process, as in Accelerate); dp_shard_size above 1
-// needs the FSDP plugin; tp_size and cp_size (tensor and context
-// parallelism) are accepted only as 1. sp_size above 1 is sequence
+// needs the FSDP plugin; tp_size above 1 is tensor parallelism
+// (docs/tensor-parallel.md: tp consecutive ranks split each layer of a model
+// with a plan, Accelerator::tensor_parallel()); cp_size (context
+// parallelism) is accepted only as 1. sp_size above 1 is sequence
 // parallelism (DeepSpeed Ulysses, docs/sequence-parallel.md): groups of
 // sp_size consecutive ranks split every sequence between them, and
-// world = dp_replicate_size x dp_shard_size x sp_size (sizes all 1 but
-// sp_size: world / sp_size replicas). Accelerator::sequence_parallel()
-// gives the model its group. Anything else is a ConfigError when
+// world = dp_replicate_size x dp_shard_size x sp_size x tp_size (sizes all
+// 1 but sp_size and tp_size: world / (sp_size x tp_size) replicas).
+// Accelerator::sequence_parallel() gives the model its group. Anything else is a ConfigError when
 // the Accelerator is built, naming the sizes. `accelerate launch` passes
 // the same sizes as PARALLELISM_CONFIG_* (docs/launching.md); sizes set here
 // replace those.
@@ -37,6 +39,12 @@ struct ParallelismConfig {
   ACCELERATE_ARG(int, sp_size) = 1;
   ACCELERATE_ARG(SequenceParallelBackend, sp_backend) = SequenceParallelBackend::kDeepSpeed;
   ACCELERATE_ARG(int, tp_size) = 1;
+  // Megatron's sequence parallelism between the tensor-parallel layers
+  // (docs/tensor-parallel.md): the norms, residuals and embedding output
+  // hold 1/tp of the tokens, all-gathers and reduce-scatters replace the
+  // all-reduces. An accelerate-cpp setting (Megatron-LM's
+  // --sequence-parallel); no effect at tp_size 1. The Llama family has it.
+  ACCELERATE_ARG(bool, tp_sequence_parallel) = false;
   ACCELERATE_ARG(int, cp_size) = 1;
 };
 

@@ -34,11 +34,20 @@ namespace accelerate {
 
 // This process's tensor-parallel group. Default: a group of one (nothing is
 // split; every function below is then the identity or the plain computation).
+// `sequence_parallel`: Megatron's sequence parallelism (below) between the
+// split layers of the models that read it (their plans split the norms'
+// activations along tokens); meaningless in a group of one, where
+// sequence_parallel() is false.
 class TensorParallel : public detail::ParallelGroup {
  public:
   TensorParallel() = default;
   // `group`: the communicator of this process's group (null: one process).
-  explicit TensorParallel(std::shared_ptr<Communicator> group) : ParallelGroup(std::move(group)) {}
+  explicit TensorParallel(std::shared_ptr<Communicator> group, bool sequence_parallel = false)
+      : ParallelGroup(std::move(group)), sequence_parallel_(sequence_parallel) {}
+  bool sequence_parallel() const { return sequence_parallel_ && enabled(); }
+
+ private:
+  bool sequence_parallel_ = false;
 };
 
 // The part [start, start + length) of `total` rows (features, vocabulary

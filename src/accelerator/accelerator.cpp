@@ -128,7 +128,8 @@ void Accelerator::form_mesh(const EngineChoice& engine) {
   if (mesh_->shape().sp > 1)
     sequence_parallel_ = SequenceParallel(mesh_->group({distributed::MeshDim::kSp}));
   if (mesh_->shape().tp > 1)
-    tensor_parallel_ = TensorParallel(mesh_->group({distributed::MeshDim::kTp}));
+    tensor_parallel_ =
+        TensorParallel(mesh_->group({distributed::MeshDim::kTp}), engine.tp_sequence_parallel);
   tensor_parallel_parts_ = std::make_unique<TensorParallelParts>();
   batch_comm_ = mesh_->group(distributed::kBatchDims);
 }

@@ -49,6 +49,7 @@ EngineChoice choose_engine(const AcceleratorOptions& options, const Environment&
   // A DeepSpeed file's autotp_size counts where the parallelism sizes are not in use.
   const int tp = sharded ? sharded->tensor_parallel_size : sizes ? sizes->tp : 1;
   choice.mesh_shape = job_mesh_shape(job.world_size, sizes ? sizes->sp : 1, tp, sharded);
+  choice.tp_sequence_parallel = sizes && sizes->tp_sequence_parallel;
   if (!sharded) {
     choice.build = [sync_options](distributed::DeviceMesh& mesh, std::shared_ptr<GradScaler>) {
       return std::make_unique<DataParallelEngine>(mesh.group(distributed::kReplicaDims),

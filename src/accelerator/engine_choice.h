@@ -30,6 +30,9 @@ struct EngineChoice {
   // (FSDP's hybrid strategies and dp_shard_size: shards within groups of
   // consecutive ranks, replicated across them).
   distributed::MeshShape mesh_shape;
+  // Megatron's sequence parallelism on the tp dimension
+  // (ParallelismConfig::tp_sequence_parallel): TensorParallel's flag.
+  bool tp_sequence_parallel = false;
   // Builds the engine once the job is connected and its mesh laid out;
   // `scaler` is the fp16 loss scaler, or null.
   std::function<std::unique_ptr<ParallelEngine>(distributed::DeviceMesh& mesh,

@@ -5,7 +5,9 @@
 // docs/sharding.md); sp_size ranks of each sequence-parallel group split
 // every sequence between them (DeepSpeed Ulysses, docs/sequence-parallel.md);
 // tp_size consecutive ranks split each layer of a model with a
-// tensor-parallel plan (docs/tensor-parallel.md); cp_size is read so that a
+// tensor-parallel plan (docs/tensor-parallel.md), with Megatron's sequence
+// parallelism between the split layers when tp_sequence_parallel is true
+// (an accelerate-cpp setting: Accelerate has none); cp_size is read so that a
 // value above 1 is refused rather than ignored.
 #include "common/settings.h"
 
@@ -78,6 +80,17 @@ const Setting<int> kParallelismTpSize{
     1,
     parse_count,
     format_int};
+
+const Setting<bool> kParallelismTpSequenceParallel{
+    {"PARALLELISM_CONFIG_TP_SEQUENCE_PARALLEL",
+     "--parallelism_config_tp_sequence_parallel / "
+     "parallelism_config.parallelism_config_tp_sequence_parallel",
+     kBoolExpectation, "false",
+     "Megatron's sequence parallelism at tp_size above 1: norms and residuals on 1/tp of the "
+     "tokens (Llama family)"},
+    false,
+    parse_bool,
+    format_bool};
 
 const Setting<int> kParallelismCpSize{
     {"PARALLELISM_CONFIG_CP_SIZE",

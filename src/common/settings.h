@@ -132,7 +132,9 @@ extern const Setting<int> kParallelismDpShardSize;        // PARALLELISM_CONFIG_
 extern const Setting<int> kParallelismSpSize;             // PARALLELISM_CONFIG_SP_SIZE
 extern const Setting<std::string> kParallelismSpBackend;  // PARALLELISM_CONFIG_SP_BACKEND
 extern const Setting<int> kParallelismTpSize;             // PARALLELISM_CONFIG_TP_SIZE
-extern const Setting<int> kParallelismCpSize;             // PARALLELISM_CONFIG_CP_SIZE
+extern const Setting<bool>
+    kParallelismTpSequenceParallel;            // PARALLELISM_CONFIG_TP_SEQUENCE_PARALLEL
+extern const Setting<int> kParallelismCpSize;  // PARALLELISM_CONFIG_CP_SIZE
 
 // Every setting above, in that order.
 const std::vector<Description>& all();

@@ -48,6 +48,7 @@ const std::vector<Description>& all() {
                                                         kParallelismSpSize.about,
                                                         kParallelismSpBackend.about,
                                                         kParallelismTpSize.about,
+                                                        kParallelismTpSequenceParallel.about,
                                                         kParallelismCpSize.about};
   return descriptions;
 }

@@ -62,6 +62,8 @@
   X(parallelism_config, parallelism_config_sp_backend, std::string, kParallelismSpBackend,        \
     "deepspeed", S)                                                                               \
   X(parallelism_config, parallelism_config_tp_size, int, kParallelismTpSize, "N", I)              \
+  X(parallelism_config, parallelism_config_tp_sequence_parallel, bool,                            \
+    kParallelismTpSequenceParallel, "true|false", B)                                              \
   X(parallelism_config, parallelism_config_cp_size, int, kParallelismCpSize, "N", I)
 
 namespace accelerate::settings {

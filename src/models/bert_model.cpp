@@ -94,8 +94,10 @@ at::Tensor BertSelfAttentionImpl::forward(const at::Tensor& x, const at::Tensor&
   auto heads = [&](const at::Tensor& projected) {
     return projected.view({batch, tokens, my_heads, head_dim_}).transpose(1, 2);
   };
+  // One input collective for the three (one all-reduce backward, not three).
+  const std::vector<at::Tensor> qkv = forward_sharing_input(x, {query, key, value});
   const at::Tensor attended =
-      bidirectional_attention(heads(query(x)), heads(key(x)), heads(value(x)), key_mask,
+      bidirectional_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), key_mask,
                               AttentionOptions().dropout_p(is_training() ? dropout_ : 0.0));
   return attended.transpose(1, 2).reshape({batch, tokens, my_heads * head_dim_});
 }
@@ -195,6 +197,7 @@ void BertModelImpl::parallelize(const TensorParallel& tp) {
     throw Error("BERT: the model is split over tp_size " + std::to_string(tensor_parallel_.size()) +
                 " already");
   }
+  refuse_tensor_sequence_parallel("BERT", tp);
   require_divisible_by_group("BERT", config_.num_attention_heads, "num_attention_heads", tp.size(),
                              "tp_size");
   parallelize_module(*this, tensor_parallel_plan(), tp);

@@ -267,6 +267,7 @@ void GPT2LMHeadModelImpl::parallelize(const TensorParallel& tp) {
     throw Error("GPT-2: the model is split over tp_size " +
                 std::to_string(tensor_parallel().size()) + " already");
   }
+  refuse_tensor_sequence_parallel("GPT-2", tp);
   require_divisible_by_group("GPT-2", config_.n_head, "n_head", tp.size(), "tp_size");
   require_divisible_by_group("GPT-2", config_.vocab_size,
                              "vocab_size (the logits are gathered whole)", tp.size(), "tp_size");

@@ -64,7 +64,10 @@ LlamaRMSNormImpl::LlamaRMSNormImpl(int64_t width, double eps_) : eps(eps_) {
   weight = register_parameter("weight", at::ones({width}));
 }
 
-at::Tensor LlamaRMSNormImpl::forward(const at::Tensor& x) { return rms_norm(x, weight, eps); }
+at::Tensor LlamaRMSNormImpl::forward(const at::Tensor& x) {
+  if (!tensor_parallel_.sequence_parallel()) return rms_norm(x, weight, eps);
+  return rms_norm(x, copy_to_tensor_parallel(weight, tensor_parallel_), eps);
+}
 
 LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& config, int64_t layer)
     : heads_(config.num_attention_heads),
@@ -81,7 +84,10 @@ LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& config, int64_t layer)
 
 at::Tensor LlamaAttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos,
                                        const at::Tensor& sin) {
-  const int64_t batch = x.size(0), tokens = x.size(1);
+  // q, k and v read x through one collective (under sequence parallelism,
+  // every rank's tokens gathered: `tokens` counts them all).
+  const std::vector<at::Tensor> projected = forward_sharing_input(x, {q_proj, k_proj, v_proj});
+  const int64_t batch = projected[0].size(0), tokens = projected[0].size(1);
   // [batch, tokens, count, d]: the projection's layout, where the rotation
   // runs on contiguous rows; then heads before tokens for attention.
   auto heads = [&](const at::Tensor& projected, int64_t count) {
@@ -92,9 +98,9 @@ at::Tensor LlamaAttentionImpl::forward(const at::Tensor& x, const at::Tensor& co
   const int64_t my_heads = heads_ / tensor_parallel_.size();
   const int64_t my_kv_heads = kv_heads_ / tensor_parallel_.size();
   // cos/sin [tokens, d] broadcast over batch and heads.
-  const at::Tensor q = rotary_embedding(heads(q_proj(x), my_heads), cos, sin).transpose(1, 2);
-  const at::Tensor k = rotary_embedding(heads(k_proj(x), my_kv_heads), cos, sin).transpose(1, 2);
-  const at::Tensor v = heads(v_proj(x), my_kv_heads).transpose(1, 2);
+  const at::Tensor q = rotary_embedding(heads(projected[0], my_heads), cos, sin).transpose(1, 2);
+  const at::Tensor k = rotary_embedding(heads(projected[1], my_kv_heads), cos, sin).transpose(1, 2);
+  const at::Tensor v = heads(projected[2], my_kv_heads).transpose(1, 2);
   const int64_t groups = heads_ / kv_heads_;
   // The scale is 1/sqrt(head_dim), transformers' `scaling`. Keys and values
   // are repeated per query head before a sequence-parallel split, so the
@@ -117,7 +123,8 @@ LlamaMLPImpl::LlamaMLPImpl(const LlamaConfig& config) {
 }
 
 at::Tensor LlamaMLPImpl::forward(const at::Tensor& x) {
-  return down_proj(silu_mul(gate_proj(x), up_proj(x)));
+  const std::vector<at::Tensor> gate_up = forward_sharing_input(x, {gate_proj, up_proj});
+  return down_proj(silu_mul(gate_up[0], gate_up[1]));
 }
 
 LlamaDecoderLayerImpl::LlamaDecoderLayerImpl(const LlamaConfig& config, int64_t layer) {
@@ -157,6 +164,13 @@ RotaryTables LlamaModelImpl::rotary(const at::Tensor& positions) const {
 }
 
 at::Tensor LlamaModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& position_ids) {
+  const at::Tensor hidden = hidden_part(input_ids, position_ids);
+  if (!tensor_parallel_.sequence_parallel()) return hidden;
+  return gather_from_tensor_parallel(hidden, tensor_parallel_, /*dim=*/1);
+}
+
+at::Tensor LlamaModelImpl::hidden_part(const at::Tensor& input_ids,
+                                       const at::Tensor& position_ids) {
   if (input_ids.dim() != 2) {
     throw Error("Llama: input_ids must be [batch, tokens], not " + c10::str(input_ids.sizes()));
   }
@@ -164,6 +178,11 @@ at::Tensor LlamaModelImpl::forward(const at::Tensor& input_ids, const at::Tensor
       (position_ids.dim() != 1 || position_ids.size(0) != input_ids.size(1))) {
     throw Error("Llama: position_ids must be [" + std::to_string(input_ids.size(1)) + "], not " +
                 c10::str(position_ids.sizes()));
+  }
+  if (tensor_parallel_.sequence_parallel() && input_ids.size(1) % tensor_parallel_.size() != 0) {
+    throw Error("Llama: " + std::to_string(input_ids.size(1)) +
+                " tokens are not divisible by tp_size " + std::to_string(tensor_parallel_.size()) +
+                " (tp_sequence_parallel splits them between the layers)");
   }
   at::Tensor x = embed_tokens(input_ids);
   const RotaryTables rope = position_ids.defined() ? rotary(position_ids.to(x.device()))
@@ -198,8 +217,12 @@ void LlamaModelImpl::use_sequence_parallel(const SequenceParallel& sp) {
 void LlamaModelImpl::set_tensor_parallel(const TensorParallel& tp) {
   tensor_parallel_ = tp;
   for (const auto& child : *layers) {
-    child->as<LlamaDecoderLayer>()->self_attn->set_tensor_parallel(tp);
+    auto layer = child->as<LlamaDecoderLayer>();
+    layer->self_attn->set_tensor_parallel(tp);
+    layer->input_layernorm->set_tensor_parallel(tp);
+    layer->post_attention_layernorm->set_tensor_parallel(tp);
   }
+  norm->set_tensor_parallel(tp);
 }
 
 LlamaForCausalLMImpl::LlamaForCausalLMImpl(LlamaConfig config) : config_(std::move(config)) {
@@ -219,15 +242,20 @@ at::Tensor LlamaForCausalLMImpl::forward(const at::Tensor& input_ids,
 
 at::Tensor LlamaForCausalLMImpl::logits_part(const at::Tensor& input_ids,
                                              const at::Tensor& position_ids) {
-  const at::Tensor hidden = model(input_ids, position_ids);
+  // Under sequence parallelism this rank's tokens, which the colwise head
+  // gathers (every rank then computes its classes for all of them).
+  const at::Tensor hidden = model->hidden_part(input_ids, position_ids);
   if (lm_head) return lm_head(hidden);  // colwise: this rank's classes
   // Tied: the embedding's rows are the head's output features, so a split
   // embedding is a colwise head.
-  return at::linear(copy_to_tensor_parallel(hidden, tensor_parallel()),
-                    model->embed_tokens->weight);
+  const TensorParallel& tp = tensor_parallel();
+  return at::linear(
+      tp.sequence_parallel() ? gather_tokens(hidden, tp) : copy_to_tensor_parallel(hidden, tp),
+      model->embed_tokens->weight);
 }
 
-TensorParallelPlan LlamaForCausalLMImpl::tensor_parallel_plan(const LlamaConfig& config) {
+TensorParallelPlan LlamaForCausalLMImpl::tensor_parallel_plan(const LlamaConfig& config,
+                                                              bool sequence_parallel) {
   std::vector<std::pair<std::string, std::string>> words = {
       {"model.embed_tokens", "rowwise"},
       {"model.layers.*.self_attn.q_proj", "colwise"},
@@ -241,7 +269,9 @@ TensorParallelPlan LlamaForCausalLMImpl::tensor_parallel_plan(const LlamaConfig&
   // transformers' colwise_rep gathers the logits; colwise leaves each rank
   // its classes, for the vocab-parallel loss (forward() gathers them).
   if (!config.tie_word_embeddings) words.push_back({"lm_head", "colwise"});
-  return parse_tensor_parallel_plan(words);
+  TensorParallelPlan plan = parse_tensor_parallel_plan(words);
+  for (TensorParallelRule& rule : plan) rule.sequence_parallel = sequence_parallel;
+  return plan;
 }
 
 void LlamaForCausalLMImpl::parallelize(const TensorParallel& tp) {
@@ -260,7 +290,7 @@ void LlamaForCausalLMImpl::parallelize(const TensorParallel& tp) {
                                "num_attention_heads / tp_size", model->sequence_parallel().size(),
                                "sp_size");
   }
-  parallelize_module(*this, tensor_parallel_plan(config_), tp);
+  parallelize_module(*this, tensor_parallel_plan(config_, tp.sequence_parallel()), tp);
   model->set_tensor_parallel(tp);
 }
 

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <torch/nn/init.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -123,6 +124,44 @@ at::Tensor ParallelLinearImpl::forward(const at::Tensor& x) {
   return detail::split_linear_forward(x, weight, bias, split());
 }
 
+std::vector<at::Tensor> forward_sharing_input(const at::Tensor& x,
+                                              const std::vector<ParallelLinear>& layers) {
+  const auto split_of = [](const ParallelLinear& layer) {
+    return detail::LinearSplit{"ParallelLinear",
+                               layer->style(),
+                               layer->tensor_parallel(),
+                               layer->sequence_parallel(),
+                               layer->options().in_features(),
+                               layer->options().out_features()};
+  };
+  const auto alike = [&](const ParallelLinear& layer) {
+    const detail::LinearSplit split = split_of(layer), first = split_of(layers.front());
+    return split.splits() && split.style == TensorParallelStyle::kColwise &&
+           split.tp.group() == first.tp.group() &&
+           split.sequence_parallel == first.sequence_parallel;
+  };
+  std::vector<at::Tensor> results;
+  if (layers.empty() || !std::all_of(layers.begin(), layers.end(), alike)) {
+    for (const ParallelLinear& layer : layers) results.push_back(layer.ptr()->forward(x));
+    return results;
+  }
+  // Checked before the one collective, alike on every rank.
+  for (const ParallelLinear& layer : layers) detail::require_input_width(x, split_of(layer));
+  const TensorParallel& tp = layers.front()->tensor_parallel();
+  if (layers.front()->sequence_parallel()) {
+    std::vector<at::Tensor> weights, biases;
+    for (const ParallelLinear& layer : layers) {
+      weights.push_back(layer->weight);
+      biases.push_back(layer->bias);
+    }
+    return detail::sequence_parallel_colwise_products(x, weights, biases, tp);
+  }
+  const at::Tensor input = copy_to_tensor_parallel(x, tp);
+  for (const ParallelLinear& layer : layers)
+    results.push_back(at::linear(input, layer->weight, layer->bias));
+  return results;
+}
+
 // ---- ParallelEmbedding --------------------------------------------------
 
 ParallelEmbeddingImpl::ParallelEmbeddingImpl(const torch::nn::EmbeddingOptions& options)
@@ -182,16 +221,12 @@ void ParallelEmbeddingImpl::parallelize(TensorParallelStyle style, const TensorP
                                   "(rowwise) or not at all (replicate), not ") +
                       to_string(style));
   }
-  if (sequence_parallel && splits(style, tp)) {
-    throw ConfigError(split_layer_name("ParallelEmbedding", style, tp) +
-                      ": sequence parallelism is not taken here (the embedding's result is whole "
-                      "on every rank; scatter_tokens splits it)");
-  }
   if (splits(style, tp)) {
     require_splittable(options_.num_embeddings(), "embeddings",
                        split_layer_name("ParallelEmbedding", style, tp), tp);
   }
   style_ = style;
+  sequence_parallel_ = sequence_parallel;
   tp_ = tp;
   if (splits(style_, tp_)) keep_part(weight, 0, vocabulary_range());
 }
@@ -221,7 +256,8 @@ at::Tensor ParallelEmbeddingImpl::forward(const at::Tensor& input_ids) {
       padding >= rows.start && padding < rows.end() ? padding - rows.start : -1;
   const at::Tensor part =
       at::embedding(weight, local, local_padding).masked_fill(mine.logical_not().unsqueeze(-1), 0);
-  return reduce_from_tensor_parallel(part, tp_);
+  return sequence_parallel_ ? reduce_scatter_tokens(part, tp_)
+                            : reduce_from_tensor_parallel(part, tp_);
 }
 
 }  // namespace accelerate

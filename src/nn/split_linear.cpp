@@ -39,6 +39,14 @@ void check_linear_split(const LinearSplit& current, const LinearSplit& to) {
   }
 }
 
+void require_input_width(const at::Tensor& x, const LinearSplit& split) {
+  const int64_t width = x.dim() == 0 ? -1 : x.size(-1);
+  if (width != split.in_features) {
+    throw Error(split.name() + ": the input has " + std::to_string(width) + " features, not " +
+                std::to_string(split.in_features));
+  }
+}
+
 at::Tensor split_linear_forward(const at::Tensor& x, const at::Tensor& weight,
                                 const at::Tensor& bias, const LinearSplit& split) {
   const TensorParallel& tp = split.tp;
@@ -62,13 +70,10 @@ at::Tensor split_linear_forward(const at::Tensor& x, const at::Tensor& weight,
     at::Tensor y = reduce_scatter_tokens(partial, tp);
     return bias.defined() ? y + copy_to_tensor_parallel(bias, tp) : y;
   }
-  if (width != split.in_features) {
-    throw Error(split.name() + ": the input has " + std::to_string(width) + " features, not " +
-                std::to_string(split.in_features));
-  }
-  const at::Tensor whole =
-      split.sequence_parallel ? gather_tokens(x, tp) : copy_to_tensor_parallel(x, tp);
-  at::Tensor y = at::linear(whole, weight, bias);
+  require_input_width(x, split);  // before the collective: alike on every rank, never a hang
+  const at::Tensor y = split.sequence_parallel
+                           ? sequence_parallel_colwise_products(x, {weight}, {bias}, tp)[0]
+                           : at::linear(copy_to_tensor_parallel(x, tp), weight, bias);
   return split.style == TensorParallelStyle::kColwiseRep ? gather_from_tensor_parallel(y, tp, -1)
                                                          : y;
 }

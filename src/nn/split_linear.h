@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "accelerate/parallel_layers.h"
 
@@ -44,5 +45,18 @@ void check_linear_split(const LinearSplit& current, const LinearSplit& to);
 // contract): `weight` [out part, in] colwise, [out, in part] rowwise.
 at::Tensor split_linear_forward(const at::Tensor& x, const at::Tensor& weight,
                                 const at::Tensor& bias, const LinearSplit& split);
+
+// Colwise products of x under Megatron's sequence parallelism: x is this
+// rank's tokens [batch, tokens / tp, in]; each product is
+// linear(every rank's tokens gathered, weights[i], biases[i]) (a bias may be
+// undefined), one gather forward for all; backward gathers x again (only x
+// is kept, not the gathered input) and reduce-scatters x's gradient summed
+// over the products. In tensor_parallel.cpp, beside the collectives.
+std::vector<at::Tensor> sequence_parallel_colwise_products(const at::Tensor& x,
+                                                           const std::vector<at::Tensor>& weights,
+                                                           const std::vector<at::Tensor>& biases,
+                                                           const TensorParallel& tp);
+// Error (one line, naming the layer) unless x has the layer's input features.
+void require_input_width(const at::Tensor& x, const LinearSplit& split);
 
 }  // namespace accelerate::detail

@@ -9,6 +9,7 @@
 
 #include "accelerate/errors.h"
 #include "nn/group_capsule.h"
+#include "nn/split_linear.h"
 
 namespace accelerate {
 namespace {
@@ -193,6 +194,64 @@ at::Tensor gather_block(const at::Tensor& part, int64_t dim, int64_t length,
   return at::cat(parts, dim);
 }
 
+// Colwise products of one input whose tokens are split over the group
+// (Megatron's sequence parallelism) as one autograd node that keeps only this
+// rank's tokens for backward, not the gathered input: backward gathers them
+// again for the weights' gradients (Megatron's trade, so that the input is
+// held at 1/tp), and reduce-scatters the input's gradient summed over the
+// products, once for all of them. In the products' dtype (autocast's, when
+// it cast them), each gradient returned in its tensor's dtype. `biases`
+// holds the defined biases only (an input of a Function must be a tensor),
+// `has_bias` which products have one.
+struct GatheredColwiseProducts : torch::autograd::Function<GatheredColwiseProducts> {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, at::TensorList weights,
+                               at::TensorList biases, c10::List<bool> has_bias, c10::IValue group) {
+    ctx->saved_data["group"] = std::move(group);
+    const at::Tensor whole = gather_along(x, kTokenDim, group_in(ctx));
+    variable_list products;
+    variable_list saved{x};
+    size_t next_bias = 0;
+    for (size_t i = 0; i < weights.size(); ++i) {
+      products.push_back(has_bias.get(i) ? at::linear(whole, weights[i], biases[next_bias++])
+                                         : at::linear(whole, weights[i]));
+      saved.push_back(weights[i]);
+    }
+    ctx->save_for_backward(saved);
+    ctx->saved_data["has_bias"] = std::move(has_bias);
+    return products;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor& x = saved[0];
+    const c10::List<bool> has_bias = ctx->saved_data["has_bias"].toBoolList();
+    const size_t count = saved.size() - 1;
+    const at::Tensor whole = gather_along(x, kTokenDim, group_in(ctx));
+    at::Tensor input_grad = at::zeros(whole.sizes(), x.options());
+    variable_list weight_grads(count), bias_grads;
+    for (size_t i = 0; i < count; ++i) {
+      const at::Tensor& grad = grads[i];
+      const at::Tensor& weight = saved[i + 1];
+      if (!grad.defined()) {  // a product nothing read
+        if (has_bias.get(i)) bias_grads.emplace_back();
+        continue;
+      }
+      const at::Tensor rows = grad.reshape({-1, grad.size(-1)});
+      input_grad.add_(at::matmul(grad, weight.to(grad.scalar_type())).to(x.scalar_type()));
+      weight_grads[i] = rows.t()
+                            .mm(whole.reshape({-1, whole.size(-1)}).to(grad.scalar_type()))
+                            .to(weight.scalar_type());
+      if (has_bias.get(i)) bias_grads.push_back(rows.sum(0).to(weight.scalar_type()));
+    }
+    variable_list result{reduce_scatter_along(input_grad, kTokenDim, group_in(ctx))};
+    result.insert(result.end(), weight_grads.begin(), weight_grads.end());
+    result.insert(result.end(), bias_grads.begin(), bias_grads.end());
+    result.emplace_back();  // has_bias
+    result.emplace_back();  // the group
+    return result;
+  }
+};
+
 }  // namespace
 
 at::Tensor gather_whole(const at::Tensor& part, const TensorParallelPart& layout) {
@@ -252,4 +311,28 @@ at::Tensor scatter_tokens(const at::Tensor& x, const TensorParallel& tp) {
   return ScatterToGroup::apply(x, capsule_of(tp.group()), kTokenDim);
 }
 
+namespace detail {
+
+std::vector<at::Tensor> sequence_parallel_colwise_products(const at::Tensor& x,
+                                                           const std::vector<at::Tensor>& weights,
+                                                           const std::vector<at::Tensor>& biases,
+                                                           const TensorParallel& tp) {
+  require_token_rank(x, "sequence parallelism");
+  if (!tp.enabled()) {
+    std::vector<at::Tensor> products;
+    for (size_t i = 0; i < weights.size(); ++i)
+      products.push_back(at::linear(x, weights[i], biases[i]));
+    return products;
+  }
+  std::vector<at::Tensor> defined_biases;
+  c10::List<bool> has_bias;
+  for (const at::Tensor& bias : biases) {
+    has_bias.push_back(bias.defined());
+    if (bias.defined()) defined_biases.push_back(bias);
+  }
+  return GatheredColwiseProducts::apply(x, at::TensorList(weights), at::TensorList(defined_biases),
+                                        has_bias, capsule_of(tp.group()));
+}
+
+}  // namespace detail
 }  // namespace accelerate

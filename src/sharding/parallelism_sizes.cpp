@@ -40,6 +40,7 @@ std::optional<ParallelismSizes> parallelism_sizes(const settings::SettingValues&
   sizes.sp = settings::kParallelismSpSize.read_or_default(values);
   settings::kParallelismSpBackend.read_or_default(values);  // only "deepspeed" parses
   sizes.tp = settings::kParallelismTpSize.read_or_default(values);
+  sizes.tp_sequence_parallel = settings::kParallelismTpSequenceParallel.read_or_default(values);
   const int cp = settings::kParallelismCpSize.read_or_default(values);
   refuse_model_parallelism(values, settings::kParallelismCpSize, cp, "context parallelism");
   // The model-parallel groups, as " x sp_size 2 x tp_size 2" (what is above 1).

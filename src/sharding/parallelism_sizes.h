@@ -23,6 +23,8 @@ struct ParallelismSizes {
   // Tensor-parallel group size: the innermost dimension, so a group's ranks
   // are consecutive and share a machine (docs/tensor-parallel.md).
   int tp = 1;
+  // Megatron's sequence parallelism between the tensor-parallel layers.
+  bool tp_sequence_parallel = false;
 };
 
 // The sizes when ACCELERATE_USE_PARALLELISM_CONFIG is true, else nullopt.

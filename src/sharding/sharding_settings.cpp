@@ -106,6 +106,9 @@ settings::LayeredValues parallelism_values(const AcceleratorOptions& options,
   give(settings::kParallelismSpSize, "sp_size", config->sp_size());
   give(settings::kParallelismTpSize, "tp_size", config->tp_size());
   give(settings::kParallelismCpSize, "cp_size", config->cp_size());
+  values.set(settings::kParallelismTpSequenceParallel.variable(),
+             {settings::kParallelismTpSequenceParallel.format(config->tp_sequence_parallel()),
+              settings::Origin::flag("ParallelismConfig::tp_sequence_parallel")});
   return values;
 }
 

@@ -82,6 +82,9 @@ const std::vector<FlagCase> kEveryFlag = {
      "parallelism_config_sp_backend",
      "deepspeed"},
     {{"--parallelism_config_tp_size", "1"}, "parallelism_config_tp_size", "1"},
+    {{"--parallelism_config_tp_sequence_parallel", "True"},
+     "parallelism_config_tp_sequence_parallel",
+     "true"},
     {{"--parallelism_config_cp_size", "1"}, "parallelism_config_cp_size", "1"},
 };
 

@@ -52,6 +52,13 @@ TEST(LaunchParallelism, TensorParallelTimesHybridShardingReachesTheRanks) {
   const Environment env = build_child_environment(options, 0, {}, 8);
   EXPECT_EQ(env.at("PARALLELISM_CONFIG_TP_SIZE"), "2");
   EXPECT_EQ(env.at("PARALLELISM_CONFIG_DP_SHARD_SIZE"), "2");
+  EXPECT_EQ(env.count("PARALLELISM_CONFIG_TP_SEQUENCE_PARALLEL"), 0u);
+  const Environment megatron = build_child_environment(
+      resolved(args_with(kTwoByTwo, {"--parallelism_config_tp_size", "2",
+                                     "--parallelism_config_tp_sequence_parallel", "true",
+                                     "--num_processes", "8", "p"})),
+      0, {}, 8);
+  EXPECT_EQ(megatron.at("PARALLELISM_CONFIG_TP_SEQUENCE_PARALLEL"), "true");
 }
 
 TEST(LaunchParallelism, SizesThatCannotRunAreOneLineNamingTheirFlags) {

@@ -87,7 +87,12 @@ void expect_one_row(const std::string& section, const std::string& name,
   // A value given by the flag reaches the ranks under the setting's variable.
   LaunchOptions options;
   set_switch(options, section, true);
-  const std::string value = sample_text(setting);
+  std::string value = sample_text(setting);
+  // A parallelism_config section whose values are all false is off (no
+  // sizes in use), so its switch is sampled on.
+  if constexpr (std::is_same_v<T, bool>) {
+    if (section == "parallelism_config") value = "true";
+  }
   flag->apply(options, "--" + name, value);
   EXPECT_EQ(flag->show(options), value);
   const Environment env = build_child_environment(options, 0, Environment(), 1);
@@ -112,7 +117,7 @@ TEST(LaunchSettingRows, EveryShardingSettingsFlagKeyVariableAndHelpComeFromOneRo
   EXPECT_EQ(rows, static_cast<int>(settings::sharding_launch_settings().size()));
   EXPECT_EQ(settings::sharding_setting_names("deepspeed_config").size(), 7u);
   EXPECT_EQ(settings::sharding_setting_names("fsdp_config").size(), 12u);
-  EXPECT_EQ(settings::sharding_setting_names("parallelism_config").size(), 6u);
+  EXPECT_EQ(settings::sharding_setting_names("parallelism_config").size(), 7u);
 }
 
 }  // namespace

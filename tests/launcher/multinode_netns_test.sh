@@ -4,14 +4,18 @@
 # ranks of a real 4-rank job (static rendezvous on machine 0): first the
 # collectives, then a training run whose result must equal 4 local ranks' and
 # one process's, then the same run under FSDP's HYBRID_SHARD (sharded within
-# each machine, replicated across them). Also checks, before anything starts, that a main address
-# with no route is one clear error. Exit 77 (skipped) where namespaces cannot
+# each machine, replicated across them), then a Llama at tensor parallelism 2
+# inside each machine and data parallelism across (with and without
+# Megatron's sequence parallelism): only the data-parallel bytes cross the
+# link. Also checks, before anything starts, that a main address with no
+# route is one clear error. Exit 77 (skipped) where namespaces cannot
 # be created.
-#   multinode_netns_test.sh ACCELERATE COLLECTIVES_PROBE TRAINING_PROBE
+#   multinode_netns_test.sh ACCELERATE COLLECTIVES_PROBE TRAINING_PROBE [TENSOR_PARALLEL_PROBE]
 set -u
 ACCELERATE=$1
 PROBE=$2
 TRAINING=${3:-}
+TENSOR_PARALLEL=${4:-}
 skip() { echo "SKIPPED: $*"; exit 77; }
 fail() { echo "FAILED: $*"; exit 1; }
 
@@ -102,3 +106,32 @@ echo "$hybrid / $reference" | awk '{
   d1 = a[2] - ra[2]; d2 = b[2] - rb[2]; if (d1 < 0) d1 = -d1; if (d2 < 0) d2 = -d2;
   exit !(d1 < 1e-5 && d2 < 1e-5) }' || fail "HYBRID_SHARD gave '$hybrid', one process '$reference'"
 echo "ok: HYBRID_SHARD on 2 machines x 2 ranks = one process ($hybrid)"
+
+# 5. Tensor parallelism inside each machine (the mesh's innermost
+# dimension: ranks 0-1 on machine 0, 2-3 on machine 1), data parallelism
+# across: the tp groups move their activations without a byte off the
+# machine, the data-parallel group's gradients cross it, and the losses are
+# 4 local ranks'.
+[ -x "$TENSOR_PARALLEL" ] || { echo "note: no tensor_parallel_probe given; tp check skipped"; exit 0; }
+for megatron in false true; do
+  tp_flags=(--use_parallelism_config --parallelism_config_tp_size 2
+            --parallelism_config_tp_sequence_parallel "$megatron")
+  two_machines 29521 "${tp_flags[@]}" "$TENSOR_PARALLEL"
+  cat "$WORK/m0" "$WORK/m1" >"$WORK/tp_all"
+  for rank in 0 1 2 3; do
+    grep -q "^\[rank$rank\]: traffic tp group .* sent [1-9][0-9]* off_machine 0$" "$WORK/tp_all" ||
+      fail "rank $rank: its tp group moved nothing, or moved bytes off its machine (sequence parallel $megatron)"
+    grep -q "^\[rank$rank\]: traffic dp_replicate[a-z_ x]* group .* off_machine [1-9][0-9]*$" "$WORK/tp_all" ||
+      fail "rank $rank: its data-parallel group sent nothing across machines (sequence parallel $megatron)"
+  done
+  crossing=$(grep "traffic .* off_machine [1-9]" "$WORK/tp_all" | grep -v "traffic dp_replicate")
+  [ -z "$crossing" ] || fail "bytes crossed machines outside the data-parallel groups: $crossing"
+  in0 timeout 60 "$ACCELERATE" launch --cpu --num_processes 4 --main_process_port 29522 \
+    "${tp_flags[@]}" "$TENSOR_PARALLEL" >"$WORK/tp_local" 2>&1 ||
+    fail "4 local ranks at tp 2 failed: $(cat "$WORK/tp_local")"
+  multi=$(grep -o 'loss [0-9.]*' "$WORK/m0")
+  local_loss=$(grep -o 'loss [0-9.]*' "$WORK/tp_local")
+  [ -n "$multi" ] && [ "$multi" = "$local_loss" ] ||
+    fail "tp 2 x dp 2 on 2 machines gave '$multi', on 4 local ranks '$local_loss' (sequence parallel $megatron)"
+  echo "ok: tp 2 inside each machine x dp 2 across (sequence parallel $megatron): only dp bytes crossed; $multi as 4 local ranks"
+done

@@ -131,6 +131,11 @@ TEST(BertTensorParallel, WhatThePlanCannotSplitIsRefusedInOneLineOnEveryRank) {
     EXPECT_EQ(accelerate::testing::error_of([&] { three_heads->parallelize(tp); }),
               "BERT: num_attention_heads 3 is not divisible by tp_size 2");
     EXPECT_FALSE(three_heads->tensor_parallel().enabled()) << "nothing was split";
+    EXPECT_EQ(accelerate::testing::error_of([&] {
+                three_heads->parallelize(TensorParallel(comm, /*sequence_parallel=*/true));
+              }),
+              "BERT: tp_sequence_parallel (Megatron's sequence parallelism) is not built for "
+              "BERT yet (the Llama family has it); leave it off");
     am::BertConfig four_heads = tiny_config();
     four_heads.num_attention_heads = 4;
     am::BertForSequenceClassification split(four_heads);

@@ -240,6 +240,11 @@ TEST(GPT2TensorParallel, WhatThePlanCannotSplitIsRefusedInOneLineOnEveryRank) {
     EXPECT_EQ(accelerate::testing::error_of([&] { odd_heads->parallelize(tp); }),
               "GPT-2: n_head 3 is not divisible by tp_size 2");
     EXPECT_FALSE(odd_heads->tensor_parallel().enabled()) << "nothing was split";
+    am::GPT2LMHeadModel megatron(tiny_config());
+    EXPECT_EQ(accelerate::testing::error_of(
+                  [&] { megatron->parallelize(TensorParallel(comm, /*sequence_parallel=*/true)); }),
+              "GPT-2: tp_sequence_parallel (Megatron's sequence parallelism) is not built for "
+              "GPT-2 yet (the Llama family has it); leave it off");
     am::GPT2Config odd_vocab = tiny_config();
     odd_vocab.vocab_size = 47;
     am::GPT2LMHeadModel odd(odd_vocab);

@@ -29,8 +29,12 @@ TEST(LlamaTensorParallelAccelerator, TheMeshPutsTensorParallelInnermost) {
     EXPECT_EQ(accelerator.tensor_parallel().group()->job_rank(0), rank / 2 * 2);
     EXPECT_EQ(accelerator.sequence_parallel().size(), 2);
     EXPECT_EQ(accelerator.sequence_parallel().group()->job_rank(0), rank % 2);
-    Accelerator plain(comm);
+    EXPECT_FALSE(accelerator.tensor_parallel().sequence_parallel());
+    Accelerator megatron(comm, with(ParallelismConfig().tp_size(2).tp_sequence_parallel(true)));
+    EXPECT_TRUE(megatron.tensor_parallel().sequence_parallel());
+    Accelerator plain(comm, with(ParallelismConfig().tp_sequence_parallel(true)));
     EXPECT_FALSE(plain.tensor_parallel().enabled());
+    EXPECT_FALSE(plain.tensor_parallel().sequence_parallel()) << "nothing to split at tp_size 1";
   });
 }
 
@@ -86,6 +90,12 @@ void expect_tp2_follows(const AcceleratorOptions& reference, const AcceleratorOp
 
 TEST(LlamaTensorParallelAccelerator, Tp2TimesZero3OverFourEqualsZero3OverFour) {
   expect_tp2_follows(zero3(), with(ParallelismConfig().tp_size(2), zero3()), "tp 2 x ZeRO-3");
+}
+
+TEST(LlamaTensorParallelAccelerator, Tp2SequenceParallelTimesZero3EqualsZero3OverFour) {
+  expect_tp2_follows(zero3(),
+                     with(ParallelismConfig().tp_size(2).tp_sequence_parallel(true), zero3()),
+                     "tp 2 with sequence parallelism x ZeRO-3");
 }
 
 TEST(LlamaTensorParallelAccelerator, Tp2TimesFsdpDpShard2EqualsFsdpOverFour) {

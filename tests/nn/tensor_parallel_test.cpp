@@ -20,6 +20,7 @@
 #include "accelerate/errors.h"
 #include "accelerate/parallel_layers.h"
 #include "accelerate/tensor_parallel.h"
+#include "support/tensor_compare.h"
 #include "support/thread_ranks.h"
 
 namespace tensor_parallel_test {
@@ -30,24 +31,9 @@ using accelerate::ParallelLinear;
 using accelerate::TensorParallel;
 using accelerate::TensorParallelRange;
 using accelerate::TensorParallelStyle;
+using accelerate::testing::Draws;
+using accelerate::testing::relative_error;
 using accelerate::testing::run_rank_communicators;
-
-// max |a - b| / max |b| over the whole tensor.
-double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
-  EXPECT_EQ(a.sizes(), b.sizes());
-  if (!a.sizes().equals(b.sizes())) return 1.0;
-  const double scale = b.abs().max().item<double>();
-  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>() /
-         (scale > 0 ? scale : 1.0);
-}
-
-// Every rank draws the same tensors from a generator of its own (the rank
-// threads share the default one).
-struct Draws {
-  explicit Draws(uint64_t seed) : generator(at::detail::createCPUGenerator(seed)) {}
-  torch::Tensor operator()(std::vector<int64_t> shape) { return at::randn(shape, generator); }
-  at::Generator generator;
-};
 
 // The whole pair y = down(gelu(up(x))) and its input.
 struct PairCase {

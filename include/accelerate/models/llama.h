@@ -43,8 +43,16 @@ class LlamaRMSNormImpl : public torch::nn::Module {
  public:
   LlamaRMSNormImpl(int64_t width, double eps);
   at::Tensor forward(const at::Tensor& x);
+  // Set by LlamaForCausalLMImpl::parallelize. Under Megatron's sequence
+  // parallelism each rank normalises its own tokens, so the weight's
+  // gradient is summed over the group in backward: every rank then holds
+  // the whole gradient, as a parameter whole on every rank must.
+  void set_tensor_parallel(const TensorParallel& tp) { tensor_parallel_ = tp; }
   at::Tensor weight;
   double eps;
+
+ private:
+  TensorParallel tensor_parallel_;
 };
 TORCH_MODULE(LlamaRMSNorm);
 
@@ -64,7 +72,9 @@ class LlamaAttentionImpl : public torch::nn::Module {
   explicit LlamaAttentionImpl(const LlamaConfig& config, int64_t layer = 0);
   // x: [batch, tokens, hidden]; cos/sin: [tokens, head_dim]. With a
   // sequence-parallel group, this rank's tokens (and their positions'
-  // tables), attending over the group's whole sequence.
+  // tables), attending over the group's whole sequence. Under tensor
+  // parallelism's sequence parallelism x is this rank's 1/tp of those
+  // tokens, and so is the result (cos/sin are all of them).
   at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
   // Set by LlamaModelImpl::use_sequence_parallel (default: a group of one).
   void set_sequence_parallel(const SequenceParallel& sp) { sequence_parallel_ = sp; }
@@ -101,7 +111,10 @@ class LlamaDecoderLayerImpl : public torch::nn::Module {
 TORCH_MODULE(LlamaDecoderLayer);
 
 // The decoder without its head: token ids [batch, tokens] -> the final
-// normed hidden states [batch, tokens, hidden].
+// normed hidden states [batch, tokens, hidden]. Under tensor parallelism's
+// sequence parallelism (TensorParallel::sequence_parallel) the embedding,
+// the norms and the residuals between the split layers run on each rank's
+// 1/tp of the tokens, and forward() gathers the hidden states whole.
 class LlamaModelImpl : public torch::nn::Module {
  public:
   explicit LlamaModelImpl(const LlamaConfig& config);
@@ -109,6 +122,11 @@ class LlamaModelImpl : public torch::nn::Module {
   // 0..tokens-1); with a sequence-parallel group, each rank passes its
   // slice and the slice's positions.
   at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& position_ids = {});
+  // forward() before that gather: under sequence parallelism this rank's
+  // tokens [batch, tokens / tp, hidden] (tp must divide the tokens; one-line
+  // error), else the same as forward(). For a head that gathers the tokens
+  // itself (a colwise one).
+  at::Tensor hidden_part(const at::Tensor& input_ids, const at::Tensor& position_ids = {});
   ParallelEmbedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};  // of LlamaDecoderLayer
   LlamaRMSNorm norm{nullptr};
@@ -181,11 +199,17 @@ class LlamaForCausalLMImpl : public torch::nn::Module, public TensorParallelMode
   // take the vocab-parallel cross-entropy over each rank's classes) with the
   // embedding split by vocabulary: q/k/v, gate and up colwise; o_proj and
   // down rowwise; the norms whole. A tied head is the embedding's rows.
-  static TensorParallelPlan tensor_parallel_plan(const LlamaConfig& config);
+  // `sequence_parallel`: every split layer takes Megatron's sequence
+  // parallelism (the activations between them split along tokens).
+  static TensorParallelPlan tensor_parallel_plan(const LlamaConfig& config,
+                                                 bool sequence_parallel = false);
   // Splits the model over `tp` by that plan, on weights every rank of the
   // group holds whole and alike (built from one seed or loaded): the
   // attention heads, key/value heads and MLP features are split; forward()
-  // gathers the logits whole, the losses never do. Errors (one line, before anything is
+  // gathers the logits whole, the losses never do. With
+  // tp.sequence_parallel() the plan's sequence-parallel form: the norms and
+  // residuals hold 1/tp of the tokens, whose count tp must then divide
+  // (checked at each forward). Errors (one line, before anything is
   // split) naming the sizes: heads, key/value heads, or (the logits being
   // gathered) vocab_size not divisible by tp; the model split already.
   void parallelize(const TensorParallel& tp) override;
