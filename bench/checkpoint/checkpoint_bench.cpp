@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/accelerator.h"
+#include "accelerate/accelerator/accelerator.h"
 
 namespace fs = std::filesystem;
 

@@ -18,7 +18,7 @@
 // explicit kernel. On a CPU where the explicit kernel's float products are
 // the library's own (src/nn/small_gemm.h), one more float line runs it on
 // LibTorch's products (OpenBLAS on Debian's build) for comparison.
-#include <accelerate/attention.h>
+#include <accelerate/nn/attention.h>
 #include <torch/torch.h>
 
 #include "nn/blocked_causal_attention.h"

@@ -27,7 +27,7 @@
 // --trace.
 #include <accelerate/accelerate.h>
 #include <accelerate/detail/trainer_optimizer.h>
-#include <accelerate/trainer.h>
+#include <accelerate/trainer/trainer.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 
 #include <chrono>

@@ -18,7 +18,7 @@ Same as examples/gpt under accelerate::Trainer, piece by piece:
             each global step of B*W samples (Accelerate's batch sharding)
   optimizer AdamW (0.9, 0.999, 1e-8), weight decay on all but biases and
             LayerNorm, clipping to 1.0, Hugging Face's cosine schedule with
-            linear warm-up (include/accelerate/lr_schedule.h)
+            linear warm-up (include/accelerate/schedule/lr_schedule.h)
   bf16      forward and loss under torch.autocast("cpu", torch.bfloat16)
   DDP       --nproc 2: torch.multiprocessing ranks on gloo at 127.0.0.1,
             torch.nn.parallel.DistributedDataParallel

@@ -28,8 +28,8 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/communicator.h"
-#include "accelerate/gradient_reducer.h"
+#include "accelerate/distributed/communicator.h"
+#include "accelerate/parallel/gradient_reducer.h"
 #include "support/forked_ranks.h"
 
 namespace {

@@ -24,7 +24,7 @@
 #include <optional>
 #include <string>
 
-#include "accelerate/autocast.h"
+#include "accelerate/precision/autocast.h"
 #include "compat/memory_compat.h"
 #include "presets.h"
 

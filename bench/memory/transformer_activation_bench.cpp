@@ -26,11 +26,11 @@
 #include <optional>
 #include <string>
 
-#include "accelerate/activation_checkpointing.h"
-#include "accelerate/autocast.h"
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/memory/activation_checkpointing.h"
 #include "accelerate/models/bert.h"
 #include "accelerate/models/llama.h"
+#include "accelerate/precision/autocast.h"
 #include "compat/memory_compat.h"
 
 namespace {

@@ -16,12 +16,12 @@
 //
 // Prints one line per op and dtype: the median ms of --repeats passes after
 // two warm-up passes, each side, and composite / fused (> 1: fused faster).
-#include <accelerate/activations.h>
-#include <accelerate/cpu_capability.h>
-#include <accelerate/cross_entropy.h>
-#include <accelerate/malloc_tuning.h>
-#include <accelerate/rms_norm.h>
-#include <accelerate/rotary_embedding.h>
+#include <accelerate/common/cpu_capability.h>
+#include <accelerate/common/malloc_tuning.h>
+#include <accelerate/nn/activations.h>
+#include <accelerate/nn/cross_entropy.h>
+#include <accelerate/nn/rms_norm.h>
+#include <accelerate/nn/rotary_embedding.h>
 #include <torch/torch.h>
 
 #include "support/median_ms.h"

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/communicator.h"
+#include "accelerate/distributed/communicator.h"
 
 namespace bench {
 

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/tokenizer.h"
+#include "accelerate/text/tokenizer.h"
 
 namespace fs = std::filesystem;
 

@@ -7,7 +7,7 @@
 
 #include <vector>
 
-#include "accelerate/unit_forward.h"
+#include "accelerate/sharding/unit_forward.h"
 
 namespace bench {
 

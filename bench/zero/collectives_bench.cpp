@@ -28,8 +28,8 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/communicator.h"
-#include "accelerate/malloc_tuning.h"
+#include "accelerate/common/malloc_tuning.h"
+#include "accelerate/distributed/communicator.h"
 #include "support/flag_pairs.h"
 #include "support/forked_ranks.h"
 

@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/accelerator.h"
+#include "accelerate/accelerator/accelerator.h"
 #include "compat/memory_compat.h"
 #include "support/forked_ranks.h"
 #include "zero/block_stack.h"

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/accelerator.h"
+#include "accelerate/accelerator/accelerator.h"
 #include "zero/block_stack.h"
 
 namespace zero_training_bench {

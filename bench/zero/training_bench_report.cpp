@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-#include "accelerate/malloc_tuning.h"
+#include "accelerate/common/malloc_tuning.h"
 #include "compat/memory_compat.h"
 #include "zero/training_bench.h"
 

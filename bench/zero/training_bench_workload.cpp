@@ -6,9 +6,9 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "accelerate/environment.h"
-#include "accelerate/fsdp_plugin.h"
-#include "accelerate/parallelism_config.h"
+#include "accelerate/common/environment.h"
+#include "accelerate/distributed/parallelism_config.h"
+#include "accelerate/sharding/fsdp_plugin.h"
 #include "support/flag_pairs.h"
 #include "zero/training_bench.h"
 #if ACCELERATE_BENCH_HAS_GPT

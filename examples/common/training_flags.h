@@ -10,7 +10,7 @@
 //   accelerate::TrainingArguments args = examples::training_arguments(training);
 #pragma once
 
-#include <accelerate/training_arguments.h>
+#include <accelerate/trainer/training_arguments.h>
 
 #include <cstdint>
 #include <string>

@@ -13,7 +13,7 @@
 // the folder's tokenizer files, which transformers' from_pretrained loads.
 // docs/finetune.md.
 #include <accelerate/accelerate.h>
-#include <accelerate/trainer.h>
+#include <accelerate/trainer/trainer.h>
 
 #include <algorithm>
 #include <chrono>

@@ -1,7 +1,7 @@
 #include "text_blocks.h"
 
 #include <ATen/ATen.h>
-#include <accelerate/errors.h>
+#include <accelerate/common/errors.h>
 
 #include <fstream>
 #include <iterator>

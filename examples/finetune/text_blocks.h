@@ -6,8 +6,8 @@
 // target are both the block: the causal-LM loss shifts the labels itself.
 #pragma once
 
-#include <accelerate/dataset.h>
-#include <accelerate/tokenizer.h>
+#include <accelerate/data/dataset.h>
+#include <accelerate/text/tokenizer.h>
 
 #include <cstdint>
 #include <memory>

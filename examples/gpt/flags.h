@@ -4,7 +4,7 @@
 // default and help; `gpt --help` and `gpt generate --help` list them.
 #pragma once
 
-#include <accelerate/training_arguments.h>
+#include <accelerate/trainer/training_arguments.h>
 
 #include <cstdint>
 #include <string>

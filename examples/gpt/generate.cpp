@@ -1,7 +1,7 @@
 #include "generate.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <accelerate/scope_guard.h>
+#include <accelerate/common/scope_guard.h>
 #include <torch/torch.h>
 
 #include <cmath>

@@ -1,6 +1,6 @@
 #include "token_data.h"
 
-#include <accelerate/errors.h>
+#include <accelerate/common/errors.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>

@@ -8,8 +8,8 @@
 // docs/gpt.md ("Data") describes the file format and the cache.
 #pragma once
 
-#include <accelerate/bpe_tokenizer.h>
-#include <accelerate/dataset.h>
+#include <accelerate/data/dataset.h>
+#include <accelerate/text/bpe_tokenizer.h>
 
 #include <cstddef>
 #include <cstdint>

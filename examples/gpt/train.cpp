@@ -13,7 +13,7 @@
 // docs/gpt.md.
 #include <accelerate/accelerate.h>
 #include <accelerate/models/pretrained.h>
-#include <accelerate/trainer.h>
+#include <accelerate/trainer/trainer.h>
 
 #include <chrono>
 #include <cstdint>

@@ -11,7 +11,7 @@
 #include <torch/torch.h>
 
 #include <accelerate/accelerate.h>
-#include <accelerate/mnist.h>
+#include <accelerate/data/mnist.h>
 
 #include <cstdlib>
 #include <iostream>

@@ -3,7 +3,7 @@
 #include <torch/torch.h>
 
 #include <accelerate/accelerate.h>
-#include <accelerate/mnist.h>
+#include <accelerate/data/mnist.h>
 
 #include "mnist_common.h"
 

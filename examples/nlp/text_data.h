@@ -9,8 +9,8 @@
 
 #include <torch/torch.h>
 
-#include <accelerate/data_transfer.h>
-#include <accelerate/tokenizer.h>
+#include <accelerate/data/data_transfer.h>
+#include <accelerate/text/tokenizer.h>
 
 #include <cstdint>
 #include <memory>

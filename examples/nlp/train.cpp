@@ -18,9 +18,9 @@
 #include <torch/torch.h>
 
 #include <accelerate/accelerate.h>
-#include <accelerate/lr_schedule.h>
 #include <accelerate/models/bert.h>
-#include <accelerate/tokenizer.h>
+#include <accelerate/schedule/lr_schedule.h>
+#include <accelerate/text/tokenizer.h>
 
 #include <chrono>
 #include <cstdlib>

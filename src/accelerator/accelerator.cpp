@@ -1,4 +1,4 @@
-#include "accelerate/accelerator.h"
+#include "accelerate/accelerator/accelerator.h"
 
 #include <dlfcn.h>
 
@@ -10,11 +10,11 @@
 #include <ATen/Parallel.h>
 #include <torch/nn/module.h>
 
-#include "accelerate/cpu_capability.h"
-#include "accelerate/dummy_optim.h"
-#include "accelerate/dummy_scheduler.h"
-#include "accelerate/errors.h"
-#include "accelerate/malloc_tuning.h"
+#include "accelerate/common/cpu_capability.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/common/malloc_tuning.h"
+#include "accelerate/sharding/dummy_optim.h"
+#include "accelerate/sharding/dummy_scheduler.h"
 #include "accelerator/engine_choice.h"
 #include "accelerator/tensor_parallel_split.h"
 #include "accelerator/uncaught_errors.h"

@@ -12,9 +12,9 @@
 #include <iostream>
 #include <optional>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/errors.h"
-#include "accelerate/grad_scaler.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/precision/grad_scaler.h"
 #include "accelerator/state_items.h"
 #include "accelerator/tensor_parallel_split.h"
 #include "checkpoint/checkpoint_archives.h"

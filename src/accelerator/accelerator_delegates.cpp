@@ -1,6 +1,6 @@
 // The Accelerator's methods that hand a call to one of its parts unchanged:
 // collectives and triggers (the Communicator), trackers, and the logger.
-#include "accelerate/accelerator.h"
+#include "accelerate/accelerator/accelerator.h"
 
 namespace accelerate {
 

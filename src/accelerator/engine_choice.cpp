@@ -1,6 +1,6 @@
 #include "accelerator/engine_choice.h"
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "parallel/data_parallel_engine.h"
 #include "sharding/sharded_engine.h"
 #include "sharding/sharding_settings.h"

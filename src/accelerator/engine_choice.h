@@ -8,12 +8,12 @@
 #include <memory>
 #include <optional>
 
-#include "accelerate/accelerator_options.h"
-#include "accelerate/communicator.h"
-#include "accelerate/environment.h"
-#include "accelerate/grad_scaler.h"
-#include "accelerate/job_state.h"
-#include "accelerate/mixed_precision.h"
+#include "accelerate/accelerator/accelerator_options.h"
+#include "accelerate/common/environment.h"
+#include "accelerate/common/job_state.h"
+#include "accelerate/common/mixed_precision.h"
+#include "accelerate/distributed/communicator.h"
+#include "accelerate/precision/grad_scaler.h"
 #include "distributed/device_mesh.h"
 #include "parallel/parallel_engine.h"
 

@@ -1,8 +1,8 @@
-#include "accelerate/gradient_state.h"
+#include "accelerate/accelerator/gradient_state.h"
 
 #include <algorithm>
 
-#include "accelerate/data_loader.h"
+#include "accelerate/data/data_loader.h"
 
 namespace accelerate {
 

@@ -1,10 +1,10 @@
-#include "accelerate/memory.h"
+#include "accelerate/accelerator/memory.h"
 
 #include <string>
 
 #include <c10/util/Exception.h>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "compat/memory_compat.h"
 
 namespace accelerate {

@@ -1,4 +1,4 @@
-#include "accelerate/random.h"
+#include "accelerate/accelerator/random.h"
 
 #include <ATen/Context.h>
 

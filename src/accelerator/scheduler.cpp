@@ -1,4 +1,4 @@
-#include "accelerate/scheduler.h"
+#include "accelerate/accelerator/scheduler.h"
 
 #include "checkpoint/checkpoint_archives.h"
 

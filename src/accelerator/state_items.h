@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "accelerate/data_loader.h"
+#include "accelerate/data/data_loader.h"
 #include "checkpoint/checkpoint_items.h"
 
 namespace accelerate {

@@ -6,8 +6,8 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
-#include "accelerate/errors.h"
-#include "accelerate/tensor_parallel_plan.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/nn/tensor_parallel_plan.h"
 #include "checkpoint/optimizer_kinds.h"
 #include "compat/optim_compat.h"
 

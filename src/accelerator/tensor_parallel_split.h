@@ -8,8 +8,8 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "accelerate/scope_guard.h"
-#include "accelerate/tensor_parallel.h"
+#include "accelerate/common/scope_guard.h"
+#include "accelerate/nn/tensor_parallel.h"
 #include "parallel/parallel_engine.h"
 
 namespace torch::nn {

@@ -14,8 +14,8 @@
 #include <mutex>
 #include <sstream>
 
-#include "accelerate/communicator.h"
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/distributed/communicator.h"
 #include "checkpoint/generator_state.h"
 #include "distributed/failure_diagnosis.h"
 

@@ -9,10 +9,10 @@
 #include <filesystem>
 #include <iostream>
 
-#include "accelerate/checkpointing.h"
-#include "accelerate/communicator.h"
+#include "accelerate/checkpoint/checkpointing.h"
+#include "accelerate/common/errors.h"
 #include "accelerate/detail/enum_names.h"
-#include "accelerate/errors.h"
+#include "accelerate/distributed/communicator.h"
 #include "checkpoint/checkpoint_archives.h"
 #include "checkpoint/checkpoint_files.h"
 

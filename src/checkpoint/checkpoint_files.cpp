@@ -7,8 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "accelerate/common/errors.h"
 #include "accelerate/detail/checkpoint_metadata.h"
-#include "accelerate/errors.h"
 
 namespace accelerate::checkpoint {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <torch/serialize/archive.h>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "checkpoint/checkpoint_archives.h"
 
 namespace accelerate::checkpoint {

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/checkpointing.h"
+#include "accelerate/checkpoint/checkpointing.h"
 #include "checkpoint/checkpoint_files.h"
 
 namespace torch::serialize {

@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "accelerate/common/errors.h"
 #include "accelerate/detail/checkpoint_metadata.h"
-#include "accelerate/errors.h"
 #include "checkpoint/checkpoint_files.h"
 
 namespace accelerate {

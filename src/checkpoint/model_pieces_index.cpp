@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "checkpoint/checkpoint_files.h"
 
 namespace accelerate::checkpoint {

@@ -1,5 +1,5 @@
-// save_model and the state-dict order (see include/accelerate/model_saving.h).
-#include "accelerate/model_saving.h"
+// save_model and the state-dict order (see include/accelerate/checkpoint/model_saving.h).
+#include "accelerate/checkpoint/model_saving.h"
 
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/nn/module.h>
@@ -17,8 +17,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "accelerate/errors.h"
-#include "accelerate/safetensors.h"
+#include "accelerate/checkpoint/safetensors.h"
+#include "accelerate/common/errors.h"
 #include "checkpoint/model_streaming.h"
 #include "checkpoint/safetensors_io.h"
 #include "checkpoint/safetensors_model_files.h"

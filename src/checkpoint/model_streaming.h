@@ -12,8 +12,8 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "accelerate/model_saving.h"
-#include "accelerate/safetensors.h"
+#include "accelerate/checkpoint/model_saving.h"
+#include "accelerate/checkpoint/safetensors.h"
 
 namespace accelerate::checkpoint {
 

@@ -6,9 +6,9 @@
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 
-#include "accelerate/adafactor.h"
-#include "accelerate/fused_adamw.h"
-#include "accelerate/optimizer.h"
+#include "accelerate/accelerator/optimizer.h"
+#include "accelerate/schedule/adafactor.h"
+#include "accelerate/schedule/fused_adamw.h"
 
 namespace accelerate::checkpoint {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "checkpoint/optimizer_kinds.h"
 #include "compat/optim_compat.h"
 

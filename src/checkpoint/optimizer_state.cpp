@@ -7,9 +7,9 @@
 #include <optional>
 #include <typeinfo>
 
-#include "accelerate/errors.h"
-#include "accelerate/optimizer.h"
-#include "accelerate/safetensors.h"
+#include "accelerate/accelerator/optimizer.h"
+#include "accelerate/checkpoint/safetensors.h"
+#include "accelerate/common/errors.h"
 #include "checkpoint/checkpoint_archives.h"
 #include "checkpoint/optimizer_kinds.h"
 #include "compat/optim_compat.h"

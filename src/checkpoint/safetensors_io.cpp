@@ -10,7 +10,7 @@
 #include <cstring>
 #include <utility>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 
 namespace accelerate::safetensors {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "checkpoint/safetensors_header.h"
 
 namespace accelerate::safetensors {

@@ -1,4 +1,4 @@
-// load_model (see include/accelerate/model_saving.h): weights by name from a
+// load_model (see include/accelerate/checkpoint/model_saving.h): weights by name from a
 // safetensors file, a pickled state dict, or an index and its shards.
 // Everything is checked before the first tensor is written.
 #include <ATen/ATen.h>
@@ -11,9 +11,9 @@
 #include <optional>
 #include <set>
 
-#include "accelerate/errors.h"
-#include "accelerate/model_saving.h"
-#include "accelerate/safetensors.h"
+#include "accelerate/checkpoint/model_saving.h"
+#include "accelerate/checkpoint/safetensors.h"
+#include "accelerate/common/errors.h"
 #include "checkpoint/safetensors_header.h"
 #include "checkpoint/safetensors_io.h"
 #include "checkpoint/safetensors_model_files.h"

@@ -1,4 +1,4 @@
-// Reading safetensors files (see include/accelerate/safetensors.h). The
+// Reading safetensors files (see include/accelerate/checkpoint/safetensors.h). The
 // header is fully validated first (checkpoint/safetensors_header.cpp), so
 // here every tensor's bytes are known to lie inside the file and to match
 // its shape; allocation is bounded by the file's size.
@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <sstream>
 
-#include "accelerate/errors.h"
-#include "accelerate/safetensors.h"
+#include "accelerate/checkpoint/safetensors.h"
+#include "accelerate/common/errors.h"
 #include "checkpoint/safetensors_dtype.h"
 #include "checkpoint/safetensors_header.h"
 #include "checkpoint/safetensors_io.h"

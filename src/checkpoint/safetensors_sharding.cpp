@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "checkpoint/safetensors_header.h"
 #include "checkpoint/safetensors_io.h"
 

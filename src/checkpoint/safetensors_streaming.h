@@ -10,7 +10,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "accelerate/safetensors.h"
+#include "accelerate/checkpoint/safetensors.h"
 
 namespace accelerate::safetensors {
 

@@ -1,4 +1,4 @@
-// Writing safetensors files (see include/accelerate/safetensors.h).
+// Writing safetensors files (see include/accelerate/checkpoint/safetensors.h).
 //
 // Throughput matters (save benchmarks compare with raw writes): tensor bytes
 // go from tensor memory to write(2) with no per-element work; small tensors
@@ -11,8 +11,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "accelerate/errors.h"
-#include "accelerate/safetensors.h"
+#include "accelerate/checkpoint/safetensors.h"
+#include "accelerate/common/errors.h"
 #include "checkpoint/safetensors_dtype.h"
 #include "checkpoint/safetensors_header.h"
 #include "checkpoint/safetensors_io.h"

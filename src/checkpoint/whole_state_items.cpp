@@ -7,8 +7,8 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
-#include "accelerate/errors.h"
-#include "accelerate/model_saving.h"
+#include "accelerate/checkpoint/model_saving.h"
+#include "accelerate/common/errors.h"
 #include "checkpoint/optimizer_state.h"
 #include "sharding/model_state_files.h"
 #include "sharding/shard_layout.h"

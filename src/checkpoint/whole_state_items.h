@@ -11,7 +11,7 @@
 #include <memory>
 #include <vector>
 
-#include "accelerate/safetensors.h"
+#include "accelerate/checkpoint/safetensors.h"
 #include "checkpoint/checkpoint_items.h"
 
 namespace torch::nn {

@@ -8,8 +8,8 @@
 #include <optional>
 #include <sstream>
 
-#include "accelerate/environment.h"
-#include "accelerate/errors.h"
+#include "accelerate/common/environment.h"
+#include "accelerate/common/errors.h"
 #include "common/settings.h"
 #include "config/config_file.h"
 #include "config/config_files.h"

@@ -7,7 +7,7 @@
 #include <iostream>
 #include <optional>
 
-#include "accelerate/version.h"
+#include "accelerate/common/version.h"
 #include "cli/memory_estimate.h"
 #include "cli/system_facts.h"
 #include "cli/test_command.h"

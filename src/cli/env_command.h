@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/environment.h"
+#include "accelerate/common/environment.h"
 
 namespace accelerate::cli {
 
@@ -29,7 +29,7 @@ std::string openblas_line(const std::optional<std::string>& picked,
 std::string bf16_line(const std::vector<std::string>& cpu_flags);
 
 // The report's line for the instruction set the library's CPU kernels run on
-// a CPU with `cpu_flags` under `env` (accelerate/cpu_capability.h): the
+// a CPU with `cpu_flags` under `env` (accelerate/common/cpu_capability.h): the
 // highest here, the cap ACCELERATE_CPU_CAPABILITY sets, or why programs will
 // refuse that cap.
 std::string kernels_line(const Environment& env, const std::vector<std::string>& cpu_flags);

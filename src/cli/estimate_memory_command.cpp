@@ -7,7 +7,7 @@
 #include <iostream>
 #include <optional>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "cli/memory_estimate.h"
 #include "cli/training_estimate.h"
 #include "cli/training_report.h"

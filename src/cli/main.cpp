@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/version.h"
+#include "accelerate/common/version.h"
 #include "cli/config_command.h"
 #include "cli/env_command.h"
 #include "cli/estimate_memory_command.h"

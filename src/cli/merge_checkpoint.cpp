@@ -10,7 +10,7 @@
 #include <set>
 #include <vector>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "checkpoint/checkpoint_files.h"
 #include "cli/test_command.h"
 

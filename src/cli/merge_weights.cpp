@@ -10,8 +10,8 @@
 #include <functional>
 #include <map>
 
+#include "accelerate/common/errors.h"
 #include "accelerate/detail/checkpoint_metadata.h"
-#include "accelerate/errors.h"
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/float_narrowing.h"
 #include "checkpoint/model_pieces_index.h"

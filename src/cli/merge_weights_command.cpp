@@ -3,7 +3,7 @@
 #include <iostream>
 #include <optional>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "checkpoint/safetensors_sharding.h"
 #include "cli/merge_weights.h"
 #include "common/environment_text.h"

@@ -22,9 +22,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "accelerate/adafactor.h"
-#include "accelerate/errors.h"
-#include "accelerate/safetensors.h"
+#include "accelerate/checkpoint/safetensors.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/schedule/adafactor.h"
 #include "checkpoint/checkpoint_archives.h"
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/optimizer_kinds.h"

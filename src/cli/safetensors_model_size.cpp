@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "checkpoint/safetensors_header.h"
 #include "cli/memory_estimate.h"
 

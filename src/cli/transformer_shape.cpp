@@ -6,7 +6,7 @@
 #include <optional>
 #include <sstream>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "common/strict_json.h"
 
 namespace accelerate::cli {

@@ -1,4 +1,4 @@
-#include "accelerate/backend.h"
+#include "accelerate/common/backend.h"
 
 #include "accelerate/detail/enum_names.h"
 

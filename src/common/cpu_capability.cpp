@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "accelerate/common/errors.h"
 #include "accelerate/detail/enum_names.h"
-#include "accelerate/errors.h"
 #include "common/cpu_info.h"
 #include "common/settings.h"
 

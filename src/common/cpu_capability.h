@@ -1,4 +1,4 @@
-// How kernel_capability() (accelerate/cpu_capability.h) is decided: pure
+// How kernel_capability() (accelerate/common/cpu_capability.h) is decided: pure
 // functions of the CPU's flags and the environment, so tests hand in any CPU.
 // LibTorch-free.
 #pragma once
@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/cpu_capability.h"
-#include "accelerate/environment.h"
+#include "accelerate/common/cpu_capability.h"
+#include "accelerate/common/environment.h"
 
 namespace accelerate {
 namespace detail {

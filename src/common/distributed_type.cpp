@@ -1,4 +1,4 @@
-#include "accelerate/distributed_type.h"
+#include "accelerate/common/distributed_type.h"
 
 #include "accelerate/detail/enum_names.h"
 

@@ -1,4 +1,4 @@
-#include "accelerate/environment.h"
+#include "accelerate/common/environment.h"
 
 extern char** environ;
 

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <string>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 
 namespace accelerate {
 namespace detail {

@@ -3,7 +3,7 @@
 // rely on). Every error is a ConfigError whose one-line message quotes the
 // variable and its value, because a wrong topology otherwise shows up only as
 // a rendezvous that hangs silently until the timeout.
-#include "accelerate/job_state.h"
+#include "accelerate/common/job_state.h"
 
 #include <algorithm>
 #include <cctype>
@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "accelerate/common/errors.h"
 #include "accelerate/detail/enum_names.h"
-#include "accelerate/errors.h"
 #include "common/environment_text.h"
 #include "common/settings.h"
 #include "common/slurm_lists.h"

@@ -1,5 +1,5 @@
 // One copy of a kernel's loops per CpuCapability, and the call that runs the
-// copy kernel_capability() names (accelerate/cpu_capability.h).
+// copy kernel_capability() names (accelerate/common/cpu_capability.h).
 //
 //   void gelu_forward(const float* x, float* y, int64_t n) {
 //     run_dispatched([&]() ACCELERATE_KERNEL_BODY { gelu_rows(x, y, n); });
@@ -12,7 +12,7 @@
 // could not be capped. LibTorch-free.
 #pragma once
 
-#include "accelerate/cpu_capability.h"
+#include "accelerate/common/cpu_capability.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define ACCELERATE_KERNEL_COPIES 1

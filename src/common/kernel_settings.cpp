@@ -1,11 +1,11 @@
 // The settings that choose which machine code runs the products and the
 // library's kernels: OpenBLAS's core (read by OpenBLAS when it loads;
 // common/openblas_core.h) and the library's own cap
-// (accelerate/cpu_capability.h).
+// (accelerate/common/cpu_capability.h).
 #include <algorithm>
 #include <cctype>
 
-#include "accelerate/cpu_capability.h"
+#include "accelerate/common/cpu_capability.h"
 #include "common/settings.h"
 
 namespace accelerate::settings {

@@ -1,4 +1,4 @@
-#include "accelerate/log_level.h"
+#include "accelerate/common/log_level.h"
 
 #include "accelerate/detail/enum_names.h"
 #include "common/settings.h"

@@ -1,4 +1,4 @@
-#include "accelerate/malloc_tuning.h"
+#include "accelerate/common/malloc_tuning.h"
 
 #include "accelerate/detail/enum_names.h"
 

@@ -1,4 +1,4 @@
-#include "accelerate/mixed_precision.h"
+#include "accelerate/common/mixed_precision.h"
 
 #include "accelerate/detail/enum_names.h"
 

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/environment.h"
+#include "accelerate/common/environment.h"
 
 namespace accelerate {
 namespace detail {

@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-#include "accelerate/environment.h"
+#include "accelerate/common/environment.h"
 
 namespace accelerate::settings {
 

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cctype>
 
+#include "accelerate/common/errors.h"
+#include "accelerate/common/job_state.h"
 #include "accelerate/detail/enum_names.h"
-#include "accelerate/errors.h"
-#include "accelerate/job_state.h"
 #include "common/environment_text.h"
 
 namespace accelerate::settings {

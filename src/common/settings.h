@@ -19,12 +19,12 @@
 #include <string_view>
 #include <vector>
 
-#include "accelerate/cpu_capability.h"
-#include "accelerate/deepspeed_plugin.h"
-#include "accelerate/environment.h"
-#include "accelerate/fsdp_plugin.h"
-#include "accelerate/log_level.h"
-#include "accelerate/mixed_precision.h"
+#include "accelerate/common/cpu_capability.h"
+#include "accelerate/common/environment.h"
+#include "accelerate/common/log_level.h"
+#include "accelerate/common/mixed_precision.h"
+#include "accelerate/sharding/deepspeed_plugin.h"
+#include "accelerate/sharding/fsdp_plugin.h"
 #include "common/setting_values.h"
 
 namespace accelerate::settings {
@@ -73,7 +73,7 @@ struct Setting {
   void write(Environment& env, const T& value) const { env[about.variable] = format_text(value); }
 };
 
-// FSDP's sharding strategies (accelerate/fsdp_plugin.h, with to_string):
+// FSDP's sharding strategies (accelerate/sharding/fsdp_plugin.h, with to_string):
 // FSDP_SHARDING_STRATEGY may be written as the name (any case) or the number.
 using FsdpShardingStrategy = accelerate::FsdpShardingStrategy;
 std::optional<FsdpShardingStrategy> parse_fsdp_sharding_strategy(std::string_view text);

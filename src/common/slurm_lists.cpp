@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "accelerate/job_state.h"
+#include "accelerate/common/job_state.h"
 #include "common/environment_text.h"
 
 namespace accelerate {

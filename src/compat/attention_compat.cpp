@@ -2,7 +2,7 @@
 
 #include <ATen/ATen.h>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "accelerate_compat_config.h"
 
 namespace accelerate {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "accelerate_compat_config.h"
 
 namespace accelerate {

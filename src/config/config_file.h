@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/environment.h"
-#include "accelerate/errors.h"
+#include "accelerate/common/environment.h"
+#include "accelerate/common/errors.h"
 
 namespace accelerate::config {
 

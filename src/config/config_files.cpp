@@ -8,7 +8,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "config/config_file.h"
 #include "config/config_keys.h"
 #include "config/config_yaml.h"

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "accelerate/environment.h"
+#include "accelerate/common/environment.h"
 
 namespace accelerate::config {
 

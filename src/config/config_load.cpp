@@ -13,7 +13,7 @@
 #include <set>
 #include <sstream>
 
-#include "accelerate/distributed_type.h"
+#include "accelerate/common/distributed_type.h"
 #include "common/settings.h"
 #include "config/config_file.h"
 #include "config/config_keys.h"

@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "common/environment_text.h"
 #include "config/prompter.h"
 

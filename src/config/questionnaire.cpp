@@ -4,8 +4,8 @@
 #include <cctype>
 #include <functional>
 
-#include "accelerate/errors.h"
-#include "accelerate/mixed_precision.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/common/mixed_precision.h"
 #include "common/environment_text.h"
 #include "common/settings.h"
 #include "config/config_yaml.h"

@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <string>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "config/prompter.h"
 
 namespace accelerate::config {

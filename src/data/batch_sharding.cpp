@@ -1,9 +1,9 @@
-#include "accelerate/batch_sharding.h"
+#include "accelerate/data/batch_sharding.h"
 
 #include <algorithm>
 #include <string>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 
 namespace accelerate {
 

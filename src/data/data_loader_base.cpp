@@ -1,9 +1,9 @@
-#include "accelerate/data_loader.h"
+#include "accelerate/data/data_loader.h"
 
 #include <algorithm>
 
-#include "accelerate/collectives.h"
-#include "accelerate/communicator.h"
+#include "accelerate/distributed/collectives.h"
+#include "accelerate/distributed/communicator.h"
 #include "data/data_pass.h"
 #include "data/epoch_order.h"
 

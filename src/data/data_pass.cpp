@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "accelerate/data_loader.h"
+#include "accelerate/data/data_loader.h"
 #include "data/epoch_order.h"
 #include "data/ordered_prefetcher.h"
 

@@ -10,7 +10,7 @@
 
 #include <c10/core/Device.h>
 
-#include "accelerate/batch_sharding.h"
+#include "accelerate/data/batch_sharding.h"
 #include "accelerate/detail/data_typed_ops.h"
 #include "data/epoch_steps.h"
 

@@ -1,4 +1,4 @@
-#include "accelerate/data_transfer.h"
+#include "accelerate/data/data_transfer.h"
 
 #include <ATen/Context.h>
 

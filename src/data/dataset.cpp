@@ -1,8 +1,8 @@
-#include "accelerate/dataset.h"
+#include "accelerate/data/dataset.h"
 
 #include <ATen/ATen.h>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 
 namespace accelerate {
 

@@ -4,8 +4,8 @@
 
 #include <ATen/ATen.h>
 
-#include "accelerate/communicator.h"
-#include "accelerate/object_serializer.h"
+#include "accelerate/distributed/communicator.h"
+#include "accelerate/distributed/object_serializer.h"
 
 namespace accelerate {
 namespace detail {

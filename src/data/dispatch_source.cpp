@@ -4,7 +4,7 @@
 #include <exception>
 #include <utility>
 
-#include "accelerate/communicator.h"
+#include "accelerate/distributed/communicator.h"
 #include "data/data_pass.h"
 #include "data/dispatch_message.h"
 #include "data/ordered_prefetcher.h"

@@ -9,7 +9,7 @@
 #include <optional>
 #include <vector>
 
-#include "accelerate/batch_sharding.h"
+#include "accelerate/data/batch_sharding.h"
 #include "accelerate/detail/data_typed_ops.h"
 
 namespace accelerate {

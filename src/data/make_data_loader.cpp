@@ -1,4 +1,4 @@
-#include "accelerate/make_data_loader.h"
+#include "accelerate/data/make_data_loader.h"
 
 #include <algorithm>
 

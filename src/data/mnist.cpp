@@ -1,4 +1,4 @@
-#include "accelerate/mnist.h"
+#include "accelerate/data/mnist.h"
 
 #include <cstdint>
 #include <cstring>
@@ -8,7 +8,7 @@
 
 #include <ATen/ATen.h>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 
 namespace accelerate {
 namespace {

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "common/mutex.h"
 
 namespace accelerate {

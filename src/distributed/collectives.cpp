@@ -1,4 +1,4 @@
-#include "accelerate/collectives.h"
+#include "accelerate/distributed/collectives.h"
 
 #include <ATen/ATen.h>
 

@@ -1,4 +1,4 @@
-#include "accelerate/communicator.h"
+#include "accelerate/distributed/communicator.h"
 
 #include <algorithm>
 #include <cstring>
@@ -13,8 +13,8 @@
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
+#include "accelerate/common/errors.h"
 #include "accelerate/detail/enum_names.h"
-#include "accelerate/errors.h"
 #include "common/settings.h"
 #include "compat/c10d_compat.h"
 #include "compat/tcp_store_client.h"

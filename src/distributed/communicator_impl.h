@@ -11,8 +11,8 @@
 
 #include <ATen/ATen.h>
 
-#include "accelerate/communicator.h"
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/distributed/communicator.h"
 #include "common/mutex.h"
 #include "compat/c10d_compat.h"
 #include "distributed/failure_diagnosis.h"

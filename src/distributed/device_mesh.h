@@ -13,7 +13,7 @@
 #include <memory>
 #include <tuple>
 
-#include "accelerate/communicator.h"
+#include "accelerate/distributed/communicator.h"
 #include "distributed/mesh_layout.h"
 
 namespace accelerate::distributed {

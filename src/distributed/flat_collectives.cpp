@@ -1,13 +1,13 @@
 // Communicator's reduce-scatter and all-gather of flat buffers, the
-// collectives of sharded training (see accelerate/communicator.h and
+// collectives of sharded training (see accelerate/distributed/communicator.h and
 // docs/sharding.md for how each backend does them and what they cost).
 #include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "accelerate/communicator.h"
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/distributed/communicator.h"
 #include "distributed/communicator_impl.h"
 #include "distributed/shared_buffer_pool.h"
 

@@ -2,8 +2,8 @@
 
 #include <map>
 
+#include "accelerate/common/errors.h"
 #include "accelerate/detail/enum_names.h"
-#include "accelerate/errors.h"
 
 namespace accelerate::distributed {
 namespace {
@@ -33,21 +33,30 @@ std::string MeshDims::describe() const {
   return text.empty() ? "none" : text;
 }
 
-int MeshShape::size(MeshDim dim) const { return const_cast<MeshShape&>(*this).size(dim); }
+namespace {
 
-int& MeshShape::size(MeshDim dim) {
+// The size field of `shape` for `dim`: const for a const shape, so that
+// both overloads of MeshShape::size share one switch.
+template <class Shape>
+auto& size_field(Shape& shape, MeshDim dim) {
   switch (dim) {
     case MeshDim::kDpReplicate:
-      return dp_replicate;
+      return shape.dp_replicate;
     case MeshDim::kDpShard:
-      return dp_shard;
+      return shape.dp_shard;
     case MeshDim::kSp:
-      return sp;
+      return shape.sp;
     case MeshDim::kTp:
       break;
   }
-  return tp;
+  return shape.tp;
 }
+
+}  // namespace
+
+int MeshShape::size(MeshDim dim) const { return size_field(*this, dim); }
+
+int& MeshShape::size(MeshDim dim) { return size_field(*this, dim); }
 
 std::int64_t MeshShape::size(MeshDims dims) const {
   std::int64_t product = 1;

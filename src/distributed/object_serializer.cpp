@@ -1,4 +1,4 @@
-#include "accelerate/object_serializer.h"
+#include "accelerate/distributed/object_serializer.h"
 
 #include <ATen/ATen.h>
 

@@ -1,8 +1,8 @@
-#include "accelerate/process_control.h"
+#include "accelerate/distributed/process_control.h"
 
 #include <ATen/ATen.h>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 
 namespace accelerate {
 namespace detail {

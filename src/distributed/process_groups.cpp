@@ -17,8 +17,8 @@
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
-#include "accelerate/communicator.h"
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/distributed/communicator.h"
 #include "distributed/communicator_impl.h"
 #include "distributed/failure_diagnosis.h"
 

@@ -4,8 +4,8 @@
 
 #include <ATen/ATen.h>
 
+#include "accelerate/common/errors.h"
 #include "accelerate/detail/enum_names.h"
-#include "accelerate/errors.h"
 
 namespace accelerate {
 namespace detail {

@@ -10,7 +10,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "accelerate/communicator.h"
+#include "accelerate/distributed/communicator.h"
 
 namespace accelerate {
 namespace detail {

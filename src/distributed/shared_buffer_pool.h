@@ -22,7 +22,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "accelerate/communicator.h"
+#include "accelerate/distributed/communicator.h"
 #include "common/mutex.h"
 
 namespace accelerate {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/communication_traffic.h"
+#include "accelerate/distributed/communication_traffic.h"
 #include "common/mutex.h"
 
 namespace accelerate::detail {

@@ -4,7 +4,7 @@
 // command line ever prints or exits on its own.
 #pragma once
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 
 namespace accelerate::launcher {
 

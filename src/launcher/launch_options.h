@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/deepspeed_plugin.h"
-#include "accelerate/mixed_precision.h"
+#include "accelerate/common/mixed_precision.h"
+#include "accelerate/sharding/deepspeed_plugin.h"
 #include "common/settings.h"
 #include "common/sharding_launch_settings.h"
 #include "launcher/machine_facts.h"

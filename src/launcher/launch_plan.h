@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/environment.h"
+#include "accelerate/common/environment.h"
 #include "launcher/launch_options.h"
 #include "launcher/mpirun_command.h"
 #include "launcher/supervisor.h"

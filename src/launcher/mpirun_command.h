@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/environment.h"
+#include "accelerate/common/environment.h"
 #include "launcher/launch_options.h"
 #include "launcher/program_resolution.h"
 

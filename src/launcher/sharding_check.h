@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/environment.h"
+#include "accelerate/common/environment.h"
 #include "launcher/launch_options.h"
 
 namespace accelerate::launcher {

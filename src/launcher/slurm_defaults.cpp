@@ -3,7 +3,7 @@
 #include <climits>
 #include <initializer_list>
 
-#include "accelerate/job_state.h"
+#include "accelerate/common/job_state.h"
 #include "common/environment_text.h"
 #include "common/settings.h"
 #include "launcher/launch_errors.h"

@@ -4,7 +4,7 @@
 // and differentiates that second run. Parameters are inputs of the node, so
 // their gradients reach their AccumulateGrad nodes (and the hooks gradient
 // sync puts there) as without checkpointing.
-#include "accelerate/activation_checkpointing.h"
+#include "accelerate/memory/activation_checkpointing.h"
 
 #include <ATen/Context.h>
 #include <ATen/autocast_mode.h>
@@ -16,8 +16,8 @@
 #include <optional>
 #include <utility>
 
-#include "accelerate/errors.h"
-#include "accelerate/scope_guard.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/common/scope_guard.h"
 #include "checkpoint/generator_state.h"
 #include "compat/autocast_compat.h"
 

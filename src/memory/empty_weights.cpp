@@ -1,4 +1,4 @@
-#include "accelerate/empty_weights.h"
+#include "accelerate/memory/empty_weights.h"
 
 #include <c10/core/impl/LocalDispatchKeySet.h>
 

@@ -6,7 +6,7 @@
 #include <ATen/ATen.h>
 #include <torch/nn/functional/loss.h>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "accelerate/models/bert.h"
 #include "accelerate/models/pretrained.h"
 #include "models/config_json.h"

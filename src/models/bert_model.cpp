@@ -8,12 +8,12 @@
 
 #include <cmath>
 
-#include "accelerate/activation_checkpointing.h"
-#include "accelerate/activations.h"
-#include "accelerate/attention.h"
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/memory/activation_checkpointing.h"
 #include "accelerate/models/bert.h"
-#include "accelerate/unit_forward.h"
+#include "accelerate/nn/activations.h"
+#include "accelerate/nn/attention.h"
+#include "accelerate/sharding/unit_forward.h"
 #include "models/parallel_checks.h"
 
 namespace accelerate::models {

@@ -3,9 +3,9 @@
 
 #include <ATen/ATen.h>
 
-#include "accelerate/cross_entropy.h"
-#include "accelerate/errors.h"
-#include "accelerate/parallel_layers.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/nn/cross_entropy.h"
+#include "accelerate/nn/parallel_layers.h"
 
 namespace accelerate::models {
 namespace {

@@ -96,7 +96,7 @@ void validate_from(const Config& config, const std::string& path);
 
 }  // namespace accelerate::models
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 
 namespace accelerate::models {
 

@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "accelerate/common/errors.h"
 #include "accelerate/detail/enum_names.h"
-#include "accelerate/errors.h"
 #include "models/config_json.h"
 
 namespace accelerate::models {

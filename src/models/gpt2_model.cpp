@@ -8,13 +8,13 @@
 
 #include <cmath>
 
-#include "accelerate/activation_checkpointing.h"
-#include "accelerate/activations.h"
-#include "accelerate/attention.h"
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/memory/activation_checkpointing.h"
 #include "accelerate/models/gpt2.h"
-#include "accelerate/tensor_parallel.h"
-#include "accelerate/unit_forward.h"
+#include "accelerate/nn/activations.h"
+#include "accelerate/nn/attention.h"
+#include "accelerate/nn/tensor_parallel.h"
+#include "accelerate/sharding/unit_forward.h"
 #include "models/parallel_checks.h"
 #include "nn/split_linear.h"
 

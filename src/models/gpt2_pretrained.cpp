@@ -6,7 +6,7 @@
 // conversion: the modules hold them in the files' [in, out] layout.
 #include <ATen/ATen.h>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "accelerate/models/gpt2.h"
 #include "accelerate/models/pretrained.h"
 #include "models/config_json.h"

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "models/config_json.h"
 
 namespace accelerate::models {

@@ -6,14 +6,14 @@
 
 #include <ATen/ATen.h>
 
-#include "accelerate/activation_checkpointing.h"
-#include "accelerate/activations.h"
-#include "accelerate/attention.h"
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/memory/activation_checkpointing.h"
 #include "accelerate/models/pretrained.h"
-#include "accelerate/rms_norm.h"
-#include "accelerate/rotary_embedding.h"
-#include "accelerate/unit_forward.h"
+#include "accelerate/nn/activations.h"
+#include "accelerate/nn/attention.h"
+#include "accelerate/nn/rms_norm.h"
+#include "accelerate/nn/rotary_embedding.h"
+#include "accelerate/sharding/unit_forward.h"
 #include "models/config_json.h"
 #include "models/parallel_checks.h"
 #include "models/pretrained_build.h"

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <string>
 
-#include "accelerate/errors.h"
-#include "accelerate/tensor_parallel.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/nn/tensor_parallel.h"
 
 namespace accelerate::models {
 

@@ -14,9 +14,9 @@
 #include <memory>
 #include <set>
 
-#include "accelerate/empty_weights.h"
-#include "accelerate/errors.h"
-#include "accelerate/safetensors.h"
+#include "accelerate/checkpoint/safetensors.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/memory/empty_weights.h"
 #include "checkpoint/safetensors_sharding.h"
 #include "models/config_json.h"
 #include "models/pretrained_build.h"

@@ -1,4 +1,4 @@
-#include "accelerate/activations.h"
+#include "accelerate/nn/activations.h"
 #include "compat/parallel_ranges.h"
 
 #include <ATen/ATen.h>

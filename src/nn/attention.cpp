@@ -1,4 +1,4 @@
-#include "accelerate/attention.h"
+#include "accelerate/nn/attention.h"
 
 #include <ATen/ATen.h>
 
@@ -6,7 +6,7 @@
 #include <limits>
 #include <string>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "compat/attention_compat.h"
 #include "nn/blocked_causal_attention.h"
 #include "nn/causal_softmax.h"

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "compat/autocast_compat.h"
 #include "compat/blas_threads.h"
 #include "nn/attention_blocks.h"

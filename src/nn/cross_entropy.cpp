@@ -1,4 +1,4 @@
-#include "accelerate/cross_entropy.h"
+#include "accelerate/nn/cross_entropy.h"
 #include "compat/parallel_ranges.h"
 
 #include <ATen/ATen.h>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "nn/cross_entropy_kernels.h"
 #include "nn/kernel_tensors.h"
 

@@ -10,7 +10,7 @@
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include "accelerate/communicator.h"
+#include "accelerate/distributed/communicator.h"
 
 namespace accelerate::detail {
 

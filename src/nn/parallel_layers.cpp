@@ -1,4 +1,4 @@
-#include "accelerate/parallel_layers.h"
+#include "accelerate/nn/parallel_layers.h"
 
 #include <ATen/ATen.h>
 #include <torch/nn/init.h>
@@ -7,8 +7,8 @@
 #include <cmath>
 #include <string>
 
+#include "accelerate/common/errors.h"
 #include "accelerate/detail/enum_names.h"
-#include "accelerate/errors.h"
 #include "nn/split_linear.h"
 
 namespace accelerate {

@@ -1,4 +1,4 @@
-#include "accelerate/rms_norm.h"
+#include "accelerate/nn/rms_norm.h"
 #include "compat/parallel_ranges.h"
 
 #include <ATen/ATen.h>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "nn/kernel_tensors.h"
 #include "nn/rms_norm_kernels.h"
 

@@ -1,4 +1,4 @@
-#include "accelerate/rotary_embedding.h"
+#include "accelerate/nn/rotary_embedding.h"
 #include "compat/parallel_ranges.h"
 
 #include <ATen/ATen.h>
@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "nn/kernel_tensors.h"
 #include "nn/rotary_kernels.h"
 

@@ -1,4 +1,4 @@
-#include "accelerate/sequence_parallel.h"
+#include "accelerate/nn/sequence_parallel.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "nn/group_capsule.h"
 
 namespace accelerate {

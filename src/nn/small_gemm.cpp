@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "accelerate/cpu_capability.h"
+#include "accelerate/common/cpu_capability.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>

@@ -1,5 +1,5 @@
 # Sources of the library's nn area (target_sources on 'accelerate'): building
-# blocks for models: attention (include/accelerate/attention.h), activations
+# blocks for models: attention (include/accelerate/nn/attention.h), activations
 # (activations.h), the cross-entropy loss (cross_entropy.h), the RMS norm
 # (rms_norm.h), rotary embeddings (rotary_embedding.h), sequence parallelism, tensor parallelism
 # (tensor_parallel.h), the layers it splits (parallel_layers.h) and plans naming them

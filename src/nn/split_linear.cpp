@@ -2,7 +2,7 @@
 
 #include <ATen/ATen.h>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 
 namespace accelerate::detail {
 std::string split_layer_name(const char* layer, TensorParallelStyle style,

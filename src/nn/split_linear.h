@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/parallel_layers.h"
+#include "accelerate/nn/parallel_layers.h"
 
 namespace accelerate::detail {
 

@@ -1,4 +1,4 @@
-#include "accelerate/tensor_parallel.h"
+#include "accelerate/nn/tensor_parallel.h"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "nn/group_capsule.h"
 #include "nn/split_linear.h"
 

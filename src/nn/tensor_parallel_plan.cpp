@@ -1,10 +1,10 @@
-#include "accelerate/tensor_parallel_plan.h"
+#include "accelerate/nn/tensor_parallel_plan.h"
 
 #include <string>
 #include <unordered_set>
 #include <vector>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 
 namespace accelerate {
 namespace {

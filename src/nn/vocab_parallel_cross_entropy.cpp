@@ -10,8 +10,8 @@
 #include <string>
 #include <utility>
 
-#include "accelerate/errors.h"
-#include "accelerate/parallel_layers.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/nn/parallel_layers.h"
 #include "nn/group_capsule.h"
 
 namespace accelerate {

@@ -5,7 +5,7 @@
 #include <tuple>
 #include <utility>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 
 namespace accelerate {
 namespace detail {

@@ -8,7 +8,7 @@
 #include <functional>
 #include <vector>
 
-#include "accelerate/gradient_reducer.h"
+#include "accelerate/parallel/gradient_reducer.h"
 
 namespace accelerate {
 namespace detail {

@@ -2,7 +2,7 @@
 
 #include <torch/nn/module.h>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "parallel/sharded_gradients.h"
 
 namespace accelerate {

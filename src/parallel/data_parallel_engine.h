@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "accelerate/gradient_reducer.h"
+#include "accelerate/parallel/gradient_reducer.h"
 #include "parallel/parallel_engine.h"
 
 namespace accelerate {

@@ -12,7 +12,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "accelerate/communicator.h"
+#include "accelerate/distributed/communicator.h"
 
 namespace accelerate {
 

@@ -1,4 +1,4 @@
-#include "accelerate/gradient_reducer.h"
+#include "accelerate/parallel/gradient_reducer.h"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/function.h>
@@ -10,7 +10,7 @@
 #include <sstream>
 #include <utility>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "parallel/autograd_reach.h"
 #include "parallel/bucket_assignment.h"
 #include "parallel/reducer_state.h"

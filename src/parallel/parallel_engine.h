@@ -22,11 +22,11 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
-#include "accelerate/distributed_type.h"
-#include "accelerate/empty_weights.h"
-#include "accelerate/mixed_precision.h"
-#include "accelerate/safetensors.h"
-#include "accelerate/scope_guard.h"
+#include "accelerate/checkpoint/safetensors.h"
+#include "accelerate/common/distributed_type.h"
+#include "accelerate/common/mixed_precision.h"
+#include "accelerate/common/scope_guard.h"
+#include "accelerate/memory/empty_weights.h"
 #include "parallel/gradient_norm.h"
 #include "parallel/tensor_parallel_lookup.h"
 

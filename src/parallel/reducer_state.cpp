@@ -7,7 +7,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "parallel/storage_alias.h"
 
 namespace accelerate {

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/communicator.h"
-#include "accelerate/gradient_reducer.h"
+#include "accelerate/distributed/communicator.h"
+#include "accelerate/parallel/gradient_reducer.h"
 #include "common/mutex.h"
 #include "compat/autograd_compat.h"
 

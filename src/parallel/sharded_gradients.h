@@ -11,7 +11,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "accelerate/gradient_reducer.h"
+#include "accelerate/parallel/gradient_reducer.h"
 
 namespace accelerate::detail {
 

@@ -7,7 +7,7 @@
 #include <map>
 #include <tuple>
 
-#include "accelerate/gradient_reducer.h"
+#include "accelerate/parallel/gradient_reducer.h"
 
 namespace accelerate {
 namespace detail {

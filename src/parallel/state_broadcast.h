@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "accelerate/communicator.h"
+#include "accelerate/distributed/communicator.h"
 
 namespace accelerate {
 namespace detail {

@@ -1,8 +1,8 @@
-#include "accelerate/autocast.h"
+#include "accelerate/precision/autocast.h"
 
 #include <ATen/autocast_mode.h>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "compat/autocast_compat.h"
 
 namespace accelerate {

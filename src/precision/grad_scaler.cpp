@@ -1,4 +1,4 @@
-#include "accelerate/grad_scaler.h"
+#include "accelerate/precision/grad_scaler.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "checkpoint/checkpoint_archives.h"
 
 namespace accelerate {

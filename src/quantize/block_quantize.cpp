@@ -10,8 +10,8 @@
 
 #include <ATen/ATen.h>
 
+#include "accelerate/common/errors.h"
 #include "accelerate/detail/enum_names.h"
-#include "accelerate/errors.h"
 #include "compat/parallel_ranges.h"
 #include "quantize/block_quantize_kernels.h"
 

@@ -4,15 +4,15 @@
 // off (src/quantize/sources.cmake): -O3 lets GCC vectorize them, and without
 // contraction a multiply-add is always two roundings. On x86-64 (GCC) the
 // loops exist for AVX-512 and AVX2 besides the baseline; the first call
-// picks the best kernel_capability() allows (accelerate/cpu_capability.h). Every set does the same
-// IEEE operations, so every machine writes the same bytes (the tests compare each set the processor
-// runs with the reference). Internal.
+// picks the best kernel_capability() allows (accelerate/common/cpu_capability.h). Every set does
+// the same IEEE operations, so every machine writes the same bytes (the tests compare each set the
+// processor runs with the reference). Internal.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "accelerate/cpu_capability.h"
+#include "accelerate/common/cpu_capability.h"
 
 namespace accelerate::quantize::kernels {
 

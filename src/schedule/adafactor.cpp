@@ -1,7 +1,7 @@
-// Adafactor (accelerate/adafactor.h). Each operation follows transformers'
+// Adafactor (accelerate/schedule/adafactor.h). Each operation follows transformers'
 // optimization.Adafactor in the same order and precision, so that the
 // updates agree with it to float rounding (tests/trainer).
-#include "accelerate/adafactor.h"
+#include "accelerate/schedule/adafactor.h"
 
 #include <torch/optim/serialize.h>
 #include <torch/serialize/archive.h>
@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "compat/optim_compat.h"
 
 namespace accelerate {

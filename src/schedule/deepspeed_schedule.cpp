@@ -1,10 +1,10 @@
-#include "accelerate/deepspeed_schedule.h"
+#include "accelerate/schedule/deepspeed_schedule.h"
 
 #include <algorithm>
 #include <cmath>
 
+#include "accelerate/common/errors.h"
 #include "accelerate/detail/enum_names.h"
-#include "accelerate/errors.h"
 
 namespace accelerate {
 

@@ -1,4 +1,4 @@
-#include "accelerate/fused_adamw.h"
+#include "accelerate/schedule/fused_adamw.h"
 
 #include <ATen/record_function.h>
 #include <torch/utils.h>
@@ -8,7 +8,7 @@
 #include <sstream>
 #include <vector>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "compat/optim_compat.h"
 #include "compat/parallel_ranges.h"
 #include "schedule/adamw_kernel.h"

@@ -1,11 +1,11 @@
-#include "accelerate/lr_schedule.h"
+#include "accelerate/schedule/lr_schedule.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
+#include "accelerate/common/errors.h"
 #include "accelerate/detail/enum_names.h"
-#include "accelerate/errors.h"
 
 namespace accelerate {
 

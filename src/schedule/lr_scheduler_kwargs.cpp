@@ -1,11 +1,11 @@
-// LrSchedulerKwargs (accelerate/lr_schedule.h): which schedule takes which
+// LrSchedulerKwargs (accelerate/schedule/lr_schedule.h): which schedule takes which
 // parameter, and Hugging Face's JSON form of them.
 #include <algorithm>
 #include <string>
 #include <vector>
 
-#include "accelerate/errors.h"
-#include "accelerate/lr_schedule.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/schedule/lr_schedule.h"
 #include "common/strict_json.h"
 
 namespace accelerate {

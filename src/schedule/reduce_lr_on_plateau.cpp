@@ -1,10 +1,10 @@
-#include "accelerate/reduce_lr_on_plateau.h"
+#include "accelerate/schedule/reduce_lr_on_plateau.h"
 
 #include <algorithm>
 #include <limits>
 #include <string>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 
 namespace accelerate {
 

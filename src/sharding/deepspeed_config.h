@@ -19,9 +19,9 @@
 #include <variant>
 #include <vector>
 
-#include "accelerate/collective_dtype.h"
-#include "accelerate/deepspeed_plugin.h"
-#include "accelerate/mixed_precision.h"
+#include "accelerate/common/mixed_precision.h"
+#include "accelerate/distributed/collective_dtype.h"
+#include "accelerate/sharding/deepspeed_plugin.h"
 
 namespace accelerate::sharding {
 

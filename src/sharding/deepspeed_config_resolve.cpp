@@ -13,7 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "common/environment_text.h"
 #include "sharding/deepspeed_config.h"
 

@@ -3,10 +3,10 @@
 #include <iostream>
 #include <memory>
 
-#include "accelerate/deepspeed_schedule.h"
-#include "accelerate/dummy_optim.h"
-#include "accelerate/dummy_scheduler.h"
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/schedule/deepspeed_schedule.h"
+#include "accelerate/sharding/dummy_optim.h"
+#include "accelerate/sharding/dummy_scheduler.h"
 #include "sharding/deepspeed_objects.h"
 
 namespace accelerate::sharding {

@@ -14,7 +14,7 @@
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 
 namespace accelerate::sharding {
 namespace {

@@ -11,7 +11,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/optim/optimizer.h>
 
-#include "accelerate/deepspeed_schedule.h"
+#include "accelerate/schedule/deepspeed_schedule.h"
 #include "sharding/deepspeed_config.h"
 
 namespace accelerate::sharding {

@@ -1,11 +1,11 @@
 // DummyOptim and DummyScheduler: what they do before and after prepare()
 // builds the objects they stand in for (src/accelerator/accelerator_zero.cpp).
-#include "accelerate/dummy_optim.h"
-#include "accelerate/dummy_scheduler.h"
+#include "accelerate/sharding/dummy_optim.h"
+#include "accelerate/sharding/dummy_scheduler.h"
 
 #include <utility>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 
 namespace accelerate {
 

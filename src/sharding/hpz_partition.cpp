@@ -1,6 +1,6 @@
 #include "sharding/hpz_partition.h"
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 
 namespace accelerate::sharding {
 

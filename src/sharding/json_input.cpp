@@ -4,7 +4,7 @@
 #include <cmath>
 #include <utility>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "common/strict_json.h"
 
 namespace accelerate::sharding::json_input {

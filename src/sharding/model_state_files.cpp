@@ -8,8 +8,8 @@
 #include <c10/util/accumulate.h>
 #include <torch/nn/module.h>
 
-#include "accelerate/errors.h"
-#include "accelerate/gradient_reducer.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/parallel/gradient_reducer.h"
 #include "checkpoint/checkpoint_archives.h"
 #include "checkpoint/model_pieces_index.h"
 #include "checkpoint/model_streaming.h"

@@ -18,7 +18,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "accelerate/safetensors.h"
+#include "accelerate/checkpoint/safetensors.h"
 
 namespace torch::nn {
 class Module;

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "common/settings.h"
 
 namespace accelerate::sharding {

@@ -9,8 +9,8 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/nn/module.h>
 
-#include "accelerate/errors.h"
-#include "accelerate/unit_forward.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/sharding/unit_forward.h"
 #include "compat/autograd_compat.h"
 #include "parallel/sharded_gradients.h"
 

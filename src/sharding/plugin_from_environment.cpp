@@ -3,7 +3,7 @@
 #include <initializer_list>
 #include <sstream>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 
 namespace accelerate::sharding {
 namespace {

@@ -11,9 +11,9 @@
 #include <optional>
 #include <string>
 
-#include "accelerate/deepspeed_plugin.h"
-#include "accelerate/environment.h"
-#include "accelerate/fsdp_plugin.h"
+#include "accelerate/common/environment.h"
+#include "accelerate/sharding/deepspeed_plugin.h"
+#include "accelerate/sharding/fsdp_plugin.h"
 #include "common/settings.h"
 #include "sharding/deepspeed_config.h"
 #include "sharding/unit_policy.h"

@@ -5,7 +5,7 @@
 
 #include <ATen/ATen.h>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 
 namespace accelerate::sharding {
 namespace {

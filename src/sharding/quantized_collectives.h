@@ -13,7 +13,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "accelerate/communicator.h"
+#include "accelerate/distributed/communicator.h"
 #include "quantize/block_quantize.h"
 
 namespace accelerate::sharding {

@@ -10,7 +10,7 @@
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "checkpoint/checkpoint_archives.h"
 #include "checkpoint/optimizer_reshard.h"
 #include "checkpoint/optimizer_state.h"

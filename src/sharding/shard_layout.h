@@ -19,7 +19,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/optim/optimizer.h>
 
-#include "accelerate/gradient_reducer.h"
+#include "accelerate/parallel/gradient_reducer.h"
 
 namespace torch::nn {
 class Module;

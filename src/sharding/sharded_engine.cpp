@@ -5,10 +5,10 @@
 
 #include <torch/nn/module.h>
 
-#include "accelerate/dummy_optim.h"
-#include "accelerate/dummy_scheduler.h"
-#include "accelerate/errors.h"
-#include "accelerate/optimizer.h"
+#include "accelerate/accelerator/optimizer.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/sharding/dummy_optim.h"
+#include "accelerate/sharding/dummy_scheduler.h"
 #include "checkpoint/model_streaming.h"
 #include "parallel/sharded_gradients.h"
 #include "parallel/state_broadcast.h"

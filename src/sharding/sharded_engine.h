@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "accelerate/grad_scaler.h"
+#include "accelerate/precision/grad_scaler.h"
 #include "distributed/device_mesh.h"
 #include "parallel/data_parallel_engine.h"
 #include "sharding/deepspeed_file_objects.h"

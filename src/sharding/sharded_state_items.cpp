@@ -6,8 +6,8 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
-#include "accelerate/errors.h"
-#include "accelerate/tensor_parallel.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/nn/tensor_parallel.h"
 #include "checkpoint/checkpoint_archives.h"
 #include "checkpoint/optimizer_state.h"
 #include "sharding/model_state_files.h"

@@ -10,7 +10,7 @@
 #include <functional>
 #include <memory>
 
-#include "accelerate/safetensors.h"
+#include "accelerate/checkpoint/safetensors.h"
 #include "checkpoint/checkpoint_items.h"
 #include "checkpoint/model_streaming.h"
 #include "parallel/tensor_parallel_lookup.h"

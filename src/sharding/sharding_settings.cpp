@@ -3,8 +3,8 @@
 #include <iostream>
 #include <string>
 
-#include "accelerate/errors.h"
-#include "accelerate/fsdp_plugin.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/sharding/fsdp_plugin.h"
 #include "common/settings.h"
 #include "sharding/hpz_partition.h"
 #include "sharding/parallelism_sizes.h"

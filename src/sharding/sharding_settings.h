@@ -11,12 +11,12 @@
 
 #include <c10/core/ScalarType.h>
 
-#include "accelerate/accelerator_options.h"
-#include "accelerate/deepspeed_plugin.h"
-#include "accelerate/distributed_type.h"
-#include "accelerate/environment.h"
-#include "accelerate/job_state.h"
-#include "accelerate/mixed_precision.h"
+#include "accelerate/accelerator/accelerator_options.h"
+#include "accelerate/common/distributed_type.h"
+#include "accelerate/common/environment.h"
+#include "accelerate/common/job_state.h"
+#include "accelerate/common/mixed_precision.h"
+#include "accelerate/sharding/deepspeed_plugin.h"
 #include "sharding/deepspeed_config.h"
 #include "sharding/parallelism_sizes.h"
 #include "sharding/unit_policy.h"

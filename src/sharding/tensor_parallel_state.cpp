@@ -6,8 +6,8 @@
 #include <ATen/ATen.h>
 #include <torch/optim/optimizer.h>
 
-#include "accelerate/errors.h"
-#include "accelerate/tensor_parallel.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/nn/tensor_parallel.h"
 #include "checkpoint/optimizer_kinds.h"
 #include "checkpoint/optimizer_reshard.h"
 #include "compat/optim_compat.h"

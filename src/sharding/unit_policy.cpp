@@ -17,9 +17,9 @@
 #include <torch/nn/modules/container/moduledict.h>
 #include <torch/nn/modules/container/modulelist.h>
 
+#include "accelerate/common/errors.h"
 #include "accelerate/detail/enum_names.h"
-#include "accelerate/errors.h"
-#include "accelerate/parallel_layers.h"
+#include "accelerate/nn/parallel_layers.h"
 
 namespace accelerate::sharding {
 namespace {

@@ -10,7 +10,7 @@
 #include <torch/nn/module.h>
 #include <torch/optim/lbfgs.h>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "checkpoint/optimizer_reshard.h"
 #include "compat/optim_compat.h"
 #include "parallel/sharded_gradients.h"

@@ -25,9 +25,9 @@
 #include <ATen/core/Tensor.h>
 #include <torch/optim/optimizer.h>
 
-#include "accelerate/communicator.h"
-#include "accelerate/gradient_reducer.h"
-#include "accelerate/optimizer.h"
+#include "accelerate/accelerator/optimizer.h"
+#include "accelerate/distributed/communicator.h"
+#include "accelerate/parallel/gradient_reducer.h"
 #include "parallel/gradient_norm.h"
 #include "sharding/quantized_collectives.h"
 #include "sharding/shard_layout.h"

@@ -18,8 +18,8 @@
 #include <thread>
 #include <unordered_map>
 
-#include "accelerate/bpe_tokenizer.h"
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/text/bpe_tokenizer.h"
 #include "common/environment_text.h"
 
 namespace accelerate {

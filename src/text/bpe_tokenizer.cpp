@@ -1,10 +1,10 @@
 // Training, encoding and decoding (the file format is in bpe_file.cpp).
-#include "accelerate/bpe_tokenizer.h"
+#include "accelerate/text/bpe_tokenizer.h"
 
 #include <functional>
 #include <queue>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "text/bpe_training.h"
 #include "text/pre_split.h"
 

@@ -1,9 +1,9 @@
-// Tokenizer (include/accelerate/tokenizer.h): reads tokenizer.json and runs
+// Tokenizer (include/accelerate/text/tokenizer.h): reads tokenizer.json and runs
 // `tokenizers`' pipeline: added tokens are cut out of the raw text, the rest
 // is normalized (then normalized added tokens are cut out), pre-tokenized
 // into words, and each word goes through the model; the post-processor adds
 // special tokens.
-#include "accelerate/tokenizer.h"
+#include "accelerate/text/tokenizer.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -12,7 +12,7 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "common/strict_json.h"
 #include "text/tokenizer_json_parts.h"
 #include "text/truncation.h"

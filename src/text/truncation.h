@@ -1,13 +1,13 @@
 // The truncation of `tokenizers` (its truncate_encodings), applied to the
 // model's ids of one text or two before the post-processor adds its special
-// tokens (include/accelerate/tokenizer.h, TruncationOptions).
+// tokens (include/accelerate/text/tokenizer.h, TruncationOptions).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
-#include "accelerate/tokenizer.h"
+#include "accelerate/text/tokenizer.h"
 
 namespace accelerate::detail {
 

@@ -3,7 +3,7 @@
 #include <limits.h>
 #include <unistd.h>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "tracking/text_format.h"
 #include "tracking/tfrecord.h"
 

@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <system_error>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "tracking/text_format.h"
 
 namespace accelerate {

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "accelerate/tracking.h"
+#include "accelerate/tracking/tracking.h"
 #include "tracking/buffered_file.h"
 
 namespace accelerate {

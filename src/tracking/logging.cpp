@@ -1,12 +1,12 @@
-#include "accelerate/logging.h"
+#include "accelerate/tracking/logging.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <ctime>
 
-#include "accelerate/communicator.h"
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/distributed/communicator.h"
 #include "common/settings.h"
 
 namespace accelerate {

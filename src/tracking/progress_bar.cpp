@@ -1,4 +1,4 @@
-#include "accelerate/progress_bar.h"
+#include "accelerate/tracking/progress_bar.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,8 +7,8 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "accelerate/environment.h"
-#include "accelerate/job_state.h"
+#include "accelerate/common/environment.h"
+#include "accelerate/common/job_state.h"
 #include "common/environment_text.h"
 #include "tracking/progress_format.h"
 

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "accelerate/progress_bar.h"
+#include "accelerate/tracking/progress_bar.h"
 
 namespace accelerate {
 namespace tracking {

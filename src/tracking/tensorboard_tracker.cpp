@@ -3,8 +3,8 @@
 #include <filesystem>
 #include <system_error>
 
-#include "accelerate/errors.h"
-#include "accelerate/tensorboard.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/tracking/tensorboard.h"
 #include "tracking/event_file_writer.h"
 #include "tracking/text_format.h"
 

@@ -1,7 +1,7 @@
 // TensorBoardTracker in a build without libprotobuf: the class exists (so
 // code that names it links everywhere) but cannot start.
-#include "accelerate/errors.h"
-#include "accelerate/tensorboard.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/tracking/tensorboard.h"
 
 namespace accelerate {
 

@@ -4,7 +4,7 @@
 #include <map>
 #include <string>
 
-#include "accelerate/tracker_value.h"
+#include "accelerate/tracking/tracker_value.h"
 
 namespace accelerate {
 namespace tracking {

@@ -1,11 +1,11 @@
-#include "accelerate/tracker_value.h"
+#include "accelerate/tracking/tracker_value.h"
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "tracking/text_format.h"
 
 namespace accelerate {

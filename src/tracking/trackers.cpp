@@ -1,9 +1,9 @@
 #include <cstdio>
 #include <set>
 
-#include "accelerate/errors.h"
-#include "accelerate/tensorboard.h"
-#include "accelerate/tracking.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/tracking/tensorboard.h"
+#include "accelerate/tracking/tracking.h"
 #include "tracking/file_trackers.h"
 
 namespace accelerate {

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "tracking/text_format.h"
 
 namespace accelerate::trainer {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/trainer_callback.h"
+#include "accelerate/trainer/trainer_callback.h"
 
 namespace accelerate::trainer {
 

@@ -1,10 +1,10 @@
-#include "accelerate/trainer_callback.h"
+#include "accelerate/trainer/trainer_callback.h"
 
 #include <cmath>
 #include <iostream>
 
-#include "accelerate/errors.h"
-#include "accelerate/training_arguments.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/trainer/training_arguments.h"
 
 namespace accelerate {
 

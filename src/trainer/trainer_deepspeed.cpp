@@ -5,7 +5,7 @@
 #include <variant>
 #include <vector>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "common/environment_text.h"
 #include "common/setting_values.h"
 #include "common/settings.h"

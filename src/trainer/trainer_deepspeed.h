@@ -5,9 +5,9 @@
 // Trainer's logs follow one set of values. Internal to the trainer area.
 #pragma once
 
-#include "accelerate/accelerator_options.h"
-#include "accelerate/environment.h"
-#include "accelerate/training_arguments.h"
+#include "accelerate/accelerator/accelerator_options.h"
+#include "accelerate/common/environment.h"
+#include "accelerate/trainer/training_arguments.h"
 
 namespace accelerate::trainer {
 

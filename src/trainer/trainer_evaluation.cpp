@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <string>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 
 namespace accelerate::detail {
 

@@ -10,9 +10,9 @@
 #include <filesystem>
 #include <iostream>
 
-#include "accelerate/accelerator.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/common/errors.h"
 #include "accelerate/detail/checkpoint_metadata.h"
-#include "accelerate/errors.h"
 #include "tracking/text_format.h"
 #include "trainer/checkpoint_folders.h"
 #include "trainer/trainer_deepspeed.h"

@@ -9,10 +9,10 @@
 #include <utility>
 #include <vector>
 
-#include "accelerate/adafactor.h"
+#include "accelerate/common/errors.h"
 #include "accelerate/detail/trainer_loop.h"
-#include "accelerate/errors.h"
-#include "accelerate/fused_adamw.h"
+#include "accelerate/schedule/adafactor.h"
+#include "accelerate/schedule/fused_adamw.h"
 
 namespace accelerate::detail {
 

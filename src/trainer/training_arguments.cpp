@@ -1,4 +1,4 @@
-#include "accelerate/training_arguments.h"
+#include "accelerate/trainer/training_arguments.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "accelerate/common/errors.h"
 #include "accelerate/detail/enum_names.h"
-#include "accelerate/errors.h"
 #include "tracking/text_format.h"
 
 namespace accelerate {

@@ -11,8 +11,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/errors.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/common/errors.h"
 
 namespace accelerate {
 namespace {

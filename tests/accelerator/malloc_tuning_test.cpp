@@ -10,8 +10,8 @@
 #include <malloc.h>
 #endif
 
-#include "accelerate/accelerator.h"
-#include "accelerate/malloc_tuning.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/common/malloc_tuning.h"
 
 namespace accelerate {
 namespace {

@@ -9,7 +9,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
-#include "accelerate/accelerator.h"
+#include "accelerate/accelerator/accelerator.h"
 #include "support/thread_ranks.h"
 
 namespace {

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "accelerate/accelerator.h"
+#include "accelerate/accelerator/accelerator.h"
 #include "support/thread_ranks.h"
 
 namespace {

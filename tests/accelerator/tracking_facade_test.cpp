@@ -8,8 +8,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/errors.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/common/errors.h"
 #include "support/thread_ranks.h"
 
 namespace {

@@ -10,8 +10,8 @@
 #include <thread>
 #include <utility>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/errors.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/common/errors.h"
 
 namespace accelerate {
 namespace {

@@ -4,11 +4,11 @@
 
 #include <gtest/gtest.h>
 
-#include "accelerate/errors.h"
-#include "accelerate/memory.h"
-#include "accelerate/optimizer.h"
-#include "accelerate/random.h"
-#include "accelerate/scheduler.h"
+#include "accelerate/accelerator/memory.h"
+#include "accelerate/accelerator/optimizer.h"
+#include "accelerate/accelerator/random.h"
+#include "accelerate/accelerator/scheduler.h"
+#include "accelerate/common/errors.h"
 
 namespace {
 

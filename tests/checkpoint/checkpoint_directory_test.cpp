@@ -7,9 +7,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "accelerate/checkpointing.h"
-#include "accelerate/communicator.h"
-#include "accelerate/errors.h"
+#include "accelerate/checkpoint/checkpointing.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/distributed/communicator.h"
 #include "support/error_message.h"
 #include "support/process_runner.h"
 #include "support/thread_ranks.h"

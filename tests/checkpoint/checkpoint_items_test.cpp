@@ -10,9 +10,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "accelerate/communicator.h"
-#include "accelerate/errors.h"
-#include "accelerate/model_saving.h"
+#include "accelerate/checkpoint/model_saving.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/distributed/communicator.h"
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/checkpoint_items.h"
 #include "parallel/data_parallel_engine.h"

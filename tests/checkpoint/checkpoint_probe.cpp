@@ -22,8 +22,8 @@
 #include <cstring>
 #include <string>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/random.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/accelerator/random.h"
 
 namespace {
 

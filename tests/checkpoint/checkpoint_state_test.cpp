@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/errors.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/common/errors.h"
 #include "support/error_message.h"
 #include "support/process_runner.h"
 #include "support/thread_ranks.h"

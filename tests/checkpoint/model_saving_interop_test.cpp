@@ -6,7 +6,7 @@
 
 #include <fstream>
 
-#include "accelerate/model_saving.h"
+#include "accelerate/checkpoint/model_saving.h"
 #include "checkpoint/safetensors_python.h"
 #include "checkpoint/safetensors_sharding.h"
 #include "checkpoint/safetensors_test_files.h"

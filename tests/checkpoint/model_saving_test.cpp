@@ -1,7 +1,7 @@
 // save_model / load_model: state-dict names, Hugging Face's sharding and
 // index, stale files, strict loading, tied weights and the pickle format.
 // Interop with Python's torch: model_saving_interop_test.cpp.
-#include "accelerate/model_saving.h"
+#include "accelerate/checkpoint/model_saving.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "accelerate/errors.h"
-#include "accelerate/safetensors.h"
+#include "accelerate/checkpoint/safetensors.h"
+#include "accelerate/common/errors.h"
 #include "checkpoint/safetensors_sharding.h"
 #include "checkpoint/safetensors_test_files.h"
 

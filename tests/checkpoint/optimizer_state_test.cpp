@@ -12,9 +12,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/errors.h"
-#include "accelerate/safetensors.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/checkpoint/safetensors.h"
+#include "accelerate/common/errors.h"
 #include "compat/optim_compat.h"
 #include "support/error_message.h"
 #include "support/process_runner.h"

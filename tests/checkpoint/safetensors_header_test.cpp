@@ -7,7 +7,7 @@
 
 #include <iostream>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "checkpoint/safetensors_mutation.h"
 #include "checkpoint/safetensors_test_files.h"
 

@@ -9,7 +9,7 @@
 #include <random>
 #include <string>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 
 namespace accelerate::safetensors::testing {
 

@@ -1,7 +1,7 @@
 // safetensors with LibTorch tensors: round trips of every dtype, strided
 // tensors, exact bytes on disk, errors, random damage, and interop with an
 // independent Python reader/writer.
-#include "accelerate/safetensors.h"
+#include "accelerate/checkpoint/safetensors.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "checkpoint/safetensors_mutation.h"
 #include "checkpoint/safetensors_python.h"
 #include "checkpoint/safetensors_test_files.h"

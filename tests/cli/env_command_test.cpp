@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
-#include "accelerate/version.h"
+#include "accelerate/common/version.h"
 #include "cli/cli_test_support.h"
 #include "cli/env_command.h"
 

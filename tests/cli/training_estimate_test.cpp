@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "cli/cli_test_support.h"
 #include "cli/training_estimate.h"
 #include "cli/transformer_shape.h"

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "common/cpu_capability.h"
 #include "common/cpu_info.h"
 

@@ -10,15 +10,15 @@
 #include <string>
 #include <string_view>
 
-#include "accelerate/backend.h"
-#include "accelerate/deepspeed_plugin.h"
+#include "accelerate/common/backend.h"
+#include "accelerate/common/distributed_type.h"
+#include "accelerate/common/job_state.h"
+#include "accelerate/common/log_level.h"
+#include "accelerate/common/malloc_tuning.h"
+#include "accelerate/common/mixed_precision.h"
 #include "accelerate/detail/enum_names.h"
-#include "accelerate/distributed_type.h"
-#include "accelerate/fsdp_plugin.h"
-#include "accelerate/job_state.h"
-#include "accelerate/log_level.h"
-#include "accelerate/malloc_tuning.h"
-#include "accelerate/mixed_precision.h"
+#include "accelerate/sharding/deepspeed_plugin.h"
+#include "accelerate/sharding/fsdp_plugin.h"
 #include "common/settings.h"
 
 namespace accelerate {

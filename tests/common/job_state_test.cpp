@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/errors.h"
-#include "accelerate/job_state.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/common/job_state.h"
 #include "common/job_state_test_support.h"
 
 namespace accelerate {

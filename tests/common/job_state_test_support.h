@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "accelerate/errors.h"
-#include "accelerate/job_state.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/common/job_state.h"
 
 namespace accelerate::testing::job_state {
 

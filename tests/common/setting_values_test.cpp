@@ -3,7 +3,7 @@
 // environment; messages name the place (variable, flag, config key and line).
 #include <gtest/gtest.h>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "common/setting_values.h"
 #include "common/settings.h"
 

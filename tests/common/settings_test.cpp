@@ -9,10 +9,10 @@
 #include <sstream>
 #include <string>
 
-#include "accelerate/backend.h"
-#include "accelerate/errors.h"
-#include "accelerate/log_level.h"
-#include "accelerate/mixed_precision.h"
+#include "accelerate/common/backend.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/common/log_level.h"
+#include "accelerate/common/mixed_precision.h"
 #include "common/environment_text.h"
 #include "common/settings.h"
 

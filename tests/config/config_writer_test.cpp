@@ -4,7 +4,7 @@
 
 #include <sstream>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "config/config_file.h"
 #include "config/config_files.h"
 #include "config/config_yaml.h"

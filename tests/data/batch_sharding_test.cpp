@@ -1,13 +1,13 @@
 // Batch sharding against Hugging Face Accelerate's tested values and against
 // independent oracles of Accelerate's BatchSamplerShard and
 // IterableDatasetShard.
-#include "accelerate/batch_sharding.h"
+#include "accelerate/data/batch_sharding.h"
 
 #include <numeric>
 
 #include <gtest/gtest.h>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "data/sharding_oracle.h"
 
 namespace accelerate {

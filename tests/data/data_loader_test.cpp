@@ -1,6 +1,6 @@
 // DataLoader in one process: batching, collate, shuffling and seeds, epochs,
 // workers, errors, early exits, skipping, positions and observers.
-#include "accelerate/data_loader.h"
+#include "accelerate/data/data_loader.h"
 
 #include <chrono>
 #include <set>

@@ -4,7 +4,7 @@
 // four dataset kinds (our map-style and iterable test datasets, and their
 // LibTorch counterparts: a .map(...).map(Stack<>()) pipeline and a
 // StatefulDataset).
-#include "accelerate/data_loader.h"
+#include "accelerate/data/data_loader.h"
 
 #include <algorithm>
 #include <numeric>
@@ -13,7 +13,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "accelerate/collectives.h"
+#include "accelerate/distributed/collectives.h"
 #include "data/test_datasets.h"
 #include "data/torch_test_datasets.h"
 #include "support/thread_ranks.h"

@@ -1,6 +1,6 @@
 // DataLoader over iterable datasets in one process: restarts, lookahead for
 // end_of_dataloader, sizes, workers.
-#include "accelerate/data_loader.h"
+#include "accelerate/data/data_loader.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

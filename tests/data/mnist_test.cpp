@@ -1,5 +1,5 @@
 // MnistDataset over small IDX files written by the test, good and bad.
-#include "accelerate/mnist.h"
+#include "accelerate/data/mnist.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "accelerate/data_loader.h"
+#include "accelerate/data/data_loader.h"
 
 namespace accelerate {
 namespace {

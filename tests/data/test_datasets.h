@@ -13,7 +13,7 @@
 
 #include <torch/torch.h>
 
-#include "accelerate/data_loader.h"
+#include "accelerate/data/data_loader.h"
 
 namespace accelerate {
 namespace testing {

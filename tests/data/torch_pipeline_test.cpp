@@ -2,7 +2,7 @@
 // .map(...) pipelines and BatchDataset subclasses, stateful datasets, and
 // make_data_loader with LibTorch's arguments, checked against LibTorch's own
 // loader over the same datasets.
-#include "accelerate/make_data_loader.h"
+#include "accelerate/data/make_data_loader.h"
 
 #include <chrono>
 #include <set>
@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "accelerate/accelerator.h"
+#include "accelerate/accelerator/accelerator.h"
 #include "data/torch_test_datasets.h"
 
 namespace accelerate {

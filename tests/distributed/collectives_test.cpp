@@ -4,9 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include "accelerate/collectives.h"
-#include "accelerate/errors.h"
-#include "accelerate/process_control.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/distributed/collectives.h"
+#include "accelerate/distributed/process_control.h"
 #include "support/thread_ranks.h"
 
 using accelerate::Communicator;

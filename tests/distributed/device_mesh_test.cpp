@@ -10,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "distributed/device_mesh.h"
 #include "support/thread_ranks.h"
 

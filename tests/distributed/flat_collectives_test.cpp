@@ -14,7 +14,7 @@
 #include <tuple>
 #include <vector>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "distributed/rank_contributions.h"
 #include "support/thread_ranks.h"
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/communication_traffic.h"
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/distributed/communication_traffic.h"
 #include "distributed/rank_contributions.h"
 #include "support/thread_ranks.h"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "distributed/mesh_layout.h"
 
 namespace mesh_layout_test {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "distributed/rank_contributions.h"
 #include "support/thread_ranks.h"
 

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "accelerate/object_serializer.h"
+#include "accelerate/distributed/object_serializer.h"
 
 namespace {
 

@@ -20,7 +20,7 @@
 #include <tuple>
 #include <vector>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "common/shared_memory_names.h"
 #include "distributed/rank_contributions.h"
 #include "distributed/shared_memory_collectives.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/communication_traffic.h"
+#include "accelerate/distributed/communication_traffic.h"
 #include "support/thread_ranks.h"
 
 namespace traffic_test {

@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
+#include "accelerate/checkpoint/safetensors.h"
 #include "accelerate/models/gpt2.h"
 #include "accelerate/models/llama.h"
 #include "accelerate/models/pretrained.h"
-#include "accelerate/safetensors.h"
 #include "models/reference_python.h"
 #include "support/launcher_process.h"
 #include "support/temp_dir.h"

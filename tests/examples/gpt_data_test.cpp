@@ -20,9 +20,9 @@
 #include <thread>
 #include <vector>
 
-#include "accelerate/bpe_tokenizer.h"
-#include "accelerate/data_loader.h"
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/data/data_loader.h"
+#include "accelerate/text/bpe_tokenizer.h"
 #include "support/temp_dir.h"
 #include "token_data.h"
 

@@ -15,8 +15,8 @@
 
 #include <string>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/autocast.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/precision/autocast.h"
 #include "gpu/gpu_test_support.h"
 #include "parallel/parallel_test_support.h"
 

@@ -11,9 +11,9 @@
 #include <tuple>
 #include <vector>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/data_loader.h"
-#include "accelerate/data_transfer.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/data/data_loader.h"
+#include "accelerate/data/data_transfer.h"
 #include "data/test_datasets.h"
 #include "gpu/gpu_test_support.h"
 

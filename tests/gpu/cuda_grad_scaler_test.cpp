@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/grad_scaler.h"
+#include "accelerate/precision/grad_scaler.h"
 #include "gpu/gpu_test_support.h"
 
 namespace gpu_cuda_grad_scaler_test {

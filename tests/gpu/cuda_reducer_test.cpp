@@ -18,7 +18,7 @@
 #include <tuple>
 #include <vector>
 
-#include "accelerate/gradient_reducer.h"
+#include "accelerate/parallel/gradient_reducer.h"
 #include "gpu/gpu_test_support.h"
 #include "parallel/parallel_test_support.h"
 

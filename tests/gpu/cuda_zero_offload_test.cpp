@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/accelerator.h"
+#include "accelerate/accelerator/accelerator.h"
 #include "gpu/gpu_test_support.h"
 #include "sharding/zero_optimizer.h"
 #include "sharding/zero_test_model.h"

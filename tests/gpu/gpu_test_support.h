@@ -23,7 +23,7 @@
 
 #include <unistd.h>
 
-#include "accelerate/communicator.h"
+#include "accelerate/distributed/communicator.h"
 #include "compat/c10d_compat.h"  // compat::kHasNccl (the generated probe)
 #include "support/thread_ranks.h"
 

@@ -13,9 +13,10 @@
 #include <vector>
 
 #include "accelerate/models/llama.h"
-#include "accelerate/tensor_parallel.h"
+#include "accelerate/nn/tensor_parallel.h"
 #include "gpu/gpu_test_support.h"
 #include "models/tiny_llama_config.h"
+#include "support/tensor_compare.h"
 
 namespace gpu_nccl_tensor_parallel_test {
 
@@ -28,17 +29,7 @@ am::LlamaConfig tiny_config() { return tiny_llama_config(48, 16); }
 
 at::Tensor ids() { return (at::arange(32, at::kLong) * 7 + 3).remainder(48).reshape({2, 16}); }
 
-// This rank's part of `whole` shaped as `part` (each differing dimension
-// split by tensor_parallel_range).
-at::Tensor part_of(const at::Tensor& whole, const at::Tensor& part, const TensorParallel& tp) {
-  at::Tensor slice = whole;
-  for (int64_t d = 0; d < whole.dim(); ++d) {
-    if (whole.size(d) == part.size(d)) continue;
-    const auto range = accelerate::tensor_parallel_range(whole.size(d), tp);
-    slice = slice.narrow(d, range.start, range.length);
-  }
-  return slice;
-}
+using accelerate::testing::tensor_parallel_part_of;
 
 TEST(NcclTensorParallel, ALlamaSplitOverTwoGpusEqualsTheUnsplitModel) {
   ACCELERATE_GPU_REQUIRE_GPUS(2);
@@ -76,7 +67,7 @@ TEST(NcclTensorParallel, ALlamaSplitOverTwoGpusEqualsTheUnsplitModel) {
       const auto parameters = model->parameters();
       for (size_t i = 0; i < parameters.size(); ++i) {
         const at::Tensor grad = parameters[i].grad().cpu();
-        const at::Tensor reference = part_of(whole_grads[i], grad, tp);
+        const at::Tensor reference = tensor_parallel_part_of(whole_grads[i], grad, tp);
         const double scale = std::max(reference.abs().max().item<double>(), 1e-12);
         EXPECT_LE((grad - reference).abs().max().item<double>() / scale, 1e-4)
             << where << ", parameter " << i;

@@ -15,7 +15,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "accelerate/accelerator.h"
+#include "accelerate/accelerator/accelerator.h"
 #include "accelerate/models/llama.h"
 #include "models/tiny_llama_config.h"
 

@@ -25,7 +25,7 @@
 #include <string>
 #include <thread>
 
-#include "accelerate/accelerator.h"
+#include "accelerate/accelerator/accelerator.h"
 #include "support/regression_problem.h"
 
 namespace {

@@ -13,10 +13,10 @@
 #include <set>
 #include <vector>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/activation_checkpointing.h"
-#include "accelerate/autocast.h"
-#include "accelerate/errors.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/memory/activation_checkpointing.h"
+#include "accelerate/precision/autocast.h"
 #include "support/autograd_graph.h"
 #include "support/thread_ranks.h"
 

@@ -12,7 +12,7 @@
 #include <optional>
 #include <vector>
 
-#include "accelerate/empty_weights.h"
+#include "accelerate/memory/empty_weights.h"
 
 namespace empty_weights_test {
 

@@ -13,8 +13,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "accelerate/checkpoint/safetensors.h"
 #include "accelerate/models/bert.h"
-#include "accelerate/safetensors.h"
 #include "reference_python.h"
 #include "support/temp_dir.h"
 

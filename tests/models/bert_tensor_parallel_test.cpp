@@ -12,9 +12,9 @@
 #include <algorithm>
 #include <string>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "accelerate/models/bert.h"
-#include "accelerate/tensor_parallel.h"
+#include "accelerate/nn/tensor_parallel.h"
 #include "reference_python.h"
 #include "support/error_message.h"
 #include "support/temp_dir.h"

@@ -11,10 +11,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "accelerate/errors.h"
+#include "accelerate/checkpoint/safetensors.h"
+#include "accelerate/common/errors.h"
 #include "accelerate/models/bert.h"
 #include "accelerate/models/pretrained.h"
-#include "accelerate/safetensors.h"
 #include "support/error_message.h"
 #include "support/temp_dir.h"
 

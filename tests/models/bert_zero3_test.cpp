@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "accelerate/accelerator.h"
+#include "accelerate/accelerator/accelerator.h"
 #include "accelerate/models/bert.h"
 #include "sharding/zero_test_support.h"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "accelerate/models/gpt2.h"
 #include "accelerate/models/llama.h"
 #include "support/error_message.h"

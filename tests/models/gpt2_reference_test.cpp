@@ -8,8 +8,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "accelerate/checkpoint/safetensors.h"
 #include "accelerate/models/gpt2.h"
-#include "accelerate/safetensors.h"
 #include "reference_python.h"
 #include "support/temp_dir.h"
 

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "accelerate/models/gpt2.h"
-#include "accelerate/tensor_parallel.h"
+#include "accelerate/nn/tensor_parallel.h"
 #include "reference_python.h"
 #include "support/error_message.h"
 #include "support/temp_dir.h"

@@ -11,10 +11,10 @@
 #include <fstream>
 #include <set>
 
-#include "accelerate/errors.h"
+#include "accelerate/checkpoint/safetensors.h"
+#include "accelerate/common/errors.h"
 #include "accelerate/models/gpt2.h"
 #include "accelerate/models/pretrained.h"
-#include "accelerate/safetensors.h"
 #include "support/autograd_graph.h"
 #include "support/error_message.h"
 #include "support/temp_dir.h"

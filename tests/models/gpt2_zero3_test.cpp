@@ -7,9 +7,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/fsdp_plugin.h"
+#include "accelerate/accelerator/accelerator.h"
 #include "accelerate/models/gpt2.h"
+#include "accelerate/sharding/fsdp_plugin.h"
 #include "sharding/zero_test_support.h"
 
 namespace gpt2_zero3_test {

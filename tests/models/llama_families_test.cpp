@@ -10,7 +10,7 @@
 #include <string>
 #include <tuple>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "accelerate/models/llama.h"
 #include "support/error_message.h"
 #include "support/temp_dir.h"

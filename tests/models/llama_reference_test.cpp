@@ -7,9 +7,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "accelerate/checkpoint/safetensors.h"
 #include "accelerate/models/llama.h"
 #include "accelerate/models/pretrained.h"
-#include "accelerate/safetensors.h"
 #include "reference_python.h"
 #include "support/temp_dir.h"
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/model_saving.h"
-#include "accelerate/trainer.h"
+#include "accelerate/checkpoint/model_saving.h"
+#include "accelerate/trainer/trainer.h"
 #include "llama_tensor_parallel_training.h"
 
 namespace llama_tensor_parallel_checkpoint_test {

@@ -14,13 +14,14 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/communication_traffic.h"
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/distributed/communication_traffic.h"
 #include "accelerate/models/llama.h"
-#include "accelerate/tensor_parallel.h"
+#include "accelerate/nn/tensor_parallel.h"
 #include "reference_python.h"
 #include "support/error_message.h"
 #include "support/temp_dir.h"
+#include "support/tensor_compare.h"
 #include "support/thread_ranks.h"
 #include "tensor_parallel_steps.h"
 #include "tiny_llama_config.h"
@@ -37,17 +38,7 @@ double relative_error(const at::Tensor& a, const at::Tensor& b) {
   return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>() / scale;
 }
 
-// This rank's part of `whole` shaped as `part`: along each dimension where
-// they differ, the rank's tensor_parallel_range.
-at::Tensor part_of(const at::Tensor& whole, const at::Tensor& part, const TensorParallel& tp) {
-  at::Tensor slice = whole;
-  for (int64_t d = 0; d < whole.dim(); ++d) {
-    if (whole.size(d) == part.size(d)) continue;
-    const auto range = accelerate::tensor_parallel_range(whole.size(d), tp);
-    slice = slice.narrow(d, range.start, range.length);
-  }
-  return slice;
-}
+using accelerate::testing::tensor_parallel_part_of;
 
 // ---- Against transformers -------------------------------------------------
 
@@ -91,7 +82,7 @@ void expect_split_matches_transformers(const std::string& variant, bool sequence
       const at::Tensor& grad = item.value().grad();
       ASSERT_TRUE(grad.defined()) << item.key();
       split += !grad.sizes().equals(whole.sizes());
-      EXPECT_LE(accelerate::testing::max_abs_diff(grad, part_of(whole, grad, tp)),
+      EXPECT_LE(accelerate::testing::max_abs_diff(grad, tensor_parallel_part_of(whole, grad, tp)),
                 1e-4 * whole.abs().max().item<double>())
           << variant << " " << item.key() << ", rank " << tp.rank();
     }
@@ -209,7 +200,9 @@ TEST(LlamaTensorParallel, Tp2TimesSequenceParallel2EqualsTheUnsplitModel) {
         at::Tensor mean = parameters[i].grad().clone();
         sp_group->all_reduce(mean, accelerate::ReduceOp::kSum);
         mean /= 2;
-        EXPECT_LT(relative_error(mean, part_of(whole_parameters[i].grad(), mean, tp)), 1e-5)
+        EXPECT_LT(
+            relative_error(mean, tensor_parallel_part_of(whole_parameters[i].grad(), mean, tp)),
+            1e-5)
             << "parameter " << i << ", rank " << comm->rank();
       }
     });

@@ -17,14 +17,14 @@
 #include <utility>
 #include <vector>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/deepspeed_plugin.h"
-#include "accelerate/errors.h"
-#include "accelerate/fsdp_plugin.h"
-#include "accelerate/model_saving.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/checkpoint/model_saving.h"
+#include "accelerate/common/errors.h"
 #include "accelerate/models/llama.h"
-#include "accelerate/tensor_parallel_plan.h"
-#include "accelerate/trainer.h"
+#include "accelerate/nn/tensor_parallel_plan.h"
+#include "accelerate/sharding/deepspeed_plugin.h"
+#include "accelerate/sharding/fsdp_plugin.h"
+#include "accelerate/trainer/trainer.h"
 #include "support/error_message.h"
 #include "support/temp_dir.h"
 #include "support/thread_ranks.h"

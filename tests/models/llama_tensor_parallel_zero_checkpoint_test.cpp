@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/safetensors.h"
+#include "accelerate/checkpoint/safetensors.h"
 #include "llama_tensor_parallel_training.h"
 
 namespace llama_tensor_parallel_zero_checkpoint_test {

@@ -14,11 +14,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "accelerate/empty_weights.h"
-#include "accelerate/errors.h"
+#include "accelerate/checkpoint/safetensors.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/memory/empty_weights.h"
 #include "accelerate/models/llama.h"
 #include "accelerate/models/pretrained.h"
-#include "accelerate/safetensors.h"
 #include "support/autograd_graph.h"
 #include "support/error_message.h"
 #include "support/temp_dir.h"

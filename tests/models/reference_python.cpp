@@ -13,7 +13,7 @@
 #include <mutex>
 #include <sstream>
 
-#include "accelerate/safetensors.h"
+#include "accelerate/checkpoint/safetensors.h"
 
 namespace accelerate::testing {
 

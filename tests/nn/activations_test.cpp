@@ -9,7 +9,7 @@
 #include <cmath>
 #include <limits>
 
-#include "accelerate/activations.h"
+#include "accelerate/nn/activations.h"
 
 namespace {
 

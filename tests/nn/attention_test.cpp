@@ -13,10 +13,10 @@
 #include <limits>
 #include <vector>
 
-#include "accelerate/attention.h"
-#include "accelerate/autocast.h"
-#include "accelerate/cpu_capability.h"
-#include "accelerate/errors.h"
+#include "accelerate/common/cpu_capability.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/nn/attention.h"
+#include "accelerate/precision/autocast.h"
 #include "compat/blas_threads.h"
 #include "nn/blocked_causal_attention.h"
 #include "nn/small_gemm.h"

@@ -7,8 +7,8 @@
 
 #include <cmath>
 
-#include "accelerate/attention.h"
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/nn/attention.h"
 
 namespace {
 

@@ -9,8 +9,8 @@
 #include <cmath>
 #include <limits>
 
-#include "accelerate/cross_entropy.h"
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/nn/cross_entropy.h"
 
 namespace {
 

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/activations.h"
-#include "accelerate/errors.h"
-#include "accelerate/rms_norm.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/nn/activations.h"
+#include "accelerate/nn/rms_norm.h"
 
 namespace {
 

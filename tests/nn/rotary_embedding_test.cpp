@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/errors.h"
-#include "accelerate/rotary_embedding.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/nn/rotary_embedding.h"
 
 namespace {
 

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/activation_checkpointing.h"
-#include "accelerate/attention.h"
-#include "accelerate/errors.h"
-#include "accelerate/sequence_parallel.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/memory/activation_checkpointing.h"
+#include "accelerate/nn/attention.h"
+#include "accelerate/nn/sequence_parallel.h"
 #include "support/thread_ranks.h"
 
 namespace {

@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/deepspeed_plugin.h"
-#include "accelerate/fsdp_plugin.h"
-#include "accelerate/sequence_parallel.h"
-#include "accelerate/unit_forward.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/nn/sequence_parallel.h"
+#include "accelerate/sharding/deepspeed_plugin.h"
+#include "accelerate/sharding/fsdp_plugin.h"
+#include "accelerate/sharding/unit_forward.h"
 #include "support/temp_dir.h"
 #include "support/thread_ranks.h"
 

@@ -9,8 +9,8 @@
 #include <memory>
 #include <string>
 
-#include "accelerate/errors.h"
-#include "accelerate/tensor_parallel_plan.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/nn/tensor_parallel_plan.h"
 #include "support/error_message.h"
 #include "support/thread_ranks.h"
 

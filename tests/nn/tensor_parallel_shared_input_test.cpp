@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/autocast.h"
-#include "accelerate/communication_traffic.h"
-#include "accelerate/communicator.h"
-#include "accelerate/parallel_layers.h"
-#include "accelerate/tensor_parallel.h"
+#include "accelerate/distributed/communication_traffic.h"
+#include "accelerate/distributed/communicator.h"
+#include "accelerate/nn/parallel_layers.h"
+#include "accelerate/nn/tensor_parallel.h"
+#include "accelerate/precision/autocast.h"
 #include "support/error_message.h"
 #include "support/tensor_compare.h"
 #include "support/thread_ranks.h"

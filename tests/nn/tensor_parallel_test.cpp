@@ -15,11 +15,11 @@
 #include <tuple>
 #include <vector>
 
-#include "accelerate/communicator.h"
-#include "accelerate/cross_entropy.h"
-#include "accelerate/errors.h"
-#include "accelerate/parallel_layers.h"
-#include "accelerate/tensor_parallel.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/distributed/communicator.h"
+#include "accelerate/nn/cross_entropy.h"
+#include "accelerate/nn/parallel_layers.h"
+#include "accelerate/nn/tensor_parallel.h"
 #include "support/tensor_compare.h"
 #include "support/thread_ranks.h"
 

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "accelerate/gradient_reducer.h"
+#include "accelerate/parallel/gradient_reducer.h"
 #include "parallel/parallel_test_support.h"
 #include "parallel/state_broadcast.h"
 #include "support/thread_ranks.h"

@@ -19,7 +19,7 @@
 
 #include <tuple>
 
-#include "accelerate/gradient_reducer.h"
+#include "accelerate/parallel/gradient_reducer.h"
 #include "parallel/parallel_test_support.h"
 #include "support/thread_ranks.h"
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/communicator.h"
-#include "accelerate/gradient_reducer.h"
+#include "accelerate/distributed/communicator.h"
+#include "accelerate/parallel/gradient_reducer.h"
 
 namespace accelerate {
 namespace testing {

@@ -9,7 +9,7 @@
 
 #include <vector>
 
-#include "accelerate/gradient_reducer.h"
+#include "accelerate/parallel/gradient_reducer.h"
 #include "parallel/parallel_test_support.h"
 #include "parallel/sharded_gradients.h"
 #include "support/thread_ranks.h"

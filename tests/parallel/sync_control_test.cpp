@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "accelerate/errors.h"
-#include "accelerate/gradient_reducer.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/parallel/gradient_reducer.h"
 #include "parallel/parallel_test_support.h"
 #include "support/thread_ranks.h"
 

@@ -6,7 +6,7 @@
 
 #include <chrono>
 
-#include "accelerate/gradient_reducer.h"
+#include "accelerate/parallel/gradient_reducer.h"
 #include "parallel/parallel_test_support.h"
 #include "support/thread_ranks.h"
 

@@ -8,7 +8,7 @@
 
 #include <limits>
 
-#include "accelerate/accelerator.h"
+#include "accelerate/accelerator/accelerator.h"
 #include "precision/cached_linear.h"
 #include "support/regression_problem.h"
 #include "support/thread_ranks.h"

@@ -6,8 +6,8 @@
 
 #include <thread>
 
-#include "accelerate/autocast.h"
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/precision/autocast.h"
 #include "precision/cached_linear.h"
 
 namespace {

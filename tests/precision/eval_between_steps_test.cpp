@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/accelerator.h"
+#include "accelerate/accelerator/accelerator.h"
 #include "sharding/zero_test_model.h"
 #include "sharding/zero_test_support.h"
 #include "support/thread_ranks.h"

@@ -9,8 +9,8 @@
 #include <limits>
 #include <sstream>
 
-#include "accelerate/errors.h"
-#include "accelerate/grad_scaler.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/precision/grad_scaler.h"
 
 namespace {
 

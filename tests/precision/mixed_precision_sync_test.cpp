@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "accelerate/errors.h"
-#include "accelerate/gradient_reducer.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/parallel/gradient_reducer.h"
 #include "support/thread_ranks.h"
 
 namespace {

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/cpu_capability.h"
-#include "accelerate/errors.h"
+#include "accelerate/common/cpu_capability.h"
+#include "accelerate/common/errors.h"
 #include "quantize/block_quantize.h"
 #include "quantize/block_quantize_kernels.h"
 

@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/errors.h"
-#include "accelerate/fsdp_plugin.h"
-#include "accelerate/unit_forward.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/sharding/fsdp_plugin.h"
+#include "accelerate/sharding/unit_forward.h"
 #include "parallel/storage_release.h"
 #include "sharding/plugin_from_environment.h"
 #include "sharding/unit_policy.h"

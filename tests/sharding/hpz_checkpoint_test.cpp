@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/accelerator.h"
+#include "accelerate/accelerator/accelerator.h"
 #include "sharding/hpz_test_support.h"
 #include "sharding/parameter_units.h"
 #include "sharding/zero_test_model.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "sharding/deepspeed_config.h"
 #include "sharding/hpz_partition.h"
 

@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/errors.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/common/errors.h"
 #include "sharding/hpz_test_support.h"
 #include "sharding/parameter_units.h"
 #include "sharding/zero_test_model.h"

@@ -6,9 +6,9 @@
 #include <fstream>
 #include <string>
 
-#include "accelerate/accelerator_options.h"
-#include "accelerate/deepspeed_plugin.h"
-#include "accelerate/job_state.h"
+#include "accelerate/accelerator/accelerator_options.h"
+#include "accelerate/common/job_state.h"
+#include "accelerate/sharding/deepspeed_plugin.h"
 #include "support/thread_ranks.h"
 
 namespace accelerate {

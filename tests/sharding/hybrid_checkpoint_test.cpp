@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/checkpointing.h"
-#include "accelerate/fsdp_plugin.h"
-#include "accelerate/safetensors.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/checkpoint/checkpointing.h"
+#include "accelerate/checkpoint/safetensors.h"
+#include "accelerate/sharding/fsdp_plugin.h"
 #include "checkpoint/checkpoint_files.h"
 #include "sharding/zero_test_model.h"
 #include "sharding/zero_test_support.h"

@@ -23,10 +23,10 @@
 #include <unordered_set>
 #include <vector>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/errors.h"
-#include "accelerate/fsdp_plugin.h"
-#include "accelerate/safetensors.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/checkpoint/safetensors.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/sharding/fsdp_plugin.h"
 #include "sharding/zero_test_model.h"
 #include "sharding/zero_test_support.h"
 #include "support/temp_dir.h"

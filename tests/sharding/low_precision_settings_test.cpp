@@ -10,8 +10,8 @@
 #include <optional>
 #include <string>
 
-#include "accelerate/errors.h"
-#include "accelerate/fsdp_plugin.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/sharding/fsdp_plugin.h"
 #include "sharding/sharding_settings.h"
 #include "support/temp_dir.h"
 

@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/communication_traffic.h"
-#include "accelerate/fsdp_plugin.h"
-#include "accelerate/model_saving.h"
-#include "accelerate/unit_forward.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/checkpoint/model_saving.h"
+#include "accelerate/distributed/communication_traffic.h"
+#include "accelerate/sharding/fsdp_plugin.h"
+#include "accelerate/sharding/unit_forward.h"
 #include "parallel/storage_release.h"
 #include "sharding/smooth_net.h"
 #include "sharding/zero_test_support.h"

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/model_saving.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/checkpoint/model_saving.h"
 #include "sharding/zero_test_model.h"
 #include "support/process_runner.h"
 #include "support/temp_dir.h"

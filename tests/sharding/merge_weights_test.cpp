@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/fsdp_plugin.h"
-#include "accelerate/model_saving.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/checkpoint/model_saving.h"
+#include "accelerate/sharding/fsdp_plugin.h"
 #include "checkpoint/float_narrowing.h"
 #include "sharding/zero_test_model.h"
 #include "support/process_runner.h"

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "sharding/plugin_from_environment.h"
 
 namespace accelerate::sharding {

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/communication_traffic.h"
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/distributed/communication_traffic.h"
 #include "quantize/block_quantize.h"
 #include "sharding/quantized_collectives.h"
 #include "support/thread_ranks.h"

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/communication_traffic.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/distributed/communication_traffic.h"
 #include "quantize/block_quantize.h"
 #include "sharding/hpz_test_support.h"
 #include "sharding/quantized_collectives.h"

@@ -11,8 +11,8 @@
 
 #include <memory>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/unit_forward.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/sharding/unit_forward.h"
 
 namespace sharding_test_models {
 

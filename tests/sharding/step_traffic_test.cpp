@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/communication_traffic.h"
-#include "accelerate/fsdp_plugin.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/distributed/communication_traffic.h"
+#include "accelerate/sharding/fsdp_plugin.h"
 #include "cli/training_traffic.h"
 #include "sharding/hpz_test_support.h"
 #include "sharding/zero_test_model.h"

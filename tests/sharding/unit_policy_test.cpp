@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "sharding/unit_policy.h"
 
 namespace unit_policy_test {

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/empty_weights.h"
-#include "accelerate/errors.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/memory/empty_weights.h"
 #include "parallel/storage_release.h"
 #include "sharding/zero_test_model.h"
 #include "support/thread_ranks.h"

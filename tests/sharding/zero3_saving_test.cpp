@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/errors.h"
-#include "accelerate/fsdp_plugin.h"
-#include "accelerate/safetensors.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/checkpoint/safetensors.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/sharding/fsdp_plugin.h"
 #include "compat/memory_compat.h"
 #include "parallel/storage_release.h"
 #include "sharding/zero_test_model.h"

@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/activation_checkpointing.h"
-#include "accelerate/empty_weights.h"
-#include "accelerate/errors.h"
-#include "accelerate/unit_forward.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/memory/activation_checkpointing.h"
+#include "accelerate/memory/empty_weights.h"
+#include "accelerate/sharding/unit_forward.h"
 #include "parallel/storage_release.h"
 #include "sharding/parameter_units.h"
 #include "sharding/zero_test_model.h"

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/errors.h"
-#include "accelerate/safetensors.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/checkpoint/safetensors.h"
+#include "accelerate/common/errors.h"
 #include "sharding/zero_test_model.h"
 #include "support/thread_ranks.h"
 

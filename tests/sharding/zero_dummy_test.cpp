@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/dummy_optim.h"
-#include "accelerate/dummy_scheduler.h"
-#include "accelerate/errors.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/sharding/dummy_optim.h"
+#include "accelerate/sharding/dummy_scheduler.h"
 #include "sharding/zero_test_model.h"
 #include "support/temp_dir.h"
 #include "support/thread_ranks.h"

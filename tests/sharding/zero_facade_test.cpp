@@ -26,8 +26,8 @@
 #include <system_error>
 #include <vector>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/model_saving.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/checkpoint/model_saving.h"
 #include "sharding/zero_test_model.h"
 #include "sharding/zero_test_support.h"
 #include "support/temp_dir.h"

@@ -14,8 +14,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/empty_weights.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/memory/empty_weights.h"
 #include "sharding/zero_optimizer.h"
 #include "sharding/zero_test_model.h"
 #include "sharding/zero_test_support.h"

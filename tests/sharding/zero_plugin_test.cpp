@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/errors.h"
-#include "accelerate/fsdp_plugin.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/sharding/fsdp_plugin.h"
 #include "sharding/plugin_from_environment.h"
 #include "sharding/unit_policy.h"
 #include "sharding/zero_test_model.h"

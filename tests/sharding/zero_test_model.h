@@ -8,9 +8,9 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
-#include "accelerate/activation_checkpointing.h"
-#include "accelerate/dataset.h"
-#include "accelerate/unit_forward.h"
+#include "accelerate/data/dataset.h"
+#include "accelerate/memory/activation_checkpointing.h"
+#include "accelerate/sharding/unit_forward.h"
 
 namespace accelerate {
 namespace testing {

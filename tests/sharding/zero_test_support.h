@@ -10,7 +10,7 @@
 
 #include <torch/torch.h>
 
-#include "accelerate/accelerator.h"
+#include "accelerate/accelerator/accelerator.h"
 #include "compat/optim_compat.h"
 #include "parallel/storage_release.h"
 #include "support/thread_ranks.h"

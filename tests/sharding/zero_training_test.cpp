@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/errors.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/common/errors.h"
 #include "sharding/zero_test_model.h"
 #include "sharding/zero_test_support.h"
 #include "support/thread_ranks.h"

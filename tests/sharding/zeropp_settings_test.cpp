@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "sharding/deepspeed_config.h"
 #include "sharding/sharding_settings.h"
 #include "support/temp_dir.h"

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/accelerator.h"
-#include "accelerate/communication_traffic.h"
-#include "accelerate/unit_forward.h"
+#include "accelerate/accelerator/accelerator.h"
+#include "accelerate/distributed/communication_traffic.h"
+#include "accelerate/sharding/unit_forward.h"
 #include "parallel/storage_release.h"
 #include "sharding/hpz_test_support.h"
 #include "sharding/parameter_units.h"

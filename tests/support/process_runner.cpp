@@ -16,7 +16,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "accelerate/environment.h"
+#include "accelerate/common/environment.h"
 #include "common/free_port.h"
 
 namespace accelerate::testing {

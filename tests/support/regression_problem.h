@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "accelerate/dataset.h"
+#include "accelerate/data/dataset.h"
 
 namespace accelerate {
 namespace testing {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
 #include "checkpoint/safetensors_header.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,9 +1,12 @@
-// Comparisons and seeded draws the tensor-parallel tests share.
+// Comparisons, seeded draws and parts of whole tensors the tensor-parallel
+// tests share.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <gtest/gtest.h>
+
+#include "accelerate/nn/tensor_parallel.h"
 
 #include <cstdint>
 #include <vector>
@@ -27,5 +30,19 @@ struct Draws {
   torch::Tensor operator()(std::vector<int64_t> shape) { return at::randn(shape, generator); }
   at::Generator generator;
 };
+
+// This rank's part of `whole` shaped as `part`: along each dimension where
+// they differ, the rank's tensor_parallel_range (one block: not for fused
+// layers, whose tests write their blocks out).
+inline torch::Tensor tensor_parallel_part_of(const torch::Tensor& whole, const torch::Tensor& part,
+                                             const TensorParallel& tp) {
+  torch::Tensor slice = whole;
+  for (int64_t d = 0; d < whole.dim(); ++d) {
+    if (whole.size(d) == part.size(d)) continue;
+    const auto range = tensor_parallel_range(whole.size(d), tp);
+    slice = slice.narrow(d, range.start, range.length);
+  }
+  return slice;
+}
 
 }  // namespace accelerate::testing

@@ -16,7 +16,7 @@
 
 #include <gtest/gtest.h>
 
-#include "accelerate/communicator.h"
+#include "accelerate/distributed/communicator.h"
 
 namespace accelerate {
 namespace testing {

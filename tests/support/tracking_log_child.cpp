@@ -9,7 +9,7 @@
 
 #include <unistd.h>
 
-#include "accelerate/tracking.h"
+#include "accelerate/tracking/tracking.h"
 
 int main(int argc, char** argv) {
   if (argc != 4) {

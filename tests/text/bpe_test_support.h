@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "accelerate/bpe_tokenizer.h"
+#include "accelerate/text/bpe_tokenizer.h"
 #include "text/pre_split.h"
 
 namespace accelerate::testing {

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/bpe_tokenizer.h"
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/text/bpe_tokenizer.h"
 #include "support/error_message.h"
 #include "text/bpe_test_support.h"
 

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "accelerate/bpe_tokenizer.h"
+#include "accelerate/text/bpe_tokenizer.h"
 
 namespace accelerate {
 namespace {

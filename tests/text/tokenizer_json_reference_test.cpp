@@ -20,8 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "accelerate/errors.h"
-#include "accelerate/tokenizer.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/text/tokenizer.h"
 
 namespace accelerate {
 namespace {

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <string>
 
-#include "accelerate/errors.h"
-#include "accelerate/tokenizer.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/text/tokenizer.h"
 #include "text/unicode.h"
 
 namespace accelerate {

@@ -8,7 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "accelerate/tracking.h"
+#include "accelerate/tracking/tracking.h"
 #include "tracking_test_util.h"
 
 namespace accelerate {

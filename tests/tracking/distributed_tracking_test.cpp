@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "accelerate/tracking.h"
+#include "accelerate/tracking/tracking.h"
 #include "support/thread_ranks.h"
 #include "tracking_test_util.h"
 

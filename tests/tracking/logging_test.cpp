@@ -7,8 +7,8 @@
 #include <sstream>
 #include <thread>
 
-#include "accelerate/errors.h"
-#include "accelerate/logging.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/tracking/logging.h"
 #include "support/thread_ranks.h"
 #include "tracking_test_util.h"
 

@@ -6,7 +6,7 @@
 #include <sstream>
 #include <vector>
 
-#include "accelerate/progress_bar.h"
+#include "accelerate/tracking/progress_bar.h"
 #include "tracking/progress_format.h"
 
 namespace accelerate {

@@ -8,9 +8,9 @@
 
 #include <unistd.h>
 
-#include "accelerate/errors.h"
-#include "accelerate/tensorboard.h"
-#include "accelerate/tracking.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/tracking/tensorboard.h"
+#include "accelerate/tracking/tracking.h"
 #include "tracking/tfrecord.h"
 #include "tracking_test_util.h"
 

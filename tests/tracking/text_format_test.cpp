@@ -4,8 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "accelerate/errors.h"
-#include "accelerate/tracker_value.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/tracking/tracker_value.h"
 #include "tracking/text_format.h"
 
 namespace accelerate {

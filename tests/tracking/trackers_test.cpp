@@ -8,9 +8,9 @@
 #include <functional>
 #include <thread>
 
-#include "accelerate/errors.h"
-#include "accelerate/tensorboard.h"
-#include "accelerate/tracking.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/tracking/tensorboard.h"
+#include "accelerate/tracking/tracking.h"
 #include "tracking_test_util.h"
 
 namespace accelerate {

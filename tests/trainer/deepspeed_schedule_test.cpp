@@ -1,4 +1,4 @@
-// DeepSpeed's learning-rate schedules (accelerate/deepspeed_schedule.h):
+// DeepSpeed's learning-rate schedules (accelerate/schedule/deepspeed_schedule.h):
 // the rates DeepSpeed's WarmupLR, WarmupDecayLR and WarmupCosineLR set,
 // worked out by hand from their formulas, at construction ("iteration -1")
 // and after each step() call, and the settings they refuse.
@@ -10,8 +10,8 @@
 #include <cmath>
 #include <vector>
 
-#include "accelerate/deepspeed_schedule.h"
-#include "accelerate/errors.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/schedule/deepspeed_schedule.h"
 
 namespace deepspeed_schedule_test {
 

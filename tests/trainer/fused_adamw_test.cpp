@@ -10,9 +10,9 @@
 #include <sstream>
 #include <vector>
 
-#include "accelerate/errors.h"
-#include "accelerate/fused_adamw.h"
-#include "accelerate/optimizer.h"
+#include "accelerate/accelerator/optimizer.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/schedule/fused_adamw.h"
 #include "checkpoint/optimizer_kinds.h"
 
 namespace fused_adamw_test {

@@ -1,13 +1,13 @@
-// Hugging Face's learning-rate schedules (accelerate/lr_schedule.h): the
+// Hugging Face's learning-rate schedules (accelerate/schedule/lr_schedule.h): the
 // factors at chosen steps, worked out by hand from transformers'
 // definitions, and the rates a WarmupSchedule sets on a real optimizer.
 #include <torch/torch.h>
 
 #include <gtest/gtest.h>
 
-#include "accelerate/errors.h"
-#include "accelerate/lr_schedule.h"
-#include "accelerate/reduce_lr_on_plateau.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/schedule/lr_schedule.h"
+#include "accelerate/schedule/reduce_lr_on_plateau.h"
 
 namespace {
 

@@ -8,11 +8,11 @@
 #include <set>
 #include <string>
 
-#include "accelerate/checkpointing.h"
-#include "accelerate/communicator.h"
-#include "accelerate/deepspeed_schedule.h"
-#include "accelerate/lr_schedule.h"
-#include "accelerate/training_arguments.h"
+#include "accelerate/checkpoint/checkpointing.h"
+#include "accelerate/distributed/communicator.h"
+#include "accelerate/schedule/deepspeed_schedule.h"
+#include "accelerate/schedule/lr_schedule.h"
+#include "accelerate/trainer/training_arguments.h"
 
 namespace accelerate {
 namespace {

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/safetensors.h"
-#include "accelerate/trainer.h"
+#include "accelerate/checkpoint/safetensors.h"
+#include "accelerate/trainer/trainer.h"
 #include "support/temp_dir.h"
 #include "support/thread_ranks.h"
 #include "trainer/tiny_mlp.h"

@@ -13,7 +13,7 @@
 #include <sstream>
 #include <string>
 
-#include "accelerate/trainer.h"
+#include "accelerate/trainer/trainer.h"
 #include "support/process_runner.h"
 #include "support/temp_dir.h"
 #include "support/thread_ranks.h"

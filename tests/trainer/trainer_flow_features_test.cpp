@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/trainer.h"
+#include "accelerate/trainer/trainer.h"
 #include "support/temp_dir.h"
 #include "support/thread_ranks.h"
 #include "trainer_flow_support.h"

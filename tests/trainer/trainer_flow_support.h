@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "accelerate/trainer.h"
+#include "accelerate/trainer/trainer.h"
 #include "support/process_runner.h"
 
 namespace trainer_flow_test {

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/adafactor.h"
-#include "accelerate/fused_adamw.h"
-#include "accelerate/trainer.h"
+#include "accelerate/schedule/adafactor.h"
+#include "accelerate/schedule/fused_adamw.h"
+#include "accelerate/trainer/trainer.h"
 #include "checkpoint/optimizer_kinds.h"
 #include "support/temp_dir.h"
 #include "support/thread_ranks.h"

@@ -16,11 +16,11 @@
 #include <memory>
 #include <sstream>
 
-#include "accelerate/adafactor.h"
-#include "accelerate/fused_adamw.h"
-#include "accelerate/lr_schedule.h"
-#include "accelerate/reduce_lr_on_plateau.h"
-#include "accelerate/safetensors.h"
+#include "accelerate/checkpoint/safetensors.h"
+#include "accelerate/schedule/adafactor.h"
+#include "accelerate/schedule/fused_adamw.h"
+#include "accelerate/schedule/lr_schedule.h"
+#include "accelerate/schedule/reduce_lr_on_plateau.h"
 #include "support/process_runner.h"
 #include "support/temp_dir.h"
 

@@ -1,7 +1,7 @@
 // The definitions of the Accelerator's member templates (prepare()'s
 // dispatch on the type of each argument, the ModuleHolder overloads), kept
 // out of the class so that accelerator.h reads as its interface. Internal:
-// included at the end of accelerate/accelerator.h; include that instead.
+// included at the end of accelerate/accelerator/accelerator.h; include that instead.
 #pragma once
 
 #include <string>

@@ -1,7 +1,7 @@
 // The checkpoint folder's metadata file (accelerate_checkpoint.json): its
 // name, format version and contents. Torch-free, so the command line
 // (`accelerate merge-weights`) reads checkpoints with the library's own
-// parser; users get it through accelerate/checkpointing.h.
+// parser; users get it through accelerate/checkpoint/checkpointing.h.
 #pragma once
 
 #include <cstdint>

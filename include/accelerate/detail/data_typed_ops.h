@@ -21,11 +21,11 @@
 #include <c10/util/Type.h>
 #include <torch/data/example.h>
 
-#include "accelerate/data_collate.h"
-#include "accelerate/data_transfer.h"
-#include "accelerate/dataset.h"
-#include "accelerate/errors.h"
-#include "accelerate/object_serializer.h"
+#include "accelerate/common/errors.h"
+#include "accelerate/data/data_collate.h"
+#include "accelerate/data/data_transfer.h"
+#include "accelerate/data/dataset.h"
+#include "accelerate/distributed/object_serializer.h"
 
 namespace accelerate {
 namespace detail {
@@ -97,7 +97,7 @@ class TypedLoaderOps : public LoaderOps {
                 "accelerate::DataLoader cannot read this type: a dataset needs get(index) and "
                 "size() (map-style), get_batch(indices) and size() (a LibTorch BatchDataset, e.g. "
                 "a .map(...) chain), get_batch(count) and reset() (a LibTorch StatefulDataset), or "
-                "next() and reset() (iterable); see accelerate/dataset.h");
+                "next() and reset() (iterable); see accelerate/data/dataset.h");
 
  public:
   using ExampleType = dataset_example_t<Dataset>;

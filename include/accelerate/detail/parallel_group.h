@@ -8,7 +8,7 @@
 #include <memory>
 #include <utility>
 
-#include "accelerate/communicator.h"
+#include "accelerate/distributed/communicator.h"
 
 namespace accelerate::detail {
 

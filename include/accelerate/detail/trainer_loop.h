@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/progress_bar.h"
-#include "accelerate/trainer_callback.h"
-#include "accelerate/training_arguments.h"
+#include "accelerate/tracking/progress_bar.h"
+#include "accelerate/trainer/trainer_callback.h"
+#include "accelerate/trainer/training_arguments.h"
 
 namespace torch {
 namespace nn {

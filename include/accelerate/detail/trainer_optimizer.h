@@ -7,8 +7,8 @@
 #include <functional>
 #include <memory>
 
-#include "accelerate/optimizer.h"
-#include "accelerate/training_arguments.h"
+#include "accelerate/accelerator/optimizer.h"
+#include "accelerate/trainer/training_arguments.h"
 
 namespace torch::nn {
 class Module;

@@ -35,11 +35,11 @@
 #include <optional>
 #include <string>
 
-#include "accelerate/arg.h"
-#include "accelerate/model_saving.h"
+#include "accelerate/checkpoint/model_saving.h"
+#include "accelerate/common/arg.h"
 #include "accelerate/models/bert_config.h"
-#include "accelerate/parallel_layers.h"
-#include "accelerate/tensor_parallel_plan.h"
+#include "accelerate/nn/parallel_layers.h"
+#include "accelerate/nn/tensor_parallel_plan.h"
 
 namespace accelerate::models {
 
@@ -178,7 +178,7 @@ class BertModelImpl : public torch::nn::Module, public TensorParallelModel {
   // Activation checkpointing of every encoder layer (transformers'
   // gradient_checkpointing_enable()): while grad mode is on, each layer
   // keeps only its input and recomputes its forward in backward
-  // (accelerate/activation_checkpointing.h; still a ZeRO stage-3 unit).
+  // (accelerate/memory/activation_checkpointing.h; still a ZeRO stage-3 unit).
   // Gradients are bitwise those of the plain run on the CPU. Off by default.
   void set_gradient_checkpointing(bool on) { gradient_checkpointing_ = on; }
   bool gradient_checkpointing() const { return gradient_checkpointing_; }

@@ -12,9 +12,9 @@
 
 #include <functional>
 
-#include "accelerate/cross_entropy.h"
-#include "accelerate/sequence_parallel.h"
-#include "accelerate/tensor_parallel.h"
+#include "accelerate/nn/cross_entropy.h"
+#include "accelerate/nn/sequence_parallel.h"
+#include "accelerate/nn/tensor_parallel.h"
 
 namespace accelerate::models {
 

@@ -36,13 +36,13 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/arg.h"
-#include "accelerate/model_saving.h"
+#include "accelerate/checkpoint/model_saving.h"
+#include "accelerate/common/arg.h"
 #include "accelerate/models/causal_lm_loss.h"
 #include "accelerate/models/gpt2_config.h"
-#include "accelerate/parallel_layers.h"
-#include "accelerate/sequence_parallel.h"
-#include "accelerate/tensor_parallel_plan.h"
+#include "accelerate/nn/parallel_layers.h"
+#include "accelerate/nn/sequence_parallel.h"
+#include "accelerate/nn/tensor_parallel_plan.h"
 
 namespace accelerate::models {
 

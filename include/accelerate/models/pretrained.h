@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "accelerate/arg.h"
-#include "accelerate/model_saving.h"
+#include "accelerate/checkpoint/model_saving.h"
+#include "accelerate/common/arg.h"
 
 namespace torch::nn {
 class Module;

@@ -1,6 +1,6 @@
 // Must not compile: a DataLoader over a type that is no dataset. The test
 // (compile_fail_test.sh) wants DataLoader's one static_assert, not a cascade.
-#include <accelerate/data_loader.h>
+#include <accelerate/data/data_loader.h>
 
 struct Settings {
   int value = 0;
