@@ -19,44 +19,24 @@ namespace llama_tensor_parallel_checkpoint_test {
 using namespace llama_tensor_parallel_training;  // NOLINT: the shared helpers and names
 
 // The steps from `from` on.
-std::vector<double> after(const std::vector<double>& losses, size_t from) {
-  return std::vector<double>(losses.begin() + from, losses.end());
-}
-
-void expect_bitwise(const Curve& got, const Curve& want, const std::string& what) {
-  ASSERT_EQ(got.whole.size(), want.whole.size()) << what;
-  for (size_t i = 0; i < got.whole.size(); ++i) {
-    EXPECT_EQ(got.whole[i].first, want.whole[i].first) << what;
-    EXPECT_TRUE(got.whole[i].second.equal(want.whole[i].second))
-        << what << ": " << got.whole[i].first << " differs from what was saved";
-  }
-}
-
 TEST(LlamaTensorParallelCheckpoint, ACheckpointAtTp2ResumesAtTp1AndTp2) {
   // tp 2 x dp 2 (2 windows a process) against tp 1 x dp 4 (1 a process):
   // the same global batch of 4, in the same order, on 4 processes.
   const auto tp2 = with(ParallelismConfig().tp_size(2));
-  const auto uninterrupted = mean_losses(curves_of(4, tp2, 2), {0, 2});
   accelerate::testing::TempDir dir;
   const std::string folder = dir.path() + "/tp2";
-  Leg first, second;
-  first.steps = second.steps = kSteps / 2;
-  first.save_after = second.resume_from = folder;
-  const auto saved = curves_of(4, tp2, 2, first);
-  expect_close(mean_losses(saved, {0, 2}),
-               std::vector<double>(uninterrupted.begin(), uninterrupted.begin() + kSteps / 2), 1e-6,
-               "before saving");
+  const SavedHalfway run = save_halfway(tp2, folder);
+  const auto& saved = run.saved;
+  const Leg &first = run.save, &second = run.resume;
   // Whole files: any tp reads them; each rank takes its parts of the
   // weights and of AdamW's moments.
   const auto same = curves_of(4, tp2, 2, second);
-  expect_close(mean_losses(same, {0, 2}), after(uninterrupted, kSteps / 2), 1e-6,
-               "resumed at tp 2");
+  expect_close(mean_losses(same, {0, 2}), run.after, 1e-6, "resumed at tp 2");
   const auto unsplit = curves_of(4, {}, 1, second);
-  expect_close(mean_losses(unsplit, {0, 1, 2, 3}), after(uninterrupted, kSteps / 2), 1e-5,
-               "resumed at tp 1 x dp 4");
+  expect_close(mean_losses(unsplit, {0, 1, 2, 3}), run.after, 1e-5, "resumed at tp 1 x dp 4");
   for (int rank = 0; rank < 4; ++rank) {
-    expect_bitwise(same[rank], saved[0], "tp 2, rank " + std::to_string(rank));
-    expect_bitwise(unsplit[rank], saved[0], "tp 1, rank " + std::to_string(rank));
+    expect_weights_bitwise(same[rank], saved[0], "tp 2, rank " + std::to_string(rank));
+    expect_weights_bitwise(unsplit[rank], saved[0], "tp 1, rank " + std::to_string(rank));
   }
   // And back: saved unsplit, resumed split.
   const std::string whole_folder = dir.path() + "/tp1";
@@ -66,7 +46,7 @@ TEST(LlamaTensorParallelCheckpoint, ACheckpointAtTp2ResumesAtTp1AndTp2) {
   const auto split = curves_of(4, tp2, 2, resume_split);
   expect_close(mean_losses(split, {0, 2}), mean_losses(unsplit, {0, 1, 2, 3}), 1e-5,
                "saved at tp 1, resumed at tp 2");
-  expect_bitwise(split[1], saved_whole[0], "saved at tp 1, resumed at tp 2");
+  expect_weights_bitwise(split[1], saved_whole[0], "saved at tp 1, resumed at tp 2");
 }
 
 // The batch the saved models are judged on.

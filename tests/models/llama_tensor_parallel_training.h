@@ -174,4 +174,42 @@ inline void expect_close(const std::vector<double>& got, const std::vector<doubl
   }
 }
 
+// The losses from step `from` on.
+inline std::vector<double> losses_from(const std::vector<double>& losses, size_t from) {
+  return std::vector<double>(losses.begin() + from, losses.end());
+}
+
+// `got`'s whole weights are bitwise those `want` saved.
+inline void expect_weights_bitwise(const Curve& got, const Curve& want, const std::string& what) {
+  ASSERT_EQ(got.whole.size(), want.whole.size()) << what;
+  for (size_t i = 0; i < got.whole.size(); ++i) {
+    EXPECT_EQ(got.whole[i].first, want.whole[i].first) << what;
+    EXPECT_TRUE(got.whole[i].second.equal(want.whole[i].second))
+        << what << ": " << got.whole[i].first << " differs from what was saved";
+  }
+}
+
+// A run at tp 2 on 4 processes (`options`, 2 windows a process: a global
+// batch of 4) saved into `folder` halfway: what a resume at any layout must
+// follow (the uninterrupted run's later losses) and start from (the saving
+// run's curves), and the legs that save and resume.
+struct SavedHalfway {
+  std::vector<double> after;  // the uninterrupted mean losses after the save
+  std::vector<Curve> saved;
+  Leg save, resume;
+};
+
+inline SavedHalfway save_halfway(const AcceleratorOptions& options, const std::string& folder) {
+  const auto uninterrupted = mean_losses(curves_of(4, options, 2), {0, 2});
+  SavedHalfway run;
+  run.save.steps = run.resume.steps = kSteps / 2;
+  run.save.save_after = run.resume.resume_from = folder;
+  run.saved = curves_of(4, options, 2, run.save);
+  expect_close(mean_losses(run.saved, {0, 2}),
+               std::vector<double>(uninterrupted.begin(), uninterrupted.begin() + kSteps / 2), 1e-6,
+               "before saving");
+  run.after = losses_from(uninterrupted, kSteps / 2);
+  return run;
+}
+
 }  // namespace llama_tensor_parallel_training

@@ -23,19 +23,6 @@ AcceleratorOptions zero(int stage, AcceleratorOptions options = {}) {
   return options;
 }
 
-std::vector<double> tail(const std::vector<double>& losses, size_t from) {
-  return std::vector<double>(losses.begin() + from, losses.end());
-}
-
-void expect_weights_bitwise(const Curve& got, const Curve& want, const std::string& what) {
-  ASSERT_EQ(got.whole.size(), want.whole.size()) << what;
-  for (size_t i = 0; i < got.whole.size(); ++i) {
-    EXPECT_EQ(got.whole[i].first, want.whole[i].first) << what;
-    EXPECT_TRUE(got.whole[i].second.equal(want.whole[i].second))
-        << what << ": " << got.whole[i].first << " differs from what was saved";
-  }
-}
-
 // Prepares the training objects of `options` on `world` ranks, loads `from`
 // and saves it again to `to`, without a step.
 void resave(int world, const AcceleratorOptions& options, size_t batch, const std::string& from,
@@ -74,16 +61,9 @@ void expect_same_tensors(const std::string& a, const std::string& b, const std::
 TEST(LlamaTensorParallelZeroCheckpoint, Tp2TimesZero2ResumesAtOtherTpAndDpAndWithoutZero) {
   // tp 2 x dp 2 at ZeRO-2, 2 windows a process: a global batch of 4.
   const auto tp2 = with(ParallelismConfig().tp_size(2), zero(2));
-  const auto uninterrupted = mean_losses(curves_of(4, tp2, 2), {0, 2});
   accelerate::testing::TempDir dir;
   const std::string folder = dir.path() + "/tp2-zero2";
-  Leg first, second;
-  first.steps = second.steps = kSteps / 2;
-  first.save_after = second.resume_from = folder;
-  const auto saved = curves_of(4, tp2, 2, first);
-  expect_close(mean_losses(saved, {0, 2}),
-               std::vector<double>(uninterrupted.begin(), uninterrupted.begin() + kSteps / 2), 1e-6,
-               "before saving");
+  const SavedHalfway run = save_halfway(tp2, folder);
   // Each tp rank's shards of its parts, each with its manifest.
   for (int t = 0; t < 2; ++t) {
     for (int k = 0; k < 2; ++k) {
@@ -93,7 +73,6 @@ TEST(LlamaTensorParallelZeroCheckpoint, Tp2TimesZero2ResumesAtOtherTpAndDpAndWit
     EXPECT_TRUE(
         std::filesystem::exists(folder + "/optimizer_tp" + std::to_string(t) + "_partition.json"));
   }
-  const auto after = tail(uninterrupted, kSteps / 2);
   struct Resume {
     std::string what;
     int world;
@@ -110,10 +89,10 @@ TEST(LlamaTensorParallelZeroCheckpoint, Tp2TimesZero2ResumesAtOtherTpAndDpAndWit
       {"tp 1 x dp 4 without ZeRO", 4, {}, 1, {0, 1, 2, 3}, 1e-5},
   };
   for (const Resume& resume : resumes) {
-    const auto curves = curves_of(resume.world, resume.options, resume.batch, second);
-    expect_close(mean_losses(curves, resume.data_ranks), after, resume.bound, resume.what);
+    const auto curves = curves_of(resume.world, resume.options, resume.batch, run.resume);
+    expect_close(mean_losses(curves, resume.data_ranks), run.after, resume.bound, resume.what);
     for (int rank = 0; rank < resume.world; ++rank) {
-      expect_weights_bitwise(curves[rank], saved[0],
+      expect_weights_bitwise(curves[rank], run.saved[0],
                              resume.what + ", rank " + std::to_string(rank));
     }
   }
@@ -123,29 +102,24 @@ TEST(LlamaTensorParallelZeroCheckpoint, Tp2TimesZero3ResumesAtOtherTpAndDp) {
   // Stage 3 saves the weights whole from every unit gathered and its parts
   // made whole; each tp rank's optimizer shards apart, as at stage 2.
   const auto tp2 = with(ParallelismConfig().tp_size(2), zero(3));
-  const auto uninterrupted = mean_losses(curves_of(4, tp2, 2), {0, 2});
   accelerate::testing::TempDir dir;
   const std::string folder = dir.path() + "/tp2-zero3";
-  Leg first, second;
-  first.steps = second.steps = kSteps / 2;
-  first.save_after = second.resume_from = folder;
-  const auto saved = curves_of(4, tp2, 2, first);
+  const SavedHalfway run = save_halfway(tp2, folder);
   EXPECT_TRUE(std::filesystem::exists(folder + "/model.safetensors"));
   EXPECT_TRUE(std::filesystem::exists(folder + "/optimizer_tp1_rank1.safetensors"));
-  const auto after = tail(uninterrupted, kSteps / 2);
-  const auto same = curves_of(4, tp2, 2, second);
-  expect_close(mean_losses(same, {0, 2}), after, 1e-6, "tp 2 x ZeRO-3 over 2");
-  const auto unsplit = curves_of(2, zero(3), 2, second);
-  expect_close(mean_losses(unsplit, {0, 1}), after, 1e-5, "tp 1 x ZeRO-3 over 2");
-  const auto plain = curves_of(4, {}, 1, second);
-  expect_close(mean_losses(plain, {0, 1, 2, 3}), after, 1e-5, "tp 1 x dp 4 without ZeRO");
+  const auto same = curves_of(4, tp2, 2, run.resume);
+  expect_close(mean_losses(same, {0, 2}), run.after, 1e-6, "tp 2 x ZeRO-3 over 2");
+  const auto unsplit = curves_of(2, zero(3), 2, run.resume);
+  expect_close(mean_losses(unsplit, {0, 1}), run.after, 1e-5, "tp 1 x ZeRO-3 over 2");
+  const auto plain = curves_of(4, {}, 1, run.resume);
+  expect_close(mean_losses(plain, {0, 1, 2, 3}), run.after, 1e-5, "tp 1 x dp 4 without ZeRO");
   for (int rank = 0; rank < 4; ++rank) {
-    expect_weights_bitwise(same[rank], saved[0], "tp 2 x ZeRO-3, rank " + std::to_string(rank));
-    expect_weights_bitwise(plain[rank], saved[0], "without ZeRO, rank " + std::to_string(rank));
+    expect_weights_bitwise(same[rank], run.saved[0], "tp 2 x ZeRO-3, rank " + std::to_string(rank));
+    expect_weights_bitwise(plain[rank], run.saved[0], "without ZeRO, rank " + std::to_string(rank));
   }
   // Saved at stage 3 without tp, resumed at tp 2 x ZeRO-3.
   const std::string unsplit_folder = dir.path() + "/tp1-zero3";
-  Leg save_unsplit = first, resume_split = second;
+  Leg save_unsplit = run.save, resume_split = run.resume;
   save_unsplit.save_after = resume_split.resume_from = unsplit_folder;
   const auto saved_unsplit = curves_of(2, zero(3), 2, save_unsplit);
   const auto split = curves_of(4, tp2, 2, resume_split);
