@@ -27,8 +27,15 @@ std::string reference_interpreter() {
 RunResult run_reference_script(const std::string& script, const std::vector<std::string>& args) {
   std::vector<std::string> argv = {reference_interpreter(), script};
   argv.insert(argv.end(), args.begin(), args.end());
+  // One thread: PyTorch's CPU products then sum in one order whatever the
+  // machine's load (MKL's dynamic threading may otherwise pick fewer threads
+  // on a busy machine, and another rounding); the reference models are tiny.
   return run_program(argv,
-                     {{"HF_HUB_OFFLINE", "1"}, {"TQDM_DISABLE", "1"}, {"CUDA_VISIBLE_DEVICES", ""}},
+                     {{"HF_HUB_OFFLINE", "1"},
+                      {"TQDM_DISABLE", "1"},
+                      {"CUDA_VISIBLE_DEVICES", ""},
+                      {"OMP_NUM_THREADS", "1"},
+                      {"MKL_NUM_THREADS", "1"}},
                      std::chrono::minutes(3));
 }
 
