@@ -215,8 +215,7 @@ HookHandle Accelerator::register_load_state_pre_hook(LoadStatePreHook hook) {
 }
 
 void Accelerator::check_save_state() const {
-  check_tensor_parallel_checkpoint(prepared_modules_, prepared_optimizers_, *engine_,
-                                   tensor_parallel_, "save_state");
+  check_tensor_parallel_checkpoint(prepared_optimizers_, tensor_parallel_, "save_state");
 }
 
 std::string Accelerator::save_state(const std::optional<std::string>& output_dir) {

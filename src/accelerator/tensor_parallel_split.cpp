@@ -50,13 +50,10 @@ ScopeGuard whole_weights_of(const torch::nn::Module& model,
   return whole_tensor_parallel_weights(**found);
 }
 
-void check_tensor_parallel_checkpoint(const std::vector<torch::nn::Module*>& models,
-                                      const std::vector<torch::optim::Optimizer*>& optimizers,
-                                      const ParallelEngine& engine, const TensorParallel& tp,
-                                      const std::string& what) {
+void check_tensor_parallel_checkpoint(const std::vector<torch::optim::Optimizer*>& optimizers,
+                                      const TensorParallel& tp, const std::string& what) {
   if (!tp.enabled()) return;
   const std::string at = what + " at tp_size " + std::to_string(tp.size());
-  (void)engine;
   for (const torch::optim::Optimizer* optimizer : optimizers) {
     const checkpoint::Kind* kind = checkpoint::kind_of(*optimizer);
     if (kind == nullptr) {
@@ -98,14 +95,13 @@ ScopeGuard whole_tensor_parallel_checkpoint(const std::vector<torch::nn::Module*
                                             ParallelEngine& engine, const TensorParallel& tp,
                                             const std::string& what, bool loading) {
   if (!tp.enabled()) return ScopeGuard(nullptr);
-  check_tensor_parallel_checkpoint(models, optimizers, engine, tp, what);
+  check_tensor_parallel_checkpoint(optimizers, tp, what);
   // ZeRO-3 holds shards of the parts: every unit gathered first, until the
   // parts are back (and after a load the shards have taken them).
   std::shared_ptr<ScopeGuard> gathered;
-  for (const torch::nn::Module* model : models) {
-    if (engine.shards_weights(*model) && !gathered)
-      gathered = std::make_shared<ScopeGuard>(engine.full_weights());
-  }
+  if (std::any_of(models.begin(), models.end(),
+                  [&](const torch::nn::Module* model) { return engine.shards_weights(*model); }))
+    gathered = std::make_shared<ScopeGuard>(engine.full_weights());
   // Each model's state before its weights are whole: the parts' layout is
   // read from the split layers.
   auto parts = std::make_shared<std::vector<TensorParallelPart>>();

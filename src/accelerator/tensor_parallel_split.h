@@ -60,10 +60,8 @@ ScopeGuard whole_weights_of(const torch::nn::Module& model,
 // alike) where that is not built: an optimizer other than LibTorch's
 // built-in ones, or a state tensor not shaped as its parameter. Nothing without tensor parallelism.
 // check_tensor_parallel_checkpoint: those refusals alone.
-void check_tensor_parallel_checkpoint(const std::vector<torch::nn::Module*>& models,
-                                      const std::vector<torch::optim::Optimizer*>& optimizers,
-                                      const ParallelEngine& engine, const TensorParallel& tp,
-                                      const std::string& what);
+void check_tensor_parallel_checkpoint(const std::vector<torch::optim::Optimizer*>& optimizers,
+                                      const TensorParallel& tp, const std::string& what);
 // `loading`: the guard's end tells the engine the weights were written
 // (ParallelEngine::whole_weights_written). ZeRO stage 3: every unit is
 // gathered for the guard's time (every process holds the whole model).

@@ -247,7 +247,7 @@ at::Tensor GPT2LMHeadModelImpl::logits_part(const at::Tensor& input_ids,
   if (lm_head) return lm_head(hidden);  // colwise: this rank's classes
   // Tied: the embedding's rows are the head's output features, so a split
   // wte is a colwise head.
-  return at::linear(copy_to_tensor_parallel(hidden, tensor_parallel()), transformer->wte->weight);
+  return colwise_linear(hidden, transformer->wte->weight, {}, tensor_parallel());
 }
 
 TensorParallelPlan GPT2LMHeadModelImpl::tensor_parallel_plan(const GPT2Config& config) {

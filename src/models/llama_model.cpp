@@ -248,10 +248,7 @@ at::Tensor LlamaForCausalLMImpl::logits_part(const at::Tensor& input_ids,
   if (lm_head) return lm_head(hidden);  // colwise: this rank's classes
   // Tied: the embedding's rows are the head's output features, so a split
   // embedding is a colwise head.
-  const TensorParallel& tp = tensor_parallel();
-  return at::linear(
-      tp.sequence_parallel() ? gather_tokens(hidden, tp) : copy_to_tensor_parallel(hidden, tp),
-      model->embed_tokens->weight);
+  return colwise_linear(hidden, model->embed_tokens->weight, {}, tensor_parallel());
 }
 
 TensorParallelPlan LlamaForCausalLMImpl::tensor_parallel_plan(const LlamaConfig& config,

@@ -124,6 +124,13 @@ at::Tensor ParallelLinearImpl::forward(const at::Tensor& x) {
   return detail::split_linear_forward(x, weight, bias, split());
 }
 
+at::Tensor colwise_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                          const TensorParallel& tp) {
+  if (tp.sequence_parallel())
+    return detail::sequence_parallel_colwise_products(x, {weight}, {bias}, tp)[0];
+  return at::linear(copy_to_tensor_parallel(x, tp), weight, bias);
+}
+
 std::vector<at::Tensor> forward_sharing_input(const at::Tensor& x,
                                               const std::vector<ParallelLinear>& layers) {
   const auto split_of = [](const ParallelLinear& layer) {

@@ -71,9 +71,8 @@ at::Tensor split_linear_forward(const at::Tensor& x, const at::Tensor& weight,
     return bias.defined() ? y + copy_to_tensor_parallel(bias, tp) : y;
   }
   require_input_width(x, split);  // before the collective: alike on every rank, never a hang
-  const at::Tensor y = split.sequence_parallel
-                           ? sequence_parallel_colwise_products(x, {weight}, {bias}, tp)[0]
-                           : at::linear(copy_to_tensor_parallel(x, tp), weight, bias);
+  const at::Tensor y =
+      colwise_linear(x, weight, bias, TensorParallel(tp.group(), split.sequence_parallel));
   return split.style == TensorParallelStyle::kColwiseRep ? gather_from_tensor_parallel(y, tp, -1)
                                                          : y;
 }

@@ -128,6 +128,13 @@ class ParallelLinearImpl : public torch::nn::Cloneable<ParallelLinearImpl>,
 };
 TORCH_MODULE(ParallelLinear);
 
+// x times this rank's part of a colwise weight [out part, in] (and bias),
+// as a colwise layer computes it: f on x (copy_to_tensor_parallel), or under
+// tp.sequence_parallel() x's tokens gathered, kept for backward as this
+// rank's only. For a head made of another layer's rows (a tied embedding).
+at::Tensor colwise_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                          const TensorParallel& tp);
+
 // The results of several layers on one input x, each as layer->forward(x)
 // gives it, computed with one input collective when the layers are colwise
 // and split alike (the same group and sequence parallelism), as one fused
