@@ -87,7 +87,7 @@ const Setting<bool> kParallelismTpSequenceParallel{
      "parallelism_config.parallelism_config_tp_sequence_parallel",
      kBoolExpectation, "false",
      "Megatron's sequence parallelism at tp_size above 1: norms and residuals on 1/tp of the "
-     "tokens (Llama family)"},
+     "tokens (Llama family, GPT-2, BERT)"},
     false,
     parse_bool,
     format_bool};

@@ -15,6 +15,7 @@
 #include "accelerate/nn/attention.h"
 #include "accelerate/sharding/unit_forward.h"
 #include "models/parallel_checks.h"
+#include "models/sequence_parallel_norm.h"
 
 namespace accelerate::models {
 namespace {
@@ -72,10 +73,18 @@ at::Tensor BertEmbeddingsImpl::forward(const at::Tensor& input_ids,
   const at::Tensor positions = at::arange(tokens, input_ids.options().dtype(at::kLong));
   const at::Tensor types =
       token_type_ids.defined() ? token_type_ids : at::zeros_like(input_ids, at::kLong);
+  // Under sequence parallelism the word embedding reduce-scatters this
+  // rank's tokens, and the other embeddings' rows are taken to match (their
+  // gradients gathered back: the tables stay whole and alike on every rank).
+  const bool split_tokens = tensor_parallel_.sequence_parallel();
+  auto mine = [&](const at::Tensor& rows) {
+    return split_tokens ? scatter_tokens(rows, tensor_parallel_) : rows;
+  };
   // transformers' order of additions: words + types, then + positions.
-  at::Tensor x = word_embeddings(input_ids) + token_type_embeddings(types);
-  x = x + position_embeddings(positions).unsqueeze(0);
-  return at::dropout(LayerNorm(x), dropout_, is_training());
+  at::Tensor x = word_embeddings(input_ids) + mine(token_type_embeddings(types));
+  x = x + mine(position_embeddings(positions).unsqueeze(0));
+  return dropout_between_layers(layer_norm_between_layers(LayerNorm, x, tensor_parallel_), dropout_,
+                                is_training(), tensor_parallel_);
 }
 
 BertSelfAttentionImpl::BertSelfAttentionImpl(const BertConfig& config)
@@ -89,16 +98,22 @@ BertSelfAttentionImpl::BertSelfAttentionImpl(const BertConfig& config)
 }
 
 at::Tensor BertSelfAttentionImpl::forward(const at::Tensor& x, const at::Tensor& key_mask) {
-  const int64_t batch = x.size(0), tokens = x.size(1);
+  // One input collective for the three (one all-reduce backward, not three;
+  // under sequence parallelism one gather of the ranks' tokens).
+  const std::vector<at::Tensor> qkv = forward_sharing_input(x, {query, key, value});
+  const int64_t batch = qkv[0].size(0), tokens = qkv[0].size(1);
   const int64_t my_heads = heads_ / tensor_parallel_.size();  // all, or 1/tp
   auto heads = [&](const at::Tensor& projected) {
     return projected.view({batch, tokens, my_heads, head_dim_}).transpose(1, 2);
   };
-  // One input collective for the three (one all-reduce backward, not three).
-  const std::vector<at::Tensor> qkv = forward_sharing_input(x, {query, key, value});
+  const at::Tensor q = heads(qkv[0]);
+  const double attention_dropout = is_training() ? dropout_ : 0.0;
+  AttentionOptions options = AttentionOptions().dropout_p(attention_dropout);
+  // Split heads draw their own masks (none at all without tp).
+  if (attention_dropout > 0)
+    options.dropout_generator(split_dropout_generator(tensor_parallel_, q));
   const at::Tensor attended =
-      bidirectional_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), key_mask,
-                              AttentionOptions().dropout_p(is_training() ? dropout_ : 0.0));
+      bidirectional_attention(q, heads(qkv[1]), heads(qkv[2]), key_mask, options);
   return attended.transpose(1, 2).reshape({batch, tokens, my_heads * head_dim_});
 }
 
@@ -109,7 +124,9 @@ BertResidualOutputImpl::BertResidualOutputImpl(const BertConfig& config, int64_t
 }
 
 at::Tensor BertResidualOutputImpl::forward(const at::Tensor& x, const at::Tensor& residual) {
-  return LayerNorm(at::dropout(dense(x), dropout_, is_training()) + residual);
+  const at::Tensor branch =
+      dropout_between_layers(dense(x), dropout_, is_training(), tensor_parallel_);
+  return layer_norm_between_layers(LayerNorm, branch + residual, tensor_parallel_);
 }
 
 BertAttentionImpl::BertAttentionImpl(const BertConfig& config) {
@@ -168,6 +185,12 @@ BertOutput BertModelImpl::forward(const at::Tensor& input_ids, const at::Tensor&
   }
   check_companion(input_ids, attention_mask, "attention_mask");
   check_companion(input_ids, token_type_ids, "token_type_ids");
+  const bool split_tokens = tensor_parallel_.sequence_parallel();
+  if (split_tokens && input_ids.size(1) % tensor_parallel_.size() != 0) {
+    throw Error("BERT: " + std::to_string(input_ids.size(1)) +
+                " tokens are not divisible by tp_size " + std::to_string(tensor_parallel_.size()) +
+                " (tp_sequence_parallel splits them between the layers)");
+  }
   at::Tensor x = embeddings(input_ids, token_type_ids);
   // Each layer is a ZeRO stage-3 unit when prepare() made it one.
   const bool checkpointing = gradient_checkpointing_ && at::GradMode::is_enabled();
@@ -177,11 +200,13 @@ BertOutput BertModelImpl::forward(const at::Tensor& input_ids, const at::Tensor&
     x = checkpointing ? checkpoint_activations(layer, x, attention_mask)
                       : unit_forward(layer, x, attention_mask);
   }
+  // The heads read whole sequences (the pooler its first token).
+  if (split_tokens) x = gather_from_tensor_parallel(x, tensor_parallel_, /*dim=*/1);
   return {x, pooler(x)};
 }
 
-TensorParallelPlan BertModelImpl::tensor_parallel_plan() {
-  return parse_tensor_parallel_plan({
+TensorParallelPlan BertModelImpl::tensor_parallel_plan(bool sequence_parallel) {
+  TensorParallelPlan plan = parse_tensor_parallel_plan({
       {"embeddings.word_embeddings", "rowwise"},
       {"encoder.layer.*.attention.self.query", "colwise"},
       {"encoder.layer.*.attention.self.key", "colwise"},
@@ -190,6 +215,8 @@ TensorParallelPlan BertModelImpl::tensor_parallel_plan() {
       {"encoder.layer.*.intermediate.dense", "colwise"},
       {"encoder.layer.*.output.dense", "rowwise"},
   });
+  for (TensorParallelRule& rule : plan) rule.sequence_parallel = sequence_parallel;
+  return plan;
 }
 
 void BertModelImpl::parallelize(const TensorParallel& tp) {
@@ -197,13 +224,16 @@ void BertModelImpl::parallelize(const TensorParallel& tp) {
     throw Error("BERT: the model is split over tp_size " + std::to_string(tensor_parallel_.size()) +
                 " already");
   }
-  refuse_tensor_sequence_parallel("BERT", tp);
   require_divisible_by_group("BERT", config_.num_attention_heads, "num_attention_heads", tp.size(),
                              "tp_size");
-  parallelize_module(*this, tensor_parallel_plan(), tp);
+  parallelize_module(*this, tensor_parallel_plan(tp.sequence_parallel()), tp);
   tensor_parallel_ = tp;
+  embeddings->set_tensor_parallel(tp);
   for (const auto& child : *encoder->layer) {
-    child->as<BertLayer>()->attention->self->set_tensor_parallel(tp);
+    auto layer = child->as<BertLayer>();
+    layer->attention->self->set_tensor_parallel(tp);
+    layer->attention->output->set_tensor_parallel(tp);
+    layer->output->set_tensor_parallel(tp);
   }
 }
 

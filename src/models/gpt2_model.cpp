@@ -16,6 +16,7 @@
 #include "accelerate/nn/tensor_parallel.h"
 #include "accelerate/sharding/unit_forward.h"
 #include "models/parallel_checks.h"
+#include "models/sequence_parallel_norm.h"
 #include "nn/split_linear.h"
 
 namespace accelerate::models {
@@ -125,22 +126,29 @@ GPT2AttentionImpl::GPT2AttentionImpl(const GPT2Config& config, int64_t layer)
 
 at::Tensor GPT2AttentionImpl::forward(const at::Tensor& x) {
   // This rank's heads: all of them, or 1/tp (c_attn gives each rank whole
-  // heads of queries, keys and values).
+  // heads of queries, keys and values), for every token (under Megatron's
+  // sequence parallelism c_attn gathers the ranks' tokens).
   const int64_t my_heads = heads_ / tensor_parallel_.size();
-  const int64_t batch = x.size(0), tokens = x.size(1), width = my_heads * head_dim_;
-  const auto qkv = c_attn(x).split(width, /*dim=*/2);
-  auto heads = [&](const at::Tensor& projected) {
-    return projected.view({batch, tokens, my_heads, head_dim_}).transpose(1, 2);
+  const at::Tensor projected = c_attn(x);
+  const int64_t batch = projected.size(0), tokens = projected.size(1);
+  const int64_t width = my_heads * head_dim_;
+  const auto qkv = projected.split(width, /*dim=*/2);
+  auto heads = [&](const at::Tensor& part) {
+    return part.view({batch, tokens, my_heads, head_dim_}).transpose(1, 2);
   };
   at::Tensor q = heads(qkv[0]);
   // Exactly 1 in GPT-2's default: no multiplication, no rounding.
   if (query_factor_ != 1.0) q = q * query_factor_;
+  const double attention_dropout = is_training() ? attn_pdrop_ : 0.0;
+  AttentionOptions options = AttentionOptions().dropout_p(attention_dropout);
+  // Split heads draw their own masks (none at all without tp).
+  if (attention_dropout > 0)
+    options.dropout_generator(split_dropout_generator(tensor_parallel_, q));
   // causal_attention itself for a group of one.
   const at::Tensor attended =
-      ulysses_attention(q, heads(qkv[1]), heads(qkv[2]), sequence_parallel_,
-                        AttentionOptions().dropout_p(is_training() ? attn_pdrop_ : 0.0));
+      ulysses_attention(q, heads(qkv[1]), heads(qkv[2]), sequence_parallel_, options);
   const at::Tensor merged = attended.transpose(1, 2).reshape({batch, tokens, width});
-  return at::dropout(c_proj(merged), resid_pdrop_, is_training());
+  return dropout_between_layers(c_proj(merged), resid_pdrop_, is_training(), tensor_parallel_);
 }
 
 GPT2MLPImpl::GPT2MLPImpl(const GPT2Config& config)
@@ -152,7 +160,8 @@ GPT2MLPImpl::GPT2MLPImpl(const GPT2Config& config)
 }
 
 at::Tensor GPT2MLPImpl::forward(const at::Tensor& x) {
-  return at::dropout(c_proj(gpt2_activate(c_fc(x), activation_)), resid_pdrop_, is_training());
+  return dropout_between_layers(c_proj(gpt2_activate(c_fc(x), activation_)), resid_pdrop_,
+                                is_training(), tensor_parallel_);
 }
 
 GPT2BlockImpl::GPT2BlockImpl(const GPT2Config& config, int64_t layer) {
@@ -163,8 +172,14 @@ GPT2BlockImpl::GPT2BlockImpl(const GPT2Config& config, int64_t layer) {
 }
 
 at::Tensor GPT2BlockImpl::forward(const at::Tensor& x) {
-  const at::Tensor h = attn(ln_1(x)) + x;
-  return mlp(ln_2(h)) + h;
+  const at::Tensor h = attn(layer_norm_between_layers(ln_1, x, tensor_parallel_)) + x;
+  return mlp(layer_norm_between_layers(ln_2, h, tensor_parallel_)) + h;
+}
+
+void GPT2BlockImpl::set_tensor_parallel(const TensorParallel& tp) {
+  tensor_parallel_ = tp;
+  attn->set_tensor_parallel(tp);
+  mlp->set_tensor_parallel(tp);
 }
 
 GPT2ModelImpl::GPT2ModelImpl(GPT2Config config) : config_(std::move(config)) {
@@ -180,6 +195,12 @@ GPT2ModelImpl::GPT2ModelImpl(GPT2Config config) : config_(std::move(config)) {
 }
 
 at::Tensor GPT2ModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& position_ids) {
+  const at::Tensor hidden = hidden_part(input_ids, position_ids);
+  if (!tensor_parallel_.sequence_parallel()) return hidden;
+  return gather_from_tensor_parallel(hidden, tensor_parallel_, /*dim=*/1);
+}
+
+at::Tensor GPT2ModelImpl::hidden_part(const at::Tensor& input_ids, const at::Tensor& position_ids) {
   if (input_ids.dim() != 2) {
     throw Error("GPT-2: input_ids must be [batch, tokens], not " + c10::str(input_ids.sizes()));
   }
@@ -198,8 +219,20 @@ at::Tensor GPT2ModelImpl::forward(const at::Tensor& input_ids, const at::Tensor&
   const at::Tensor positions = position_ids.defined()
                                    ? position_ids
                                    : at::arange(tokens, input_ids.options().dtype(at::kLong));
-  at::Tensor x = wte(input_ids) + wpe(positions).unsqueeze(0);
-  x = at::dropout(x, config_.embd_pdrop, is_training());
+  if (tensor_parallel_.sequence_parallel() && tokens % tensor_parallel_.size() != 0) {
+    throw Error("GPT-2: " + std::to_string(tokens) + " tokens are not divisible by tp_size " +
+                std::to_string(tensor_parallel_.size()) +
+                " (tp_sequence_parallel splits them between the layers)");
+  }
+  // Under sequence parallelism wte reduce-scatters this rank's tokens, and
+  // their positions' rows are taken to match (their gradient gathered back:
+  // wpe stays whole and alike on every rank).
+  at::Tensor position_rows = wpe(positions).unsqueeze(0);
+  if (tensor_parallel_.sequence_parallel()) {
+    position_rows = scatter_tokens(position_rows, tensor_parallel_);
+  }
+  at::Tensor x = wte(input_ids) + position_rows;
+  x = dropout_between_layers(x, config_.embd_pdrop, is_training(), tensor_parallel_);
   const bool checkpointing = gradient_checkpointing_ && at::GradMode::is_enabled();
   for (size_t i = 0; i < h->size(); ++i) {
     auto block = h->ptr<GPT2BlockImpl>(i);
@@ -207,7 +240,7 @@ at::Tensor GPT2ModelImpl::forward(const at::Tensor& input_ids, const at::Tensor&
     // it one; checkpointing also drops its activations until backward.
     x = checkpointing ? checkpoint_activations(block, x) : unit_forward(block, x);
   }
-  return ln_f(x);
+  return layer_norm_between_layers(ln_f, x, tensor_parallel_);
 }
 
 GPT2LMHeadModelImpl::GPT2LMHeadModelImpl(GPT2Config config) : config_(std::move(config)) {
@@ -233,7 +266,7 @@ void GPT2ModelImpl::use_sequence_parallel(const SequenceParallel& sp) {
 
 void GPT2ModelImpl::set_tensor_parallel(const TensorParallel& tp) {
   tensor_parallel_ = tp;
-  for (size_t i = 0; i < h->size(); ++i) h->ptr<GPT2BlockImpl>(i)->attn->set_tensor_parallel(tp);
+  for (size_t i = 0; i < h->size(); ++i) h->ptr<GPT2BlockImpl>(i)->set_tensor_parallel(tp);
 }
 
 at::Tensor GPT2LMHeadModelImpl::forward(const at::Tensor& input_ids,
@@ -243,14 +276,17 @@ at::Tensor GPT2LMHeadModelImpl::forward(const at::Tensor& input_ids,
 
 at::Tensor GPT2LMHeadModelImpl::logits_part(const at::Tensor& input_ids,
                                             const at::Tensor& position_ids) {
-  const at::Tensor hidden = transformer(input_ids, position_ids);
+  // Under sequence parallelism this rank's tokens, which the colwise head
+  // gathers (every rank then computes its classes for all of them).
+  const at::Tensor hidden = transformer->hidden_part(input_ids, position_ids);
   if (lm_head) return lm_head(hidden);  // colwise: this rank's classes
   // Tied: the embedding's rows are the head's output features, so a split
   // wte is a colwise head.
   return colwise_linear(hidden, transformer->wte->weight, {}, tensor_parallel());
 }
 
-TensorParallelPlan GPT2LMHeadModelImpl::tensor_parallel_plan(const GPT2Config& config) {
+TensorParallelPlan GPT2LMHeadModelImpl::tensor_parallel_plan(const GPT2Config& config,
+                                                             bool sequence_parallel) {
   std::vector<std::pair<std::string, std::string>> words = {
       {"transformer.wte", "rowwise"},
       {"transformer.h.*.attn.c_attn", "colwise"},
@@ -259,7 +295,9 @@ TensorParallelPlan GPT2LMHeadModelImpl::tensor_parallel_plan(const GPT2Config& c
       {"transformer.h.*.mlp.c_proj", "rowwise"},
   };
   if (!config.tie_word_embeddings) words.push_back({"lm_head", "colwise"});
-  return parse_tensor_parallel_plan(words);
+  TensorParallelPlan plan = parse_tensor_parallel_plan(words);
+  for (TensorParallelRule& rule : plan) rule.sequence_parallel = sequence_parallel;
+  return plan;
 }
 
 void GPT2LMHeadModelImpl::parallelize(const TensorParallel& tp) {
@@ -267,7 +305,6 @@ void GPT2LMHeadModelImpl::parallelize(const TensorParallel& tp) {
     throw Error("GPT-2: the model is split over tp_size " +
                 std::to_string(tensor_parallel().size()) + " already");
   }
-  refuse_tensor_sequence_parallel("GPT-2", tp);
   require_divisible_by_group("GPT-2", config_.n_head, "n_head", tp.size(), "tp_size");
   require_divisible_by_group("GPT-2", config_.vocab_size,
                              "vocab_size (the logits are gathered whole)", tp.size(), "tp_size");
@@ -276,7 +313,7 @@ void GPT2LMHeadModelImpl::parallelize(const TensorParallel& tp) {
     require_divisible_by_group("GPT-2", config_.n_head / tp.size(), "n_head / tp_size", sp.size(),
                                "sp_size");
   }
-  parallelize_module(*this, tensor_parallel_plan(config_), tp);
+  parallelize_module(*this, tensor_parallel_plan(config_, tp.sequence_parallel()), tp);
   transformer->set_tensor_parallel(tp);
 }
 

@@ -31,15 +31,4 @@ inline void refuse_saving_split(const char* model, const TensorParallel& tp) {
   }
 }
 
-// Error "<model>: tp_sequence_parallel ... is not built for <model> yet"
-// when `tp` asks for Megatron's sequence parallelism, which only the Llama
-// family's plan takes so far.
-inline void refuse_tensor_sequence_parallel(const char* model, const TensorParallel& tp) {
-  if (tp.sequence_parallel()) {
-    throw Error(std::string(model) +
-                ": tp_sequence_parallel (Megatron's sequence parallelism) is not built for " +
-                model + " yet (the Llama family has it); leave it off");
-  }
-}
-
 }  // namespace accelerate::models

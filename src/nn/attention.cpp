@@ -10,6 +10,7 @@
 #include "compat/attention_compat.h"
 #include "nn/blocked_causal_attention.h"
 #include "nn/causal_softmax.h"
+#include "nn/dropout_mask.h"
 
 namespace accelerate {
 namespace {
@@ -30,6 +31,16 @@ std::string shape_text(const at::Tensor& t) {
 // were slower than 64 everywhere (docs/kernels.md).
 constexpr int64_t kQueryBlock = 64;
 
+// The attention weights' dropout: from the options' generator where they
+// name one, else from the default generator.
+at::Tensor drop_weights(const at::Tensor& weights, const AttentionOptions& options) {
+  if (options.dropout_p() == 0) return weights;
+  if (options.dropout_generator()) {
+    return detail::dropout_from(weights, options.dropout_p(), *options.dropout_generator());
+  }
+  return at::dropout(weights, options.dropout_p(), /*train=*/true);
+}
+
 // Whether the explicit causal kernel runs blocked (it keeps the full form
 // with dropout: the weights' dropout mask would need its own saving).
 bool explicit_causal_is_blocked(const at::Tensor& q, double dropout_p) {
@@ -37,27 +48,24 @@ bool explicit_causal_is_blocked(const at::Tensor& q, double dropout_p) {
 }
 
 at::Tensor explicit_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                     double dropout_p) {
+                                     const AttentionOptions& options) {
   const int64_t tokens = q.size(2);
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
-  if (explicit_causal_is_blocked(q, dropout_p)) {
+  if (explicit_causal_is_blocked(q, options.dropout_p())) {
     return detail::blocked_causal_attention(q, k, v, scale, kQueryBlock);
   }
   at::Tensor scores = at::matmul(q, k.transpose(-2, -1));
   if (detail::has_fused_causal_softmax(scores)) {
     // Scale, mask and softmax in one pass, in float, written in the scores'
     // type (under bf16 autocast: bf16, what the next matmul casts to anyway).
-    at::Tensor weights = detail::fused_causal_softmax(scores, scale);
-    if (dropout_p > 0) weights = at::dropout(weights, dropout_p, /*train=*/true);
-    return at::matmul(weights, v);
+    const at::Tensor weights = detail::fused_causal_softmax(scores, scale);
+    return at::matmul(drop_weights(weights, options), v);
   }
   scores = scores * scale;
   const at::Tensor future =
       at::ones({tokens, tokens}, q.options().dtype(at::kBool)).triu(/*diagonal=*/1);
   scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
-  at::Tensor weights = at::softmax(scores, -1);
-  if (dropout_p > 0) weights = at::dropout(weights, dropout_p, /*train=*/true);
-  return at::matmul(weights, v);
+  return at::matmul(drop_weights(at::softmax(scores, -1), options), v);
 }
 
 // A keep-mask -> an additive mask of q's dtype: 0 where kept, the dtype's
@@ -87,13 +95,12 @@ at::Tensor sliding_window_mask(const at::Tensor& q, int64_t window) {
 }
 
 at::Tensor explicit_masked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                     const at::Tensor& additive_mask, double dropout_p) {
+                                     const at::Tensor& additive_mask,
+                                     const AttentionOptions& options) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
   at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * scale;
   if (additive_mask.defined()) scores = scores + additive_mask;
-  at::Tensor weights = at::softmax(scores, -1);
-  if (dropout_p > 0) weights = at::dropout(weights, dropout_p, /*train=*/true);
-  return at::matmul(weights, v);
+  return at::matmul(drop_weights(at::softmax(scores, -1), options), v);
 }
 
 void check_attention_inputs(const char* what, const at::Tensor& q, const at::Tensor& k,
@@ -110,6 +117,12 @@ void check_attention_inputs(const char* what, const at::Tensor& q, const at::Ten
   if (options.sliding_window() < 0) {
     throw Error(std::string(what) + ": sliding_window must be 0 (none) or positive, got " +
                 std::to_string(options.sliding_window()));
+  }
+  if (options.dropout_generator() && options.dropout_p() > 0 &&
+      options.kernel() == AttentionKernel::kFused) {
+    throw Error(std::string(what) +
+                ": the fused kernel draws its own dropout mask; a dropout_generator needs the "
+                "explicit kernel (kAuto or kExplicit)");
   }
 }
 
@@ -137,6 +150,7 @@ bool use_fused(const at::Tensor& q, const AttentionOptions& options, bool causal
     case AttentionKernel::kAuto:
       break;
   }
+  if (options.dropout_generator() && options.dropout_p() > 0) return false;
   if (!compat::has_fused_attention()) return false;
   if (!causal || !q.device().is_cpu()) return true;
   const int64_t tokens = q.size(2);
@@ -159,11 +173,11 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
     const at::Tensor band = sliding_window_mask(q, options.sliding_window());
     return use_fused(q, options, /*causal=*/false)
                ? compat::fused_masked_attention(q, k, v, band, options.dropout_p())
-               : explicit_masked_attention(q, k, v, band, options.dropout_p());
+               : explicit_masked_attention(q, k, v, band, options);
   }
   return use_fused(q, options, /*causal=*/true)
              ? compat::fused_causal_attention(q, k, v, options.dropout_p())
-             : explicit_causal_attention(q, k, v, options.dropout_p());
+             : explicit_causal_attention(q, k, v, options);
 }
 
 at::Tensor bidirectional_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -183,7 +197,7 @@ at::Tensor bidirectional_attention(const at::Tensor& q, const at::Tensor& k, con
   }
   return use_fused(q, options, /*causal=*/false)
              ? compat::fused_masked_attention(q, k, v, additive, options.dropout_p())
-             : explicit_masked_attention(q, k, v, additive, options.dropout_p());
+             : explicit_masked_attention(q, k, v, additive, options);
 }
 
 }  // namespace accelerate

@@ -3,11 +3,15 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <cstdint>
+#include <limits>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "accelerate/common/errors.h"
+#include "nn/dropout_mask.h"
 #include "nn/group_capsule.h"
 #include "nn/split_linear.h"
 
@@ -309,6 +313,49 @@ at::Tensor scatter_tokens(const at::Tensor& x, const TensorParallel& tp) {
   if (!tp.enabled()) return x;
   require_divisible(x, kTokenDim, tp.size(), "tokens", "scatter_tokens");
   return ScatterToGroup::apply(x, capsule_of(tp.group()), kTokenDim);
+}
+
+namespace {
+
+// splitmix64's finaliser over the draw and the rank: ranks' seeds that are
+// neighbours in any sense give unrelated streams, whatever the generator.
+uint64_t rank_seed(uint64_t draw, int rank) {
+  uint64_t z = draw + 0x9E3779B97F4A7C15ULL * (static_cast<uint64_t>(rank) + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+std::optional<at::Generator> split_dropout_generator(const TensorParallel& tp,
+                                                     const at::Tensor& like) {
+  if (!tp.enabled()) return std::nullopt;
+  // One number of the default CPU generator: alike on every rank, and
+  // restored with it by activation checkpointing and load_state.
+  const auto draw = static_cast<uint64_t>(
+      at::randint(std::numeric_limits<int64_t>::max(), {1}, at::kLong).item<int64_t>());
+  at::Generator device_default = at::globalContext().defaultGenerator(like.device());
+  at::Generator generator;
+  {
+    std::lock_guard<std::mutex> lock(device_default.mutex());
+    generator = device_default.clone();  // the device's kind, with a state of its own
+  }
+  generator.set_current_seed(rank_seed(draw, tp.rank()));
+  return generator;
+}
+
+at::Tensor split_dropout(const at::Tensor& x, double p, bool train, const TensorParallel& tp) {
+  if (!tp.enabled() || !train || p == 0) return at::dropout(x, p, train);
+  if (p < 0 || p >= 1) {
+    throw Error("split_dropout: p must be in [0, 1), got " + std::to_string(p));
+  }
+  return detail::dropout_from(x, p, *split_dropout_generator(tp, x));
+}
+
+at::Tensor dropout_between_layers(const at::Tensor& x, double p, bool train,
+                                  const TensorParallel& tp) {
+  return tp.sequence_parallel() ? split_dropout(x, p, train, tp) : at::dropout(x, p, train);
 }
 
 namespace detail {

@@ -2,9 +2,9 @@
 // FileStore, Gloo): transformers' tiny encoder and classifiers (padding,
 // two segments, a vocabulary of 99 that 2 splits unevenly, the pad row
 // on rank 0) at tp 2 give transformers' hidden states, pooled outputs,
-// logits and loss, and each rank's part of every gradient; refusals are
-// one line on every rank. Without the reference interpreter these tests
-// report themselves skipped, but the refusals.
+// logits and loss, and each rank's part of every gradient, with and without
+// Megatron's sequence parallelism; refusals are one line on every rank. Without the reference
+// interpreter these tests report themselves skipped, but the refusals.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -47,13 +47,12 @@ at::Tensor part_of(const at::Tensor& whole, const at::Tensor& part, const Tensor
   return whole;
 }
 
-TEST(BertTensorParallel, Tp2EncoderEqualsTransformers) {
-  REQUIRE_REFERENCE_PYTHON();
+void expect_encoder_matches_transformers(bool sequence_parallel) {
   ASSERT_FALSE(accelerate::testing::reference_folder(BERT_REFERENCE_SCRIPT).empty());
   const auto reference = reference_outputs("encoder");
   run_rank_communicators(2, [&](std::shared_ptr<Communicator> comm) {
     auto model = am::BertModelImpl::from_pretrained(variant_dir("encoder") + "/model");
-    model->parallelize(TensorParallel(comm));
+    model->parallelize(TensorParallel(comm, sequence_parallel));
     EXPECT_EQ(model->embeddings->word_embeddings->weight.size(0), comm->rank() == 0 ? 50 : 49);
     model->eval();
     at::NoGradGuard no_grad;
@@ -65,18 +64,29 @@ TEST(BertTensorParallel, Tp2EncoderEqualsTransformers) {
   });
 }
 
+TEST(BertTensorParallel, Tp2EncoderEqualsTransformers) {
+  REQUIRE_REFERENCE_PYTHON();
+  expect_encoder_matches_transformers(/*sequence_parallel=*/false);
+}
+
+TEST(BertTensorParallel, Tp2SequenceParallelEncoderEqualsTransformers) {
+  REQUIRE_REFERENCE_PYTHON();
+  expect_encoder_matches_transformers(/*sequence_parallel=*/true);
+}
+
 // Each classifier (single-label, regression, multi-label) at tp 2: logits
 // within 1e-5, the loss within 1e-4 relative, each rank's part of every
 // gradient within 2e-4 of the largest of the same part of transformers'
 // (twice the whole model's tests' bound, see below; key biases, whose
-// gradient the softmax cancels, only small).
-TEST(BertTensorParallel, Tp2ClassifiersEqualTransformers) {
-  REQUIRE_REFERENCE_PYTHON();
+// gradient the softmax cancels, only small). With `sequence_parallel`, the
+// LayerNorms' and the position and token-type embeddings' gradients, each
+// rank's from its own tokens, must be summed over the group.
+void expect_classifiers_match_transformers(bool sequence_parallel) {
   ASSERT_FALSE(accelerate::testing::reference_folder(BERT_REFERENCE_SCRIPT).empty());
   for (const std::string variant : {"single_label", "regression", "multi_label"}) {
     const auto reference = reference_outputs(variant);
     run_rank_communicators(2, [&](std::shared_ptr<Communicator> comm) {
-      const TensorParallel tp(comm);
+      const TensorParallel tp(comm, sequence_parallel);
       am::BertForSequenceClassification model(
           am::BertForSequenceClassificationImpl::from_pretrained(variant_dir(variant) + "/model"));
       model->parallelize(tp);
@@ -120,6 +130,16 @@ TEST(BertTensorParallel, Tp2ClassifiersEqualTransformers) {
   }
 }
 
+TEST(BertTensorParallel, Tp2ClassifiersEqualTransformers) {
+  REQUIRE_REFERENCE_PYTHON();
+  expect_classifiers_match_transformers(/*sequence_parallel=*/false);
+}
+
+TEST(BertTensorParallel, Tp2SequenceParallelClassifiersEqualTransformers) {
+  REQUIRE_REFERENCE_PYTHON();
+  expect_classifiers_match_transformers(/*sequence_parallel=*/true);
+}
+
 am::BertConfig tiny_config() {
   am::BertConfig config;
   config.vocab_size = 30, config.hidden_size = 24, config.num_hidden_layers = 1;
@@ -135,13 +155,15 @@ TEST(BertTensorParallel, WhatThePlanCannotSplitIsRefusedInOneLineOnEveryRank) {
     EXPECT_EQ(accelerate::testing::error_of([&] { three_heads->parallelize(tp); }),
               "BERT: num_attention_heads 3 is not divisible by tp_size 2");
     EXPECT_FALSE(three_heads->tensor_parallel().enabled()) << "nothing was split";
-    EXPECT_EQ(accelerate::testing::error_of([&] {
-                three_heads->parallelize(TensorParallel(comm, /*sequence_parallel=*/true));
-              }),
-              "BERT: tp_sequence_parallel (Megatron's sequence parallelism) is not built for "
-              "BERT yet (the Llama family has it); leave it off");
     am::BertConfig four_heads = tiny_config();
     four_heads.num_attention_heads = 4;
+    am::BertModel megatron(four_heads);
+    megatron->parallelize(TensorParallel(comm, /*sequence_parallel=*/true));
+    EXPECT_EQ(accelerate::testing::error_of([&] {
+                megatron->forward(at::ones({1, 7}, at::kLong));
+              }),
+              "BERT: 7 tokens are not divisible by tp_size 2 (tp_sequence_parallel splits them "
+              "between the layers)");
     am::BertForSequenceClassification split(four_heads);
     split->parallelize(tp);
     EXPECT_EQ(accelerate::testing::error_of([&] { split->parallelize(tp); }),

@@ -2,8 +2,9 @@
 // FileStore, Gloo): transformers' tiny models at tp 2 give transformers'
 // logits, loss and gradients (each rank's parts of them, c_attn's taken per
 // block of queries, keys and values); 50 AdamW steps at tp 2 follow tp 1's
-// losses; tp 2 x Ulysses sp 2 on four ranks equals the unsplit model; sizes
-// the plan cannot split are refused in one line on every rank. Without the
+// losses; tp 2 x Ulysses sp 2 on four ranks equals the unsplit model; all of
+// it again with Megatron's sequence parallelism; sizes the plan cannot split
+// are refused in one line on every rank. Without the
 // reference interpreter the transformers tests report themselves skipped.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -73,11 +74,15 @@ am::GPT2LMHeadModel reference_model(const std::string& variant) {
 // At tp `size`: logits within 1e-5 of transformers' on every rank, the loss
 // within 1e-4 relative, and each rank's part of every gradient within 1e-4
 // of the same part of transformers' (the bounds of the whole model's tests).
-void expect_split_matches_transformers(const std::string& variant, int size) {
+// With `sequence_parallel`, Megatron's: the LayerNorms' and wpe's gradients,
+// each rank's from its own tokens, must be summed over the group to be
+// transformers'.
+void expect_split_matches_transformers(const std::string& variant, int size,
+                                       bool sequence_parallel = false) {
   ASSERT_FALSE(accelerate::testing::reference_folder(GPT2_REFERENCE_SCRIPT).empty());
   const auto reference = reference_outputs(variant);
   run_rank_communicators(size, [&](std::shared_ptr<Communicator> comm) {
-    const TensorParallel tp(comm);
+    const TensorParallel tp(comm, sequence_parallel);
     auto model = reference_model(variant);
     model->parallelize(tp);
     {
@@ -128,6 +133,16 @@ TEST(GPT2TensorParallel, Tp2EqualsTransformersUnscaledRelu) {
   expect_split_matches_transformers("sharded", 2);
 }
 
+TEST(GPT2TensorParallel, Tp2SequenceParallelEqualsTransformersTied) {
+  REQUIRE_REFERENCE_PYTHON();
+  expect_split_matches_transformers("plain", 2, /*sequence_parallel=*/true);
+}
+
+TEST(GPT2TensorParallel, Tp2SequenceParallelEqualsTransformersUntiedScaled) {
+  REQUIRE_REFERENCE_PYTHON();
+  expect_split_matches_transformers("untied_scaled", 2, /*sequence_parallel=*/true);
+}
+
 // ---- Training ---------------------------------------------------------------
 
 constexpr int64_t kVocab = 48, kTokens = 16;
@@ -162,14 +177,14 @@ std::vector<double> train(am::GPT2LMHeadModel& model) {
   return accelerate::testing::adamw_losses(model, 3e-3, 50, kVocab, kTokens);
 }
 
-void expect_fifty_steps_follow_tp1(bool tied) {
+void expect_fifty_steps_follow_tp1(bool tied, bool sequence_parallel) {
   const auto initial = initial_parameters(tied);
   auto whole = model_from(initial, tied);
   const std::vector<double> expected = train(whole);
   ASSERT_LT(expected.back(), 0.9 * expected.front()) << "the model learns";
   run_rank_communicators(2, [&](std::shared_ptr<Communicator> comm) {
     auto model = model_from(initial, tied);
-    model->parallelize(TensorParallel(comm));
+    model->parallelize(TensorParallel(comm, sequence_parallel));
     // Memory: all but wpe, the LayerNorms and the rowwise biases is split,
     // each rank holding half of it.
     int64_t kept_whole = 0, held = 0, whole_numel = 0;
@@ -187,17 +202,22 @@ void expect_fifty_steps_follow_tp1(bool tied) {
     const std::vector<double> losses = train(model);
     for (size_t step = 0; step < losses.size(); ++step) {
       EXPECT_LE(std::abs(losses[step] - expected[step]), 1e-5 * expected[step])
-          << "step " << step << ", rank " << comm->rank();
+          << "step " << step << ", rank " << comm->rank()
+          << (sequence_parallel ? ", sequence parallel" : "");
     }
   });
 }
 
 TEST(GPT2TensorParallel, FiftyStepsAtTp2FollowTp1sLossesTied) {
-  expect_fifty_steps_follow_tp1(true);
+  expect_fifty_steps_follow_tp1(/*tied=*/true, /*sequence_parallel=*/false);
 }
 
 TEST(GPT2TensorParallel, FiftyStepsAtTp2FollowTp1sLossesUntied) {
-  expect_fifty_steps_follow_tp1(false);
+  expect_fifty_steps_follow_tp1(/*tied=*/false, /*sequence_parallel=*/false);
+}
+
+TEST(GPT2TensorParallel, FiftyStepsAtTp2SequenceParallelFollowTp1sLossesTied) {
+  expect_fifty_steps_follow_tp1(/*tied=*/true, /*sequence_parallel=*/true);
 }
 
 TEST(GPT2TensorParallel, Tp2TimesSequenceParallel2EqualsTheUnsplitModel) {
@@ -206,28 +226,31 @@ TEST(GPT2TensorParallel, Tp2TimesSequenceParallel2EqualsTheUnsplitModel) {
   const at::Tensor whole_loss = whole->loss(batch(0), batch(0));
   whole_loss.backward();
   const auto whole_parameters = whole->named_parameters();
-  run_rank_communicators(4, [&](std::shared_ptr<Communicator> comm) {
-    // tp innermost (ranks 0-1, 2-3), sp across (0-2, 1-3), as the mesh orders them.
-    const auto tp_group = comm->split({{0, 1}, {2, 3}});
-    const auto sp_group = comm->split({{0, 2}, {1, 3}});
-    const TensorParallel tp(tp_group);
-    auto model = model_from(initial, true);
-    model->parallelize(tp);
-    model->use_sequence_parallel(accelerate::SequenceParallel(sp_group));
-    const at::Tensor loss = model->loss(batch(0), batch(0));
-    EXPECT_NEAR(loss.item<double>(), whole_loss.item<double>(), 1e-6 * whole_loss.item<double>());
-    loss.backward();
-    // The data-parallel engines average over the sp ranks (which hold the
-    // same parts): the same here.
-    for (const auto& item : model->named_parameters()) {
-      at::Tensor mean = item.value().grad().clone();
-      sp_group->all_reduce(mean, accelerate::ReduceOp::kSum);
-      mean /= 2;
-      const at::Tensor& expected = whole_parameters[item.key()].grad();
-      EXPECT_LT(relative_error(mean, part_of(expected, mean, tp, blocks_of(item.key()))), 1e-5)
-          << item.key() << ", rank " << comm->rank();
-    }
-  });
+  // Ulysses over sp, and tp with and without Megatron's sequence
+  // parallelism (which splits each rank's slice again, over tp).
+  for (bool megatron : {false, true})
+    run_rank_communicators(4, [&](std::shared_ptr<Communicator> comm) {
+      // tp innermost (ranks 0-1, 2-3), sp across (0-2, 1-3), as the mesh orders them.
+      const auto tp_group = comm->split({{0, 1}, {2, 3}});
+      const auto sp_group = comm->split({{0, 2}, {1, 3}});
+      const TensorParallel tp(tp_group, megatron);
+      auto model = model_from(initial, true);
+      model->parallelize(tp);
+      model->use_sequence_parallel(accelerate::SequenceParallel(sp_group));
+      const at::Tensor loss = model->loss(batch(0), batch(0));
+      EXPECT_NEAR(loss.item<double>(), whole_loss.item<double>(), 1e-6 * whole_loss.item<double>());
+      loss.backward();
+      // The data-parallel engines average over the sp ranks (which hold the
+      // same parts): the same here.
+      for (const auto& item : model->named_parameters()) {
+        at::Tensor mean = item.value().grad().clone();
+        sp_group->all_reduce(mean, accelerate::ReduceOp::kSum);
+        mean /= 2;
+        const at::Tensor& expected = whole_parameters[item.key()].grad();
+        EXPECT_LT(relative_error(mean, part_of(expected, mean, tp, blocks_of(item.key()))), 1e-5)
+            << item.key() << ", rank " << comm->rank() << (megatron ? ", megatron" : "");
+      }
+    });
 }
 
 TEST(GPT2TensorParallel, WhatThePlanCannotSplitIsRefusedInOneLineOnEveryRank) {
@@ -241,10 +264,11 @@ TEST(GPT2TensorParallel, WhatThePlanCannotSplitIsRefusedInOneLineOnEveryRank) {
               "GPT-2: n_head 3 is not divisible by tp_size 2");
     EXPECT_FALSE(odd_heads->tensor_parallel().enabled()) << "nothing was split";
     am::GPT2LMHeadModel megatron(tiny_config());
-    EXPECT_EQ(accelerate::testing::error_of(
-                  [&] { megatron->parallelize(TensorParallel(comm, /*sequence_parallel=*/true)); }),
-              "GPT-2: tp_sequence_parallel (Megatron's sequence parallelism) is not built for "
-              "GPT-2 yet (the Llama family has it); leave it off");
+    megatron->parallelize(TensorParallel(comm, /*sequence_parallel=*/true));
+    const at::Tensor odd_tokens = at::zeros({1, kTokens - 1}, at::kLong);
+    EXPECT_EQ(accelerate::testing::error_of([&] { megatron->loss(odd_tokens, odd_tokens); }),
+              "GPT-2: 15 tokens are not divisible by tp_size 2 (tp_sequence_parallel splits them "
+              "between the layers)");
     am::GPT2Config odd_vocab = tiny_config();
     odd_vocab.vocab_size = 47;
     am::GPT2LMHeadModel odd(odd_vocab);

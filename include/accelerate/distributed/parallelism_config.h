@@ -43,7 +43,8 @@ struct ParallelismConfig {
   // (docs/tensor-parallel.md): the norms, residuals and embedding output
   // hold 1/tp of the tokens, all-gathers and reduce-scatters replace the
   // all-reduces. An accelerate-cpp setting (Megatron-LM's
-  // --sequence-parallel); no effect at tp_size 1. The Llama family has it.
+  // --sequence-parallel); no effect at tp_size 1. The Llama family, GPT-2
+  // and BERT have it.
   ACCELERATE_ARG(bool, tp_sequence_parallel) = false;
   ACCELERATE_ARG(int, cp_size) = 1;
 };

@@ -48,12 +48,16 @@ class BertEmbeddingsImpl : public torch::nn::Module {
  public:
   explicit BertEmbeddingsImpl(const BertConfig& config);
   // token_type_ids undefined: all 0 (the first segment).
+  // Under Megatron's sequence parallelism, this rank's tokens.
   at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& token_type_ids);
+  // Set by BertModelImpl::parallelize.
+  void set_tensor_parallel(const TensorParallel& tp) { tensor_parallel_ = tp; }
   ParallelEmbedding word_embeddings{nullptr};  // as torch::nn::Embedding until split
   torch::nn::Embedding position_embeddings{nullptr}, token_type_embeddings{nullptr};
   torch::nn::LayerNorm LayerNorm{nullptr};  // transformers' name
 
  private:
+  TensorParallel tensor_parallel_;
   double dropout_;
 };
 TORCH_MODULE(BertEmbeddings);
@@ -81,10 +85,13 @@ class BertResidualOutputImpl : public torch::nn::Module {
  public:
   BertResidualOutputImpl(const BertConfig& config, int64_t in_features);
   at::Tensor forward(const at::Tensor& x, const at::Tensor& residual);
+  // Set by BertModelImpl::parallelize (dense rowwise).
+  void set_tensor_parallel(const TensorParallel& tp) { tensor_parallel_ = tp; }
   ParallelLinear dense{nullptr};
   torch::nn::LayerNorm LayerNorm{nullptr};
 
  private:
+  TensorParallel tensor_parallel_;
   double dropout_;
 };
 TORCH_MODULE(BertResidualOutput);
@@ -188,11 +195,16 @@ class BertModelImpl : public torch::nn::Module, public TensorParallelModel {
   // attention.output.dense rowwise, intermediate.dense colwise,
   // output.dense rowwise; embeddings.word_embeddings by vocabulary (any
   // size: nothing is gathered); the other embeddings, the LayerNorms and
-  // the pooler whole.
-  static TensorParallelPlan tensor_parallel_plan();
-  // Splits the encoder over `tp` by that plan. Errors (one line, before any
-  // split): num_attention_heads not divisible by tp's size; a model split
-  // already.
+  // the pooler whole. `sequence_parallel`: every split layer takes
+  // Megatron's sequence parallelism (the embeddings' sum, the LayerNorms,
+  // the dropouts and the residuals between them run on each rank's 1/tp of
+  // the tokens; the encoder's output is gathered whole for the heads).
+  static TensorParallelPlan tensor_parallel_plan(bool sequence_parallel = false);
+  // Splits the encoder over `tp` by that plan (with sequence parallelism
+  // where tp.sequence_parallel()). Errors (one line, before any split):
+  // num_attention_heads not divisible by tp's size; a model split already.
+  // Under sequence parallelism a sequence whose tokens tp does not divide
+  // is refused at forward.
   void parallelize(const TensorParallel& tp) override;
   const TensorParallel& tensor_parallel() const override { return tensor_parallel_; }
 

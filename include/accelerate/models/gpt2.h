@@ -22,8 +22,9 @@
 // parallelize(tp) splits the layers over a tensor-parallel group
 // (tensor_parallel_plan() says how; prepare() calls it at tp_size above 1).
 // Dropout
-// follows train()/eval(). No KV cache and no attention mask (every sequence
-// of a batch is full). See docs/models-gpt2.md.
+// follows train()/eval() (at tp, the split heads' and tokens' masks are each
+// rank's own: split_dropout in accelerate/nn/tensor_parallel.h). No KV cache and no attention mask
+// (every sequence of a batch is full). See docs/models-gpt2.md.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -111,9 +112,12 @@ class GPT2MLPImpl : public torch::nn::Module {
  public:
   explicit GPT2MLPImpl(const GPT2Config& config);
   at::Tensor forward(const at::Tensor& x);
+  // Set by GPT2ModelImpl::set_tensor_parallel (c_fc colwise, c_proj rowwise).
+  void set_tensor_parallel(const TensorParallel& tp) { tensor_parallel_ = tp; }
   GPT2Conv1D c_fc{nullptr}, c_proj{nullptr};
 
  private:
+  TensorParallel tensor_parallel_;
   GPT2Activation activation_;
   double resid_pdrop_;
 };
@@ -123,11 +127,17 @@ TORCH_MODULE(GPT2MLP);
 class GPT2BlockImpl : public torch::nn::Module {
  public:
   GPT2BlockImpl(const GPT2Config& config, int64_t layer);
+  // Under Megatron's sequence parallelism x is this rank's tokens.
   at::Tensor forward(const at::Tensor& x);
+  // Set by GPT2ModelImpl::set_tensor_parallel, for its layers and norms.
+  void set_tensor_parallel(const TensorParallel& tp);
   torch::nn::LayerNorm ln_1{nullptr};
   GPT2Attention attn{nullptr};
   torch::nn::LayerNorm ln_2{nullptr};
   GPT2MLP mlp{nullptr};
+
+ private:
+  TensorParallel tensor_parallel_;
 };
 TORCH_MODULE(GPT2Block);
 
@@ -153,6 +163,10 @@ class GPT2ModelImpl : public torch::nn::Module {
   // Error at n_positions or beyond). With a sequence-parallel group, each
   // rank passes its slice and the slice's positions (slice_sequence).
   at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& position_ids = {});
+  // forward() before Megatron's sequence parallelism gathers the tokens:
+  // this rank's 1/tp of them under it (the tokens must divide by tp), all
+  // of them otherwise.
+  at::Tensor hidden_part(const at::Tensor& input_ids, const at::Tensor& position_ids = {});
 
   // Splits sequences over `sp`'s group from now on (every block's
   // attention runs Ulysses all-to-alls; a group of one splits nothing).
@@ -222,10 +236,17 @@ class GPT2LMHeadModelImpl : public torch::nn::Module, public TensorParallelModel
   // colwise, mlp.c_proj rowwise; an untied lm_head colwise (a tied head is
   // the split wte, a colwise head too); wpe and the LayerNorms whole. The
   // losses take vocab_parallel_cross_entropy over each rank's classes.
-  static TensorParallelPlan tensor_parallel_plan(const GPT2Config& config);
-  // Splits the model over `tp` by that plan. Errors (one line, before any
-  // split): n_head or vocab_size not divisible by tp's size; n_head/tp not
-  // divisible by a sequence-parallel group's size; a model split already.
+  // `sequence_parallel`: every split layer takes Megatron's sequence
+  // parallelism (the embeddings' sum, the LayerNorms, the dropouts and the
+  // residuals between them run on each rank's 1/tp of the tokens).
+  static TensorParallelPlan tensor_parallel_plan(const GPT2Config& config,
+                                                 bool sequence_parallel = false);
+  // Splits the model over `tp` by that plan (with sequence parallelism
+  // where tp.sequence_parallel()). Errors (one line, before any split):
+  // n_head or vocab_size not divisible by tp's size; n_head/tp not divisible
+  // by a sequence-parallel group's size; a model split already. Under
+  // sequence parallelism a sequence whose tokens tp does not divide is
+  // refused at forward.
   void parallelize(const TensorParallel& tp) override;
   const TensorParallel& tensor_parallel() const override { return transformer->tensor_parallel(); }
 

@@ -22,7 +22,10 @@
 // bitwise (the fused kernels order their sums differently).
 #pragma once
 
+#include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
+
+#include <optional>
 
 #include "accelerate/common/arg.h"
 
@@ -42,6 +45,12 @@ struct AttentionOptions {
   // sliding_window - 1 keys before it (Mistral's and Qwen2's sliding-window
   // attention, transformers' sliding_window); 0: the whole past.
   ACCELERATE_ARG(int64_t, sliding_window) = 0;
+  // Draw the dropout mask from this generator, not the default one (a
+  // tensor-parallel rank's own stream for its heads: split_dropout_generator
+  // in tensor_parallel.h). The fused kernels draw their own masks, so with
+  // one and dropout_p > 0 kAuto takes the explicit kernel and kFused is
+  // refused.
+  ACCELERATE_ARG(std::optional<at::Generator>, dropout_generator);
 };
 
 // Whether this LibTorch has the fused kernel.

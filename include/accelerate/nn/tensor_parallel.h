@@ -23,8 +23,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <utility>
 
+#include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 
 #include "accelerate/detail/parallel_group.h"
@@ -118,5 +120,29 @@ at::Tensor reduce_scatter_tokens(const at::Tensor& x, const TensorParallel& tp);
 // Where replicated activations enter (after the embedding): forward this
 // rank's 1/tp of the tokens; backward every rank's gradient part gathered.
 at::Tensor scatter_tokens(const at::Tensor& x, const TensorParallel& tp);
+
+// Dropout at tp (Megatron's two random streams). Replicated activations,
+// which every rank of a group holds alike, must be dropped alike, and are by
+// at::dropout: it draws from the default generator, which set_seed seeds
+// alike in every process, and every rank draws the same numbers in the same
+// order. A rank's part of a split computation (its attention heads; its
+// tokens under sequence parallelism) needs a mask of its own, or every part
+// of a group repeats one pattern. split_dropout draws that mask from a
+// generator seeded by one number of the default CPU generator (alike on
+// every rank) mixed with the rank: the ranks' masks differ, the same seed
+// gives the same masks, and activation checkpointing's recomputation and
+// load_state restore them with the default generator. Thread ranks of one
+// process share the default generator: they agree only without dropout.
+// Without tp (a group of one) split_dropout is at::dropout.
+at::Tensor split_dropout(const at::Tensor& x, double p, bool train, const TensorParallel& tp);
+// Dropout of the activations between the split layers (after the
+// embedding, on a residual branch): replicated ones (at::dropout) without
+// sequence parallelism, this rank's tokens (split_dropout) with it.
+at::Tensor dropout_between_layers(const at::Tensor& x, double p, bool train,
+                                  const TensorParallel& tp);
+// The generator split_dropout would draw x's mask from, for a kernel that
+// draws its own (attention's dropout_generator); none without tp.
+std::optional<at::Generator> split_dropout_generator(const TensorParallel& tp,
+                                                     const at::Tensor& like);
 
 }  // namespace accelerate
