@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <numeric>
 #include <string>
 
 #include "../common/example_flags.h"
@@ -164,9 +165,15 @@ int main(int argc, char** argv) try {
     model->classifier->weight.normal_(0.0, 0.02);
     model->classifier->bias.zero_();
   }
-  const nlp::PadCollate collate{
-      model->config().pad_token_id,
-      accelerator.mixed_precision() == accelerate::MixedPrecision::kNo ? 1 : 8};
+  // Padding to a multiple of 8 under mixed precision (transformers'), and
+  // of tp_size under Megatron's sequence parallelism, which splits every
+  // sequence's tokens over the tp group.
+  const int64_t mixed_multiple =
+      accelerator.mixed_precision() == accelerate::MixedPrecision::kNo ? 1 : 8;
+  const int64_t token_split =
+      accelerator.tensor_parallel().sequence_parallel() ? accelerator.tensor_parallel().size() : 1;
+  const nlp::PadCollate collate{model->config().pad_token_id,
+                                std::lcm(mixed_multiple, token_split)};
   accelerate::DataLoader train(nlp::EncodedDataset(train_rows),
                                accelerate::DataLoaderOptions(static_cast<size_t>(args.batch_size))
                                    .shuffle(true)
@@ -244,9 +251,10 @@ int main(int argc, char** argv) try {
                              std::to_string(eval_examples));
     }
     accelerator.print(nlp::metrics_line(epoch, counts.accuracy(), counts.f1()));
+    // The processes of a tp group train on the same examples.
+    const int64_t trained = samples * processes / accelerator.tensor_parallel().size();
     accelerator.print("epoch ", epoch, ": ", counts.total(), " validation examples; train ",
-                      samples * processes, " examples in ", seconds, " s, ",
-                      samples * processes / seconds, " samples/s");
+                      trained, " examples in ", seconds, " s, ", trained / seconds, " samples/s");
     if (args.with_tracking) {
       accelerator.log({{"accuracy", counts.accuracy()},
                        {"f1", counts.f1()},

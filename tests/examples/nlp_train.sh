@@ -7,8 +7,10 @@
 # from the main process only, once per epoch, over exactly the slice's
 # examples (201: an uneven last batch on 1 and 2 processes); a run resumed
 # from a checkpoint (step_N on 1 process, epoch_0 on 2) prints exactly the
-# uninterrupted run's last line; --with_tracking writes the metrics; a bad
-# flag is a one-line error.
+# uninterrupted run's last line; --with_tracking writes the metrics; on 2
+# processes, tensor parallelism 2 (with and without Megatron's sequence
+# parallelism, which pads each batch to an even length) learns as well,
+# counting each trained example once; a bad flag is a one-line error.
 # Usage: nlp_train.sh ACCELERATE_CLI NLP_BINARY MINILM_DIR DATA_DIR PROCESSES MIN_ACCURACY
 set -euo pipefail
 cli=$1 program=$2 model=$3 data=$4 processes=$5 minimum=$6
@@ -31,11 +33,13 @@ awk -v m="$majority" -v a="$minimum" 'BEGIN { exit !(m <= 0.6 && a >= m + 0.15) 
 
 # One thread per process, as the launcher gives 2 processes on 2 cores: on a
 # busy machine more threads than free cores spin in OpenMP barriers.
+# launch_extra: more `accelerate launch` flags, before the program.
+launch_extra=()
 run() {  # run OUTPUT_DIR [extra flags...]
   local out=$1
   shift
   "$cli" launch --cpu --num_processes "$processes" --num_cpu_threads_per_process 1 \
-    --main_process_port 0 "$program" --model "$model" --train_file "$data/train.tsv" \
+    --main_process_port 0 "${launch_extra[@]}" "$program" --model "$model" --train_file "$data/train.tsv" \
     --validation_file "$data/validation.tsv" --output_dir "$out" --project_dir "$out/logs" \
     --max_eval_samples $eval_samples --max_length 32 --learning_rate 1e-4 --num_warmup_steps 0 \
     "$@"
@@ -88,6 +92,21 @@ grep -q "resuming from $work/whole/$resume_from" <<<"$resumed"
 grep -q "validation examples; train $resumed_examples examples in" <<<"$resumed"
 # assert: the resumed run ends exactly where the uninterrupted one ended
 [[ "$last" == "$resumed_last" ]]
+
+if [[ $processes == 2 ]]; then
+  for megatron in false true; do
+    launch_extra=(--use_parallelism_config --parallelism_config_tp_size 2
+      --parallelism_config_tp_sequence_parallel "$megatron")
+    split=$(run "$work/tp_$megatron" --max_train_samples 160 --batch_size 8 --num_epochs 1)
+    launch_extra=()
+    split=$(grep -E "^\[rank0\]: epoch 0: " <<<"$split") || true
+    echo "tp 2 (sequence parallel $megatron): $split"
+    # assert: the tp group trained the 160 examples once, and learned
+    grep -q ": $eval_samples validation examples; train 160 examples in" <<<"$split"
+    tp_accuracy=$(grep -oE "'accuracy': [0-9.e-]+" <<<"$split" | grep -oE "[0-9.e-]+$")
+    awk -v a="$tp_accuracy" -v m="$minimum" 'BEGIN { exit !(a >= m) }'
+  done
+fi
 
 # assert: a bad value is one line on stderr and exit code 2
 set +e
