@@ -44,7 +44,7 @@ const char kHelp[] =
     "\n"
     "  (no subcommand)  answer a few questions; writes the config file (replacing it)\n"
     "  default          write a basic config for this machine without questions;\n"
-    "                   refuses to replace an existing file\n"
+    "                   leaves an existing file as it is (and exits 0)\n"
     "  update           rewrite an existing config file with the current keys, keeping its values\n"
     "\n"
     "  --config_file PATH        the file to write (default: "
@@ -111,11 +111,11 @@ int run_questionnaire(const std::string& path, const Environment& env) {
 int write_default(const std::string& path, const std::string& mixed_precision,
                   const Environment& env) {
   if (exists(path)) {
-    std::cerr << "accelerate config: error: a config file already exists at " << path
+    // As Hugging Face's: success, so that a setup script can run it twice.
+    std::cout << "accelerate config: a config file already exists at " << path
               << "; not overwriting it (edit it with 'accelerate config', refresh it with "
-                 "'accelerate config "
-                 "update', or pass another --config_file)\n";
-    return kFailureExit;
+                 "'accelerate config update', or pass another --config_file)\n";
+    return 0;
   }
   const int gpus = launcher::probe_machine(env).visible_gpus;
   write_config_file(path, default_config_node(mixed_precision, gpus));

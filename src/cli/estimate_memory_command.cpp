@@ -379,7 +379,9 @@ ResolvedModel resolve_model(const EstimateArguments& parsed) {
     throw ConfigError("'" + model +
                       "' is neither a parameter count (like 7B, 350M, 1.3e9 or "
                       "125000000, at most 1e15), an existing .safetensors file, index, "
-                      "directory or config.json, nor a GPT preset (gpt-tiny, gpt-small)");
+                      "directory or config.json, nor a GPT preset (gpt-tiny, gpt-small); "
+                      "Hub names are not downloaded: give the folder of a downloaded copy "
+                      "(huggingface-cli download NAME --local-dir DIR)");
   }
   resolved.size = size_from_shape(*resolved.shape);
   return resolved;

@@ -61,6 +61,24 @@ std::string start_line(const LaunchOptions& options, const SupervisorSettings& s
          "=" + threads;
 }
 
+// Settings that ask for GPUs on a machine without any run on the CPU, as
+// Hugging Face's do; say so, rather than let a user believe a GPU trains.
+std::vector<std::string> cpu_fallback_notes(const LaunchOptions& options,
+                                            const MachineFacts& machine) {
+  std::vector<std::string> notes;
+  if (options.cpu || machine.visible_gpus > 0) return notes;
+  if (options.gpu_ids && *options.gpu_ids != "all") {
+    notes.push_back("--gpu_ids " + *options.gpu_ids +
+                    ": no GPU is visible on this machine; the processes run on the CPU");
+  }
+  if (options.use_deepspeed || options.use_fsdp) {
+    notes.push_back(std::string(options.use_deepspeed ? "DeepSpeed" : "FSDP") +
+                    " without --cpu (use_cpu: false): no GPU is visible on this machine; ZeRO "
+                    "runs on the CPU over Gloo");
+  }
+  return notes;
+}
+
 // Settings, then the machine: everything is checked before anything starts.
 PlanInputs prepare(LaunchOptions& options, std::vector<std::string>& notes) {
   PlanInputs inputs;
@@ -91,6 +109,7 @@ PlanInputs prepare(LaunchOptions& options, std::vector<std::string>& notes) {
   resolve_launch_options(options, machine);
   check_main_address(options);
   const bool cpu_job = options.cpu || machine.visible_gpus == 0;
+  for (auto& note : cpu_fallback_notes(options, machine)) notes.push_back(std::move(note));
   for (auto& note : check_sharded_training(options, inputs.environment, cpu_job))
     notes.push_back(std::move(note));
   inputs.program = resolve_command(options, inputs.environment);

@@ -18,8 +18,6 @@
 
 namespace {
 
-// Keep in step with project(... VERSION) in the top CMakeLists.txt.
-
 struct Subcommand {
   const char* name;
   const char* summary;
@@ -64,6 +62,12 @@ int main(int argc, char** argv) {
   if (args.empty()) return usage_error("no command given; run 'accelerate --help' to list them");
   const std::string& first = args[0];
   if (first == "--help" || first == "-h" || first == "help") {
+    // `accelerate help launch` is `accelerate launch --help`, as git's help is.
+    if (first == "help" && args.size() > 1) {
+      for (const auto& command : kSubcommands)
+        if (args[1] == command.name) return command.run({"--help"});
+      return usage_error("no help for '" + args[1] + "': not a command (run 'accelerate --help')");
+    }
     print_help();
     return 0;
   }

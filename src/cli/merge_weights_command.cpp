@@ -1,5 +1,6 @@
 #include "cli/merge_weights_command.h"
 
+#include <filesystem>
 #include <iostream>
 #include <optional>
 
@@ -140,6 +141,13 @@ int run_merge_weights_command(const std::vector<std::string>& args) {
   if (parsed.help) {
     std::cout << kMergeHelp;
     return 0;
+  }
+  // A path that does not exist is bad input, reported as a bad flag is.
+  std::error_code error;
+  if (!std::filesystem::is_directory(parsed.options.checkpoint_dir, error)) {
+    std::cerr << "accelerate merge-weights: error: " << parsed.options.checkpoint_dir
+              << ": no such checkpoint folder\n";
+    return kUsageExitCode;
   }
   try {
     const MergeResult result = merge_weights(parsed.options);

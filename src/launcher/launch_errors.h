@@ -8,15 +8,17 @@
 
 namespace accelerate::launcher {
 
-// The command line is wrong (unknown flag, bad value, conflicting flags).
-// Exit code 2, like every POSIX tool's usage errors.
+// The command line is wrong (unknown flag, bad value, conflicting flags, a
+// program or file it names that is missing or cannot be run). Exit code 2,
+// like every POSIX tool's usage errors, and as every `accelerate` command
+// reports the files it is given.
 class UsageError : public ConfigError {
  public:
   using ConfigError::ConfigError;
 };
 
-// The command line is fine but the job cannot start or run here: program
-// missing, port taken, fork failed. Exit code 1.
+// The command line is fine but the job cannot start or run here: port
+// taken, python3 missing, fork failed. Exit code 1.
 class LaunchFailure : public Error {
  public:
   using Error::Error;

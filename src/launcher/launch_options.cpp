@@ -193,46 +193,6 @@ void resolve_launch_options(LaunchOptions& options, const MachineFacts& facts) {
   }
 }
 
-std::string launch_help_text() {
-  std::ostringstream out;
-  out << "usage: accelerate launch [flags] PROGRAM [ARGS...]\n\n"
-         "Starts PROGRAM once per process with torchrun's variables (RANK, WORLD_SIZE,\n"
-         "MASTER_ADDR, ...), prefixes their output by rank, and stops every process when\n"
-         "one fails. A PROGRAM ending in .py runs with python3. Flags may be written\n"
-         "--foo_bar or --foo-bar, with the value after a space or '='.\n\nflags:\n";
-  constexpr std::size_t kHelpColumn = 35;
-  constexpr std::size_t kWidth = 80;
-  for (const auto& spec : launch_flag_table()) {
-    std::string left = "  ";
-    if (spec.short_name) left += std::string("-") + spec.short_name + ", ";
-    left += "--" + std::string(spec.name);
-    if (spec.value_name) left += " " + std::string(spec.value_name);
-    // Word-wrap the help text into the right-hand column.
-    std::string line =
-        left + std::string(left.size() < kHelpColumn ? kHelpColumn - left.size() : 1, ' ');
-    bool line_has_words = false;
-    std::istringstream words(
-        std::string(spec.help) +
-        (spec.default_text ? " (default: " + std::string(spec.default_text) + ")" : ""));
-    for (std::string word; words >> word;) {
-      if (line_has_words && line.size() + 1 + word.size() > kWidth) {
-        out << line << "\n";
-        line = std::string(kHelpColumn, ' ');
-        line_has_words = false;
-      }
-      if (line_has_words) line += ' ';
-      line += word;
-      line_has_words = true;
-    }
-    out << line << "\n";
-  }
-  out << "  -h, --help" << std::string(kHelpColumn - 12, ' ')
-      << "show this help\n\n"
-         "Exit code: 0 when every process succeeds, else the first failing process's\n"
-         "code (128+N for signal N); 2 for usage errors. See docs/launching.md.\n";
-  return out.str();
-}
-
 std::vector<std::string> describe_effective_settings(const LaunchOptions& options) {
   std::vector<std::string> lines;
   for (const auto& spec : launch_flag_table()) {

@@ -126,8 +126,12 @@ ParsedLaunchCommand parse_launch_arguments(const std::vector<std::string>& args)
 // Throws UsageError.
 void resolve_launch_options(LaunchOptions& options, const MachineFacts& facts);
 
-// The text of `accelerate launch --help`, built from the table.
+// The text of `accelerate launch --help`, built from the table, its rows in
+// Hugging Face's groups (launch_help.cpp).
 std::string launch_help_text();
+// The --help group a flag is listed under ("" for a flag in none, which the
+// tests refuse).
+std::string launch_help_group(const std::string& name);
 
 // The timeout (seconds, as written) in a --rdzv_conf value "timeout=60,...",
 // or nullopt. Throws UsageError naming `spelled` for keys we don't support.

@@ -20,7 +20,7 @@ constexpr const char* kTopologyVariables[] = {
 
 Hostfile read_hostfile(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw LaunchFailure("cannot read --mpirun_hostfile '" + path + "' (no such file?)");
+  if (!in) throw UsageError("cannot read --mpirun_hostfile '" + path + "' (no such file?)");
   Hostfile hostfile;
   for (std::string line; std::getline(in, line);) {
     line = line.substr(0, line.find('#'));

@@ -37,14 +37,14 @@ std::string require_python(const Environment& environment, const std::string& wh
 // A program named by a path: it must be an executable file.
 void check_program_path(const std::string& program) {
   if (is_directory(program)) {
-    throw LaunchFailure("program " + quoted(program) + " is a directory, not a program");
+    throw UsageError("program " + quoted(program) + " is a directory, not a program");
   }
   if (!is_regular_file(program)) {
-    throw LaunchFailure("program " + quoted(program) + " not found (no such file)");
+    throw UsageError("program " + quoted(program) + " not found (no such file)");
   }
   if (access(program.c_str(), X_OK) != 0) {
-    throw LaunchFailure("program " + quoted(program) +
-                        " is not executable (chmod +x it, or put its interpreter first)");
+    throw UsageError("program " + quoted(program) +
+                     " is not executable (chmod +x it, or put its interpreter first)");
   }
 }
 
@@ -80,7 +80,7 @@ ResolvedCommand resolve_command(const LaunchOptions& options, const Environment&
   } else if (runs_with_python(options)) {
     // Like `python3 train.py`: the script is a path, relative to this folder.
     if (!is_regular_file(program)) {
-      throw LaunchFailure("Python script " + quoted(program) + " not found (no such file)");
+      throw UsageError("Python script " + quoted(program) + " not found (no such file)");
     }
     command.executable = require_python(environment, "the Python script " + quoted(program));
     command.argv = {"python3", program};
@@ -92,11 +92,11 @@ ResolvedCommand resolve_command(const LaunchOptions& options, const Environment&
     auto found = find_on_path(program, lookup(environment, "PATH"));
     if (!found && is_regular_file(program)) {
       // Like a shell, a bare name means PATH; say how to run the local file.
-      throw LaunchFailure("program " + quoted(program) +
-                          " is not on PATH; to run the file in this folder, write ./" + program);
+      throw UsageError("program " + quoted(program) +
+                       " is not on PATH; to run the file in this folder, write ./" + program);
     }
     if (!found) {
-      throw LaunchFailure("program " + quoted(program) + " not found (not a file and not on PATH)");
+      throw UsageError("program " + quoted(program) + " not found (not a file and not on PATH)");
     }
     command.executable = *found;
     command.argv = {program};

@@ -5,6 +5,7 @@
 target_sources(accelerate_cli_core PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/launch_options.cpp
   ${CMAKE_CURRENT_LIST_DIR}/launch_flags.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/launch_help.cpp
   ${CMAKE_CURRENT_LIST_DIR}/launch_plan.cpp
   ${CMAKE_CURRENT_LIST_DIR}/supervisor.cpp
   ${CMAKE_CURRENT_LIST_DIR}/child_environment.cpp

@@ -156,6 +156,10 @@ TEST(EstimateMemoryCommand, BadArgumentsAreOneLineErrors) {
   expect_one_line_error({"estimate-memory"}, "MODEL is missing");
   expect_one_line_error({"estimate-memory", "seven-billion"},
                         "'seven-billion' is neither a parameter count");
+  expect_one_line_error({"estimate-memory", "bert-base-cased"},
+                        "Hub names are not downloaded: give the folder of a downloaded copy");
+  expect_one_line_error({"estimate-memory", "meta-llama/Llama-2-7b-hf"},
+                        "Hub names are not downloaded");
   expect_one_line_error({"estimate-memory", "0"}, "'0' is neither");
   expect_one_line_error({"estimate-memory", "1.5"}, "'1.5' is neither");
   expect_one_line_error({"estimate-memory", "7B", "--dtypes", "float33"},

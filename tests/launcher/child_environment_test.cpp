@@ -198,7 +198,7 @@ class LaunchProgramResolution : public ::testing::Test {
   static std::string failure_of(const LaunchOptions& options, const Environment& env) {
     try {
       resolve_command(options, env);
-    } catch (const LaunchFailure& failure) {
+    } catch (const std::exception& failure) {
       return failure.what();
     }
     return "(no error)";

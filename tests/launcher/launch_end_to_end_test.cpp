@@ -154,5 +154,28 @@ TEST(LaunchEndToEnd, InformationalLineUnlessQuiet) {
   }
 }
 
+// Settings asking for GPUs run on the CPU of a machine without any, and say so.
+TEST(LaunchEndToEnd, GpuSettingsOnAMachineWithoutGpusAreNoted) {
+  const testing::ChildProcess::EnvironmentChanges no_gpus = {{"CUDA_VISIBLE_DEVICES", ""}};
+  RunResult result = run_launcher({"launch", "--gpu_ids", "0", "--use_deepspeed", "--zero_stage",
+                                   "2", "--main_process_port", "0", kProbe, "exit", "0"},
+                                  no_gpus);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.err.find("accelerate launch: note: --gpu_ids 0: no GPU is visible on this "
+                            "machine; the processes run on the CPU\n"),
+            std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("accelerate launch: note: DeepSpeed without --cpu (use_cpu: false): "
+                            "no GPU is visible on this machine; ZeRO runs on the CPU over Gloo\n"),
+            std::string::npos)
+      << result.err;
+  // Asked for the CPU: nothing to note.
+  RunResult cpu = run_launcher({"launch", "--cpu", "--use_deepspeed", "--zero_stage", "2",
+                                "--main_process_port", "0", kProbe, "exit", "0"},
+                               no_gpus);
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  EXPECT_EQ(cpu.err.find("no GPU is visible"), std::string::npos) << cpu.err;
+}
+
 }  // namespace
 }  // namespace accelerate::launcher

@@ -204,7 +204,7 @@ TEST(LaunchSignals, RanksDieWithASigkilledLauncher) {
 
 TEST(LaunchErrors, MissingProgramIsOneLineBeforeAnythingStarts) {
   RunResult result = run_launcher({"launch", "--cpu", "no_such_program_for_accelerate_test"});
-  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.exit_code, 2);  // bad input, as a bad flag
   EXPECT_EQ(
       result.err,
       "accelerate launch: error: program 'no_such_program_for_accelerate_test' not found (not a "
@@ -218,7 +218,7 @@ TEST(LaunchErrors, NonExecutableProgramIsOneLine) {
   std::ofstream(path) << "#!/bin/sh\necho hi\n";
   chmod(path.c_str(), 0644);
   RunResult result = run_launcher({"launch", "--cpu", path});
-  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.exit_code, 2);
   EXPECT_EQ(result.err, "accelerate launch: error: program '" + path +
                             "' is not executable (chmod +x it, or put its interpreter first)\n");
 }
@@ -272,6 +272,13 @@ TEST(LaunchErrors, HelpAndVersion) {
   EXPECT_EQ(launch_help.exit_code, 0);
   EXPECT_NE(launch_help.out.find("--num_processes N"), std::string::npos);
   EXPECT_NE(launch_help.out.find("--main_process_port P"), std::string::npos);
+  // As git's: `accelerate help launch` is `accelerate launch --help`.
+  RunResult help_launch = run_launcher({"help", "launch"});
+  EXPECT_EQ(help_launch.exit_code, 0);
+  EXPECT_EQ(help_launch.out, launch_help.out);
+  RunResult help_unknown = run_launcher({"help", "lunch"});
+  EXPECT_EQ(help_unknown.exit_code, 2);
+  expect_one_error_line(help_unknown, "accelerate: error: no help for 'lunch': not a command");
 }
 
 TEST(LaunchPython, PyScriptRunsWithPython3) {

@@ -1,6 +1,8 @@
 // Parsing and resolving `accelerate launch` flags: pure functions, no processes.
 #include <gtest/gtest.h>
+
 #include <sys/stat.h>
+#include <sstream>
 
 #include <algorithm>
 #include <fstream>
@@ -70,6 +72,39 @@ TEST(LaunchOptions, HelpIsRecognised) {
   std::string help = launch_help_text();
   for (const auto& spec : launch_flag_table()) {
     EXPECT_NE(help.find("--" + std::string(spec.name)), std::string::npos) << spec.name;
+  }
+}
+
+// Hugging Face's groups, every flag in one, and one straight help column.
+TEST(LaunchOptions, HelpListsEveryFlagOnceInItsGroupInOneColumn) {
+  for (const auto& spec : launch_flag_table())
+    EXPECT_NE(launch_help_group(spec.name), "") << spec.name << " is in no --help group";
+  EXPECT_EQ(launch_help_group("zero_stage"), "DeepSpeed (with --use_deepspeed)");
+  EXPECT_EQ(launch_help_group("fsdp_version"), "FSDP (with --use_fsdp)");
+  EXPECT_EQ(launch_help_group("cpu"), "Hardware selection");
+  const std::string help = launch_help_text();
+  std::string group;
+  std::size_t rows = 0;
+  std::istringstream lines(help);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line.back() == ':' && line[0] != ' ')
+      group = line.substr(0, line.size() - 1);
+    if (line.rfind("  --", 0) != 0 && line.rfind("  -", 0) != 0) continue;
+    const std::string flag = line.substr(
+        line.find("--") + 2, line.find_first_of(" \n", line.find("--")) - line.find("--") - 2);
+    if (flag == "help") continue;
+    ++rows;
+    EXPECT_EQ(group, launch_help_group(flag)) << line;
+    // A row's help starts at column 35, or on the next line when the flag
+    // is too long for that.
+    const std::size_t left_end = line.find("  ", 2);
+    if (left_end != std::string::npos)
+      EXPECT_EQ(line.find_first_not_of(' ', left_end), 35u) << line;
+  }
+  EXPECT_EQ(rows, launch_flag_table().size());
+  for (std::size_t at = help.find("\n                                   "); at != std::string::npos;
+       at = help.find("\n                                   ", at + 1)) {
+    EXPECT_NE(help[at + 36], ' ') << "a continuation line off the column at " << at;
   }
 }
 

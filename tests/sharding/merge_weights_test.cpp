@@ -248,6 +248,11 @@ TEST(MergeWeightsRefusals, UnsafeSerializationIsRefusedWithTheReason) {
   EXPECT_THAT(
       result.err,
       HasSubstr("--unsafe_serialization is refused: merge-weights writes safetensors only"));
+  // A folder that is not there is bad input (exit 2, as in launch and estimate-memory).
+  const auto missing = merge({"no-such-checkpoint", "out"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_EQ(missing.err,
+            "accelerate merge-weights: error: no-such-checkpoint: no such checkpoint folder\n");
   const auto help = merge({"--help"});
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_THAT(help.out, HasSubstr("usage: accelerate merge-weights CHECKPOINT_DIR OUTPUT_DIR"));
