@@ -244,7 +244,7 @@ if [[ -n "${cpp_tps:-}" ]] &&
      "$build/examples/gpt" "${common[@]}" --max_steps 60 --logging_steps 1 --bf16; then
   offload_tps=$(awk '/^step [0-9]+: tokens\/s / { k = $2 + 0; if (k > 10) { s += $4; c++ } }
                      END { if (c) printf "%.0f", s / c }' "$build/gpt-zero3-offload.log")
-  loss_of() { grep -o "'eval_loss': [0-9.]*" "$1" | tail -n1 | cut -d' ' -f2; }
+  loss_of() { grep -oE "'eval_loss': '?[0-9.]*" "$1" | tail -n1 | cut -d' ' -f2 | tr -d "'"; }
   say "  gpt bf16 ZeRO-3, parameters and optimizer offloaded: ${offload_tps:-?} tokens/s (no offload: $cpp_tps);" \
       "eval_loss $(loss_of "$build/gpt-zero3-offload.log") (no offload: $(loss_of "$build/gpt-cpp.log"))"
 fi

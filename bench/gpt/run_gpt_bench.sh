@@ -219,8 +219,8 @@ run_one() {  # side N precision; sides: cpp python (LibTorch 1.13), cppnew hf (t
       /^step [0-9]+: tokens\/s / { k = $2 + 0; if (k > skip) { s += tok / $4; c++ } }
       END { if (c) printf "%.2f", c * tok / s }' "$log")"
     add "$side.$n.$prec.tps" "$tps"
-    add "$side.$n.$prec.eval" "$(sed -nE "s/.*'eval_loss': ([0-9.e+-]+).*/\1/p" "$log" | tail -n 1)"
-    add "$side.$n.$prec.first" "$(sed -nE "s/.*'loss': ([0-9.e+-]+).*/\1/p" "$log" | head -n 1)" ;;
+    add "$side.$n.$prec.eval" "$(sed -nE "s/.*'eval_loss': '?([0-9.e+-]+).*/\1/p" "$log" | tail -n 1)"
+    add "$side.$n.$prec.first" "$(sed -nE "s/.*'loss': '?([0-9.e+-]+).*/\1/p" "$log" | head -n 1)" ;;
   python | hf)
     if [[ "$side" == python ]]; then
       env "${env_[@]}" "$PYTHON" bench/gpt/gpt_twin.py "${py[@]}" --nproc "$n" >"$log" 2>&1 ||

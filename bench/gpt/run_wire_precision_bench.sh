@@ -45,7 +45,7 @@ write_config fp32 "" ""
 write_config bf16_grads "" ', "communication_data_type": "bf16"'
 write_config qwz_qgz ', "zero_quantized_weights": true, "zero_quantized_gradients": true' ""
 
-final_loss() { grep -oE "'eval_loss': [0-9.]+" "$1" | tail -1 | grep -oE "[0-9.]+$"; }
+final_loss() { grep -oE "'eval_loss': '?[0-9.]+" "$1" | tail -1 | grep -oE "[0-9.]+$"; }
 settings=(fp32 bf16_grads qwz_qgz)
 for name in "${settings[@]}"; do
   echo "== $name: $steps steps, 2 processes, ZeRO-3, bf16 autocast ($log_dir/$name.log)"

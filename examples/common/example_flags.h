@@ -42,6 +42,14 @@ class FlagError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Bad input beyond the flags' spelling: a file or folder a flag names that
+// is missing or cannot be used as it says. The examples report it as a bad
+// flag is reported: one line, exit code 2 (other failures exit with 1).
+class InputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // The program's name as its usage and errors show it: argv[0]'s last part.
 inline std::string program_name(const char* argv0) {
   const std::string path = argv0 != nullptr ? argv0 : "";

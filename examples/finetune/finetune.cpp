@@ -54,16 +54,16 @@ const char* const kTokenizerFiles[] = {"tokenizer.json", "tokenizer_config.json"
 std::string read_model_type(const std::string& folder) {
   const std::string path = folder + "/config.json";
   std::ifstream in(path);
-  if (!in) throw accelerate::Error("--model folder '" + folder + "' has no config.json");
+  if (!in) throw examples::InputError("--model folder '" + folder + "' has no config.json");
   nlohmann::json config;
   try {
     config = nlohmann::json::parse(in);
   } catch (const std::exception& e) {
-    throw accelerate::Error("'" + path + "' is not JSON: " + e.what());
+    throw examples::InputError("'" + path + "' is not JSON: " + e.what());
   }
   const auto found = config.find("model_type");
   if (!config.is_object() || found == config.end() || !found->is_string()) {
-    throw accelerate::Error("'" + path + "' has no \"model_type\"");
+    throw examples::InputError("'" + path + "' has no \"model_type\"");
   }
   return found->get<std::string>();
 }
@@ -99,12 +99,13 @@ int run_family(const FinetuneFlags& f) {
   const int64_t block_size =
       f.block_size > 0 ? f.block_size : std::min<int64_t>(1024, max_positions);
   if (block_size > max_positions) {
-    throw accelerate::Error("--block_size " + std::to_string(block_size) + " exceeds the model's " +
-                            Family::kMaxPositionsKey + " " + std::to_string(max_positions));
+    throw examples::InputError("--block_size " + std::to_string(block_size) +
+                               " exceeds the model's " + Family::kMaxPositionsKey + " " +
+                               std::to_string(max_positions));
   }
   const auto tokenizer = accelerate::Tokenizer::from_file(f.model + "/tokenizer.json");
   if (tokenizer.vocab_size() > Family::vocab_size(config)) {
-    throw accelerate::Error(
+    throw examples::InputError(
         f.model + "/tokenizer.json has " + std::to_string(tokenizer.vocab_size()) +
         " tokens but the model's vocab_size is " + std::to_string(Family::vocab_size(config)));
   }
@@ -120,8 +121,8 @@ int run_family(const FinetuneFlags& f) {
 
   const auto args = examples::training_arguments(f.training);
   if (args.eval_strategy() != accelerate::IntervalStrategy::kNo && !validation_data) {
-    throw accelerate::Error("--eval_strategy " + f.training.eval_strategy +
-                            " needs --validation_file");
+    throw examples::InputError("--eval_strategy " + f.training.eval_strategy +
+                               " needs --validation_file");
   }
   // model_init: built inside the Trainer's zero3_init(), so under ZeRO-3
   // with zero3_init_flag (FSDP: cpu_ram_efficient_loading) only the main
@@ -141,8 +142,8 @@ int run_family(const FinetuneFlags& f) {
   // (docs/tensor-parallel.md), each group reading one batch too.
   const int sp_size = accelerator.sequence_parallel().size();
   if (block_size % sp_size != 0) {
-    throw accelerate::Error("--block_size " + std::to_string(block_size) +
-                            " is not divisible by sp_size " + std::to_string(sp_size));
+    throw examples::InputError("--block_size " + std::to_string(block_size) +
+                               " is not divisible by sp_size " + std::to_string(sp_size));
   }
   model->use_sequence_parallel(accelerator.sequence_parallel());
   Family::set_gradient_checkpointing(model, args.gradient_checkpointing());
@@ -195,27 +196,33 @@ const std::vector<std::pair<std::string, FamilyRun>>& families() {
   return table;
 }
 
+// "llama, mistral, qwen2, gpt2": the families the table runs.
+std::string supported_model_types() {
+  std::string names;
+  for (const auto& [name, family_run] : families()) names += (names.empty() ? "" : ", ") + name;
+  return names;
+}
+
 int run(const FinetuneFlags& f) {
   if (!fs::is_directory(f.model)) {
-    throw accelerate::Error("--model '" + f.model + "' is not a folder");
+    throw examples::InputError("--model '" + f.model + "' is not a folder");
   }
   if (!fs::is_regular_file(f.train_file)) {
-    throw accelerate::Error("--train_file '" + f.train_file + "' is not a file");
+    throw examples::InputError("--train_file '" + f.train_file + "' is not a file");
   }
   if (!f.validation_file.empty() && !fs::is_regular_file(f.validation_file)) {
-    throw accelerate::Error("--validation_file '" + f.validation_file + "' is not a file");
+    throw examples::InputError("--validation_file '" + f.validation_file + "' is not a file");
   }
   if (!fs::is_regular_file(fs::path(f.model) / "tokenizer.json")) {
-    throw accelerate::Error("--model folder '" + f.model + "' has no tokenizer.json");
+    throw examples::InputError("--model folder '" + f.model + "' has no tokenizer.json");
   }
   const std::string model_type = read_model_type(f.model);
-  std::string supported;
   for (const auto& [name, family_run] : families()) {
     if (name == model_type) return family_run(f);
-    supported += (supported.empty() ? "" : ", ") + name;
   }
-  throw accelerate::Error("model_type \"" + model_type + "\" of '" + f.model +
-                          "/config.json' is not supported (supported: " + supported + ")");
+  throw examples::InputError(
+      "model_type \"" + model_type + "\" of '" + f.model +
+      "/config.json' is not supported (supported: " + supported_model_types() + ")");
 }
 
 }  // namespace
@@ -228,8 +235,8 @@ int main(int argc, char** argv) {
   examples::Flags flags(
       "Fine-tunes a causal language model from a Hugging Face folder (config.json, safetensors "
       "weights,\ntokenizer.json) on a text file with accelerate::Trainer, and writes the result "
-      "to\nOUTPUT_DIR/final as a Hugging Face folder. Supported model_type: llama. "
-      "docs/finetune.md.");
+      "to\nOUTPUT_DIR/final as a Hugging Face folder. Supported model_type: " +
+      supported_model_types() + ". docs/finetune.md.");
   flags.add("model", &f.model, "the Hugging Face model folder to start from (required)", "DIR")
       .add("train_file", &f.train_file, "the training text, tokenized line by line (required)",
            "FILE")
@@ -244,6 +251,9 @@ int main(int argc, char** argv) {
   if (f.train_file.empty()) flags.fail("--train_file is required");
   try {
     return run(f);
+  } catch (const examples::InputError& error) {
+    std::cerr << program << ": error: " << error.what() << std::endl;
+    return 2;  // bad input, as a bad flag
   } catch (const std::exception& error) {
     std::cerr << program << ": error: " << error.what() << std::endl;
     return 1;

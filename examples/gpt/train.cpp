@@ -93,6 +93,15 @@ int train(const std::string& program, const std::vector<std::string>& words) {
   const std::string& preset = f.preset;
   const int32_t vocab_size = f.vocab_size;
   TrainingArguments args = gpt_flags::training_arguments(f);
+  // The default is relative to the folder the program runs in: name the
+  // flag and the script (one line, exit code 2, as a bad flag).
+  for (const char* name : {"train.txt", "validation.txt"}) {
+    if (!std::ifstream(f.data_dir + "/" + name)) {
+      flags.fail("--data_dir " + f.data_dir + " has no " + name +
+                 " (run scripts/fetch-brown.sh in the project's folder, or give --data_dir the "
+                 "folder that holds the Brown Corpus)");
+    }
+  }
   accelerate::models::GPT2Config config = gpt::preset_config(preset, vocab_size, f.dropout);
   if (f.block_size > 0) config.n_positions = f.block_size;
   const int64_t max_eval_samples = f.max_eval_samples;
@@ -178,8 +187,9 @@ int generate(const std::string& program, const std::vector<std::string>& words) 
 }  // namespace
 
 int main(int argc, char** argv) {
-  // `gpt generate ...` samples; anything else trains. Flag errors exit with
-  // code 2 in Flags::parse; the others here, with the same code.
+  // `gpt generate ...` samples; anything else trains. Flag errors, a
+  // --data_dir without the corpus and settings TrainingArguments refuses exit
+  // with code 2 (bad input); other failures with 1, as in every example.
   const std::string program = examples::program_name(argv[0]);
   std::vector<std::string> words(argv + 1, argv + argc);
   try {
@@ -188,8 +198,11 @@ int main(int argc, char** argv) {
       return generate(program + " generate", words);
     }
     return train(program, words);
-  } catch (const std::exception& error) {
+  } catch (const accelerate::ConfigError& error) {  // TrainingArguments' checks: bad input
     std::cerr << program << ": error: " << error.what() << std::endl;
     return 2;
+  } catch (const std::exception& error) {
+    std::cerr << program << ": error: " << error.what() << std::endl;
+    return 1;
   }
 }

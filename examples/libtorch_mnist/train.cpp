@@ -28,7 +28,7 @@ int main(int argc, char** argv) try {
       std::move(test_set), torch::data::DataLoaderOptions().batch_size(1000));
   accelerator.prepare(model, optimizer, train, test);
 
-  for (int epoch = 1; epoch <= args.epochs; ++epoch) {
+  for (int epoch = 0; epoch < args.epochs; ++epoch) {
     model->train();
     mnist::EpochClock clock;
     for (auto& batch : *train) {

@@ -23,7 +23,7 @@ int main(int argc, char** argv) try {
   auto test = torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
       std::move(test_set), torch::data::DataLoaderOptions().batch_size(1000));
 
-  for (int epoch = 1; epoch <= args.epochs; ++epoch) {
+  for (int epoch = 0; epoch < args.epochs; ++epoch) {
     model->train();
     mnist::EpochClock clock;
     for (auto& batch : *train) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include <torch/torch.h>
@@ -70,13 +71,28 @@ inline void set_up(const Args& args) {
   torch::manual_seed(args.seed);
 }
 
-// The shared flags from the command line (--help: the usage; a bad flag: one
-// line and exit code 2), then set_up().
+// The four IDX files must be in --data_dir. Its default is relative to the
+// folder the program runs in, so the error names the flag and the script
+// (one line, exit code 2, as a bad flag).
+inline void check_data_dir(const examples::Flags& flags, const Args& args) {
+  for (const char* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                           "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"}) {
+    if (!std::ifstream(args.data_dir + "/" + name)) {
+      flags.fail("--data_dir " + args.data_dir + " has no " + name +
+                 " (run scripts/fetch-mnist.sh in the project's folder, or give --data_dir the "
+                 "folder that holds MNIST)");
+    }
+  }
+}
+
+// The shared flags from the command line (--help: the usage; a bad flag or
+// a --data_dir without MNIST: one line and exit code 2), then set_up().
 inline Args parse_args(int argc, char** argv) {
   Args args;
   examples::Flags flags(kAbout);
   add_flags(flags, args);
   flags.parse(argc, argv);
+  check_data_dir(flags, args);
   set_up(args);
   return args;
 }
@@ -107,7 +123,8 @@ class EpochClock {
 };
 
 // The epoch's report line, which the programs print (the accelerated ones on
-// the main process only, through accelerator.print).
+// the main process only, through accelerator.print). Epochs count from 0,
+// as in Accelerate's examples.
 [[nodiscard]] inline std::string report(int epoch, int64_t correct, int64_t total,
                                         const EpochClock& clock) {
   char line[160];

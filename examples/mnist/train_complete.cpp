@@ -69,6 +69,7 @@ int main(int argc, char** argv) try {
     flags.fail("--checkpointing_steps expects a number >= 1 or 'epoch', got '" +
                checkpointing_steps + "'");
   }
+  mnist::check_data_dir(flags, args);
   mnist::set_up(args);
 
   accelerate::AcceleratorOptions options;
@@ -110,7 +111,7 @@ int main(int argc, char** argv) try {
   int64_t overall_step = resumed.epoch * static_cast<int64_t>(train.size()) +
                          static_cast<int64_t>(resumed.batches_yielded);
 
-  for (int epoch = static_cast<int>(resumed.epoch) + 1; epoch <= args.epochs; ++epoch) {
+  for (int epoch = static_cast<int>(resumed.epoch); epoch < args.epochs; ++epoch) {
     model->train();
     mnist::EpochClock clock;
     double loss_sum = 0;

@@ -19,7 +19,7 @@ int main(int argc, char** argv) try {
       accelerate::MnistDataset(args.data_dir, accelerate::MnistSplit::kTest),
       accelerate::DataLoaderOptions(1000));
 
-  for (int epoch = 1; epoch <= args.epochs; ++epoch) {
+  for (int epoch = 0; epoch < args.epochs; ++epoch) {
     model->train();
     mnist::EpochClock clock;
     for (auto& batch : train) {

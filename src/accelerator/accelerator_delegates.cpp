@@ -38,6 +38,8 @@ void Accelerator::init_trackers(const std::string& project_name, const TrackerCo
   trackers_->init_trackers(project_name, config);
 }
 
+bool Accelerator::trackers_initialized() const { return trackers_->initialized(); }
+
 void Accelerator::log(const TrackerValues& values, std::optional<int64_t> step) {
   trackers_->log(values, step);
 }

@@ -17,6 +17,7 @@ add_library(accelerate_tracking OBJECT
   ${CMAKE_CURRENT_LIST_DIR}/crc32c.cpp
   ${CMAKE_CURRENT_LIST_DIR}/file_trackers.cpp
   ${CMAKE_CURRENT_LIST_DIR}/progress_bar.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/python_number.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tfrecord.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tracker_value.cpp
   ${CMAKE_CURRENT_LIST_DIR}/trackers.cpp)

@@ -13,7 +13,7 @@
 #include "accelerate/accelerator/accelerator.h"
 #include "accelerate/common/errors.h"
 #include "accelerate/detail/checkpoint_metadata.h"
-#include "tracking/text_format.h"
+#include "tracking/python_number.h"
 #include "trainer/checkpoint_folders.h"
 #include "trainer/trainer_deepspeed.h"
 
@@ -22,17 +22,52 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Hugging Face prints logs as a Python dict, numbers exactly: {'loss': 2.3125, 'epoch': 0.5}.
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Where transformers' Trainer puts a key in the dicts it logs: a step's
+// {loss, grad_norm, learning_rate}, an evaluation's metrics then its loss,
+// the speed metrics, train_loss, and the epoch last.
+int display_rank(const std::string& key) {
+  if (key == "loss") return 0;
+  if (key == "grad_norm") return 1;
+  if (key == "learning_rate") return 2;
+  if (key == "train_loss") return 14;
+  if (key == "epoch") return 20;
+  if (ends_with(key, "_runtime")) return 10;
+  if (ends_with(key, "_samples_per_second")) return 11;
+  if (ends_with(key, "_steps_per_second")) return 12;
+  if (ends_with(key, "_loss")) return 4;
+  return 3;
+}
+
+// The line transformers' console callbacks print for a log: a Python dict
+// whose numbers are f"{v:.4g}" strings, {'loss': '2.312', 'epoch': '0.5'}.
+// The logs themselves (log_history, trackers, callbacks) keep every digit.
 std::string dict_text(const Metrics& metrics) {
+  std::vector<std::pair<std::string, double>> items(metrics.begin(), metrics.end());
+  std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) {
+    return display_rank(a.first) < display_rank(b.first);
+  });
   std::string text = "{";
-  for (const auto& [key, value] : metrics) {
+  for (const auto& [key, value] : items) {
     if (text.size() > 1) text += ", ";
-    text += "'" + key + "': " + tracking::shortest_double(value);
+    text += "'" + key + "': '" + tracking::python_general_format(value, 4) + "'";
   }
   return text + "}";
 }
 
 }  // namespace
+
+void detail::add_speed_metrics(Metrics& metrics, const std::string& prefix, double seconds,
+                               double samples, double steps) {
+  metrics[prefix + "_runtime"] = tracking::python_round(seconds, 4);
+  if (seconds <= 0) return;  // as transformers: no rates for a zero runtime
+  metrics[prefix + "_samples_per_second"] = tracking::python_round(samples / seconds, 3);
+  metrics[prefix + "_steps_per_second"] = tracking::python_round(steps / seconds, 3);
+}
 
 TrainerLoop::TrainerLoop(TrainingArguments args, Accelerator& accelerator)
     : args_(std::move(args)), accelerator_(accelerator) {
@@ -145,6 +180,21 @@ void TrainerLoop::add_callback(std::shared_ptr<TrainerCallback> callback) {
 }
 
 void TrainerLoop::begin_train() {
+  // report_to's trackers write under output_dir/runs (transformers writes
+  // TensorBoard's files under output_dir/runs/... too), with the run's main
+  // settings; a program that started its own trackers keeps them.
+  const auto& report_to = args_.report_to();
+  const bool reports = std::any_of(report_to.begin(), report_to.end(),
+                                   [](const std::string& t) { return t != "none"; });
+  if (reports && !accelerator_.trackers_initialized()) {
+    accelerator_.init_trackers(
+        "runs",
+        {{"learning_rate", args_.learning_rate()},
+         {"per_device_train_batch_size", static_cast<int64_t>(args_.per_device_train_batch_size())},
+         {"gradient_accumulation_steps", static_cast<int64_t>(args_.gradient_accumulation_steps())},
+         {"max_steps", state_.max_steps},
+         {"seed", static_cast<int64_t>(args_.seed())}});
+  }
   started_ = std::chrono::steady_clock::now();
   samples_seen_ = 0;
   bar_ =
@@ -369,13 +419,12 @@ Metrics TrainerLoop::end_train() {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   const double samples =
       mean_over_processes(static_cast<double>(samples_seen_)) * accelerator_.num_processes();
-  Metrics metrics{
-      {"train_runtime", seconds},
-      {"train_samples_per_second", samples / std::max(seconds, 1e-9)},
-      {"train_steps_per_second", static_cast<double>(state_.global_step) / std::max(seconds, 1e-9)},
-      {"train_loss", total_loss_steps_ > 0 ? total_loss_ / total_loss_steps_ : 0.0},
-      {"epoch", state_.epoch}};
-  if (accelerator_.is_main_process()) std::cout << dict_text(metrics) << std::endl;
+  Metrics metrics{{"train_loss", total_loss_steps_ > 0 ? total_loss_ / total_loss_steps_ : 0.0},
+                  {"epoch", state_.epoch}};
+  detail::add_speed_metrics(metrics, "train", seconds, samples,
+                            static_cast<double>(state_.global_step));
+  // Logged as transformers logs it: printed, to the trackers and log_history.
+  publish(metrics, /*evaluation=*/false);
   for (auto& callback : callbacks_) callback->on_train_end(args_, state_, control_);
   return metrics;
 }

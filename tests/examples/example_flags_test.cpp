@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -321,6 +323,45 @@ INSTANTIATE_TEST_SUITE_P(Examples, ExampleProgram, ::testing::ValuesIn(programs(
                            }
                            return name;
                          });
+
+// Data an example cannot find is bad input, as a bad flag: one line naming
+// the flag that sets the path and the script that fetches the default data,
+// and exit code 2 in every example.
+TEST(ExampleData, AMissingDataPathNamesItsFlagAndScriptWithExitCodeTwo) {
+  const std::string none = "/nonexistent/accelerate-example-data";
+  // A model folder with the files nlp looks for, so its data files are next.
+  const std::string model = ::testing::TempDir() + "/example-data-model";
+  std::filesystem::create_directories(model);
+  for (const char* name : {"config.json", "tokenizer.json"})
+    std::ofstream(model + "/" + name) << "{}";
+  struct Case {
+    std::string name, path;
+    std::vector<std::string> words, mentions;
+  };
+  const std::vector<Case> cases = {
+      {"mnist", MNIST_PATH, {"--data_dir", none}, {"--data_dir", "scripts/fetch-mnist.sh"}},
+      {"mnist_plain", MNIST_PLAIN_PATH, {"--data_dir", none}, {"--data_dir", "fetch-mnist.sh"}},
+      {"mnist_complete", MNIST_COMPLETE_PATH, {"--data_dir", none}, {"--data_dir", "fetch-mnist"}},
+      {"libtorch_mnist", LIBTORCH_MNIST_PATH, {"--data_dir", none}, {"--data_dir", "fetch-mnist"}},
+      {"gpt", GPT_PATH, {"--data_dir", none}, {"--data_dir", "scripts/fetch-brown.sh"}},
+      {"nlp", NLP_PATH, {"--model", none}, {"--model", "scripts/fetch-minilm.sh"}},
+      {"nlp",
+       NLP_PATH,
+       {"--model", model, "--train_file", none},
+       {"--train_file", "fetch-brown-genre.sh"}},
+      {"finetune", FINETUNE_PATH, {"--model", none, "--train_file", none}, {"--model", none}},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> argv{c.path};
+    argv.insert(argv.end(), c.words.begin(), c.words.end());
+    const auto result = run_program(argv, {}, 60s);
+    EXPECT_EQ(result.exit_code, 2) << c.name << ": " << result.err;
+    const auto lines = split_lines(result.err);
+    ASSERT_EQ(lines.size(), 1u) << c.name << ": " << result.err;
+    EXPECT_THAT(lines[0], StartsWith(c.name + ": error: ")) << c.name;
+    for (const auto& mention : c.mentions) EXPECT_THAT(lines[0], HasSubstr(mention)) << c.name;
+  }
+}
 
 // The TrainingArguments flags reach the Trainer's own checks: save_strategy
 // best without a metric is refused as TrainingArguments refuses it.

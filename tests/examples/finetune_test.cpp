@@ -51,12 +51,19 @@ nlohmann::json read_json(const std::string& path) {
   return nlohmann::json::parse(in);
 }
 
-// The training losses the Trainer logged ({'...', 'loss': X}), in order.
-std::vector<double> logged(const std::string& output, const std::string& key) {
+// The values of `key` the Trainer logged in a run's output folder, in order
+// and in full: its JSONL tracker's lines (the runs pass --report_to jsonl;
+// the console shows 4 digits, as transformers' does).
+std::vector<double> logged(const std::string& output_dir, const std::string& key) {
   std::vector<double> values;
-  const std::regex pattern("[{ ]'" + key + "': ([-0-9.e+]+)");
-  for (std::sregex_iterator it(output.begin(), output.end(), pattern), end; it != end; ++it) {
-    values.push_back(std::stod((*it)[1].str()));
+  for (const auto& entry : fs::recursive_directory_iterator(output_dir)) {
+    if (entry.path().filename() != "metrics.jsonl") continue;
+    std::ifstream in(entry.path());
+    for (std::string line; std::getline(in, line);) {
+      const auto record = nlohmann::json::parse(line);
+      if (record.contains("values") && record["values"].contains(key))
+        values.push_back(record["values"][key].get<double>());
+    }
   }
   return values;
 }
@@ -78,9 +85,9 @@ at::Tensor folder_logits(const std::string& folder, const at::Tensor& ids) {
 // random model learns from quickly, a log every 5 steps.
 std::vector<std::string> finetune_argv(const std::string& model, const std::string& text,
                                        const std::string& output_dir) {
-  return {FINETUNE_PATH, "--model",         model, "--train_file", text, "--output_dir",
-          output_dir,    "--max_steps",     "20",  "--block_size", "64", "--learning_rate",
-          "3e-3",        "--logging_steps", "5"};
+  return {FINETUNE_PATH, "--model",         model, "--train_file", text,   "--output_dir",
+          output_dir,    "--max_steps",     "20",  "--block_size", "64",   "--learning_rate",
+          "3e-3",        "--logging_steps", "5",   "--report_to",  "jsonl"};
 }
 
 RunResult launch(std::vector<std::string> launch_flags, const std::vector<std::string>& program) {
@@ -122,7 +129,8 @@ class Finetune : public ::testing::Test {
         launch({"--cpu", "--num_processes", "1"},
                finetune_argv(dir_.file("model"), dir_.file("train.txt"), dir_.file("single")));
     EXPECT_EQ(single.exit_code, 0) << single.out << single.err;
-    const auto split_losses = logged(split.out, "loss"), single_losses = logged(single.out, "loss");
+    const auto split_losses = logged(dir_.file("split"), "loss"),
+               single_losses = logged(dir_.file("single"), "loss");
     EXPECT_EQ(split_losses.size(), single_losses.size()) << split.out;
     for (size_t i = 0; i < std::min(split_losses.size(), single_losses.size()); ++i) {
       EXPECT_NEAR(split_losses[i], single_losses[i], loss_bound * single_losses[i])
@@ -145,7 +153,7 @@ class Finetune : public ::testing::Test {
                            std::to_string(tokens / 64) + " blocks of 64"),
               std::string::npos)
         << run.out;
-    const auto losses = logged(run.out, "loss");
+    const auto losses = logged(fs::path(final_dir).parent_path().string(), "loss");
     EXPECT_EQ(losses.size(), 4u) << run.out;
     if (losses.size() >= 2) {
       std::cout << "logged losses: " << losses.front() << " ... " << losses.back() << "\n";
@@ -207,7 +215,7 @@ TEST_F(Finetune, OneProcessLearnsAndSavesWhatTransformersLoads) {
   const auto run = launch({"--cpu", "--num_processes", "1"}, argv);
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_TRUE(fs::exists(dir_.file("out/final/model.safetensors")));
-  const auto eval_losses = logged(run.out, "eval_loss");
+  const auto eval_losses = logged(dir_.file("out"), "eval_loss");
   ASSERT_EQ(eval_losses.size(), 2u) << run.out;
   EXPECT_LT(eval_losses[1], eval_losses[0]);
   check_run(run, dir_.file("out/final"), sample_ids());
@@ -368,7 +376,7 @@ use_cpu: true
   };
   const auto run = fsdp_run(dir_.file("fsdp"), {});
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
-  const auto losses = logged(run.out, "loss");
+  const auto losses = logged(dir_.file("fsdp"), "loss");
   ASSERT_EQ(losses.size(), 4u) << run.out;
   EXPECT_LT(losses.back(), 0.95 * losses.front());
   ASSERT_TRUE(fs::exists(dir_.file("fsdp/checkpoint-10")));
@@ -376,7 +384,7 @@ use_cpu: true
   const auto resumed =
       fsdp_run(dir_.file("resumed"), {"--resume_from_checkpoint", dir_.file("fsdp/checkpoint-10")});
   ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
-  const auto resumed_losses = logged(resumed.out, "loss");
+  const auto resumed_losses = logged(dir_.file("resumed"), "loss");
   ASSERT_EQ(resumed_losses.size(), 2u) << resumed.out;  // steps 15 and 20 only
   EXPECT_EQ(resumed_losses.back(), losses.back());
   const std::string weights = file_bytes(dir_.file("fsdp/final/model.safetensors"));

@@ -5,10 +5,12 @@
 #   write_zero3_yaml FILE   a CPU DeepSpeed ZeRO-3 accelerate config, no zero3_init
 #   gpt_run OUTPUT_DIR STEPS BATCH [launch flags...] -- [program flags...]
 #                           the example's stdout, on the tiny preset at T = 64,
-#                           fp32, no dropout, a loss logged every step; the
-#                           tokenizer trained once and shared between runs
-#   losses TEXT             the logged losses, a line each
-#   same_losses A B WHAT    the same number of losses, each within 1e-5 relative
+#                           fp32, no dropout, a loss logged every step (in
+#                           full to OUTPUT_DIR's JSONL log); the tokenizer
+#                           trained once and shared between runs
+#   losses OUTPUT_DIR       the losses a run logged, in full, a line each
+#   same_losses A B WHAT    two lists of losses (a line each): as many, each
+#                           within 1e-5 relative
 write_zero3_yaml() {
   cat >"$1" <<'YAML'
 deepspeed_config:
@@ -33,14 +35,18 @@ gpt_run() {
   "$cli" launch "${launch[@]}" --main_process_port 0 "$program" --data_dir "$data" \
     --output_dir "$out" --preset tiny --block_size 64 --dropout 0 \
     --per_device_train_batch_size "$batch" --max_steps "$steps" --warmup_steps 5 \
-    --logging_steps 1 --eval_steps 1000 --max_eval_samples 16 --learning_rate 5e-4 "$@"
+    --logging_steps 1 --eval_steps 1000 --max_eval_samples 16 --learning_rate 5e-4 \
+    --report_to jsonl "$@"
   [[ -f "$work/tok/tokenizer.bpe" ]] || cp "$out/tokenizer.bpe" "$work/tok/"
 }
 
-losses() { grep -oE "'loss': [0-9.e-]+" <<<"$1" | grep -oE "[0-9.e-]+$"; }
+# shellcheck source=tests/examples/trainer_logs.sh
+source "$(dirname "${BASH_SOURCE[0]}")/trainer_logs.sh"
+
+losses() { logged loss "$1"; }
 
 same_losses() {
-  paste <(losses "$1") <(losses "$2") | awk -v what="$3" '
+  paste <(echo "$1") <(echo "$2") | awk -v what="$3" '
     NF != 2 { print what ": the runs logged different numbers of losses"; exit 1 }
     { d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $2) { print what ": step " NR ": " $1 " vs " $2; bad = 1 } ; n++ }
     END { if (bad) exit 1; print what ": " n " steps agree within 1e-5" }'

@@ -29,15 +29,15 @@ one=$(gpt_run "$work/one" 50 4 --cpu --num_processes 1 --)
 split=$(gpt_run "$work/split" 50 4 --cpu --num_processes 2 --use_parallelism_config \
   --parallelism_config_sp_size 2 --)
 echo "$split" >&2
-[[ $(losses "$one" | wc -l) -eq 50 ]]
-same_losses "$split" "$one" "sp 2 vs sp 1"
+[[ $(losses "$work/one" | wc -l) -eq 50 ]]
+same_losses "$(losses "$work/split")" "$(losses "$work/one")" "sp 2 vs sp 1"
 
 # ZeRO-3: sp 2 x dp 2 on four processes against dp 2 on two, 20 steps.
 zero3=$(gpt_run "$work/zero3" 20 4 --config_file "$work/zero3.yaml" --num_processes 2 --)
 zero3_split=$(gpt_run "$work/zero3_split" 20 4 --config_file "$work/zero3.yaml" --num_processes 4 \
   --use_parallelism_config --parallelism_config_sp_size 2 --)
-[[ $(losses "$zero3" | wc -l) -eq 20 ]]
-same_losses "$zero3_split" "$zero3" "sp 2 x ZeRO-3 on 4 vs ZeRO-3 on 2"
+[[ $(losses "$work/zero3" | wc -l) -eq 20 ]]
+same_losses "$(losses "$work/zero3_split")" "$(losses "$work/zero3")" "sp 2 x ZeRO-3 on 4 vs ZeRO-3 on 2"
 
 # A checkpoint saved at sp 2 (step 10 of 20) resumes at sp 1 on as many
 # processes, each reading half the group's batch.
@@ -48,7 +48,6 @@ mkdir -p "$work/resumed"
 cp -r "$work/saved/checkpoint-10" "$work/resumed/"
 resumed=$(gpt_run "$work/resumed" 20 2 --cpu --num_processes 2 -- --resume_from_checkpoint latest)
 echo "$resumed" >&2
-[[ $(losses "$resumed" | wc -l) -eq 10 ]]
-whole_tail=$(losses "$whole" | tail -10 | sed "s/^/'loss': /")
-same_losses "$resumed" "$whole_tail" \
+[[ $(losses "$work/resumed" | wc -l) -eq 10 ]]
+same_losses "$(losses "$work/resumed")" "$(losses "$work/whole" | tail -10)" \
   "resumed at sp 1 from sp 2's checkpoint vs sp 1 throughout (steps 11-20)"

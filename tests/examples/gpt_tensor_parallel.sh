@@ -28,12 +28,12 @@ tp2=(--use_parallelism_config --parallelism_config_tp_size 2)
 one=$(gpt_run "$work/one" 30 4 --cpu --num_processes 1 --)
 split=$(gpt_run "$work/split" 30 4 --cpu --num_processes 2 "${tp2[@]}" --)
 echo "$split" >&2
-[[ $(losses "$one" | wc -l) -eq 30 ]]
+[[ $(losses "$work/one" | wc -l) -eq 30 ]]
 grep -q "parameters on this process" <<<"$split"
-same_losses "$split" "$one" "tp 2 vs tp 1"
+same_losses "$(losses "$work/split")" "$(losses "$work/one")" "tp 2 vs tp 1"
 megatron=$(gpt_run "$work/megatron" 30 4 --cpu --num_processes 2 "${tp2[@]}" \
   --parallelism_config_tp_sequence_parallel true --)
-same_losses "$megatron" "$one" "tp 2 with sequence parallelism vs tp 1"
+same_losses "$(losses "$work/megatron")" "$(losses "$work/one")" "tp 2 with sequence parallelism vs tp 1"
 
 # The model saved at tp 2 is whole: from_pretrained refuses tensors of
 # other shapes than the config's, so sampling from it loads every one.
@@ -48,8 +48,8 @@ echo "generate: the model saved at tp 2 loads whole: $text" >&2
 zero3=$(gpt_run "$work/zero3" 15 4 --config_file "$work/zero3.yaml" --num_processes 2 --)
 zero3_split=$(gpt_run "$work/zero3_split" 15 4 --config_file "$work/zero3.yaml" --num_processes 4 \
   "${tp2[@]}" -- --save_only_model)
-[[ $(losses "$zero3" | wc -l) -eq 15 ]]
-same_losses "$zero3_split" "$zero3" "tp 2 x ZeRO-3 on 4 vs ZeRO-3 on 2"
+[[ $(losses "$work/zero3" | wc -l) -eq 15 ]]
+same_losses "$(losses "$work/zero3_split")" "$(losses "$work/zero3")" "tp 2 x ZeRO-3 on 4 vs ZeRO-3 on 2"
 
 # A checkpoint saved at tp 2 (step 10 of 20) resumes at tp 1 on as many
 # processes, each reading half the group's batch.
@@ -59,7 +59,6 @@ mkdir -p "$work/resumed"
 cp -r "$work/saved/checkpoint-10" "$work/resumed/"
 resumed=$(gpt_run "$work/resumed" 20 2 --cpu --num_processes 2 -- --resume_from_checkpoint latest)
 echo "$resumed" >&2
-[[ $(losses "$resumed" | wc -l) -eq 10 ]]
-whole_tail=$(losses "$whole" | tail -10 | sed "s/^/'loss': /")
-same_losses "$resumed" "$whole_tail" \
+[[ $(losses "$work/resumed" | wc -l) -eq 10 ]]
+same_losses "$(losses "$work/resumed")" "$(losses "$work/whole" | tail -10)" \
   "resumed at tp 1 from tp 2's checkpoint vs tp 1 throughout (steps 11-20)"

@@ -14,6 +14,8 @@ if [[ ! -f "$data/train.txt" ]]; then
 fi
 work=$(mktemp -d /tmp/accelerate-gpt-train.XXXXXX)
 trap 'rm -rf "$work"' EXIT
+# shellcheck source=tests/examples/trainer_logs.sh
+source "$(dirname "$0")/trainer_logs.sh"
 
 run() {  # run OUTPUT_DIR [extra flags...]
   local out=$1
@@ -21,27 +23,28 @@ run() {  # run OUTPUT_DIR [extra flags...]
   "$cli" launch --cpu --num_processes 2 --main_process_port 0 "$program" --data_dir "$data" \
     --output_dir "$out" --block_size 64 --per_device_train_batch_size 8 --max_steps 30 \
     --warmup_steps 5 --logging_steps 10 --eval_steps 30 --save_steps 15 --max_eval_samples 64 \
-    --learning_rate 2e-3 "$@"
+    --learning_rate 2e-3 --report_to jsonl "$@"
 }
 
 whole=$(run "$work/whole")
 echo "$whole" >&2
-first_loss=$(grep -oE "'loss': [0-9.]+" <<<"$whole" | head -1 | grep -oE "[0-9.]+$")
-final_eval=$(grep -oE "'eval_loss': [0-9.]+" <<<"$whole" | tail -1 | grep -oE "[0-9.]+$")
+first_loss=$(logged loss "$work/whole" | head -1)
+final_eval=$(logged eval_loss "$work/whole" | tail -1)
 # assert: a loss was logged and an evaluation ran
 [[ -n "$first_loss" && -n "$final_eval" ]]
 # assert: it learns: the final eval_loss is at least 1.0 below the first logged loss
 awk -v a="$first_loss" -v b="$final_eval" 'BEGIN { exit !(b < a - 1.0) }'
-# assert: only the main process prints logs (3 logs: steps 10, 20, 30)
+# assert: only the main process prints logs (3 logs: steps 10, 20, 30), as
+# transformers' console does: {'loss': '5.432', 'grad_norm': ..., 'epoch': '0.12'}
 [[ $(grep -c "tokens/s" <<<"$whole") -eq 3 ]]
-[[ $(grep -c "'loss'" <<<"$whole") -eq 3 ]]
+[[ $(grep -cE "^(\[rank0\]: )?\{'loss': '[0-9.]+', 'grad_norm': '[0-9.e+-]+', 'learning_rate': '[0-9.e+-]+', 'epoch': '[0-9.]+'\}$" <<<"$whole") -eq 3 ]]
 
 # Resume from the step-15 checkpoint in a fresh output folder.
 mkdir -p "$work/resumed"
 cp -r "$work/whole/checkpoint-15" "$work/whole/tokenizer.bpe" "$work/resumed/"
 resumed=$(run "$work/resumed" --resume_from_checkpoint latest)
 echo "$resumed" >&2
-resumed_eval=$(grep -oE "'eval_loss': [0-9.]+" <<<"$resumed" | tail -1 | grep -oE "[0-9.]+$")
+resumed_eval=$(logged eval_loss "$work/resumed" | tail -1)
 echo "uninterrupted eval_loss $final_eval, resumed $resumed_eval"
 # assert: the resumed run ends exactly where the uninterrupted one ended
 [[ "$final_eval" == "$resumed_eval" ]]
@@ -51,19 +54,18 @@ echo "uninterrupted eval_loss $final_eval, resumed $resumed_eval"
 # (The step after an evaluation lost the Conv1D gradients when autocast's
 # region cached the weights the evaluation cast under no-grad.)
 steps() {  # steps OUTPUT_DIR [extra flags...]: the training logs and the last eval_loss
-  local out
-  out=$("$cli" launch -q --cpu --num_processes 2 --main_process_port 0 --mixed_precision bf16 \
+  "$cli" launch -q --cpu --num_processes 2 --main_process_port 0 --mixed_precision bf16 \
     "$program" --data_dir "$data" --output_dir "$1" --block_size 64 \
     --per_device_train_batch_size 8 --max_steps 4 --logging_steps 1 --max_eval_samples 8 \
-    --save_strategy no "${@:2}")
-  grep -oE "'grad_norm': [0-9.e+-]+, 'learning_rate': [0-9.e+-]+, 'loss': [0-9.e+-]+" <<<"$out"
-  grep -oE "'eval_loss': [0-9.e+-]+" <<<"$out" | tail -1
+    --save_strategy no --report_to jsonl "${@:2}" >/dev/null
+  step_logs "$1"
+  logged eval_loss "$1" | tail -1
 }
 with_eval=$(steps "$work/bf16-eval" --eval_steps 2)
 without_eval=$(steps "$work/bf16-no-eval" --eval_strategy no)
 echo "bf16 with evaluations: $with_eval" >&2
 # assert: 4 steps logged, and the runs agree on each
-[[ $(grep -c "'grad_norm'" <<<"$with_eval") -eq 4 && "$with_eval" == "$without_eval" ]]
+[[ $(grep -c '"grad_norm"' <<<"$with_eval") -eq 4 && "$with_eval" == "$without_eval" ]]
 
 # assert: the saved model (Hugging Face layout) generates text after the prompt
 text=$("$program" generate --model_dir "$work/whole/model" --prompt "The jury" --max_new_tokens 12)

@@ -44,14 +44,16 @@ run() {  # run OUTPUT_DIR [launch flags...] -- [program flags...]
   "$cli" launch "${launch[@]}" --main_process_port 0 "$program" --data_dir "$data" \
     --output_dir "$out" --block_size 64 --per_device_train_batch_size 8 --max_steps 20 \
     --warmup_steps 5 --logging_steps 10 --eval_steps 20 --save_steps 10 --max_eval_samples 64 \
-    --learning_rate 2e-3 "$@"
+    --learning_rate 2e-3 --report_to jsonl "$@"
 }
-eval_loss() { grep -oE "'eval_loss': [0-9.]+" <<<"$1" | tail -1 | grep -oE "[0-9.]+$"; }
+# shellcheck source=tests/examples/trainer_logs.sh
+source "$(dirname "$0")/trainer_logs.sh"
+eval_loss() { logged eval_loss "$1" | tail -1; }  # in full, from OUTPUT_DIR's JSONL log
 
 plain=$(run "$work/plain" --cpu --num_processes 2 --)
 zero3=$(run "$work/zero3" --config_file "$work/zero3.yaml" --)
 echo "$zero3" >&2
-plain_eval=$(eval_loss "$plain") zero3_eval=$(eval_loss "$zero3")
+plain_eval=$(eval_loss "$work/plain") zero3_eval=$(eval_loss "$work/zero3")
 echo "data parallelism eval_loss $plain_eval, ZeRO-3 $zero3_eval"
 # assert: both evaluated, and agree to 1e-4 relative
 [[ -n "$plain_eval" && -n "$zero3_eval" ]]
@@ -62,7 +64,7 @@ awk -v a="$plain_eval" -v b="$zero3_eval" 'BEGIN { d = a - b; if (d < 0) d = -d;
 # value, so it ends exactly where stage 3 on the "device" ends.
 offloaded=$(ACCELERATE_OFFLOAD_ON_CPU_JOB=true run "$work/offloaded" --config_file "$work/zero3.yaml" \
   --offload_param_device cpu --offload_optimizer_device cpu -- 2>&1)
-offloaded_eval=$(eval_loss "$offloaded")
+offloaded_eval=$(eval_loss "$work/offloaded")
 echo "ZeRO-3 eval_loss $zero3_eval, with CPU offloading $offloaded_eval"
 # assert: the offload path ran (its note) and trained exactly as without it
 grep -q "offload_param_device cpu with ACCELERATE_OFFLOAD_ON_CPU_JOB" <<<"$offloaded"
@@ -72,7 +74,7 @@ grep -q "offload_param_device cpu with ACCELERATE_OFFLOAD_ON_CPU_JOB" <<<"$offlo
 mkdir -p "$work/resumed"
 cp -r "$work/zero3/checkpoint-10" "$work/zero3/tokenizer.bpe" "$work/resumed/"
 resumed=$(run "$work/resumed" --config_file "$work/zero3.yaml" -- --resume_from_checkpoint latest)
-resumed_eval=$(eval_loss "$resumed")
+resumed_eval=$(eval_loss "$work/resumed")
 echo "ZeRO-3 uninterrupted eval_loss $zero3_eval, resumed $resumed_eval"
 # assert: the resumed run ends exactly where the uninterrupted one ended
 [[ "$zero3_eval" == "$resumed_eval" ]]

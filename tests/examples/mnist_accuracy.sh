@@ -26,9 +26,10 @@ accuracies() {
   echo "$out" >&2
   # assert: the result is printed once, by the main process (accelerator.print)
   local printed
-  printed=$(grep -c "epoch $run_epochs: test accuracy" <<<"$out" || true)
+  # (epochs count from 0, as in Accelerate's examples)
+  printed=$(grep -c "epoch $((run_epochs - 1)): test accuracy" <<<"$out" || true)
   if [[ "$printed" != 1 ]] || grep -q "^\[rank[1-9][0-9]*\]: " <<<"$out"; then
-    echo "FAIL: 'epoch $run_epochs: test accuracy' printed $printed times, or by a process other than the main one" >&2
+    echo "FAIL: 'epoch $((run_epochs - 1)): test accuracy' printed $printed times, or by a process other than the main one" >&2
     return 1
   fi
   grep -E "^(\[rank0\]: )?epoch [0-9]+: test accuracy" <<<"$out" |

@@ -5,6 +5,7 @@ tests/trainer/trainer_flow_test.cpp.
   python trainer_flow_reference.py flow OUT.txt
   python trainer_flow_reference.py features OUT.txt
   python trainer_flow_reference.py padding IN.safetensors OUT.safetensors
+  python trainer_flow_reference.py console OUT.txt
 
 Run under $ACCELERATE_REFERENCE_PYTHON (transformers and torch); CPU only.
 Each case trains a one-layer regression model on random data; the script
@@ -15,7 +16,12 @@ the same settings through accelerate::Trainer and compares the steps.
 save_strategy "best" (on scripted metric values, so that which evaluation
 is a new best does not depend on the weights) and save_only_model, and also
 writes the checkpoint folders left at the end with what each holds.
+"console" writes the lines the Trainer prints for its logs (a Python dict
+a line) in a 6-step run that logs every 2 steps and evaluates every 3, and
+then the logs as log_history holds them (repr of each value).
 """
+import contextlib
+import io
 import os
 import sys
 import tempfile
@@ -244,6 +250,26 @@ def padding(in_path, out_path):
     save_file(out, out_path)
 
 
+def console(out_path):
+    with tempfile.TemporaryDirectory() as folder:
+        args = TrainingArguments(
+            output_dir=folder, use_cpu=True, report_to="none", disable_tqdm=True,
+            per_device_train_batch_size=4, per_device_eval_batch_size=4, max_steps=6,
+            logging_steps=2, eval_strategy="steps", eval_steps=3, save_strategy="no",
+            learning_rate=0.01, seed=1)
+        trainer = Trainer(model=Regression(), args=args, train_dataset=data(40, 1),
+                          eval_dataset=data(8, 2))
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            trainer.train()
+        with open(out_path, "w") as out:
+            for line in printed.getvalue().splitlines():
+                if line.startswith("{"):
+                    out.write("printed " + line + "\n")
+            for logs in trainer.state.log_history:
+                out.write("logged " + " ".join(f"{k}={v!r}" for k, v in logs.items()) + "\n")
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -251,5 +277,7 @@ if __name__ == "__main__":
         flow(sys.argv[2])
     elif sys.argv[1] == "features":
         features(sys.argv[2])
+    elif sys.argv[1] == "console":
+        console(sys.argv[2])
     else:
         padding(sys.argv[2], sys.argv[3])

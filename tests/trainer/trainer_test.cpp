@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -195,6 +196,35 @@ RecordedRun train_recorded(const TrainingArguments& args, std::shared_ptr<Commun
   return run;
 }
 
+// report_to starts its trackers under output_dir/runs: the JSONL file holds
+// every training log in full, and the run's metrics at the end, as
+// log_history does (without report_to nothing is started: the tests above).
+TEST(Trainer, ReportToWritesTheLogsUnderOutputDirRuns) {
+  TempDir dir;
+  const auto args = base_args(dir.path()).report_to({"jsonl"});
+  const auto recorder = on_two_ranks([&](std::shared_ptr<Communicator> comm) {
+    return train_recorded(args, std::move(comm)).recorder;
+  });
+  std::ifstream in(dir.path() + "/runs/metrics.jsonl");
+  ASSERT_TRUE(in) << "no " << dir.path() << "/runs/metrics.jsonl";
+  std::vector<std::string> loss_lines;
+  int end_lines = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("\"loss\":") != std::string::npos) loss_lines.push_back(line);
+    if (line.find("\"train_runtime\":") != std::string::npos) ++end_lines;
+  }
+  ASSERT_EQ(loss_lines.size(), 4u);  // steps 2, 4, 6, 8
+  EXPECT_EQ(end_lines, 1);
+  std::vector<double> logged;
+  for (const auto& log : recorder->logs)
+    if (log.count("loss")) logged.push_back(log.at("loss"));
+  ASSERT_EQ(logged.size(), 4u);
+  for (std::size_t i = 0; i < logged.size(); ++i) {
+    const auto at = loss_lines[i].find("\"loss\":") + 7;
+    EXPECT_EQ(std::stod(loss_lines[i].substr(at)), logged[i]) << loss_lines[i];  // every digit
+  }
+}
+
 TEST(Trainer, LogsEvaluatesAndSavesAtTheirIntervals) {
   TempDir dir;
   const auto args = base_args(dir.path())
@@ -207,7 +237,9 @@ TEST(Trainer, LogsEvaluatesAndSavesAtTheirIntervals) {
     return train_recorded(args, std::move(comm)).recorder;
   });
   EXPECT_EQ(recorder->steps, 8);
-  ASSERT_EQ(recorder->logs.size(), 4u);  // steps 2, 4, 6, 8
+  // Steps 2, 4, 6, 8, then the run's metrics, as transformers logs them.
+  ASSERT_EQ(recorder->logs.size(), 5u);
+  EXPECT_TRUE(recorder->logs[4].count("train_loss") && recorder->logs[4].count("train_runtime"));
   for (std::size_t i = 0; i < 4; ++i) {
     EXPECT_EQ(recorder->logs[i].at("step"), 2.0 * (i + 1));
     EXPECT_TRUE(std::isfinite(recorder->logs[i].at("loss")));

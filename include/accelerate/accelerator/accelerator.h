@@ -209,6 +209,9 @@ class Accelerator {
   // Starts the log_with trackers for run `project_name`, recording `config`.
   // Every process may call these; only the main process writes.
   void init_trackers(const std::string& project_name, const TrackerConfig& config = {});
+  // Whether init_trackers() has run (the Trainer starts its report_to
+  // trackers only when the program has not).
+  bool trackers_initialized() const;
   // Logs values at `step` (default: the number of earlier log() calls).
   void log(const TrackerValues& values, std::optional<int64_t> step = std::nullopt);
   // Flushes and closes every tracker (also done by the destructor).

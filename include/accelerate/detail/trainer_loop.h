@@ -35,6 +35,14 @@ namespace accelerate {
 class Accelerator;
 struct AcceleratorOptions;
 
+namespace detail {
+// transformers' speed_metrics: "<prefix>_runtime" in seconds rounded to 4
+// places, "<prefix>_samples_per_second" and "<prefix>_steps_per_second"
+// rounded to 3, as its Trainer logs them.
+void add_speed_metrics(Metrics& metrics, const std::string& prefix, double seconds, double samples,
+                       double steps);
+}  // namespace detail
+
 class TrainerLoop {
  public:
   TrainerLoop(TrainingArguments args, Accelerator& accelerator);

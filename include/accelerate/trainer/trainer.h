@@ -410,6 +410,7 @@ class Trainer {
     const auto started = std::chrono::steady_clock::now();
     detail::EvaluationLoss losses(loop_.args().logging_nan_inf_filter());
     bool has_loss = false;
+    int64_t steps = 0;  // batches on this process: each process runs as many
     std::vector<at::Tensor> predictions, labels;
     const auto pad = [this](at::Tensor t) {
       return t.dim() >= 2
@@ -442,6 +443,7 @@ class Trainer {
           if (label.defined()) labels.push_back(accelerator_->gather_for_metrics(label).cpu());
         }
         loop_.prediction_step();
+        ++steps;
       }
     }
     if (was_training) model_->train();
@@ -459,9 +461,8 @@ class Trainer {
       result.metrics[prefix + "_loss"] = loss;
       result.metrics[prefix + "_perplexity"] = std::exp(loss);
     }
-    result.metrics[prefix + "_runtime"] = seconds;
-    result.metrics[prefix + "_samples_per_second"] =
-        static_cast<double>(losses.samples()) / std::max(seconds, 1e-9);
+    detail::add_speed_metrics(result.metrics, prefix, seconds,
+                              static_cast<double>(losses.samples()), static_cast<double>(steps));
     return result;
   }
 
