@@ -165,6 +165,9 @@ int train(const std::string& program, const std::vector<std::string>& words) {
     accelerate::models::write_gpt2_config(config, model_dir, "GPT2LMHeadModel",
                                           accelerate::models::saved_weights_dtype(model_dir));
     tokenizer.save(model_dir + "/tokenizer.bpe");
+    // Hugging Face's tokenizer.json too, with the same ids: the folder then
+    // loads in transformers and fine-tunes with examples/finetune.
+    tokenizer.save_tokenizer_json(model_dir + "/tokenizer.json");
   }
   accelerator.wait_for_everyone();
   return 0;

@@ -21,6 +21,7 @@
 #include "accelerate/common/errors.h"
 #include "accelerate/text/bpe_tokenizer.h"
 #include "common/environment_text.h"
+#include "text/text_files.h"
 
 namespace accelerate {
 namespace {
@@ -136,13 +137,8 @@ BpeTokenizer BpeTokenizer::load(const std::string& path) {
   return BpeTokenizer(std::move(merges));
 }
 
-void BpeTokenizer::save(const std::string& path) const {
-  // std::to_string, not a stream: a global locale must not group digits.
-  std::string content = std::string(kMagic) + " " + std::to_string(kFormatVersion) +
-                        " vocab_size " + std::to_string(vocab_size()) + "\n";
-  for (const auto& [left, right] : merges_) {
-    content += std::to_string(left) + " " + std::to_string(right) + "\n";
-  }
+void detail::replace_file(const std::string& path, const std::string& content,
+                          const std::string& caller) {
   // A name of this process's and thread's own: several processes of one job
   // may save the same tokenizer to one path at once (each by rename, so the
   // file is always whole), and a shared temporary name let one rename away
@@ -154,20 +150,30 @@ void BpeTokenizer::save(const std::string& path) const {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     if (!out) {
       // The user's path: the temporary name beside it is an implementation detail.
-      throw Error("BpeTokenizer::save: cannot write " + path + ": " + std::strerror(errno));
+      throw Error(caller + ": cannot write " + path + ": " + std::strerror(errno));
     }
     out.write(content.data(), static_cast<std::streamsize>(content.size()));
     out.close();
     if (!out) {
       std::remove(temporary.c_str());
-      throw Error("BpeTokenizer::save: writing " + path + " failed (disk full?)");
+      throw Error(caller + ": writing " + path + " failed (disk full?)");
     }
   }
   if (std::rename(temporary.c_str(), path.c_str()) != 0) {
     const std::string reason = std::strerror(errno);
     std::remove(temporary.c_str());
-    throw Error("BpeTokenizer::save: cannot rename " + temporary + " to " + path + ": " + reason);
+    throw Error(caller + ": cannot rename " + temporary + " to " + path + ": " + reason);
   }
+}
+
+void BpeTokenizer::save(const std::string& path) const {
+  // std::to_string, not a stream: a global locale must not group digits.
+  std::string content = std::string(kMagic) + " " + std::to_string(kFormatVersion) +
+                        " vocab_size " + std::to_string(vocab_size()) + "\n";
+  for (const auto& [left, right] : merges_) {
+    content += std::to_string(left) + " " + std::to_string(right) + "\n";
+  }
+  detail::replace_file(path, content, "BpeTokenizer::save");
 }
 
 }  // namespace accelerate

@@ -20,6 +20,18 @@
 
 namespace accelerate::detail {
 
+// The same rules as a regular expression in the Oniguruma syntax Hugging
+// Face `tokenizers` uses (a Split pre-tokenizer, behaviour Isolated). On
+// valid UTF-8 it cuts exactly the pieces pre_split() cuts (every non-ASCII
+// character is a letter, as every byte >= 0x80 is here). BpeTokenizer writes
+// it into its tokenizer.json; the tokenizer.json reader recognises it.
+// tests/text/bpe_tokenizer_json_test.cpp holds `tokenizers` to that.
+constexpr const char* kPreSplitRegex =
+    R"('(?:s|t|m|d|re|ve|ll)(?![A-Za-z\x{80}-\x{10FFFF}]))"
+    R"(|[A-Za-z\x{80}-\x{10FFFF}]+|[0-9]+|[^A-Za-z0-9\t\n\x{0B}\x{0C}\r \x{80}-\x{10FFFF}]+)"
+    R"(| (?:[A-Za-z\x{80}-\x{10FFFF}]+|[0-9]+|[^A-Za-z0-9\t\n\x{0B}\x{0C}\r \x{80}-\x{10FFFF}]+))"
+    R"(|[\t\n\x{0B}\x{0C}\r ]+(?= [^\t\n\x{0B}\x{0C}\r ])|[\t\n\x{0B}\x{0C}\r ]+)";
+
 // End (exclusive) of the piece that starts at `begin` < text.size().
 size_t next_piece_end(std::string_view text, size_t begin);
 

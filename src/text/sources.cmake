@@ -8,6 +8,7 @@ set(ACCELERATE_TEXT_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/bpe_training.cpp
   ${CMAKE_CURRENT_LIST_DIR}/bpe_tokenizer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/bpe_file.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/bpe_tokenizer_json.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unicode.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unicode_tables_categories.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unicode_tables_decompositions.cpp

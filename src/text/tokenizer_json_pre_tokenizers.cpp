@@ -1,9 +1,11 @@
-// Pre-tokenizers of tokenizer.json files. The two regexes byte-level BPE files
-// use are matched by hand (a regex engine with Unicode classes is not among
-// the library's dependencies); any other Split pattern is refused.
+// Pre-tokenizers of tokenizer.json files. The regexes byte-level BPE files
+// use (GPT-2's, Llama 3's, Qwen2's, and BpeTokenizer's own pre-split) are
+// matched by hand (a regex engine with Unicode classes is not among the
+// library's dependencies); any other Split pattern is refused.
 #include <string>
 #include <vector>
 
+#include "text/pre_split.h"
 #include "text/tokenizer_json_parts.h"
 #include "text/unicode.h"
 
@@ -90,6 +92,15 @@ std::vector<Text> split_with(const Text& text, PieceEnd piece_end) {
     end = piece_end(text, i);
     pieces.push_back(text.substr(i, end - i));
   }
+  return pieces;
+}
+
+// BpeTokenizer's pre-split (pre_split.h), on the text's UTF-8 bytes: every
+// non-ASCII byte is a letter there, so pieces never cut a character.
+std::vector<Text> split_bpe_pieces(const Text& t) {
+  const std::string bytes = u32_to_utf8(t);  // the pieces view it
+  std::vector<Text> pieces;
+  for (std::string_view piece : pre_split(bytes)) pieces.push_back(utf8_to_u32(piece));
   return pieces;
 }
 
@@ -269,8 +280,10 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& spec,
     if (regex == kGpt2Pattern) return std::make_unique<SplitPreTokenizer>(split_gpt2);
     if (regex == kLlama3Pattern) return std::make_unique<SplitPreTokenizer>(split_llama3_3);
     if (regex == kQwen2Pattern) return std::make_unique<SplitPreTokenizer>(split_llama3_1);
+    if (regex == kPreSplitRegex) return std::make_unique<SplitPreTokenizer>(split_bpe_pieces);
     tokenizer_json_error(origin, where + " pattern " + pattern.dump() +
-                                     " is not supported (only GPT-2's, Llama 3's and Qwen2's)");
+                                     " is not supported (only GPT-2's, Llama 3's, Qwen2's and "
+                                     "accelerate-cpp's BpeTokenizer's)");
   }
   if (type == "BertPreTokenizer") return std::make_unique<BertPreTokenizer>();
   if (type == "Metaspace") {

@@ -4,10 +4,11 @@
 # the main process prints, a run resumed from a mid-run checkpoint ends with
 # exactly the uninterrupted run's eval_loss, bf16 training with evaluations
 # between steps equals it without them, the saved model generates text, and a
-# bad flag is a one-line error.
-# Usage: gpt_train.sh ACCELERATE_CLI GPT_BINARY DATA_DIR
+# bad flag is a one-line error; the saved folder (with its tokenizer.json)
+# fine-tunes with examples/finetune.
+# Usage: gpt_train.sh ACCELERATE_CLI GPT_BINARY DATA_DIR FINETUNE_BINARY
 set -euo pipefail
-cli=$1 program=$2 data=$3
+cli=$1 program=$2 data=$3 finetune=$4
 if [[ ! -f "$data/train.txt" ]]; then
   echo "Brown Corpus missing in $data: run scripts/fetch-brown.sh" >&2
   exit 1
@@ -71,6 +72,15 @@ echo "bf16 with evaluations: $with_eval" >&2
 text=$("$program" generate --model_dir "$work/whole/model" --prompt "The jury" --max_new_tokens 12)
 echo "generated: $text"
 [[ "$text" == "The jury"* && ${#text} -gt 12 ]]
+
+# assert: the saved folder is a Hugging Face folder examples/finetune takes
+# (config.json, the weights, tokenizer.json), on 2 processes
+"$cli" launch -q --cpu --num_processes 2 --main_process_port 0 "$finetune" \
+  --model "$work/whole/model" --train_file "$data/validation.txt" --output_dir "$work/tuned" \
+  --block_size 64 --max_steps 4 --logging_steps 2 --report_to jsonl >/dev/null
+tuned=$(logged loss "$work/tuned" | wc -l)
+echo "finetune of the saved model: $tuned losses logged"
+[[ $tuned -eq 2 && -f "$work/tuned/final/tokenizer.json" && -f "$work/tuned/final/config.json" ]]
 
 # assert: a misspelt flag is one line on stderr and exit code 2
 set +e

@@ -3,6 +3,9 @@
   python tokenizer_reference.py make OUT_DIR BROWN_DIR
   python tokenizer_reference.py configs OUT_DIR BROWN_DIR   (tokenizer.json files only,
                                                              for bench/text)
+  python tokenizer_reference.py encode TOKENIZER_JSON INPUTS_JSON OUT_DIR
+                                        (ids.txt and decoded.json of a given file,
+                                         for BpeTokenizer's tokenizer.json)
 
 Trains small tokenizers on the Brown corpus with Hugging Face `tokenizers`
 (no network), assembles GPT-2-, Llama 3-, BERT- and Llama 2/Mistral-like
@@ -265,7 +268,20 @@ def configs(out, brown):
             json.dump(config, f, ensure_ascii=False, indent=2)
 
 
+def encode(path, inputs_path, out):
+    tok = Tokenizer.from_file(path)
+    with open(inputs_path) as f:
+        inputs = json.load(f)["inputs"]
+    encodings = tok.encode_batch(inputs, add_special_tokens=False)
+    write_ids(os.path.join(out, "ids.txt"), encodings)
+    with open(os.path.join(out, "decoded.json"), "w") as f:
+        json.dump(tok.decode_batch([e.ids for e in encodings], skip_special_tokens=False), f)
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == "encode":
+        encode(sys.argv[2], sys.argv[3], sys.argv[4])
+        sys.exit(0)
     if len(sys.argv) != 4 or sys.argv[1] not in ("make", "configs"):
         sys.exit("usage: tokenizer_reference.py make|configs OUT_DIR BROWN_DIR")
     (make if sys.argv[1] == "make" else configs)(sys.argv[2], sys.argv[3])

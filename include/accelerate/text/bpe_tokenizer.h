@@ -55,6 +55,13 @@ class BpeTokenizer {
   // Writes the merges (a temporary file renamed into place, so readers never
   // see half a file). Throws accelerate::Error when the file cannot be written.
   void save(const std::string& path) const;
+  // Writes Hugging Face's tokenizer.json for this tokenizer (a byte-level
+  // BPE with this pre-split as its Split regex, <|endoftext|> a special added
+  // token), which `tokenizers`, transformers and accelerate::Tokenizer read
+  // with the ids encode() gives. Written as save() writes. Throws
+  // accelerate::Error when two tokens stand for the same bytes (a
+  // tokenizer.json vocabulary holds each token once) or it cannot write.
+  void save_tokenizer_json(const std::string& path) const;
 
   // Text is always plain text: the characters "<|endoftext|>" in it encode as
   // ordinary bytes, so a corpus cannot forge a document boundary. Append
