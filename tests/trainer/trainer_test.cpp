@@ -245,8 +245,10 @@ TEST(Trainer, LogsEvaluatesAndSavesAtTheirIntervals) {
     EXPECT_TRUE(std::isfinite(recorder->logs[i].at("loss")));
     EXPECT_TRUE(recorder->logs[i].count("grad_norm"));
   }
-  EXPECT_DOUBLE_EQ(recorder->logs[0].at("learning_rate"), 0.02 * 6.0 / 6.0);  // step 2 of 2 warm-up
-  EXPECT_DOUBLE_EQ(recorder->logs[1].at("learning_rate"), 0.02 * 4.0 / 6.0);
+  // The rate each logged step ran with (transformers 5): step 2 ran with
+  // warm-up step 1 of 2, step 4 with 5/6 of the rate (3 of the 6 decay steps).
+  EXPECT_DOUBLE_EQ(recorder->logs[0].at("learning_rate"), 0.02 * 1.0 / 2.0);
+  EXPECT_DOUBLE_EQ(recorder->logs[1].at("learning_rate"), 0.02 * 5.0 / 6.0);
   ASSERT_EQ(recorder->evaluations.size(), 2u);  // steps 4 and 8
   // Steps 3 and 6, and the last step, 8, as transformers saves it.
   EXPECT_EQ(recorder->saves,

@@ -315,9 +315,12 @@ class Trainer {
       norm = accelerator_->clip_grad_norm_(parameters, loop_.args().max_grad_norm());
     }
     optimizer_.optimizer->step();
+    // The rate this step ran with, logged as transformers 5 logs it (read
+    // before the scheduler moves it on).
+    const double learning_rate = optimizer_.optimizer->param_groups()[0].options().get_lr();
     scheduler_->step();
     optimizer_.zero_grad();
-    loop_.end_step(norm, optimizer_.optimizer->param_groups()[0].options().get_lr());
+    loop_.end_step(norm, learning_rate);
     evaluate_and_save_if_due();
   }
 
