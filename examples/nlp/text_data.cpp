@@ -1,7 +1,8 @@
 #include "text_data.h"
 
+#include <accelerate/tracking/python_number.h>
+
 #include <algorithm>
-#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -166,19 +167,10 @@ double BinaryCounts::f1() const {
              : 2.0 * static_cast<double>(true_positives) / static_cast<double>(denominator);
 }
 
-std::string python_float(double value) {
-  char text[64];
-  const auto result = std::to_chars(text, text + sizeof(text), value);
-  std::string out(text, result.ptr);
-  // Python writes integral values with ".0" and switches to exponents below
-  // 1e-4 and from 1e16; to_chars's shortest form agrees on the digits.
-  if (out.find_first_of(".en") == std::string::npos) out += ".0";
-  return out;
-}
-
 std::string metrics_line(int64_t epoch, double accuracy, double f1) {
-  return "epoch " + std::to_string(epoch) + ": {'accuracy': " + python_float(accuracy) +
-         ", 'f1': " + python_float(f1) + "}";
+  return "epoch " + std::to_string(epoch) +
+         ": {'accuracy': " + accelerate::python_float_repr(accuracy) +
+         ", 'f1': " + accelerate::python_float_repr(f1) + "}";
 }
 
 }  // namespace nlp

@@ -97,10 +97,8 @@ struct BinaryCounts {
 };
 
 // "epoch N: {'accuracy': A, 'f1': F}", the numbers as Python's repr writes
-// them (the shortest text that reads back as the same double).
+// them (accelerate::python_float_repr).
 std::string metrics_line(int64_t epoch, double accuracy, double f1);
-// Python's repr of a double: 0.686, 1.0, 0.8131868131868132.
-std::string python_float(double value);
 
 }  // namespace nlp
 

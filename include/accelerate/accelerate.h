@@ -57,6 +57,7 @@
 #include "accelerate/sharding/unit_forward.h"
 #include "accelerate/tracking/logging.h"
 #include "accelerate/tracking/progress_bar.h"
+#include "accelerate/tracking/python_number.h"
 #include "accelerate/tracking/tensorboard.h"
 #include "accelerate/tracking/tracker_value.h"
 #include "accelerate/tracking/tracking.h"

@@ -1,4 +1,4 @@
-#include "tracking/python_number.h"
+#include "accelerate/tracking/python_number.h"
 
 #include <charconv>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-namespace accelerate::tracking {
+namespace accelerate {
 
 std::string python_float_repr(double value) {
   if (std::isnan(value)) return "nan";
@@ -66,4 +66,4 @@ double python_round(double value, int digits) {
   return std::strtod(text, nullptr);
 }
 
-}  // namespace accelerate::tracking
+}  // namespace accelerate

@@ -13,7 +13,7 @@
 #include "accelerate/accelerator/accelerator.h"
 #include "accelerate/common/errors.h"
 #include "accelerate/detail/checkpoint_metadata.h"
-#include "tracking/python_number.h"
+#include "accelerate/tracking/python_number.h"
 #include "trainer/checkpoint_folders.h"
 #include "trainer/trainer_deepspeed.h"
 
@@ -54,7 +54,7 @@ std::string dict_text(const Metrics& metrics) {
   std::string text = "{";
   for (const auto& [key, value] : items) {
     if (text.size() > 1) text += ", ";
-    text += "'" + key + "': '" + tracking::python_general_format(value, 4) + "'";
+    text += "'" + key + "': '" + python_general_format(value, 4) + "'";
   }
   return text + "}";
 }
@@ -63,10 +63,10 @@ std::string dict_text(const Metrics& metrics) {
 
 void detail::add_speed_metrics(Metrics& metrics, const std::string& prefix, double seconds,
                                double samples, double steps) {
-  metrics[prefix + "_runtime"] = tracking::python_round(seconds, 4);
+  metrics[prefix + "_runtime"] = python_round(seconds, 4);
   if (seconds <= 0) return;  // as transformers: no rates for a zero runtime
-  metrics[prefix + "_samples_per_second"] = tracking::python_round(samples / seconds, 3);
-  metrics[prefix + "_steps_per_second"] = tracking::python_round(steps / seconds, 3);
+  metrics[prefix + "_samples_per_second"] = python_round(samples / seconds, 3);
+  metrics[prefix + "_steps_per_second"] = python_round(steps / seconds, 3);
 }
 
 TrainerLoop::TrainerLoop(TrainingArguments args, Accelerator& accelerator)

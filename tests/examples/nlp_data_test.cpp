@@ -164,8 +164,8 @@ TEST(NlpMetrics, LineIsPythonsDictRepr) {
   EXPECT_EQ(nlp::metrics_line(0, 0.686, 2.0 * 118 / (2.0 * 118 + 31 + 23)),
             "epoch 0: {'accuracy': 0.686, 'f1': 0.8137931034482758}");
   EXPECT_EQ(nlp::metrics_line(2, 1.0, 0.0), "epoch 2: {'accuracy': 1.0, 'f1': 0.0}");
-  EXPECT_EQ(nlp::python_float(0.1 + 0.2), "0.30000000000000004");
-  EXPECT_EQ(nlp::python_float(1e-05), "1e-05");
+  EXPECT_EQ(nlp::metrics_line(1, 0.1 + 0.2, 1e-05),
+            "epoch 1: {'accuracy': 0.30000000000000004, 'f1': 1e-05}");
 }
 
 }  // namespace

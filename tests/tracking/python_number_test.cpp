@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "tracking/python_number.h"
+#include "accelerate/tracking/python_number.h"
 
-namespace accelerate::tracking {
+namespace accelerate {
 namespace {
 
 TEST(PythonNumber, ReprOfTypicalLogValues) {
@@ -88,4 +88,4 @@ TEST(PythonNumber, ReprAndRoundAreWhatPythonPrints) {
 }
 
 }  // namespace
-}  // namespace accelerate::tracking
+}  // namespace accelerate

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "accelerate/tracking/python_number.h"
 #include "accelerate/trainer/trainer.h"
 #include "support/temp_dir.h"
 #include "support/thread_ranks.h"
-#include "tracking/python_number.h"
 #include "trainer_flow_support.h"
 
 namespace trainer_console_test {
@@ -114,13 +114,13 @@ TEST(TrainerConsole, PrintsAndRoundsItsLogsAsTransformers) {
       const int places = rounded_places(key);
       if (places >= 0) {
         // Theirs is rounded there (so the rule is transformers'), and ours too.
-        EXPECT_EQ(value, accelerate::tracking::python_round(value, places)) << key;
-        EXPECT_EQ(ours, accelerate::tracking::python_round(ours, places)) << key;
+        EXPECT_EQ(value, accelerate::python_round(value, places)) << key;
+        EXPECT_EQ(ours, accelerate::python_round(ours, places)) << key;
       } else if (key == "epoch" || key == "learning_rate") {
         EXPECT_NEAR(ours, value, 1e-12 * std::max(1.0, std::abs(value))) << key << " in log " << i;
       } else if (key == "loss" || key == "train_loss" || key == "eval_loss") {
         // Not rounded by either: with 4 places there, these would be.
-        EXPECT_NE(ours, accelerate::tracking::python_round(ours, 4)) << key;
+        EXPECT_NE(ours, accelerate::python_round(ours, 4)) << key;
       }
     }
   }

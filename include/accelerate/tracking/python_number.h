@@ -1,11 +1,12 @@
-// Numbers as Python writes them, for the logs the Trainer prints as Python
-// dicts ({'loss': 2.3125, 'epoch': 0.5}): transformers' users read (and
-// parse) these lines, so they must be what Python would have printed.
+// Numbers as Python writes them, for lines printed as Python dicts (the
+// Trainer's logs, the NLP example's metrics): users of transformers and
+// Accelerate read (and parse) these lines, so they must be what Python
+// would have printed. LibTorch-free.
 #pragma once
 
 #include <string>
 
-namespace accelerate::tracking {
+namespace accelerate {
 
 // repr(value) of a Python float: the shortest digits that read back to
 // `value`, fixed between 1e-4 and 1e16 ("2.0", "0.0001"), else scientific
@@ -19,4 +20,4 @@ std::string python_general_format(double value, int precision);
 // rounded to `digits` decimals (ties to even on the exact binary value).
 double python_round(double value, int digits);
 
-}  // namespace accelerate::tracking
+}  // namespace accelerate
