@@ -26,13 +26,19 @@ int main(int argc, char** argv) try {
   for (int epoch = 0; epoch < args.epochs; ++epoch) {
     model->train();
     mnist::EpochClock clock;
+    accelerate::ProgressBar bar(accelerate::ProgressBarOptions()
+                                    .total(static_cast<int64_t>(train.size()))
+                                    .desc("epoch " + std::to_string(epoch))
+                                    .leave(false));
     for (auto& batch : train) {
       optimizer.zero_grad();
       auto loss = torch::nll_loss(model->forward(batch.data), batch.target);
       accelerator.backward(loss);
       optimizer.step();
       clock.step(accelerator.optimizer_step_was_skipped());
+      bar.update();
     }
+    bar.close();
     scheduler.step();
 
     model->eval();

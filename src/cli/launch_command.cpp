@@ -134,6 +134,18 @@ PlanInputs prepare(LaunchOptions& options, std::vector<std::string>& notes) {
     notes.push_back("GLOO_SOCKET_IFNAME=" + ifname + " (the interface towards " +
                     options.main_process_ip + ")");
   }
+  // A terminal for the progress bars of the local main process, whose
+  // stderr is our pipe (docs/launching.md, "Output"); not under mpirun,
+  // whose ranks run elsewhere, nor over a variable the user set.
+  inputs.stdout_is_terminal = ::isatty(STDOUT_FILENO) == 1;
+  inputs.stderr_is_terminal = ::isatty(STDERR_FILENO) == 1;
+  if (inputs.stderr_is_terminal && !options.mpirun_hostfile &&
+      !lookup(inputs.environment, settings::kProgressTty.variable())) {
+    if (const char* name = ::ttyname(STDERR_FILENO)) {
+      inputs.progress_tty = name;
+      inputs.environment[settings::kProgressTty.variable()] = name;
+    }
+  }
   inputs.options = &options;
   return inputs;
 }

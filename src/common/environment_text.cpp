@@ -106,6 +106,8 @@ std::string shortest_number_text(double value) {
 }
 
 std::string python_float_text(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
   if (value == 0) return std::signbit(value) ? "-0.0" : "0.0";
   char buffer[64];
   const auto result =

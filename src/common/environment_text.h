@@ -37,8 +37,9 @@ std::optional<long long> parse_seconds_as_milliseconds(std::string_view text);
 // digits with an optional fraction and exponent ("1", "1.0", ".5", "1e-3"),
 // read without the C locale; nullopt otherwise.
 std::optional<double> parse_non_negative_number(std::string_view text);
-// A finite number as Python's repr() writes it, as Accelerate passes floats
-// on: "1.0", "0.5", "0.0001", "1e-05", "1.5e+16".
+// A number as Python's repr() writes it, as Accelerate passes floats on:
+// "1.0", "0.5", "0.0001", "1e-05", "1.5e+16", "nan", "-inf". (Public as
+// accelerate::python_float_repr.)
 std::string python_float_text(double value);
 // The shortest text in printf's %g style that reads back as `value`: "0.5",
 // "1", "1e-05" (how config errors quote numbers).

@@ -436,6 +436,14 @@ const Setting<bool> kOffloadOnCpuJob{
     parse_bool,
     format_bool};
 
+const Setting<std::string> kProgressTty{
+    {"ACCELERATE_PROGRESS_TTY", "", "a terminal's device path", "unset",
+     "the terminal where the local main process draws its progress bars when its own stderr "
+     "is a pipe (accelerate launch sets it when its stderr is a terminal)"},
+    "",
+    parse_path,
+    format_text};
+
 const Setting<int> kRestartCount{
     {"ACCELERATE_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT", "a whole number from 0 to 1000000",
      "0", "how often the launcher restarted the local processes (resume when > 0)"},

@@ -114,6 +114,7 @@ extern const Setting<std::chrono::milliseconds> kTimeout;  // ACCELERATE_TIMEOUT
 extern const Setting<LogLevel> kLogLevel;                  // ACCELERATE_LOG_LEVEL
 extern const Setting<bool> kSharedMemoryAllReduce;         // ACCELERATE_SHARED_MEMORY_ALLREDUCE
 extern const Setting<bool> kOffloadOnCpuJob;               // ACCELERATE_OFFLOAD_ON_CPU_JOB
+extern const Setting<std::string> kProgressTty;            // ACCELERATE_PROGRESS_TTY
 extern const Setting<int> kRestartCount;                   // ACCELERATE_RESTART_COUNT
 // ---- Threads (read by OpenMP and OpenBLAS themselves, and by the library) --
 extern const Setting<int> kOmpNumThreads;          // OMP_NUM_THREADS

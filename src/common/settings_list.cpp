@@ -14,6 +14,7 @@ const std::vector<Description>& all() {
                                                         kLogLevel.about,
                                                         kSharedMemoryAllReduce.about,
                                                         kOffloadOnCpuJob.about,
+                                                        kProgressTty.about,
                                                         kRestartCount.about,
                                                         kOmpNumThreads.about,
                                                         kOpenblasNumThreads.about,

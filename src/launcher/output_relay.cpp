@@ -52,12 +52,12 @@ void LineRelay::feed(const char* data, std::size_t size) {
   if (log_fd_ >= 0) write_fully(log_fd_, std::string(data, size));
   pending_.append(data, size);
   std::string lines = take_complete_lines(pending_, prefix_, false);
-  if (!lines.empty()) write_fully(destination_fd_, lines);
+  if (!lines.empty()) write_fully(destination_fd_, before_lines_ + lines);
 }
 
 void LineRelay::finish() {
   std::string lines = take_complete_lines(pending_, prefix_, true);
-  if (!lines.empty()) write_fully(destination_fd_, lines);
+  if (!lines.empty()) write_fully(destination_fd_, before_lines_ + lines);
 }
 
 void relay_pipe(int& fd, LineRelay& relay) {

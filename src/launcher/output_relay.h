@@ -23,12 +23,20 @@ std::string take_complete_lines(std::string& pending, const std::string& prefix,
 // exit codes still count.
 void write_fully(int fd, const std::string& text);
 
+// A terminal's "back to the start of the line, erase it".
+constexpr const char* kClearLine = "\r\033[K";
+
 class LineRelay {
  public:
   // `log_fd` >= 0: every byte is also written there as it arrives, without
   // the prefix (a rank's log file reads like its own output). Not owned.
-  LineRelay(int destination_fd, std::string prefix, int log_fd = -1)
-      : destination_fd_(destination_fd), prefix_(std::move(prefix)), log_fd_(log_fd) {}
+  // `before_lines`: written before each batch of lines to the destination
+  // only (kClearLine, where a progress bar may sit on the terminal's line).
+  LineRelay(int destination_fd, std::string prefix, int log_fd = -1, std::string before_lines = "")
+      : destination_fd_(destination_fd),
+        prefix_(std::move(prefix)),
+        log_fd_(log_fd),
+        before_lines_(std::move(before_lines)) {}
 
   // Buffers `data` and writes every line it completes.
   void feed(const char* data, std::size_t size);
@@ -39,6 +47,7 @@ class LineRelay {
   int destination_fd_;
   std::string prefix_;
   int log_fd_;
+  std::string before_lines_;
   std::string pending_;
 };
 

@@ -132,8 +132,11 @@ class Supervisor {
       rank.stderr_fd = spawned.stderr_fd;
       rank.stdout_log = logs[0];
       rank.stderr_log = logs[1];
-      rank.stdout_relay = std::make_unique<LineRelay>(STDOUT_FILENO, prefix, logs[0]);
-      rank.stderr_relay = std::make_unique<LineRelay>(STDERR_FILENO, prefix, logs[1]);
+      const auto clear = [](bool on) { return on ? std::string(kClearLine) : std::string(); };
+      rank.stdout_relay = std::make_unique<LineRelay>(STDOUT_FILENO, prefix, logs[0],
+                                                      clear(settings_.clear_stdout_line));
+      rank.stderr_relay = std::make_unique<LineRelay>(STDERR_FILENO, prefix, logs[1],
+                                                      clear(settings_.clear_stderr_line));
       ranks_.push_back(std::move(rank));
     }
   }

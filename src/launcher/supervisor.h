@@ -33,7 +33,10 @@ struct SupervisorSettings {
   ResolvedCommand command;
   std::vector<RankLaunch> ranks;  // the local ranks, in local-rank order
   bool prefix_output = true;      // "[rank{R}]: " before every line
-  bool quiet = false;             // no informational lines
+  // Erase the terminal's current line (a rank's progress bar) before each
+  // batch of relayed lines, on stdout and on stderr.
+  bool clear_stdout_line = false, clear_stderr_line = false;
+  bool quiet = false;  // no informational lines
   std::chrono::milliseconds grace_period = kStopGracePeriod;
 };
 

@@ -4,12 +4,16 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <fcntl.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include "accelerate/common/environment.h"
 #include "accelerate/common/job_state.h"
 #include "common/environment_text.h"
+#include "common/settings.h"
 #include "tracking/progress_format.h"
 
 namespace accelerate {
@@ -78,34 +82,57 @@ std::string format_progress(const ProgressSnapshot& s) {
 
 namespace {
 
-int terminal_width(const Environment& env, bool writing_to_tty) {
+// `tty_fd` >= 0: the terminal the bar is drawn on.
+int terminal_width(const Environment& env, int tty_fd) {
   if (const auto columns = lookup(env, "COLUMNS")) {
     if (auto value = detail::parse_integer_in(*columns, 1, 100000)) return static_cast<int>(*value);
   }
   struct winsize size {};
-  if (writing_to_tty && ::ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) {
+  if (tty_fd >= 0 && ::ioctl(tty_fd, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) {
     return size.ws_col;
   }
   return 80;
+}
+
+// The launcher's terminal (ACCELERATE_PROGRESS_TTY) opened for writing, when
+// it names one; -1 otherwise.
+int open_progress_terminal(const Environment& env) {
+  const auto path = settings::kProgressTty.read(env);
+  if (!path) return -1;
+  const int fd = ::open(path->c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
+  if (fd >= 0 && ::isatty(fd) != 1) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 }  // namespace
 
 ProgressBar::ProgressBar(ProgressBarOptions options) : options_(std::move(options)) {
   const bool to_stderr = options_.stream() == nullptr;
-  const bool terminal =
-      options_.terminal() ? *options_.terminal() : (to_stderr && ::isatty(STDERR_FILENO) == 1);
   const Environment env = options_.environment() ? *options_.environment() : current_environment();
   const bool local_main = options_.local_main_process()
                               ? *options_.local_main_process()
                               : JobState::from_environment(env).is_local_main_process();
+  const bool stderr_terminal = to_stderr && ::isatty(STDERR_FILENO) == 1;
+  // Under accelerate launch stderr is a pipe: draw on the launcher's
+  // terminal instead, when it has one (and only then: logs stay clean).
+  if (to_stderr && !options_.terminal() && !stderr_terminal && local_main && !options_.disable())
+    terminal_fd_ = open_progress_terminal(env);
+  const bool terminal =
+      options_.terminal() ? *options_.terminal() : (stderr_terminal || terminal_fd_ >= 0);
   shown_ = !options_.disable() && terminal && local_main;
-  width_ = options_.ncols() > 0 ? options_.ncols() : terminal_width(env, to_stderr && terminal);
+  const int tty_fd = terminal_fd_ >= 0 ? terminal_fd_ : (stderr_terminal ? STDERR_FILENO : -1);
+  width_ = options_.ncols() > 0 ? options_.ncols() : terminal_width(env, tty_fd);
   start_ = last_draw_ = std::chrono::steady_clock::now();
   if (shown_) draw();
 }
 
-ProgressBar::~ProgressBar() { close(); }
+ProgressBar::~ProgressBar() {
+  close();
+  if (terminal_fd_ >= 0) ::close(terminal_fd_);
+}
 
 void ProgressBar::update(std::int64_t n) {
   n_ += n;
@@ -124,6 +151,10 @@ void ProgressBar::set_description(std::string desc) { options_.desc(std::move(de
 
 void ProgressBar::refresh() {
   if (shown_ && !closed_) draw();
+}
+
+void ProgressBar::clear() {
+  if (shown_ && !closed_) emit("\r\033[K");
 }
 
 void ProgressBar::close() {
@@ -158,6 +189,12 @@ void ProgressBar::emit(const std::string& text) {
   if (options_.stream()) {
     options_.stream()->write(text.data(), static_cast<std::streamsize>(text.size()));
     options_.stream()->flush();
+  } else if (terminal_fd_ >= 0) {
+    for (std::size_t written = 0; written < text.size();) {
+      const ssize_t n = ::write(terminal_fd_, text.data() + written, text.size() - written);
+      if (n <= 0 && errno != EINTR) return;  // the terminal is gone: drop the bar
+      if (n > 0) written += static_cast<std::size_t>(n);
+    }
   } else {
     std::fwrite(text.data(), 1, text.size(), stderr);
     std::fflush(stderr);

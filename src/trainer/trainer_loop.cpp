@@ -341,7 +341,7 @@ bool TrainerLoop::track_best(const Metrics& metrics) {
 // (with "step"), and handed to the callbacks.
 void TrainerLoop::publish(Metrics metrics, bool evaluation) {
   const bool bar_shown = bar_ && bar_->shown();
-  if (bar_shown) std::cerr << "\r\033[K" << std::flush;  // the line above the bar
+  if (bar_shown) bar_->clear();  // the line goes where the bar was; the bar below it
   if (accelerator_.is_main_process()) std::cout << dict_text(metrics) << std::endl;
   if (bar_shown) bar_->refresh();
   TrackerValues values;

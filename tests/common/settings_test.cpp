@@ -47,7 +47,7 @@ TEST(Settings, EveryVariableIsDeclaredOnceWithItsFacts) {
     EXPECT_NE(std::string(about.default_text), "") << about.variable;
     EXPECT_NE(std::string(about.meaning), "") << about.variable;
   }
-  EXPECT_EQ(seen.size(), 44u);
+  EXPECT_EQ(seen.size(), 45u);
   EXPECT_EQ(seen.count("PARALLELISM_CONFIG_SP_SIZE"), 1u);
   EXPECT_EQ(seen.count("PARALLELISM_CONFIG_SP_BACKEND"), 1u);
   EXPECT_EQ(seen.count("PARALLELISM_CONFIG_TP_SEQUENCE_PARALLEL"), 1u);

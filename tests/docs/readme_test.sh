@@ -25,6 +25,28 @@ else
   echo "ok: README.md shows examples/trainer/main.cpp whole"
 fi
 
+# Each "whole code diff" the README shows after '<!-- diff OLD NEW -->' has
+# exactly the code lines that differ between the two files (its '-' and
+# '+' lines, as multisets; comments, blank lines, '...' and context lines
+# are not checked).
+while read -r old new; do
+  shown=$(awk -v marker="<!-- diff $old $new -->" '
+    $0 == marker { found = 1; next }
+    found == 1 && /^```diff$/ { found = 2; next }
+    found == 2 && /^```$/ { exit }
+    found == 2 && /^[-+]/ { print }' "$README" | sort)
+  actual=$(diff "$SOURCE/$old" "$SOURCE/$new" | sed -nE 's/^< /-/p; s/^> /+/p' |
+    grep -vE '^[-+][[:space:]]*(//.*)?$' | sort)
+  if [[ -z "$shown" ]]; then
+    fail "README.md shows no diff of $old and $new"
+  elif [[ "$shown" != "$actual" ]]; then
+    fail "README.md's diff of $old and $new is not theirs (< README, > the files):"
+    diff <(echo "$shown") <(echo "$actual") | head -20
+  else
+    echo "ok: README.md's diff of $old and $new is theirs"
+  fi
+done < <(sed -nE 's/^<!-- diff ([^ ]+) ([^ ]+) -->$/\1 \2/p' "$README")
+
 # Paths the README names: links and docs/..., scripts/..., examples/... words.
 paths=$(grep -oE '\]\([A-Za-z0-9_./-]+\)|(docs|scripts|examples|tests|bench)/[A-Za-z0-9_./-]+' "$README" |
   sed -E 's/^\]\(//; s/\)$//; s/[.,:;]+$//' | sort -u)

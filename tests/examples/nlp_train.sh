@@ -65,6 +65,23 @@ fi
 
 whole=$(run "$work/whole" "${flags[@]}" "${checkpoint[@]}" --with_tracking)
 echo "$whole"
+if [[ $processes != 1 ]]; then
+  # assert: the output docs/nlp.md quotes (a 2-process run of this slice) is
+  # what the program prints, its numbers aside
+  docs="$(dirname "$0")/../../docs/nlp.md"
+  echo "$whole" >"$work/whole.txt"
+  python3 - "$docs" "$work/whole.txt" <<'PY' || exit 1
+import re, sys
+printed = open(sys.argv[2]).read().splitlines()
+quoted = [l for l in open(sys.argv[1]).read().splitlines() if l.startswith("[rank0]: epoch")]
+assert quoted, "docs/nlp.md quotes no output"
+for line in quoted:
+    shape = re.sub(r"[0-9]+(\\\.[0-9]+)?", "[0-9.e+-]+", re.escape(line))
+    if not any(re.fullmatch(shape, p) for p in printed):
+        sys.exit("docs/nlp.md quotes a line the program does not print: " + line)
+print("docs/nlp.md: %d quoted lines have the program's shape" % len(quoted))
+PY
+fi
 metrics=$(grep -E "epoch [0-9]+: \{'accuracy'" <<<"$whole")
 # assert: one metrics line per epoch, from the main process only
 [[ $(wc -l <<<"$metrics") -eq $epochs ]]

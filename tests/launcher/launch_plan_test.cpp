@@ -85,7 +85,7 @@ TEST(LaunchMpirun, HostfileGivesFirstHostAndSlots) {
   EXPECT_EQ(hostfile.slots, 3);
   std::ofstream(folder.path() + "/empty") << "# nothing\n";
   EXPECT_THROW(read_hostfile(folder.path() + "/empty"), LaunchFailure);
-  EXPECT_THROW(read_hostfile(folder.path() + "/missing"), LaunchFailure);
+  EXPECT_THROW(read_hostfile(folder.path() + "/missing"), UsageError);  // bad input: exit 2
 }
 
 TEST(LaunchMpirun, OneMpirunCarriesTheSettingsButNoTopology) {

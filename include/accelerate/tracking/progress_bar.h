@@ -1,6 +1,8 @@
 // ProgressBar: a tqdm-style bar for training loops, drawn on the local main
 // process only and only when its output is a terminal (so log files and CI
-// output stay clean).
+// output stay clean). Under accelerate launch, whose pipe is the process's
+// stderr, it is drawn on the launcher's terminal when the launcher has one
+// (ACCELERATE_PROGRESS_TTY, docs/launching.md).
 //
 //   accelerate::ProgressBar bar(accelerate::ProgressBarOptions()
 //                                   .total(loader.size()).desc("epoch 1"));
@@ -82,6 +84,9 @@ class ProgressBar {
   void set_description(std::string desc);
   // Draws now.
   void refresh();
+  // Erases the bar's line, so the program can print a line of its own there
+  // (refresh() draws the bar again).
+  void clear();
   // Final draw and newline (or erase, see leave). Idempotent.
   void close();
 
@@ -94,6 +99,9 @@ class ProgressBar {
   void emit(const std::string& text);
 
   ProgressBarOptions options_;
+  // ACCELERATE_PROGRESS_TTY's terminal when stderr is the launcher's pipe
+  // (docs/launching.md, "Output"); -1: none. Owned.
+  int terminal_fd_ = -1;
   bool shown_ = false;
   bool closed_ = false;
   int width_ = 80;
