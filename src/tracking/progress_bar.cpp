@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <optional>
+#include <string>
 
 #include "accelerate/common/environment.h"
 #include "accelerate/common/job_state.h"
@@ -97,7 +99,12 @@ int terminal_width(const Environment& env, int tty_fd) {
 // The launcher's terminal (ACCELERATE_PROGRESS_TTY) opened for writing, when
 // it names one; -1 otherwise.
 int open_progress_terminal(const Environment& env) {
-  const auto path = settings::kProgressTty.read(env);
+  std::optional<std::string> path;
+  try {
+    path = settings::kProgressTty.read(env);
+  } catch (const std::exception&) {
+    return -1;  // a bar is never worth stopping the training for
+  }
   if (!path) return -1;
   const int fd = ::open(path->c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
   if (fd >= 0 && ::isatty(fd) != 1) {
