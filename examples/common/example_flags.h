@@ -24,7 +24,9 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <iostream>
 #include <limits>
 #include <sstream>
@@ -190,6 +192,23 @@ class Flags {
     std::cerr << program_ << ": error: " << message << "; '" << program_
               << " --help' lists the flags" << std::endl;
     std::exit(2);
+  }
+
+  // Data a flag points at must be there: each of `names` in the folder
+  // `path`, or the file `path` itself when `names` is empty. Else fail()
+  // with a line naming the flag, the path and `remedy` (how to get the
+  // default data: the defaults are relative to the folder the program runs
+  // in).
+  void require_data(const std::string& flag, const std::string& path,
+                    std::initializer_list<const char*> names, const std::string& remedy) const {
+    if (names.size() == 0 && !std::ifstream(path)) {
+      fail(flag + " " + path + " cannot be read (" + remedy + ")");
+    }
+    for (const char* name : names) {
+      if (!std::ifstream(path + "/" + name)) {
+        fail(flag + " " + path + " has no " + name + " (" + remedy + ")");
+      }
+    }
   }
 
   // "usage: PROGRAM [--name VALUE]... [-h]", the about text, then one line

@@ -93,15 +93,9 @@ int train(const std::string& program, const std::vector<std::string>& words) {
   const std::string& preset = f.preset;
   const int32_t vocab_size = f.vocab_size;
   TrainingArguments args = gpt_flags::training_arguments(f);
-  // The default is relative to the folder the program runs in: name the
-  // flag and the script (one line, exit code 2, as a bad flag).
-  for (const char* name : {"train.txt", "validation.txt"}) {
-    if (!std::ifstream(f.data_dir + "/" + name)) {
-      flags.fail("--data_dir " + f.data_dir + " has no " + name +
-                 " (run scripts/fetch-brown.sh in the project's folder, or give --data_dir the "
-                 "folder that holds the Brown Corpus)");
-    }
-  }
+  flags.require_data("--data_dir", f.data_dir, {"train.txt", "validation.txt"},
+                     "run scripts/fetch-brown.sh in the project's folder, or give --data_dir the "
+                     "folder that holds the Brown Corpus");
   accelerate::models::GPT2Config config = gpt::preset_config(preset, vocab_size, f.dropout);
   if (f.block_size > 0) config.n_positions = f.block_size;
   const int64_t max_eval_samples = f.max_eval_samples;

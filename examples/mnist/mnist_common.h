@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 
 #include <torch/torch.h>
@@ -75,14 +74,11 @@ inline void set_up(const Args& args) {
 // folder the program runs in, so the error names the flag and the script
 // (one line, exit code 2, as a bad flag).
 inline void check_data_dir(const examples::Flags& flags, const Args& args) {
-  for (const char* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-                           "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"}) {
-    if (!std::ifstream(args.data_dir + "/" + name)) {
-      flags.fail("--data_dir " + args.data_dir + " has no " + name +
-                 " (run scripts/fetch-mnist.sh in the project's folder, or give --data_dir the "
-                 "folder that holds MNIST)");
-    }
-  }
+  flags.require_data("--data_dir", args.data_dir,
+                     {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                      "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"},
+                     "run scripts/fetch-mnist.sh in the project's folder, or give --data_dir the "
+                     "folder that holds MNIST");
 }
 
 // The shared flags from the command line (--help: the usage; a bad flag or

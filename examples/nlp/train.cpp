@@ -24,11 +24,9 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <numeric>
 #include <string>
-#include <utility>
 
 #include "../common/example_flags.h"
 #include "text_data.h"
@@ -136,24 +134,13 @@ int main(int argc, char** argv) try {
         "--num_epochs, --batch_size, --eval_batch_size and --gradient_accumulation_steps must be "
         ">= 1, --max_length >= 2, the others >= 0");
   }
-  // The defaults are relative to the folder the program runs in: name the
-  // flag and the script (one line, exit code 2, as a bad flag).
-  for (const char* name : {"config.json", "tokenizer.json"}) {
-    if (!std::ifstream(args.model + "/" + name)) {
-      flags.fail("--model " + args.model + " has no " + name +
-                 " (run scripts/fetch-minilm.sh in the project's folder, or give --model a "
-                 "Hugging Face folder)");
-    }
-  }
-  for (const auto& [flag, path] :
-       {std::pair<std::string, std::string>{"--train_file", args.train_file},
-        {"--validation_file", args.validation_file}}) {
-    if (!std::ifstream(path)) {
-      flags.fail(flag + " " + path +
-                 " cannot be read (run scripts/fetch-brown-genre.sh in the project's folder for "
-                 "the default data)");
-    }
-  }
+  flags.require_data("--model", args.model, {"config.json", "tokenizer.json"},
+                     "run scripts/fetch-minilm.sh in the project's folder, or give --model a "
+                     "Hugging Face folder");
+  const char* const genre_data =
+      "run scripts/fetch-brown-genre.sh in the project's folder for the default data";
+  flags.require_data("--train_file", args.train_file, {}, genre_data);
+  flags.require_data("--validation_file", args.validation_file, {}, genre_data);
 
   accelerate::AcceleratorOptions options;
   options.gradient_accumulation_steps(args.gradient_accumulation_steps);
