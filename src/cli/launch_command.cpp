@@ -137,13 +137,12 @@ PlanInputs prepare(LaunchOptions& options, std::vector<std::string>& notes) {
   // A terminal for the progress bars of the local main process, whose
   // stderr is our pipe (docs/launching.md, "Output"); not under mpirun,
   // whose ranks run elsewhere, nor over a variable the user set.
-  inputs.stdout_is_terminal = ::isatty(STDOUT_FILENO) == 1;
-  inputs.stderr_is_terminal = ::isatty(STDERR_FILENO) == 1;
-  if (inputs.stderr_is_terminal && !options.mpirun_hostfile &&
+  if (::isatty(STDERR_FILENO) == 1 && !options.mpirun_hostfile &&
       !lookup(inputs.environment, settings::kProgressTty.variable())) {
     if (const char* name = ::ttyname(STDERR_FILENO)) {
-      inputs.progress_tty = name;
       inputs.environment[settings::kProgressTty.variable()] = name;
+      inputs.clear_stderr_line = true;
+      inputs.clear_stdout_line = ::isatty(STDOUT_FILENO) == 1;
     }
   }
   inputs.options = &options;

@@ -71,10 +71,8 @@ SupervisorSettings plan_attempt(const PlanInputs& inputs, int restart_count) {
   }
   settings.command = inputs.program;
   settings.prefix_output = options.local_processes() > 1;
-  if (inputs.progress_tty) {
-    settings.clear_stdout_line = inputs.stdout_is_terminal;
-    settings.clear_stderr_line = inputs.stderr_is_terminal;
-  }
+  settings.clear_stdout_line = inputs.clear_stdout_line;
+  settings.clear_stderr_line = inputs.clear_stderr_line;
   for (int local_rank = 0; local_rank < options.local_processes(); ++local_rank) {
     Environment env =
         build_child_environment(options, local_rank, inputs.environment, inputs.usable_cores,

@@ -25,12 +25,10 @@ struct PlanInputs {
   std::optional<std::string> mpirun_path;
   Hostfile hostfile;
   bool as_root = false;
-  // The terminal the local main process draws its progress bars on
-  // (ACCELERATE_PROGRESS_TTY, already in `environment`), and which of the
-  // launcher's stdout and stderr are that terminal: their relayed lines
-  // clear the bar's line first.
-  std::optional<std::string> progress_tty;
-  bool stdout_is_terminal = false, stderr_is_terminal = false;
+  // The local main process draws its progress bars on our terminal
+  // (ACCELERATE_PROGRESS_TTY, in `environment`): lines relayed to that
+  // terminal, on stdout and on stderr, clear the bar's line first.
+  bool clear_stdout_line = false, clear_stderr_line = false;
 };
 
 // The supervisor settings of attempt `restart_count` (0 first). Log file
