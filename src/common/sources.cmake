@@ -18,6 +18,7 @@ target_sources(accelerate_common PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/log_level.cpp
   ${CMAKE_CURRENT_LIST_DIR}/malloc_tuning.cpp
   ${CMAKE_CURRENT_LIST_DIR}/mixed_precision.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/replace_file.cpp
   ${CMAKE_CURRENT_LIST_DIR}/openblas_core.cpp
   ${CMAKE_CURRENT_LIST_DIR}/parallelism_settings.cpp
   ${CMAKE_CURRENT_LIST_DIR}/setting_values.cpp

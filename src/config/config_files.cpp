@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "accelerate/common/errors.h"
+#include "common/replace_file.h"
 #include "config/config_file.h"
 #include "config/config_keys.h"
 #include "config/config_yaml.h"
@@ -114,22 +115,8 @@ YAML::Node updated_config_node(const std::string& text, const std::string& path)
 
 void write_config_file(const std::string& path, const YAML::Node& root) {
   make_directories(path);
-  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    const bool json = path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0;
-    out << (json ? to_config_json(root) : to_config_yaml(root));
-    out.flush();
-    if (!out) {
-      ::unlink(temporary.c_str());
-      throw Error("cannot write the config file " + path);
-    }
-  }
-  if (::rename(temporary.c_str(), path.c_str()) != 0) {
-    const std::string reason = std::strerror(errno);
-    ::unlink(temporary.c_str());
-    throw Error("cannot write the config file " + path + ": " + reason);
-  }
+  const bool json = path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0;
+  detail::replace_file(path, json ? to_config_json(root) : to_config_yaml(root), "config file");
 }
 
 }  // namespace accelerate::config

@@ -11,8 +11,8 @@
 
 #include "accelerate/common/errors.h"
 #include "accelerate/text/bpe_tokenizer.h"
+#include "common/replace_file.h"
 #include "text/pre_split.h"
-#include "text/text_files.h"
 #include "text/tokenizer_json_parts.h"
 #include "text/unicode.h"
 

@@ -1,4 +1,5 @@
-// Writing the text area's files (tokenizer.bpe, tokenizer.json).
+// Writing a small file whole: tokenizer.bpe and tokenizer.json (src/text),
+// the accelerate config file (src/config).
 #pragma once
 
 #include <string>
