@@ -26,8 +26,8 @@ done
 command -v python3 >/dev/null || { echo "run_tensor_parallel_bench: python3 missing" >&2; exit 2; }
 work=$(mktemp -d /tmp/accelerate-tp-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-# shellcheck source=tests/examples/gpt_parallel_runs.sh
-source "$root/tests/examples/gpt_parallel_runs.sh"
+# shellcheck source=tests/support/gpt_parallel_runs.sh
+source "$root/tests/support/gpt_parallel_runs.sh"
 write_zero3_yaml "$work/zero3.yaml"
 mkdir -p "$work/tok"
 

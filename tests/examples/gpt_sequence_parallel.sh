@@ -20,8 +20,8 @@ if [[ ! -f "$data/train.txt" ]]; then
 fi
 work=$(mktemp -d /tmp/accelerate-gpt-sp.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-# shellcheck source=tests/examples/gpt_parallel_runs.sh
-source "$(dirname "$0")/gpt_parallel_runs.sh"
+# shellcheck source=tests/support/gpt_parallel_runs.sh
+source "$(dirname "$0")/../support/gpt_parallel_runs.sh"
 write_zero3_yaml "$work/zero3.yaml"
 
 # sp 1 on one process against sp 2 on two, 50 steps.

@@ -15,8 +15,8 @@ if [[ ! -f "$data/train.txt" ]]; then
 fi
 work=$(mktemp -d /tmp/accelerate-gpt-train.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-# shellcheck source=tests/examples/trainer_logs.sh
-source "$(dirname "$0")/trainer_logs.sh"
+# shellcheck source=tests/support/trainer_logs.sh
+source "$(dirname "$0")/../support/trainer_logs.sh"
 
 run() {  # run OUTPUT_DIR [extra flags...]
   local out=$1

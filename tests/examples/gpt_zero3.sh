@@ -46,8 +46,8 @@ run() {  # run OUTPUT_DIR [launch flags...] -- [program flags...]
     --warmup_steps 5 --logging_steps 10 --eval_steps 20 --save_steps 10 --max_eval_samples 64 \
     --learning_rate 2e-3 --report_to jsonl "$@"
 }
-# shellcheck source=tests/examples/trainer_logs.sh
-source "$(dirname "$0")/trainer_logs.sh"
+# shellcheck source=tests/support/trainer_logs.sh
+source "$(dirname "$0")/../support/trainer_logs.sh"
 eval_loss() { logged eval_loss "$1" | tail -1; }  # in full, from OUTPUT_DIR's JSONL log
 
 plain=$(run "$work/plain" --cpu --num_processes 2 --)

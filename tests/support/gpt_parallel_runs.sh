@@ -40,7 +40,7 @@ gpt_run() {
   [[ -f "$work/tok/tokenizer.bpe" ]] || cp "$out/tokenizer.bpe" "$work/tok/"
 }
 
-# shellcheck source=tests/examples/trainer_logs.sh
+# shellcheck source=tests/support/trainer_logs.sh
 source "$(dirname "${BASH_SOURCE[0]}")/trainer_logs.sh"
 
 losses() { logged loss "$1"; }
